@@ -1,0 +1,23 @@
+"""torchrankboost: learning to rank with boosting-family losses in PyTorch.
+
+The public API is re-exported here; see README.md for a tour. Each area owns one block.
+"""
+
+__version__ = "0.1.0"
+
+# --- foundation: groups and pairs ---
+from .groups import Groups, as_groups  # noqa: F401
+from .pairs import Bipartite, ExplicitPairs, Graded  # noqa: F401
+
+# --- metrics ---
+
+# --- data ---
+
+# --- losses ---
+from .losses import RankingLoss  # noqa: F401
+
+# --- boosting ---
+
+# --- algorithms ---
+
+# --- user surface (estimator, logging) ---
