@@ -1,0 +1,391 @@
+"""TensorBoard logging for boosting runs and neural training loops.
+
+:class:`TensorBoardLogger` writes TensorBoard event files with
+:class:`torch.utils.tensorboard.SummaryWriter`. It is used two ways:
+
+1. as a callback of the boosting driver (``Booster(..., callbacks=[logger])``): it implements
+   ``on_fit_start(booster, info)``, ``on_round_end(booster, round, diagnostics)`` and
+   ``on_fit_end(booster, ensemble)``;
+2. from any training loop, through explicit methods::
+
+       logger = TensorBoardLogger("runs/mlp")
+       for step in range(n_steps):
+           ...
+           logger.log_step(step, {"train/loss": loss.item(), "valid/ndcg@10": ndcg})
+       logger.log_histograms(step, {"scores": scores})
+       logger.log_curves(step, labels, scores, tag="test")
+       logger.log_hparams({"lr": 1e-3, "loss": "exponential"}, {"test/ndcg@10": 0.48})
+       logger.close()
+
+What is written (tags):
+
+* scalars: every scalar entry of the driver's per-round diagnostics under its own name
+  (``train/loss``, ``valid/ndcg@10``, ``round/alpha``, ``round/learning_rate``,
+  ``round/f_skew``, ``round/margin``, ``round/smooth_margin``, ``round/grad_norm``,
+  ``round/curvature_norm``...; names without a ``/`` are put under ``round/``), plus
+  ``time/seconds_per_round`` measured by the logger;
+* histograms: every vector entry of the diagnostics (e.g. ``scores``, ``leaf_values``),
+  every ``histogram_every`` rounds and at the last round;
+* ``hparams``: the run's hyper-parameters with its final metrics (the last value of every
+  ``train/``, ``valid/`` and ``test/`` scalar unless given explicitly), written into the same
+  run directory so that TensorBoard's HPARAMS tab links to the scalars;
+* curves: a precision-recall curve (``add_pr_curve``, numpy only) and an ROC curve drawn as an
+  image (pure numpy rasteriser, no matplotlib needed) for binary relevance
+  ``label > relevance_threshold``.
+
+Event files go to ``logdir`` (default ``runs/<name>-<timestamp>``); view them with
+``tensorboard --logdir runs``.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import os
+import time
+from datetime import datetime
+from typing import Any, Dict, Iterable, Mapping, Optional
+
+import numpy as np
+import torch
+from torch import Tensor
+
+__all__ = ["TensorBoardLogger", "default_logdir", "roc_curve_points", "render_roc_image"]
+
+
+def default_logdir(name: str = "run", *, root: str = "runs") -> str:
+    """``<root>/<name>-<YYYYmmdd-HHMMSS>`` (a suffix ``-2``, ``-3``... if it already exists)."""
+    stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
+    base = os.path.join(root, f"{name}-{stamp}")
+    path, k = base, 1
+    while os.path.exists(path):
+        k += 1
+        path = f"{base}-{k}"
+    return path
+
+
+def _to_numpy(x) -> np.ndarray:
+    if isinstance(x, Tensor):
+        return x.detach().to("cpu", torch.float64).numpy()
+    return np.asarray(x, dtype=np.float64)
+
+
+def _as_scalar(v) -> Optional[float]:
+    """A Python float for scalar-like values (numbers, 0-d/1-element tensors), else None."""
+    if isinstance(v, bool):
+        return float(v)
+    if isinstance(v, numbers.Real):
+        return float(v)
+    if isinstance(v, Tensor) and v.numel() == 1:
+        return float(v.detach().reshape(()).cpu())
+    if isinstance(v, np.ndarray) and v.size == 1:
+        return float(v.reshape(()))
+    return None
+
+
+def _as_vector(v) -> Optional[np.ndarray]:
+    if isinstance(v, Tensor) and v.numel() > 1:
+        return _to_numpy(v).ravel()
+    if isinstance(v, np.ndarray) and v.size > 1:
+        return v.astype(np.float64).ravel()
+    if isinstance(v, (list, tuple)) and len(v) > 1 and all(isinstance(e, numbers.Real) for e in v):
+        return np.asarray(v, dtype=np.float64)
+    return None
+
+
+def _flatten(d: Mapping[str, Any], prefix: str = "") -> Dict[str, Any]:
+    out: Dict[str, Any] = {}
+    for k, v in d.items():
+        key = f"{prefix}/{k}" if prefix else str(k)
+        if isinstance(v, Mapping):
+            out.update(_flatten(v, key))
+        else:
+            out[key] = v
+    return out
+
+
+def roc_curve_points(labels, scores, *, relevance_threshold: float = 0.0):
+    """ROC points ``(fpr, tpr)`` (numpy, float64) of ``scores`` for ``labels > threshold``.
+
+    Tied scores form one step (a diagonal segment), as in scikit-learn's ``roc_curve``.
+    Returns ``None`` when one of the two classes is empty.
+    """
+    y = _to_numpy(labels).ravel() > relevance_threshold
+    s = _to_numpy(scores).ravel()
+    npos, nneg = int(y.sum()), int((~y).sum())
+    if npos == 0 or nneg == 0:
+        return None
+    order = np.argsort(-s, kind="stable")
+    s, y = s[order], y[order]
+    last = np.r_[np.nonzero(np.diff(s))[0], s.size - 1]  # last index of each tie block
+    tp = np.cumsum(y)[last]
+    fp = np.cumsum(~y)[last]
+    tpr = np.r_[0.0, tp / npos]
+    fpr = np.r_[0.0, fp / nneg]
+    return fpr, tpr
+
+
+def render_roc_image(fpr: np.ndarray, tpr: np.ndarray, *, size: int = 240) -> np.ndarray:
+    """Draw an ROC curve into an ``(size, size, 3)`` uint8 RGB image (no matplotlib).
+
+    White background, grey frame and chance diagonal, the curve in blue.
+    """
+    img = np.full((size, size, 3), 255, dtype=np.uint8)
+    pad = 12
+    span = size - 2 * pad - 1
+
+    def to_px(x, y):
+        cols = np.clip(np.round(pad + np.asarray(x) * span), 0, size - 1).astype(int)
+        rows = np.clip(np.round(size - 1 - pad - np.asarray(y) * span), 0, size - 1).astype(int)
+        return rows, cols
+
+    def polyline(xs, ys, color, width=1):
+        xs, ys = np.asarray(xs, float), np.asarray(ys, float)
+        seg = np.hypot(np.diff(xs), np.diff(ys))
+        n = max(2, int(seg.sum() * span * 2) + 2)
+        t = np.linspace(0.0, 1.0, n)
+        # resample the polyline uniformly along its length
+        cum = np.r_[0.0, np.cumsum(seg)]
+        if cum[-1] <= 0:
+            return
+        u = t * cum[-1]
+        px = np.interp(u, cum, xs)
+        py = np.interp(u, cum, ys)
+        rows, cols = to_px(px, py)
+        for dr in range(-(width // 2), width - width // 2):
+            for dc in range(-(width // 2), width - width // 2):
+                img[np.clip(rows + dr, 0, size - 1), np.clip(cols + dc, 0, size - 1)] = color
+
+    grey = np.array([170, 170, 170], np.uint8)
+    polyline([0, 1, 1, 0, 0], [0, 0, 1, 1, 0], grey)
+    polyline([0, 1], [0, 1], grey)
+    polyline(fpr, tpr, np.array([31, 90, 200], np.uint8), width=2)
+    return img
+
+
+class TensorBoardLogger:
+    """Write a run's scalars, histograms, hyper-parameters and curves to TensorBoard.
+
+    Args:
+        logdir: run directory; default ``runs/<name>-<timestamp>`` (see :func:`default_logdir`).
+        name: run name used for the default ``logdir``.
+        hparams: hyper-parameters recorded with the final metrics (merged with those the
+            driver reports in ``on_fit_start``).
+        histogram_every: write histograms every this many rounds/steps (and at the end).
+        relevance_threshold: labels ``> relevance_threshold`` count as relevant for the
+            PR/ROC curves.
+        flush_secs: passed to ``SummaryWriter``.
+
+    Driver callback: ``on_fit_start(booster, info)``, ``on_round_end(booster, round,
+    diagnostics) -> None`` (never asks to stop), ``on_fit_end(booster, ensemble)``.
+    Explicit use: :meth:`log_step`, :meth:`log_histograms`, :meth:`log_curves`,
+    :meth:`log_hparams`, :meth:`close` (also a context manager).
+    """
+
+    def __init__(self, logdir: Optional[str] = None, *, name: str = "run",
+                 hparams: Optional[Mapping[str, Any]] = None, histogram_every: int = 10,
+                 relevance_threshold: float = 0.0, flush_secs: int = 10):
+        if histogram_every < 1:
+            raise ValueError(f"histogram_every must be >= 1, got {histogram_every}")
+        from torch.utils.tensorboard import SummaryWriter
+
+        self.logdir = str(logdir) if logdir is not None else default_logdir(name)
+        self.writer = SummaryWriter(log_dir=self.logdir, flush_secs=flush_secs)
+        self.hparams: Dict[str, Any] = dict(hparams or {})
+        self.histogram_every = int(histogram_every)
+        self.relevance_threshold = float(relevance_threshold)
+        self.last_scalars: Dict[str, float] = {}
+        self._last_time: Optional[float] = None
+        self._last_round: Optional[int] = None
+        self._n_rounds: Optional[int] = None
+        self._hparams_written = False
+        self._closed = False
+
+    # ------------------------------------------------------------------ explicit API
+    def log_step(self, step: int, scalars: Mapping[str, Any]) -> None:
+        """Write every scalar-like value of ``scalars`` (nested dicts become ``a/b`` tags).
+
+        Non-scalar values are ignored here (see :meth:`log_histograms`); non-finite values
+        are skipped (TensorBoard cannot plot them).
+        """
+        for tag, v in _flatten(scalars).items():
+            x = _as_scalar(v)
+            if x is None or not math.isfinite(x):
+                continue
+            self.writer.add_scalar(tag, x, int(step))
+            self.last_scalars[tag] = x
+
+    def log_histograms(self, step: int, values: Mapping[str, Any]) -> None:
+        """Write a histogram for every vector value (tensor/array with > 1 element)."""
+        for tag, v in _flatten(values).items():
+            arr = _as_vector(v)
+            if arr is None:
+                continue
+            arr = arr[np.isfinite(arr)]
+            if arr.size:
+                self.writer.add_histogram(tag, arr, int(step))
+
+    def log_curves(self, step: int, labels, scores, *, tag: str = "test") -> None:
+        """PR curve (``<tag>/pr_curve``) and ROC image (``<tag>/roc_curve``) of ``scores``.
+
+        ``labels`` are binarised as ``labels > relevance_threshold``; nothing is written when
+        one class is empty. The curves pool all documents (for several queries this is the
+        global PR/ROC, not a per-query average).
+        """
+        y = _to_numpy(labels).ravel() > self.relevance_threshold
+        s = _to_numpy(scores).ravel()
+        if y.size == 0 or y.all() or (~y).all():
+            return
+        # add_pr_curve expects probabilities in [0, 1]: map scores monotonically.
+        lo, hi = float(s.min()), float(s.max())
+        p = (s - lo) / (hi - lo) if hi > lo else np.full_like(s, 0.5)
+        self.writer.add_pr_curve(f"{tag}/pr_curve", y.astype(np.int64), p, int(step),
+                                 num_thresholds=201)
+        pts = roc_curve_points(y.astype(np.float64), s, relevance_threshold=0.5)
+        if pts is not None:
+            img = render_roc_image(*pts)
+            self.writer.add_image(f"{tag}/roc_curve", img, int(step), dataformats="HWC")
+
+    def log_hparams(self, hparams: Optional[Mapping[str, Any]] = None,
+                    metrics: Optional[Mapping[str, Any]] = None) -> None:
+        """Record hyper-parameters with final metrics in this run directory.
+
+        ``hparams`` is merged into those already known; ``metrics`` defaults to the last
+        value of every ``train/``, ``valid/`` and ``test/`` scalar written so far. Values that
+        are not int/float/str/bool are stored as strings; ``None`` is dropped.
+        """
+        from torch.utils.tensorboard.summary import hparams as hparams_summary
+
+        hp = dict(self.hparams)
+        hp.update(hparams or {})
+        clean: Dict[str, Any] = {}
+        for k, v in hp.items():
+            if v is None:
+                continue
+            if isinstance(v, bool) or isinstance(v, str):
+                clean[k] = v
+            elif isinstance(v, numbers.Integral):
+                clean[k] = int(v)
+            elif isinstance(v, numbers.Real):
+                clean[k] = float(v)
+            else:
+                clean[k] = str(v)
+        if metrics is None:
+            metrics = {k: v for k, v in self.last_scalars.items()
+                       if k.split("/", 1)[0] in ("train", "valid", "test")}
+        mets = {}
+        for k, v in metrics.items():
+            x = _as_scalar(v)
+            if x is not None and math.isfinite(x):
+                mets[f"final/{k}" if not k.startswith("final/") else k] = x
+        exp, ssi, sei = hparams_summary(clean, mets)
+        fw = self.writer._get_file_writer()
+        fw.add_summary(exp)
+        fw.add_summary(ssi)
+        fw.add_summary(sei)
+        for k, x in mets.items():
+            self.writer.add_scalar(k, x, 0)
+        self._hparams_written = True
+        self.writer.flush()
+
+    def flush(self) -> None:
+        self.writer.flush()
+
+    def close(self) -> None:
+        if not self._closed:
+            self.writer.flush()
+            self.writer.close()
+            self._closed = True
+
+    def __enter__(self) -> "TensorBoardLogger":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ driver callback
+    def on_fit_start(self, booster, info: Optional[Mapping[str, Any]] = None) -> None:
+        """Record the booster's hyper-parameters and start the round timer."""
+        hp = _booster_hparams(booster)
+        for k, v in hp.items():
+            self.hparams.setdefault(k, v)
+        info = dict(info or {})
+        self._n_rounds = info.get("n_rounds", getattr(booster, "n_rounds", None))
+        self._last_time = time.perf_counter()
+
+    def on_round_end(self, booster, round: int, diagnostics: Mapping[str, Any]) -> None:
+        """Write the round's scalars (and, every ``histogram_every`` rounds, histograms)."""
+        now = time.perf_counter()
+        flat = _flatten(diagnostics or {})
+        scalars: Dict[str, Any] = {}
+        vectors: Dict[str, Any] = {}
+        for k, v in flat.items():
+            tag = k if "/" in k else f"round/{k}"
+            if _as_scalar(v) is not None:
+                scalars[tag] = v
+            elif _as_vector(v) is not None:
+                vectors[k] = v
+        if self._last_time is not None:
+            scalars["time/seconds_per_round"] = now - self._last_time
+        self.log_step(round, scalars)
+        last = self._n_rounds is not None and round + 1 >= self._n_rounds
+        if vectors and (round % self.histogram_every == 0 or last):
+            self.log_histograms(round, vectors)
+        self._last_round = int(round)
+        self._pending_vectors = vectors
+        self._last_time = time.perf_counter()
+        return None
+
+    def on_fit_end(self, booster, ensemble) -> None:
+        """Write the last histograms, the hyper-parameters with the final metrics, flush."""
+        vectors = getattr(self, "_pending_vectors", None)
+        if vectors and self._last_round is not None and self._last_round % self.histogram_every:
+            self.log_histograms(self._last_round, vectors)
+        extra = {}
+        n = getattr(ensemble, "n_rounds", None) or getattr(ensemble, "num_rounds", None)
+        if isinstance(n, numbers.Integral):
+            extra["rounds_used"] = int(n)
+        self.log_hparams(extra)
+        self.flush()
+
+
+def _booster_hparams(booster) -> Dict[str, Any]:
+    """Hyper-parameters of a driver/algorithm object, best effort, JSON-like values only."""
+    if booster is None:
+        return {}
+    getter = getattr(booster, "get_params", None)
+    params: Dict[str, Any] = {}
+    if callable(getter):
+        try:
+            params = dict(getter())
+        except Exception:  # pragma: no cover - third-party objects
+            params = {}
+    if not params:
+        for k in ("n_rounds", "learning_rate", "step", "curvature", "subsample", "seed"):
+            if hasattr(booster, k):
+                params[k] = getattr(booster, k)
+        for k in ("loss", "learner"):
+            obj = getattr(booster, k, None)
+            if obj is not None:
+                params[k] = _describe(obj)
+    out = {}
+    for k, v in params.items():
+        if k == "callbacks":
+            continue
+        if isinstance(v, (bool, str, numbers.Real)) or v is None:
+            out[k] = v
+        else:
+            out[k] = _describe(v)
+    out.setdefault("algorithm", type(booster).__name__)
+    return out
+
+
+def _describe(obj) -> str:
+    """A short string for an object: ``ClassName(a=1, b=2)`` from its simple attributes."""
+    if isinstance(obj, str):
+        return obj
+    name = type(obj).__name__
+    if hasattr(obj, "extra_repr") and callable(obj.extra_repr):
+        extra = obj.extra_repr()
+        return f"{name}({extra})" if extra else name
+    return repr(obj) if len(repr(obj)) < 120 else name

@@ -1,0 +1,185 @@
+"""Progress reporting for boosting runs and training loops.
+
+:class:`ProgressCallback` is a driver callback (``on_fit_start`` / ``on_round_end`` /
+``on_fit_end``) that also works from any loop through :meth:`ProgressCallback.update`.
+
+* On a terminal: a ``tqdm`` bar whose postfix shows the current metrics.
+* Not a terminal (a log file, CI, a pipe): a plain line every ``every`` rounds and at the end,
+  e.g. ``round  40/200  train/loss 12.31  valid/ndcg@10 0.4712  (0.021 s/round)``.
+* ``quiet=True``: nothing.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import time
+from typing import Any, Mapping, Optional, Sequence, TextIO
+
+__all__ = ["ProgressCallback"]
+
+
+def _scalar(v) -> Optional[float]:
+    try:
+        import torch
+
+        if isinstance(v, torch.Tensor):
+            return float(v.detach().reshape(()).cpu()) if v.numel() == 1 else None
+    except ImportError:  # pragma: no cover
+        pass
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        return float(v)
+    return None
+
+
+def _flatten(d: Mapping[str, Any], prefix: str = "") -> dict:
+    out = {}
+    for k, v in d.items():
+        key = f"{prefix}/{k}" if prefix else str(k)
+        if isinstance(v, Mapping):
+            out.update(_flatten(v, key))
+        else:
+            out[key] = v
+    return out
+
+
+def _fmt(x: float) -> str:
+    if not math.isfinite(x):
+        return str(x)
+    ax = abs(x)
+    if ax != 0 and (ax >= 1e5 or ax < 1e-3):
+        return f"{x:.3e}"
+    return f"{x:.4f}" if ax < 10 else f"{x:.2f}"
+
+
+class ProgressCallback:
+    """Show training progress: a tqdm bar on a terminal, plain lines otherwise.
+
+    Args:
+        total: number of rounds/steps (taken from the driver's ``n_rounds`` if omitted).
+        keys: which metrics to show; default: every ``train/`` and ``valid/`` scalar whose
+            name contains ``loss``, ``ndcg``, ``auc``, ``map`` or ``error`` (at most 4).
+        every: plain-line period when not on a terminal (default: about 10 lines per run).
+        quiet: print nothing.
+        stream: where to write (default ``sys.stderr``).
+        use_tqdm: force the bar on (True) or off (False); default: on iff ``stream`` is a
+            terminal.
+        desc: label of the bar/lines (default ``"round"``).
+    """
+
+    _DEFAULT_WORDS = ("loss", "ndcg", "auc", "map", "error")
+
+    def __init__(self, total: Optional[int] = None, *, keys: Optional[Sequence[str]] = None,
+                 every: Optional[int] = None, quiet: bool = False,
+                 stream: Optional[TextIO] = None, use_tqdm: Optional[bool] = None,
+                 desc: str = "round"):
+        self.total = total
+        self.keys = list(keys) if keys is not None else None
+        self.every = every
+        self.quiet = bool(quiet)
+        self.stream = stream
+        self.use_tqdm = use_tqdm
+        self.desc = desc
+        self._bar = None
+        self._t0: Optional[float] = None
+        self._count = 0
+        self._last_line_step: Optional[int] = None
+        self._last: dict = {}
+        self._last_step: Optional[int] = None
+
+    # ------------------------------------------------------------------ helpers
+    def _out(self) -> TextIO:
+        return self.stream if self.stream is not None else sys.stderr
+
+    def _is_tty(self) -> bool:
+        if self.use_tqdm is not None:
+            return bool(self.use_tqdm)
+        isatty = getattr(self._out(), "isatty", None)
+        try:
+            return bool(isatty and isatty())
+        except Exception:  # pragma: no cover
+            return False
+
+    def _select(self, flat: Mapping[str, Any]) -> dict:
+        vals = {k: _scalar(v) for k, v in flat.items()}
+        vals = {k: v for k, v in vals.items() if v is not None}
+        if self.keys is not None:
+            return {k: vals[k] for k in self.keys if k in vals}
+        chosen = {}
+        for k, v in vals.items():
+            head = k.split("/", 1)[0]
+            if head in ("train", "valid") and any(w in k.lower() for w in self._DEFAULT_WORDS):
+                chosen[k] = v
+            if len(chosen) >= 4:
+                break
+        return chosen
+
+    def start(self, total: Optional[int] = None) -> None:
+        """Begin a run of ``total`` steps (optional)."""
+        if total is not None:
+            self.total = int(total)
+        self._t0 = time.perf_counter()
+        self._count = 0
+        if self.quiet:
+            return
+        if self._is_tty():
+            from tqdm.auto import tqdm
+
+            self._bar = tqdm(total=self.total, desc=self.desc, file=self._out(),
+                             dynamic_ncols=True, leave=True)
+
+    def update(self, step: int, metrics: Mapping[str, Any]) -> None:
+        """Report step ``step`` (0-based) with its metrics (nested dicts allowed)."""
+        if self._t0 is None:
+            self.start()
+        self._count += 1
+        shown = self._select(_flatten(metrics or {}))
+        self._last = shown
+        self._last_step = int(step)
+        if self.quiet:
+            return
+        if self._bar is not None:
+            self._bar.set_postfix({k: _fmt(v) for k, v in shown.items()}, refresh=False)
+            self._bar.update(1)
+            return
+        every = self.every
+        if every is None:
+            every = max(1, (self.total or 100) // 10)
+        if (step + 1) % every == 0 or (self.total is not None and step + 1 >= self.total):
+            self._line(step, shown)
+
+    def _line(self, step: int, shown: Mapping[str, float]) -> None:
+        elapsed = time.perf_counter() - (self._t0 or time.perf_counter())
+        tot = f"/{self.total}" if self.total else ""
+        width = len(str(self.total)) if self.total else 1
+        parts = [f"{self.desc} {step + 1:>{width}}{tot}"]
+        parts += [f"{k} {_fmt(v)}" for k, v in shown.items()]
+        per = elapsed / max(self._count, 1)
+        parts.append(f"({per:.3g} s/{self.desc})")
+        print("  ".join(parts), file=self._out(), flush=True)
+        self._last_line_step = step
+
+    def finish(self, message: Optional[str] = None) -> None:
+        """Close the bar (and print ``message`` if given)."""
+        if self._bar is not None:
+            self._bar.close()
+            self._bar = None
+        elif (not self.quiet and self._last_step is not None
+              and self._last_step != self._last_line_step):
+            self._line(self._last_step, self._last)  # the final round of an early stop
+        if message and not self.quiet:
+            print(message, file=self._out(), flush=True)
+
+    # ------------------------------------------------------------------ driver callback
+    def on_fit_start(self, booster, info: Optional[Mapping[str, Any]] = None) -> None:
+        total = (info or {}).get("n_rounds", None)
+        if total is None:
+            total = getattr(booster, "n_rounds", None)
+        self.start(total if self.total is None else self.total)
+
+    def on_round_end(self, booster, round: int, diagnostics: Mapping[str, Any]) -> None:
+        self.update(round, diagnostics)
+        return None
+
+    def on_fit_end(self, booster, ensemble) -> None:
+        self.finish()

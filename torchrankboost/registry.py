@@ -1,0 +1,318 @@
+"""Names → losses, algorithms, weak learners and metrics (used by the CLI and the estimator).
+
+Every entry has a kind (``"loss"``, ``"algorithm"``, ``"learner"``, ``"metric"``), a name, a
+one-line description and a lazily imported target::
+
+    from torchrankboost import registry
+    registry.names("loss")                       # ['adaboost', 'exponential', ...]
+    loss = registry.create("loss", "pnorm_push", p=4)
+    metric = registry.metric("ndcg@10")          # callable(scores, labels, groups) -> float
+    print(registry.describe())                   # the table `torchrankboost list` prints
+
+Names are case-insensitive and ``-`` equals ``_``. An unknown name raises ``ValueError``
+listing the valid choices.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import re
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, List, Optional
+
+__all__ = ["Entry", "Metric", "KINDS", "names", "lookup", "create", "metric", "describe",
+           "resolve_loss", "resolve_learner"]
+
+KINDS = ("loss", "algorithm", "learner", "metric")
+_PLURAL = {"losses": "loss", "algorithms": "algorithm", "learners": "learner",
+           "metrics": "metric"}
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One registered name.
+
+    Attributes:
+        kind: ``"loss"``, ``"algorithm"``, ``"learner"`` or ``"metric"``.
+        name: the canonical name (lower case, ``_`` separated; metrics may contain ``@k``).
+        target: ``"module:attribute"`` imported on first use.
+        description: one line.
+        defaults: keyword arguments applied before the user's (e.g. a learner's criterion).
+        aliases: other accepted names.
+    """
+
+    kind: str
+    name: str
+    target: str
+    description: str
+    defaults: Dict[str, Any] = field(default_factory=dict)
+    aliases: tuple = ()
+
+    def resolve(self):
+        """The class or function this name refers to."""
+        mod, _, attr = self.target.partition(":")
+        return getattr(importlib.import_module(mod), attr)
+
+    def create(self, **params):
+        """Instantiate with ``defaults`` updated by ``params`` (keyword arguments)."""
+        kwargs = dict(self.defaults)
+        kwargs.update(params)
+        target = self.resolve()
+        _check_kwargs(target, kwargs, f"{self.kind} {self.name!r}")
+        return target(**kwargs)
+
+
+def _check_kwargs(fn, kwargs: Dict[str, Any], what: str) -> None:
+    """Raise ``ValueError`` naming the valid parameters when ``kwargs`` has unknown ones."""
+    try:
+        sig = inspect.signature(fn)
+    except (TypeError, ValueError):  # pragma: no cover - builtins
+        return
+    params = sig.parameters
+    if any(p.kind is p.VAR_KEYWORD for p in params.values()):
+        return
+    valid = [n for n, p in params.items()
+             if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD) and n != "self"]
+    bad = [k for k in kwargs if k not in valid]
+    if bad:
+        raise ValueError(
+            f"unknown parameter{'s' if len(bad) > 1 else ''} {', '.join(map(repr, bad))} for "
+            f"{what}; valid parameters: {', '.join(valid) if valid else '(none)'}"
+        )
+
+
+# ---------------------------------------------------------------------------- entries
+_L = "torchrankboost.losses"
+_B = "torchrankboost.boosting"
+
+_ENTRIES: List[Entry] = [
+    # losses ---------------------------------------------------------------------------
+    Entry("loss", "exponential", f"{_L}:ExponentialPairwiseLoss",
+          "RankBoost's exponential pairwise loss: sum over preferred pairs of exp(-(s_hi - s_lo))",
+          aliases=("rankboost", "exp", "exponential_pairwise")),
+    Entry("loss", "adaboost", f"{_L}:AdaBoostLoss",
+          "AdaBoost's exponential loss on +/- labels (F = F+ + F-); F-skew = F+ - F-"),
+    Entry("loss", "pnorm_push", f"{_L}:PNormPushLoss",
+          "p-norm push: sum over negatives of (sum over positives exp(-(s_pos - s_neg)))^p",
+          aliases=("pnorm", "p_norm_push")),
+    Entry("loss", "smooth_margin", f"{_L}:SmoothMarginLoss",
+          "smooth ranking margin G = -ln F / ||lambda||_1 (as a loss: its negative)"),
+    Entry("loss", "qbrank", f"{_L}:QBRankLoss",
+          "QBRank: w/2 sum max(0, s_lo - s_hi + tau)^2 + (1-w)/2 sum (l - s)^2"),
+    Entry("loss", "hinge", f"{_L}:PairwiseHingeLoss",
+          "pairwise hinge (RankSVM): sum over pairs of max(0, 1 - (s_hi - s_lo))",
+          aliases=("pairwise_hinge", "ranksvm")),
+    Entry("loss", "squared_error", f"{_L}:SquaredErrorLoss",
+          "pointwise regression: 1/2 sum (l - s)^2", aliases=("mse", "l2", "squared")),
+    # algorithms -------------------------------------------------------------------------
+    Entry("algorithm", "boost", f"{_B}.booster:Booster",
+          "generic stagewise boosting: any loss (--loss) + any weak learner (--learner)",
+          aliases=("booster", "gradient_boosting")),
+    Entry("algorithm", "rankboost", f"{_B}.rankboost:RankBoost",
+          "RankBoost (Freund et al. 2003): exponential pairwise loss, weak rankers, exact step",
+          aliases=("rb",)),
+    Entry("algorithm", "rankboost_plus", f"{_B}.rankboost:RankBoostPlus",
+          "RankBoost+ (Connamacher et al. 2019): RankBoost with ties-aware step (R2 bound)",
+          aliases=("rankboost+", "rbplus")),
+    Entry("algorithm", "adaboost", f"{_B}.rankboost:AdaBoost",
+          "AdaBoost as a bipartite ranker, with the F-skew intercept (Rudin & Schapire 2009)"),
+    Entry("algorithm", "smooth_margin", f"{_B}.rankboost:SmoothMarginRanking",
+          "smooth margin ranking (Rudin & Schapire 2009): maximises the smooth ranking margin"),
+    Entry("algorithm", "pnorm_push", f"{_B}.rankboost:PNormPush",
+          "p-norm push (Rudin 2009): boosting that concentrates on the top of the list",
+          aliases=("pnorm",)),
+    Entry("algorithm", "qbrank", f"{_B}.qbrank:QBRank",
+          "QBRank (Zheng et al. 2007): regression trees on pairwise-corrected targets"),
+    Entry("algorithm", "gbt", f"{_B}.qbrank:GBT",
+          "gradient boosted regression trees on the labels (pointwise baseline)",
+          aliases=("gbrt", "gbdt")),
+    Entry("algorithm", "ranksvm", "torchrankboost.linear:RankSVM",
+          "linear RankSVM: pairwise hinge with L2 regularisation, full-batch optimisation",
+          aliases=("rank_svm", "svm")),
+    # learners --------------------------------------------------------------------------
+    Entry("learner", "tree", f"{_B}.learners:RegressionTree",
+          "histogram regression tree (leaf-wise, max_leaves), Newton leaf values",
+          aliases=("trees", "regression_tree")),
+    Entry("learner", "stump", f"{_B}.learners:Stumps",
+          "decision stump (one feature, one threshold), RankBoost's weak ranker",
+          aliases=("stumps",)),
+    Entry("learner", "feature", f"{_B}.learners:FeatureRankers",
+          "a single (scaled) feature as the weak ranker", aliases=("features", "feature_ranker")),
+]
+
+
+# ---------------------------------------------------------------------------- metrics
+@dataclass(frozen=True)
+class Metric:
+    """A named ranking metric: ``metric(scores, labels, groups) -> float``.
+
+    ``greater_is_better`` says which way is better (used by early stopping).
+    """
+
+    name: str
+    fn: Callable
+    kwargs: Dict[str, Any]
+    greater_is_better: bool = True
+
+    def __call__(self, scores, labels, groups=None) -> float:
+        return float(self.fn(scores, labels, groups, **self.kwargs))
+
+    def __repr__(self) -> str:
+        return f"Metric({self.name!r})"
+
+
+# name pattern -> (function name in torchrankboost.metrics, kwargs builder, greater, description)
+_M = "torchrankboost.metrics"
+_METRICS = [
+    ("ndcg@k", "ndcg_at_k", lambda k: {"k": k}, True,
+     "normalised DCG at cutoff k (exp gain 2^l - 1), mean over queries; 'ndcg' = whole list"),
+    ("dcg@k", "dcg_at_k", lambda k: {"k": k}, True, "DCG at cutoff k, mean over queries"),
+    ("map", "mean_average_precision", lambda k: {"k": k}, True,
+     "mean average precision (relevant = label > 0); map@k truncates at k"),
+    ("precision@k", "precision_at_k", lambda k: {"k": k}, True,
+     "fraction of relevant documents in the top k (p@k)"),
+    ("mrr", "reciprocal_rank", lambda k: {"k": k}, True,
+     "mean reciprocal rank of the first relevant document"),
+    ("auc", "auc", lambda k: {}, True,
+     "area under the ROC curve per query (relevant = label > 0), ties count one half"),
+    ("pair_error", "pair_error", lambda k: {"ties": "error"}, False,
+     "fraction of misordered crucial pairs, ties count as errors (R1 of RankBoost+)"),
+    ("pair_error_half", "pair_error", lambda k: {"ties": "half"}, False,
+     "fraction of misordered crucial pairs, ties count one half (R2 of RankBoost+)"),
+    ("pos_above_neg", "positives_above_first_negative", lambda k: {}, True,
+     "positives scored above the highest negative (p-norm push's top-of-list measure)"),
+]
+_METRIC_ALIASES = {"p": "precision", "prec": "precision", "rr": "mrr", "ndcg": "ndcg",
+                   "r1": "pair_error", "r2": "pair_error_half", "pairerror": "pair_error"}
+
+
+def _canon(name: str) -> str:
+    return str(name).strip().lower().replace("-", "_")
+
+
+def _split_k(name: str):
+    m = re.fullmatch(r"([a-z0-9_+]+?)(?:@(\d+))?", name)
+    if not m:
+        return None, None
+    base, k = m.group(1), m.group(2)
+    return base, (int(k) if k is not None else None)
+
+
+def metric(name: str) -> Metric:
+    """A :class:`Metric` from a name such as ``"ndcg@10"``, ``"map"``, ``"auc"``,
+    ``"pair_error"``, ``"p@5"``. Raises ``ValueError`` listing the choices if unknown."""
+    if isinstance(name, Metric):
+        return name
+    key = _canon(name)
+    base, k = _split_k(key)
+    if base is not None:
+        base = _METRIC_ALIASES.get(base, base)
+    for pattern, fn_name, kw, greater, _ in _METRICS:
+        pbase = pattern.split("@")[0]
+        if base == pbase and (k is None or "@" in pattern or pbase in ("map", "mrr")):
+            if k is not None and k < 1:
+                break
+            fn = getattr(importlib.import_module(_M), fn_name)
+            canonical = pbase if k is None else f"{pbase}@{k}"
+            return Metric(canonical, fn, kw(k), greater)
+    raise ValueError(
+        f"unknown metric {name!r}; valid choices: {', '.join(_metric_names())} "
+        f"(k is a positive integer, e.g. ndcg@10)"
+    )
+
+
+def _metric_names() -> List[str]:
+    out = []
+    for pattern, *_ in _METRICS:
+        out.append(pattern)
+        if pattern in ("map", "mrr"):
+            out.append(f"{pattern}@k")
+    return out
+
+
+# ---------------------------------------------------------------------------- lookups
+def _kind(kind: str) -> str:
+    k = _PLURAL.get(kind, kind)
+    if k not in KINDS:
+        raise ValueError(f"unknown kind {kind!r}; valid choices: {', '.join(KINDS)}")
+    return k
+
+
+def names(kind: str) -> List[str]:
+    """Canonical names of one kind, sorted."""
+    k = _kind(kind)
+    if k == "metric":
+        return _metric_names()
+    return sorted(e.name for e in _ENTRIES if e.kind == k)
+
+
+def entries(kind: str) -> List[Entry]:
+    k = _kind(kind)
+    return sorted((e for e in _ENTRIES if e.kind == k), key=lambda e: e.name)
+
+
+def lookup(kind: str, name: str) -> Entry:
+    """The :class:`Entry` of ``kind`` called ``name`` (or one of its aliases)."""
+    k = _kind(kind)
+    if k == "metric":
+        raise ValueError("use registry.metric(name) for metrics")
+    key = _canon(name)
+    for e in _ENTRIES:
+        if e.kind == k and (e.name == key or key in e.aliases):
+            return e
+    raise ValueError(f"unknown {k} {name!r}; valid choices: {', '.join(names(k))}")
+
+
+def create(kind: str, name: str, **params):
+    """Instantiate the ``kind`` named ``name`` with keyword ``params``."""
+    if _kind(kind) == "metric":
+        if params:
+            raise ValueError("metrics take their options in the name (e.g. ndcg@10)")
+        return metric(name)
+    return lookup(kind, name).create(**params)
+
+
+def resolve_loss(loss, **params):
+    """A loss object from a name (with ``params``) or a loss object/callable as is."""
+    if isinstance(loss, str):
+        return create("loss", loss, **params)
+    if params:
+        raise ValueError("loss parameters can only be given with a loss name")
+    if not callable(loss):
+        raise ValueError(f"loss must be a name or a callable loss, got {type(loss).__name__}")
+    return loss
+
+
+def resolve_learner(learner, **params):
+    """A weak learner from a name (with ``params``) or a learner object as is."""
+    if isinstance(learner, str):
+        return create("learner", learner, **params)
+    if params:
+        raise ValueError("learner parameters can only be given with a learner name")
+    if not hasattr(learner, "fit") or not hasattr(learner, "prepare"):
+        raise ValueError(
+            f"learner must be a name or a weak learner (with prepare/fit), got "
+            f"{type(learner).__name__}")
+    return learner
+
+
+def describe(kind: Optional[str] = None) -> str:
+    """The table printed by ``torchrankboost list [KIND]``: name, aliases, one line each."""
+    kinds = KINDS if kind is None else (_kind(kind),)
+    titles = {"loss": "Losses (--loss)", "algorithm": "Algorithms (--algorithm)",
+              "learner": "Weak learners (--learner)", "metric": "Metrics (--metric)"}
+    lines: List[str] = []
+    for k in kinds:
+        if lines:
+            lines.append("")
+        lines.append(titles[k])
+        if k == "metric":
+            rows = [(p, d) for p, _, _, _, d in _METRICS]
+        else:
+            rows = [(e.name, e.description + (f" [also: {', '.join(e.aliases)}]"
+                                              if e.aliases else "")) for e in entries(k)]
+        width = max(len(r[0]) for r in rows)
+        for n, d in rows:
+            lines.append(f"  {n:<{width}}  {d}")
+    return "\n".join(lines)
