@@ -1,0 +1,693 @@
+"""Ranking metrics over ragged query groups, vectorised (no Python loop over queries).
+
+Every metric takes a flat 1-D ``scores`` tensor, a flat 1-D ``labels`` tensor of the same
+length and optional :class:`~torchrankboost.groups.Groups` (``None`` = one query holding
+every document), and works on whatever device the scores live on. The recipe is the same
+everywhere: **one segmented sort by score** (:meth:`Groups.argsort`, descending, stable),
+then positions, tie blocks and prefix sums (:meth:`Groups.segment_cumsum`) and segment
+reductions. Pairwise metrics over label-induced pairs never materialise the pairs (a loop
+over the distinct label *levels* is the only Python loop); only :func:`precision_at_percent`
+needs the pairs themselves (see its docstring).
+
+Conventions (each is a named argument with a documented default):
+
+* **Score ties** in list metrics (DCG/NDCG, MAP, P@k, RR): documents with equal scores keep
+  their input order (stable descending sort), exactly as LightGBM's ``ndcg``/``map``
+  evaluation (``std::stable_sort`` by score, descending). The result is therefore
+  deterministic but depends on the document order inside a query.
+* **Ties in pairwise metrics** (AUC, R̂1/R̂2, precision at K%): the ``ties`` argument.
+* **Queries with nothing to measure**: list metrics return ``empty`` for such a query (NDCG,
+  MAP: no relevant document; RR: no relevant document); AUC and the pair error have no value
+  for a query without a positive/negative (without a crucial pair): ``reduction="none"``
+  gives NaN there and ``reduction="mean"`` averages over the other queries only.
+* **Reductions**: ``"mean"`` is always the mean over queries (every query weighted equally),
+  ``"none"`` the per-query ``(G,)`` tensor; some metrics add their natural pooled form.
+
+Results are float64 tensors (scalars for reductions) on the scores' device.
+
+Bad input raises ``ValueError`` naming the problem: lengths that disagree, groups that do
+not cover the documents, NaN/inf scores or labels, ``k < 1``, unknown options.
+"""
+
+from __future__ import annotations
+
+import math
+from numbers import Integral, Real
+from typing import Optional, Sequence, Tuple, Union
+
+import torch
+from torch import Tensor
+
+from .groups import Groups, as_groups
+from .pairs import Bipartite, ExplicitPairs, Graded, resolve_pairs
+
+__all__ = [
+    "auc",
+    "roc_curve",
+    "pair_error",
+    "dcg_at_k",
+    "ndcg_at_k",
+    "mean_average_precision",
+    "precision_at_k",
+    "reciprocal_rank",
+    "positives_above_first_negative",
+    "positives_below_top_negative",
+    "precision_at_percent",
+    "ranking_margin",
+]
+
+F64 = torch.float64
+
+
+# ----------------------------------------------------------------------------- helpers
+def _as_1d(x, name: str, device=None) -> Tensor:
+    if not isinstance(x, Tensor):
+        try:
+            x = torch.as_tensor(x)
+        except Exception as exc:
+            raise ValueError(f"{name}: cannot convert to a tensor ({exc})") from None
+    if device is not None:
+        x = x.to(device)
+    x = x.detach()
+    if x.dim() != 1:
+        raise ValueError(f"{name} must be a 1-D tensor, got shape {tuple(x.shape)}")
+    if x.dtype == torch.bool:
+        x = x.to(F64)
+    if x.dtype.is_complex:
+        raise ValueError(f"{name} must be real, got {x.dtype}")
+    if x.dtype.is_floating_point and x.numel() and not bool(torch.isfinite(x).all()):
+        what = "NaN" if bool(torch.isnan(x).any()) else "inf"
+        raise ValueError(f"{name} contain {what} values; every value must be finite")
+    return x
+
+
+def _prepare(scores, labels, groups) -> Tuple[Tensor, Tensor, Groups]:
+    """Validate and return ``(scores, labels as float64, groups)`` on the scores' device."""
+    s = _as_1d(scores, "scores")
+    y = _as_1d(labels, "labels", device=s.device)
+    if s.shape[0] != y.shape[0]:
+        raise ValueError(
+            f"scores and labels disagree in length: scores has {s.shape[0]} documents, "
+            f"labels has {y.shape[0]}"
+        )
+    g = as_groups(groups, s.shape[0], device=s.device)
+    return s, y.to(F64), g
+
+
+def _check_k(k, *, allow_none: bool = True) -> Optional[int]:
+    if k is None:
+        if allow_none:
+            return None
+        raise ValueError("k must be a positive integer, got None")
+    if isinstance(k, bool) or not isinstance(k, Integral):
+        raise ValueError(f"k must be a positive integer or None, got {k!r}")
+    if int(k) < 1:
+        raise ValueError(f"k must be >= 1, got {k}")
+    return int(k)
+
+
+def _check_choice(value, name: str, choices) -> str:
+    if not isinstance(value, str) or value not in choices:
+        raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}; got {value!r}")
+    return value
+
+
+def _tie_weight(ties: str, choices=("error", "half")) -> float:
+    _check_choice(ties, "ties", choices)
+    return {"error": 0.0, "half": 0.5, "correct": 1.0}[ties]
+
+
+def _reduce(per_query: Tensor, reduction: str, *, valid: Optional[Tensor] = None) -> Tensor:
+    """``"none"`` → the (G,) tensor; ``"mean"`` → mean over ``valid`` queries (all when
+    ``valid`` is None; NaN when no query is valid)."""
+    _check_choice(reduction, "reduction", ("mean", "none"))
+    if reduction == "none":
+        return per_query
+    if valid is None:
+        if per_query.numel() == 0:
+            return per_query.new_tensor(float("nan"))
+        return per_query.mean()
+    cnt = valid.sum()
+    tot = torch.where(valid, per_query, torch.zeros_like(per_query)).sum()
+    return torch.where(cnt > 0, tot / cnt.clamp_min(1), tot.new_tensor(float("nan")))
+
+
+class _Sorted:
+    """One segmented sort by score (descending, stable) and its tie blocks."""
+
+    def __init__(self, s: Tensor, groups: Groups):
+        self.groups = groups
+        self.perm = groups.argsort(s, descending=True)
+        self.s = s[self.perm]
+        self.pos = groups.position  # position inside the query after sorting
+        self.gi = groups.group_index
+        n = self.s.shape[0]
+        start = torch.ones(n, dtype=torch.bool, device=s.device)
+        if n > 1:
+            start[1:] = (self.s[1:] != self.s[:-1]) | (self.pos[1:] == 0)
+        self.block_start = start
+        self.block_id = torch.cumsum(start.to(torch.long), 0) - 1
+        self.block_first = torch.nonzero(start).flatten()
+        self.num_blocks = int(self.block_first.numel())
+
+    def block_sum(self, x: Tensor) -> Tensor:
+        """Per-document sum of ``x`` (sorted order) over its tie block."""
+        b = x.new_zeros(self.num_blocks).index_add_(0, self.block_id, x)
+        return b[self.block_id]
+
+    def above(self, x: Tensor) -> Tensor:
+        """Per-document sum of ``x`` (sorted order) over documents of the same query with a
+        strictly higher score."""
+        c = self.groups.segment_cumsum(x, exclusive=True)
+        return c[self.block_first][self.block_id]
+
+
+def _gain(gain, y: Tensor) -> Tensor:
+    if isinstance(gain, str):
+        _check_choice(gain, "gain", ("exp", "linear"))
+        return torch.exp2(y) - 1.0 if gain == "exp" else y
+    try:
+        table = torch.as_tensor(gain, dtype=F64, device=y.device)
+    except Exception:
+        raise ValueError(
+            f"gain must be 'exp', 'linear' or a 1-D table indexed by integer label; got {gain!r}"
+        ) from None
+    if table.dim() != 1 or table.numel() == 0:
+        raise ValueError("gain table must be a non-empty 1-D sequence indexed by label")
+    if not bool(torch.isfinite(table).all()):
+        raise ValueError("gain table must hold finite values")
+    if y.numel():
+        if not torch.equal(y, y.round()):
+            raise ValueError("labels must be integers to index the gain table")
+        lo, hi = int(y.min()), int(y.max())
+        if lo < 0 or hi >= table.numel():
+            raise ValueError(
+                f"labels must lie in [0, {table.numel()}) to index the gain table; got "
+                f"range [{lo}, {hi}]"
+            )
+    return table[y.long()]
+
+
+def _discount(pos: Tensor) -> Tensor:
+    return 1.0 / torch.log2(pos.to(F64) + 2.0)
+
+
+# ----------------------------------------------------------------------------- AUC / ROC
+def auc(scores, labels, groups: Optional[Groups] = None, *, threshold: float = 0.0,
+        ties: str = "half", reduction: str = "mean") -> Tensor:
+    r"""Area under the ROC curve, per query (or globally with ``groups=None``).
+
+    .. math::
+        \mathrm{AUC}_q = \frac{1}{n_+ n_-}\sum_{i\in +}\sum_{j\in -}
+            \big(\mathbf 1[s_i > s_j] + w\,\mathbf 1[s_i = s_j]\big)
+
+    Positives are documents with ``label > threshold``. Computed from ranks (one sort, tie
+    blocks and counts), never from pairs: O(n log n) time, O(n) memory.
+
+    Args:
+        scores: ``(n,)`` scores. labels: ``(n,)`` labels. groups: query groups or ``None``.
+        threshold: positives are ``label > threshold``.
+        ties: ``"half"`` (default; tied positive/negative pairs count ½ — Mann–Whitney,
+            sklearn's ``roc_auc_score``), ``"error"`` (ties count as misranked, the
+            Rudin–Schapire convention, AUC_>) or ``"correct"`` (AUC_≥).
+        reduction: ``"mean"`` (mean over the queries that have at least one positive and
+            one negative; the others are excluded, NaN when none qualifies) or ``"none"``
+            (``(G,)``, NaN for excluded queries).
+    """
+    s, y, g = _prepare(scores, labels, groups)
+    w = _tie_weight(ties, ("half", "error", "correct"))
+    st = _Sorted(s, g)
+    pos = (y[st.perm] > threshold).to(F64)
+    neg = 1.0 - pos
+    n_pos = g.segment_sum(pos)
+    n_neg = g.segment_sum(neg)
+    neg_tied = st.block_sum(neg)
+    neg_above = st.above(neg)
+    neg_below = n_neg[st.gi] - neg_above - neg_tied
+    correct = g.segment_sum(pos * (neg_below + w * neg_tied))
+    valid = (n_pos > 0) & (n_neg > 0)
+    per_q = torch.where(valid, correct / (n_pos * n_neg).clamp_min(1.0),
+                        correct.new_tensor(float("nan")))
+    return _reduce(per_q, reduction, valid=valid)
+
+
+def roc_curve(scores, labels, *, threshold: float = 0.0) -> Tuple[Tensor, Tensor, Tensor]:
+    """ROC curve over all documents: ``(fpr, tpr, thresholds)`` like
+    ``sklearn.metrics.roc_curve(..., drop_intermediate=False)``.
+
+    ``thresholds`` are the distinct scores in decreasing order preceded by ``+inf``; point
+    ``i`` classifies ``score >= thresholds[i]`` as positive. The first point is ``(0, 0)``.
+    Tied positives and negatives move both rates at once (a diagonal segment). Positives
+    are ``label > threshold``. With no negatives (positives) ``fpr`` (``tpr``) is NaN, as in
+    sklearn.
+    """
+    s, y, g = _prepare(scores, labels, None)
+    st = _Sorted(s, g)
+    pos = (y[st.perm] > threshold).to(F64)
+    tp = torch.cumsum(pos, 0)
+    fp = torch.cumsum(1.0 - pos, 0)
+    n = s.shape[0]
+    last = torch.ones(n, dtype=torch.bool, device=s.device)
+    if n > 1:
+        last[:-1] = st.s[1:] != st.s[:-1]
+    zero = tp.new_zeros(1)
+    tp = torch.cat([zero, tp[last]])
+    fp = torch.cat([zero, fp[last]])
+    thr = torch.cat([st.s.new_full((1,), float("inf")), st.s[last]])
+    return fp / fp[-1], tp / tp[-1], thr
+
+
+# ----------------------------------------------------------------------------- pair errors
+def _label_levels(y: Tensor) -> Tensor:
+    return torch.unique(y)
+
+
+def _label_pair_counts(st: _Sorted, y_sorted: Tensor):
+    """Per-document counts over label-induced pairs where the document is the preferred
+    one: (#lower-labelled docs scored strictly above, #tied, #lower-labelled docs)."""
+    g = st.groups
+    above = torch.zeros_like(y_sorted)
+    tied = torch.zeros_like(y_sorted)
+    lower = torch.zeros_like(y_sorted)
+    levels = _label_levels(y_sorted)
+    for v in levels[1:]:  # a loop over label levels, not queries
+        low = (y_sorted < v).to(F64)
+        at = y_sorted == v
+        above = torch.where(at, st.above(low), above)
+        tied = torch.where(at, st.block_sum(low), tied)
+        lower = torch.where(at, g.segment_sum(low)[st.gi], lower)
+    return above, tied, lower
+
+
+def pair_error(scores, labels, groups: Optional[Groups] = None, *, pairs=None,
+               ties: str = "error", reduction: str = "pooled") -> Tensor:
+    r"""Weighted fraction of misordered crucial pairs: R̂1 (``ties="error"``) and R̂2
+    (``ties="half"``) of RankBoost+ (Connamacher et al. 2019, eqs. 3–4).
+
+    .. math::
+        \hat R = \frac{\sum_{(h,l)} w_{hl}\,\big(\mathbf 1[s_h < s_l] + t\,\mathbf 1[s_h = s_l]\big)}
+                      {\sum_{(h,l)} w_{hl}},\qquad t = 1\ (\hat R_1),\ \tfrac12\ (\hat R_2)
+
+    Args:
+        pairs: the crucial pairs — ``"graded"``/``Graded()`` (default; every pair of a
+            query with different labels, higher preferred), ``"bipartite"``/
+            ``Bipartite(threshold)`` or ``ExplicitPairs(hi, lo[, weight])``. Label-induced
+            pairs are counted in O(K·n + n log n) (K distinct labels) without materialising
+            them; explicit pairs cost O(#pairs).
+        ties: ``"error"`` (R̂1, default) or ``"half"`` (R̂2).
+        reduction: ``"pooled"`` (default; the paper's definition: one fraction over all
+            crucial pairs of all queries, so queries with more pairs weigh more; NaN when
+            there is no pair), ``"sum"`` (weighted count of misordered pairs), ``"mean"``
+            (mean of the per-query fractions over queries with at least one pair) or
+            ``"none"`` (per-query fractions ``(G,)``, NaN for queries without pairs).
+    """
+    s, y, g = _prepare(scores, labels, groups)
+    t = {"error": 1.0, "half": 0.5}[_check_choice(ties, "ties", ("error", "half"))]
+    _check_choice(reduction, "reduction", ("pooled", "sum", "mean", "none"))
+    spec = resolve_pairs(pairs)
+    if isinstance(spec, ExplicitPairs):
+        p = spec.validate(g)
+        s64 = s.to(F64)
+        d = s64[p.hi] - s64[p.lo]
+        w = torch.ones_like(d) if p.weight is None else p.weight.to(device=d.device, dtype=F64)
+        bad = w * ((d < 0).to(F64) + t * (d == 0).to(F64))
+        gp = g.group_index[p.hi]
+        err = d.new_zeros(g.num_groups).index_add_(0, gp, bad)
+        tot = d.new_zeros(g.num_groups).index_add_(0, gp, w)
+    else:
+        if isinstance(spec, Bipartite):
+            y = (y > spec.threshold).to(F64)
+        st = _Sorted(s, g)
+        ys = y[st.perm]
+        above, tied, lower = _label_pair_counts(st, ys)
+        err = g.segment_sum(above + t * tied)
+        tot = g.segment_sum(lower)
+    if reduction == "sum":
+        return err.sum()
+    if reduction == "pooled":
+        T = tot.sum()
+        return torch.where(T > 0, err.sum() / torch.where(T > 0, T, torch.ones_like(T)),
+                           T.new_tensor(float("nan")))
+    valid = tot > 0
+    per_q = torch.where(valid, err / torch.where(valid, tot, torch.ones_like(tot)),
+                        tot.new_tensor(float("nan")))
+    return _reduce(per_q, reduction, valid=valid)
+
+
+# ----------------------------------------------------------------------------- DCG family
+def _list_common(scores, labels, groups, k):
+    s, y, g = _prepare(scores, labels, groups)
+    k = _check_k(k)
+    st = _Sorted(s, g)
+    in_top = st.pos < k if k is not None else torch.ones_like(st.pos, dtype=torch.bool)
+    return s, y, g, st, k, in_top
+
+
+def dcg_at_k(scores, labels, groups: Optional[Groups] = None, *, k: Optional[int] = 10,
+             gain="exp", reduction: str = "mean") -> Tensor:
+    r"""Discounted cumulative gain at ``k``:
+    :math:`\mathrm{DCG@k} = \sum_{r=1}^{\min(k, n_q)} G(l_{(r)}) / \log_2(r+1)`.
+
+    Args:
+        k: cutoff (``>= 1``), or ``None`` for the whole list.
+        gain: ``"exp"`` (default, :math:`2^l - 1`, as LightGBM/XGBoost/LETOR), ``"linear"``
+            (:math:`l`) or a table (sequence/tensor) indexed by integer label (like
+            LightGBM's ``label_gain``).
+        reduction: ``"mean"`` over queries or ``"none"`` (``(G,)``).
+
+    Documents are ranked by score descending; ties keep their input order (LightGBM's
+    convention, see the module docstring).
+    """
+    s, y, g, st, k, in_top = _list_common(scores, labels, groups, k)
+    gains = _gain(gain, y)[st.perm]
+    dcg = g.segment_sum(torch.where(in_top, gains * _discount(st.pos), torch.zeros_like(gains)))
+    return _reduce(dcg, reduction)
+
+
+def ndcg_at_k(scores, labels, groups: Optional[Groups] = None, *, k: Optional[int] = 10,
+              gain="exp", empty: float = 1.0, reduction: str = "mean") -> Tensor:
+    r"""Normalised DCG at ``k``: ``DCG@k / IDCG@k``, IDCG being the DCG@k of the
+    documents sorted by gain.
+
+    Args:
+        k: cutoff (``>= 1``) or ``None`` (all documents).
+        gain: ``"exp"`` (:math:`2^l - 1`, default), ``"linear"`` or a table indexed by
+            integer label.
+        empty: the value of a query whose IDCG@k is 0 (no relevant document): ``1.0``
+            (default, LightGBM/XGBoost) or e.g. ``0.0`` (LETOR evaluation tools).
+        reduction: ``"mean"`` over all queries (those scored ``empty`` included) or
+            ``"none"``.
+
+    Score ties keep their input order (stable sort, as LightGBM's ``ndcg@k``); this matches
+    LightGBM's evaluation to ~1e-12 on its lambdarank example and MQ2008 (see the tests).
+    """
+    s, y, g, st, k, in_top = _list_common(scores, labels, groups, k)
+    gains_all = _gain(gain, y)
+    gains = gains_all[st.perm]
+    disc = _discount(st.pos)
+    zero = torch.zeros_like(gains)
+    dcg = g.segment_sum(torch.where(in_top, gains * disc, zero))
+    ideal = gains_all[g.argsort(gains_all, descending=True)]
+    idcg = g.segment_sum(torch.where(in_top, ideal * disc, zero))
+    ok = idcg > 0
+    nd = torch.where(ok, dcg / torch.where(ok, idcg, torch.ones_like(idcg)), idcg.new_tensor(float(empty)))
+    return _reduce(nd, reduction)
+
+
+def mean_average_precision(scores, labels, groups: Optional[Groups] = None, *,
+                           threshold: float = 0.0, k: Optional[int] = None,
+                           denominator: str = "min_k", empty: float = 1.0,
+                           reduction: str = "mean") -> Tensor:
+    r"""Mean (over queries) of the average precision at ``k``.
+
+    .. math::
+        \mathrm{AP@k} = \frac{1}{D}\sum_{r \le k,\ \mathrm{rel}_{(r)}} \mathrm{P@}r,\qquad
+        D = \min(R, k)\ (\texttt{"min\_k"})\ \text{or}\ R\ (\texttt{"relevant"})
+
+    with ``R`` the number of relevant documents (``label > threshold``) of the query.
+
+    Args:
+        threshold: relevant documents are ``label > threshold`` (0: any positive grade).
+        k: cutoff or ``None`` (whole list; then both denominators agree).
+        denominator: ``"min_k"`` (default, LightGBM's ``map@k``) or ``"relevant"``
+            (TREC-style, divides by all relevant documents).
+        empty: AP of a query with no relevant document (default ``1.0`` as LightGBM;
+            ``0.0`` is the other common choice).
+        reduction: ``"mean"`` or ``"none"``.
+    """
+    s, y, g, st, k, in_top = _list_common(scores, labels, groups, k)
+    _check_choice(denominator, "denominator", ("min_k", "relevant"))
+    rel = (y[st.perm] > threshold).to(F64)
+    hits = g.segment_cumsum(rel)
+    prec = hits / (st.pos.to(F64) + 1.0)
+    sum_ap = g.segment_sum(torch.where(in_top, rel * prec, torch.zeros_like(prec)))
+    R = g.segment_sum(rel)
+    D = R if (k is None or denominator == "relevant") else torch.clamp(R, max=float(k))
+    ok = R > 0
+    ap = torch.where(ok, sum_ap / torch.where(ok, D, torch.ones_like(D)), R.new_tensor(float(empty)))
+    return _reduce(ap, reduction)
+
+
+def precision_at_k(scores, labels, groups: Optional[Groups] = None, *, k: Optional[int] = 10,
+                   threshold: float = 0.0, denominator: str = "k",
+                   reduction: str = "mean") -> Tensor:
+    r"""Fraction of relevant documents (``label > threshold``) among the top ``k``.
+
+    Args:
+        k: cutoff or ``None`` (the whole list: the fraction of relevant documents).
+        denominator: ``"k"`` (default, textbook P@k: a query shorter than ``k`` is padded
+            with non-relevant documents) or ``"min_k"`` (divide by ``min(k, n_q)``, as
+            LightGBM's and TF-Ranking's precision). A query with no document scores 0.
+        reduction: ``"mean"`` or ``"none"``.
+    """
+    s, y, g, st, k, in_top = _list_common(scores, labels, groups, k)
+    _check_choice(denominator, "denominator", ("k", "min_k"))
+    rel = (y[st.perm] > threshold).to(F64)
+    hits = g.segment_sum(torch.where(in_top, rel, torch.zeros_like(rel)))
+    sizes = g.sizes.to(F64)
+    if k is None:
+        D = sizes
+    elif denominator == "k":
+        D = torch.full_like(sizes, float(k))
+    else:
+        D = torch.clamp(sizes, max=float(k))
+    return _reduce(hits / D.clamp_min(1.0), reduction)
+
+
+def reciprocal_rank(scores, labels, groups: Optional[Groups] = None, *,
+                    threshold: float = 0.0, k: Optional[int] = None, empty: float = 0.0,
+                    reduction: str = "mean") -> Tensor:
+    r"""Reciprocal rank of the first relevant document (``label > threshold``):
+    ``1 / rank`` (1-based), 0 when the first relevant document lies beyond ``k``.
+
+    Args:
+        k: cutoff (RR@k) or ``None``.
+        empty: value for a query with no relevant document at all (default ``0.0``).
+        reduction: ``"mean"`` (MRR) or ``"none"``.
+    """
+    s, y, g, st, k, in_top = _list_common(scores, labels, groups, k)
+    rel = y[st.perm] > threshold
+    big = torch.iinfo(torch.long).max
+    first = g.segment_min(torch.where(rel, st.pos, torch.full_like(st.pos, big)), empty=big)
+    found = first < big
+    rr = torch.where(found, 1.0 / (first.clamp(max=2**52).to(F64) + 1.0),
+                     torch.full(first.shape, float(empty), dtype=F64, device=first.device))
+    if k is not None:
+        rr = torch.where(found & (first >= k), torch.zeros_like(rr), rr)
+    return _reduce(rr, reduction)
+
+
+# ----------------------------------------------------------------------------- top of list
+def _top_negative_counts(scores, labels, groups, threshold):
+    s, y, g = _prepare(scores, labels, groups)
+    s64 = s.to(F64)
+    pos = y > threshold
+    top_neg = g.segment_max(torch.where(pos, torch.full_like(s64, float("-inf")), s64))
+    above = pos & (s64 > top_neg[g.group_index])
+    n_above = g.segment_sum(above.to(F64))
+    n_pos = g.segment_sum(pos.to(F64))
+    return n_above, n_pos
+
+
+def positives_above_first_negative(scores, labels, groups: Optional[Groups] = None, *,
+                                   threshold: float = 0.0, normalize: bool = False,
+                                   reduction: str = "mean") -> Tensor:
+    r"""Number of positives scored strictly above the highest-scored negative — the
+    p-norm push paper's experimental "R_max" (Rudin 2005, §5, to be *maximised*: "the
+    number of positives before the first negative", i.e. the true positives of the ROC
+    curve in counts just before its first false positive).
+
+    .. math:: \#\{i \in + : s_i > \max_{k \in -} s_k\}
+
+    A positive tied with the top negative does **not** count (ties count against the
+    positive, the tie-consistent reading (A18) of the spec). This is the complement of the
+    paper's §2 definition (A4), :func:`positives_below_top_negative`:
+    ``above + below = #positives``. A query without negatives counts all its positives.
+
+    Args:
+        threshold: positives are ``label > threshold``.
+        normalize: divide by the query's number of positives (0 for a query without one).
+        reduction: ``"mean"`` over queries (``groups=None``: the single global count) or
+            ``"none"``.
+    """
+    n_above, n_pos = _top_negative_counts(scores, labels, groups, threshold)
+    if normalize:
+        n_above = n_above / n_pos.clamp_min(1.0)
+    return _reduce(n_above, reduction)
+
+
+def positives_below_top_negative(scores, labels, groups: Optional[Groups] = None, *,
+                                 threshold: float = 0.0, normalize: bool = False,
+                                 reduction: str = "mean") -> Tensor:
+    r"""Number of positives scored at or below the highest-scored negative — R_max of the
+    p-norm push paper's §2, eq. (A4) (to be *minimised*):
+    :math:`\max_k \sum_i \mathbf 1[s_i \le t_k] = \#\{i\in+ : s_i \le \max_k t_k\}`.
+    The complement of :func:`positives_above_first_negative`; same arguments.
+    """
+    n_above, n_pos = _top_negative_counts(scores, labels, groups, threshold)
+    below = n_pos - n_above
+    if normalize:
+        below = below / n_pos.clamp_min(1.0)
+    return _reduce(below, reduction)
+
+
+# ----------------------------------------------------------------------------- precision at K%
+def _label_pair_diffs(s64: Tensor, y: Tensor, g: Groups, max_pairs: int,
+                      chunk: int = 1 << 24) -> Tensor:
+    """``s_hi - s_lo`` of every label-induced pair (``y_hi > y_lo``, same query), generated
+    in chunks of consecutive queries holding at most ``chunk`` candidate ordered pairs."""
+    sizes = g.sizes
+    sq = sizes * sizes
+    # number of crucial pairs (for the max_pairs guard), without materialising them
+    st = _Sorted(s64, g)
+    _, _, lower = _label_pair_counts(st, y[st.perm])
+    m = int(lower.sum().item())
+    if m > max_pairs:
+        raise ValueError(
+            f"precision_at_percent would materialise {m} crucial pairs, more than "
+            f"max_pairs={max_pairs}; evaluate fewer queries at a time or raise max_pairs"
+        )
+    csq = torch.cumsum(sq, 0)
+    out = []
+    G = g.num_groups
+    start = 0
+    dev = s64.device
+    while start < G:  # a loop over chunks of queries, each chunk vectorised
+        base = int(csq[start - 1]) if start > 0 else 0
+        end = int(torch.searchsorted(csq, torch.tensor(base + chunk, device=dev), right=True))
+        end = max(end, start + 1)
+        gs = torch.arange(start, end, device=dev)
+        cnt = sq[start:end]
+        total = int(cnt.sum())
+        if total:
+            pg = torch.repeat_interleave(gs, cnt, output_size=total)
+            local = torch.arange(total, device=dev) - (torch.cumsum(cnt, 0) - cnt)[pg - start]
+            n_g = sizes[pg]
+            off = g.offsets[pg]
+            i = off + torch.div(local, n_g, rounding_mode="floor")
+            j = off + local % n_g
+            keep = y[i] > y[j]
+            out.append(s64[i[keep]] - s64[j[keep]])
+        start = end
+    return torch.cat(out) if out else s64.new_zeros(0)
+
+
+def precision_at_percent(scores, labels, groups: Optional[Groups] = None, *,
+                         percent: Union[float, Sequence[float]] = 100.0, pairs=None,
+                         ties: str = "error", max_pairs: int = 50_000_000) -> Tensor:
+    r"""Zheng et al.'s precision at K%: sort all crucial pairs (pooled over queries) by
+    their score gap :math:`|s_x - s_y|`, most confident first, and return the fraction of
+    **non-contradicting** pairs (:math:`s_{hi} > s_{lo}`) among the top K% of them.
+    Precision at 100% is the overall pairwise accuracy (``1 - R̂1`` with ``ties="error"``).
+
+    Conventions (the paper leaves them open):
+
+    * the top K% holds ``N = ceil(K/100 · m)`` of the ``m`` pairs (at least 1);
+    * pairs whose gap equals the gap of the N-th pair all straddle the cut, so they enter
+      with their *average* correctness (the result does not depend on pair order);
+    * a pair with equal scores (gap 0) is contradicting with ``ties="error"`` (default)
+      and counts ½ with ``ties="half"``;
+    * NaN when there is no crucial pair.
+
+    Args:
+        percent: K in (0, 100], or a sequence of them (returns one value per K).
+        pairs: ``"graded"`` (default; pairs of the same query with different labels, as
+            the paper's P3), ``"bipartite"``/``Bipartite(t)`` or ``ExplicitPairs`` (weights
+            ignored).
+        max_pairs: this metric materialises the ``s_hi - s_lo`` of every crucial pair
+            (float64, 8 bytes each, generated in bounded chunks of queries) because it
+            needs a global order of all pair gaps; more than ``max_pairs`` raises
+            ``ValueError`` (memory stays O(m)).
+
+    Returns a scalar, or a ``(len(percent),)`` tensor for a sequence.
+    """
+    s, y, g = _prepare(scores, labels, groups)
+    t = {"error": 0.0, "half": 0.5}[_check_choice(ties, "ties", ("error", "half"))]
+    scalar = isinstance(percent, Real)
+    ps = [percent] if scalar else list(percent)
+    for p in ps:
+        if isinstance(p, bool) or not isinstance(p, Real) or not (0 < float(p) <= 100):
+            raise ValueError(f"percent must lie in (0, 100], got {p!r}")
+    spec = resolve_pairs(pairs)
+    s64 = s.to(F64)
+    if isinstance(spec, ExplicitPairs):
+        pp = spec.validate(g)
+        d = s64[pp.hi] - s64[pp.lo]
+    else:
+        if isinstance(spec, Bipartite):
+            y = (y > spec.threshold).to(F64)
+        d = _label_pair_diffs(s64, y, g, int(max_pairs))
+    m = d.numel()
+    if m == 0:
+        out = s64.new_full((len(ps),), float("nan"))
+        return out[0] if scalar else out
+    gap = d.abs()
+    c = (d > 0).to(F64) + t * (d == 0).to(F64)
+    order = torch.argsort(gap, descending=True)
+    gap_s = gap[order]
+    cum_c = torch.cumsum(c[order], 0)
+    res = []
+    for p in ps:
+        N = max(1, math.ceil(float(p) / 100.0 * m - 1e-9))
+        N = min(N, m)
+        cut = gap_s[N - 1]
+        n_gt = int((gap_s > cut).sum())
+        n_eq = int((gap_s == cut).sum())
+        c_gt = cum_c[n_gt - 1] if n_gt > 0 else cum_c.new_zeros(())
+        c_eq = cum_c[n_gt + n_eq - 1] - c_gt
+        res.append((c_gt + (N - n_gt) * c_eq / n_eq) / N)
+    out = torch.stack(res)
+    return out[0] if scalar else out
+
+
+# ----------------------------------------------------------------------------- margin
+def ranking_margin(scores, labels, groups: Optional[Groups] = None, *, pairs=None,
+                   scale: float = 1.0, reduction: str = "min") -> Tensor:
+    r"""Ranking margin: the smallest score gap over crucial pairs,
+    :math:`\mu = \min_{(h,l)} (s_h - s_l) / \mathrm{scale}` (Rudin & Schapire 2009, §1.2;
+    pass ``scale = ‖λ‖₁`` to get the normalised margin of a combination of weak rankers
+    with values in [0, 1]). Positive means every crucial pair is ranked correctly.
+
+    Label-induced pairs (``"graded"`` default, ``"bipartite"``): per query and label level,
+    the lowest score of that level minus the highest score of all lower levels (segment
+    min/max, a loop over label levels only). ``ExplicitPairs`` directly (pairs with weight
+    0 are ignored).
+
+    Args:
+        scale: positive divisor.
+        reduction: ``"min"`` (default; the margin of the whole sample, the minimum over
+            all pairs of all queries; ``+inf`` when there is no pair), ``"mean"`` (mean of
+            the per-query margins over queries with a pair) or ``"none"`` (``(G,)``,
+            ``+inf`` for queries without a pair).
+    """
+    s, y, g = _prepare(scores, labels, groups)
+    scale = float(scale)
+    if not (scale > 0 and math.isfinite(scale)):
+        raise ValueError(f"scale must be positive and finite, got {scale}")
+    _check_choice(reduction, "reduction", ("min", "mean", "none"))
+    s64 = s.to(F64)
+    inf = float("inf")
+    spec = resolve_pairs(pairs)
+    if isinstance(spec, ExplicitPairs):
+        p = spec.validate(g)
+        d = s64[p.hi] - s64[p.lo]
+        if p.weight is not None:
+            d = torch.where(p.weight.to(d.device) > 0, d, torch.full_like(d, inf))
+        per_q = s64.new_full((g.num_groups,), inf).scatter_reduce(
+            0, g.group_index[p.hi], d, "amin", include_self=True)
+    else:
+        if isinstance(spec, Bipartite):
+            y = (y > spec.threshold).to(F64)
+        per_q = s64.new_full((g.num_groups,), inf)
+        levels = _label_levels(y)
+        for v in levels[1:]:
+            lo_at = g.segment_min(torch.where(y == v, s64, torch.full_like(s64, inf)))
+            hi_below = g.segment_max(torch.where(y < v, s64, torch.full_like(s64, -inf)))
+            has = torch.isfinite(lo_at) & torch.isfinite(hi_below)
+            per_q = torch.where(has, torch.minimum(per_q, lo_at - hi_below), per_q)
+    per_q = per_q / scale
+    if reduction == "none":
+        return per_q
+    if reduction == "min":
+        return per_q.min() if per_q.numel() else s64.new_tensor(inf)
+    return _reduce(per_q, "mean", valid=torch.isfinite(per_q))
