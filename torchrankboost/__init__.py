@@ -12,6 +12,18 @@ from .pairs import Bipartite, ExplicitPairs, Graded  # noqa: F401
 # --- metrics ---
 
 # --- data ---
+from . import data  # noqa: F401
+from .data import (  # noqa: F401
+    QueryBatchSampler,
+    QueryDataset,
+    RankingData,
+    collate_queries,
+    iterate_query_batches,
+    load_letor_fold,
+    load_svmlight,
+    make_letor,
+    normalize_per_query,
+)
 
 # --- losses ---
 from .losses import RankingLoss  # noqa: F401
