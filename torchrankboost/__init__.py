@@ -10,6 +10,21 @@ from .groups import Groups, as_groups  # noqa: F401
 from .pairs import Bipartite, ExplicitPairs, Graded  # noqa: F401
 
 # --- metrics ---
+from . import metrics  # noqa: F401
+from .metrics import (  # noqa: F401
+    auc,
+    dcg_at_k,
+    mean_average_precision,
+    ndcg_at_k,
+    pair_error,
+    positives_above_first_negative,
+    positives_below_top_negative,
+    precision_at_k,
+    precision_at_percent,
+    ranking_margin,
+    reciprocal_rank,
+    roc_curve,
+)
 
 # --- data ---
 from . import data  # noqa: F401
