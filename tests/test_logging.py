@@ -1,0 +1,158 @@
+"""TensorBoardLogger (read back with TensorBoard's event reader), ROC helpers, progress."""
+
+import io
+
+import numpy as np
+import pytest
+import torch
+
+from torchrankboost.logging import (TensorBoardLogger, default_logdir, render_roc_image,
+                                    roc_curve_points)
+from torchrankboost.progress import ProgressCallback
+
+EventAccumulator = pytest.importorskip(
+    "tensorboard.backend.event_processing.event_accumulator").EventAccumulator
+
+
+def read_events(logdir):
+    ea = EventAccumulator(str(logdir), size_guidance={"scalars": 0, "histograms": 0,
+                                                      "tensors": 0, "images": 0})
+    ea.Reload()
+    return ea
+
+
+def test_explicit_api_writes_scalars_histograms_hparams_curves(tmp_path):
+    with TensorBoardLogger(tmp_path / "run", hparams={"lr": 0.1, "loss": "exponential",
+                                                      "obj": object(), "none": None}) as lg:
+        for step in range(5):
+            lg.log_step(step, {"train/loss": torch.tensor(1.0 / (step + 1)),
+                               "valid": {"ndcg@10": 0.5 + 0.01 * step},
+                               "skipped/nan": float("nan"), "skipped/vector": torch.ones(3)})
+        lg.log_histograms(4, {"scores": torch.randn(100), "scalar_is_ignored": 1.0})
+        lg.log_curves(4, torch.tensor([0, 2, 1, 0, 0, 1.0]),
+                      torch.tensor([0.1, 3.0, 0.5, 0.2, 0.7, 0.4]), tag="test")
+        lg.log_hparams()
+    ea = read_events(tmp_path / "run")
+    tags = ea.Tags()
+    assert {"train/loss", "valid/ndcg@10"} <= set(tags["scalars"])
+    assert "skipped/nan" not in tags["scalars"] and "skipped/vector" not in tags["scalars"]
+    assert [e.step for e in ea.Scalars("train/loss")] == [0, 1, 2, 3, 4]
+    assert ea.Scalars("valid/ndcg@10")[-1].value == pytest.approx(0.54)
+    assert "final/valid/ndcg@10" in tags["scalars"]
+    assert tags["histograms"] == ["scores"]
+    assert "test/pr_curve" in tags["tensors"]
+    assert "test/roc_curve" in tags["images"]
+    hp = ea.PluginTagToContent("hparams")
+    assert "_hparams_/experiment" in hp and "_hparams_/session_start_info" in hp
+    from tensorboard.plugins.hparams import plugin_data_pb2
+
+    start = plugin_data_pb2.HParamsPluginData.FromString(hp["_hparams_/session_start_info"])
+    got = start.session_start_info.hparams
+    assert got["lr"].number_value == pytest.approx(0.1)
+    assert got["loss"].string_value == "exponential"
+    assert "none" not in got and "obj" in got  # None dropped, other objects stringified
+
+
+class _FakeBooster:
+    n_rounds = 12
+    learning_rate = 0.1
+
+    def get_params(self):
+        return {"n_rounds": 12, "learning_rate": 0.1, "loss": torch.nn.MSELoss(),
+                "callbacks": [1, 2]}
+
+
+def test_driver_callback_protocol(tmp_path):
+    lg = TensorBoardLogger(tmp_path / "cb", histogram_every=5)
+    b = _FakeBooster()
+    lg.on_fit_start(b, {"n_rounds": 12})
+    for r in range(12):
+        assert lg.on_round_end(b, r, {"train/loss": 10.0 - r, "alpha": 0.5,
+                                      "valid": {"auc": 0.9}, "scores": torch.randn(50),
+                                      "leaf_values": torch.randn(8)}) is None
+    lg.on_fit_end(b, None)
+    lg.close()
+    ea = read_events(tmp_path / "cb")
+    tags = ea.Tags()
+    assert {"train/loss", "round/alpha", "valid/auc", "time/seconds_per_round"} <= set(
+        tags["scalars"])
+    assert set(tags["histograms"]) == {"scores", "leaf_values"}
+    assert sorted({e.step for e in ea.Histograms("scores")}) == [0, 5, 10, 11]
+    hp = ea.PluginTagToContent("hparams")
+    from tensorboard.plugins.hparams import plugin_data_pb2
+
+    start = plugin_data_pb2.HParamsPluginData.FromString(hp["_hparams_/session_start_info"])
+    names = set(start.session_start_info.hparams)
+    assert {"n_rounds", "learning_rate", "loss", "algorithm"} <= names
+    assert "callbacks" not in names
+
+
+def test_default_logdir_is_unique(tmp_path):
+    a = default_logdir("x", root=str(tmp_path))
+    (tmp_path / a.split("/")[-1]).mkdir()
+    b = default_logdir("x", root=str(tmp_path))
+    assert a != b and a.startswith(str(tmp_path)) and "x-" in b
+
+
+def test_roc_points_match_sklearn():
+    from sklearn.metrics import roc_curve
+
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 3, 200)
+    s = np.round(rng.normal(size=200), 1)  # ties
+    fpr, tpr = roc_curve_points(y, s)
+    f2, t2, _ = roc_curve(y > 0, s, drop_intermediate=False)
+    np.testing.assert_allclose(fpr, f2)
+    np.testing.assert_allclose(tpr, t2)
+    assert roc_curve_points(np.zeros(4), s[:4]) is None
+    img = render_roc_image(fpr, tpr, size=100)
+    assert img.shape == (100, 100, 3) and img.dtype == np.uint8
+    assert (img != 255).any()
+
+
+def test_histogram_every_validated(tmp_path):
+    with pytest.raises(ValueError, match="histogram_every"):
+        TensorBoardLogger(tmp_path / "x", histogram_every=0)
+
+
+def test_progress_plain_lines_when_not_a_terminal():
+    out = io.StringIO()
+    p = ProgressCallback(stream=out, every=2)
+    p.on_fit_start(_FakeBooster(), {"n_rounds": 5})
+    for r in range(5):
+        p.on_round_end(None, r, {"train/loss": 1.0 / (r + 1), "valid/ndcg@10": 0.3,
+                                 "round/alpha": 0.2})
+    p.on_fit_end(None, None)
+    lines = out.getvalue().strip().splitlines()
+    assert len(lines) == 3  # rounds 2, 4 and the last
+    assert lines[0].startswith("round 2/5") and "valid/ndcg@10 0.3000" in lines[0]
+    assert "round/alpha" not in lines[0] and "s/round" in lines[0]
+
+
+def test_progress_prints_the_last_round_of_an_early_stop():
+    out = io.StringIO()
+    p = ProgressCallback(stream=out, every=10, total=100)
+    p.start()
+    for r in range(13):
+        p.update(r, {"train/loss": 1.0})
+    p.finish()
+    lines = out.getvalue().strip().splitlines()
+    assert [l.split()[1] for l in lines] == ["10/100", "13/100"]
+
+
+def test_progress_quiet_and_tqdm():
+    out = io.StringIO()
+    p = ProgressCallback(stream=out, quiet=True)
+    p.start(3)
+    for r in range(3):
+        p.update(r, {"train/loss": 1.0})
+    p.finish("done")
+    assert out.getvalue() == ""
+    out = io.StringIO()
+    p = ProgressCallback(stream=out, use_tqdm=True, keys=["valid/auc"])
+    p.start(3)
+    for r in range(3):
+        p.update(r, {"valid": {"auc": torch.tensor(0.75)}, "train/loss": 2.0})
+    p.finish()
+    text = out.getvalue()
+    assert "3/3" in text and "valid/auc=0.7500" in text and "train/loss" not in text
