@@ -1,0 +1,292 @@
+r"""RankBoost's exponential pairwise loss and AdaBoost's exponential loss with its F-skew.
+
+Spec: ``rankboost_adaboost_smooth_margin.md`` §3 (RankBoost objective), §5 (AdaBoost, F₊, F₋,
+F-skew, the identities), §7 (bipartite O(m)); ``rankboost_plus_and_qbrank.md`` §D.4 (graded
+factorisation).
+
+**Exponential pairwise loss** (RankBoost, :class:`ExponentialPairwiseLoss`), per query ``q``::
+
+    F̃_q = Σ_{(i, j) crucial in q} w_ij · exp(-(s_i - s_j))
+
+Label-induced pairs factorise over label levels (``A_k = Σ_{l_i = k} w_i e^{-s_i}``,
+``B_{<k} = Σ_{l_j < k} w_j e^{s_j}``): ``F̃_q = Σ_k A_k B_{<k}`` — O(n log n) time (one segmented
+sort) and O(n) memory, in log space. Explicit pairs cost O(#pairs).
+
+**AdaBoost** (:class:`AdaBoostLoss`) over bipartite labels ``y = +1`` if ``label > threshold``
+else ``-1``, per query: ``F₊ = Σ_pos w e^{-s}``, ``F₋ = Σ_neg w e^{s}``, ``F = F₊ + F₋``.
+Identities (spec §5.3, tested): ``F̃ = F₊·F₋`` (bipartite RankBoost loss),
+``F² − (F₊ − F₋)² = 4F̃``, and ``min_c F(s + c) = 2√F̃`` attained at the intercept
+``b = ½ ln(F₊/F₋)`` (:func:`zero_skew_intercept`), where the F-skew vanishes; the relative
+F-skew ``(F₊ − F₋)/(F₊ + F₋) = tanh(b)``.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Optional, Tuple
+
+import torch
+from torch import Tensor
+
+from ..groups import Groups, as_groups
+from ..pairs import Bipartite, PairSpec, resolve_pairs, Graded
+from . import _levels as K
+from .base import Prepared, RankingLoss, prepare_inputs, reduce_per_group
+
+__all__ = ["ExponentialPairwiseLoss", "AdaBoostLoss", "f_skew", "relative_f_skew",
+           "zero_skew_intercept"]
+
+
+class _ExpFamilyLoss(RankingLoss):
+    """Shared machinery of the pairwise exponential family (p-norm push with exponent p).
+
+    Per-query values come from :class:`torchrankboost.losses._levels.FamilyFn`: log-space
+    kernel forward, closed-form backward (O(n) memory, NaN-free when the raw loss
+    overflows), differentiable twice for Hessians.
+    """
+
+    def __init__(self, *, log: bool = False, normalize: bool = False, reduction: str = "sum"):
+        super().__init__(reduction=reduction)
+        self.log = bool(log)
+        self.normalize = bool(normalize)
+
+    @property
+    def _p(self) -> float:
+        return 1.0
+
+    def _config(self, inp: Prepared, dtype) -> K.FamilyConfig:
+        return K.make_config(inp, p=self._p, log=self.log, normalize=self.normalize,
+                             dtype=dtype)
+
+    def per_group(self, inp: Prepared) -> Tuple[Tensor, Optional[Tensor]]:
+        dt = K.acc_dtype(inp.scores.dtype)
+        cfg = self._config(inp, dt)
+        value, has = K.FamilyFn.apply(inp.scores.to(dt), cfg)
+        return value, has
+
+    def forward(self, scores: Tensor, labels: Optional[Tensor] = None,
+                groups: Optional[Groups] = None, *, pairs: PairSpec = None,
+                weights: Optional[Tensor] = None, mask: Optional[Tensor] = None) -> Tensor:
+        out = super().forward(scores, labels, groups, pairs=pairs, weights=weights, mask=mask)
+        return out.to(scores.dtype)
+
+    def _grad_hess(self, inp: Prepared, hess: str) -> Tuple[Tensor, Tensor]:
+        dt = K.acc_dtype(inp.scores.dtype)
+        cfg = self._config(inp, dt)
+        g, h = K.family_grad_hess(inp.scores.to(dt), cfg, hess, self.reduction)
+        return g.to(inp.scores.dtype), h.to(inp.scores.dtype)
+
+    def extra_repr(self) -> str:
+        return f"log={self.log}, normalize={self.normalize}, reduction={self.reduction!r}"
+
+
+class ExponentialPairwiseLoss(_ExpFamilyLoss):
+    r"""RankBoost's exponential pairwise loss ``Σ_{crucial (hi, lo)} w · exp(-(s_hi - s_lo))``.
+
+    Call: ``loss(scores, labels, groups=None, *, pairs=None, weights=None, mask=None)``.
+
+    * ``scores`` ``(n,)`` float (or ``(B, L)`` with ``mask``); ``labels`` ``(n,)`` grades;
+      ``groups`` a :class:`~torchrankboost.Groups` (``None`` = one query).
+    * ``pairs``: ``"graded"`` (default: every pair in a query whose labels differ),
+      ``Bipartite(t)`` (label > t preferred to label ≤ t) or ``ExplicitPairs(hi, lo[, w])``
+      (any preference graph, non-transitive ones included; ``hi == lo`` is rejected).
+    * ``weights``: ``(n,)`` document weights; a label-induced pair weighs ``w_hi · w_lo``.
+
+    Options (keyword-only):
+        log: return the per-query *log* loss ``ln F̃_q`` (finite for any finite scores; the
+            raw loss overflows to ``inf`` beyond ``exp(88)`` in float32 — never NaN, and its
+            gradient is ``±inf``/finite, never NaN). Queries without pairs give 0. With
+            ``reduction="sum"`` this is ``Σ_q ln F̃_q``, *not* ``ln Σ_q F̃_q`` (take
+            ``torch.logsumexp`` of the ``"none"`` output for that).
+        normalize: divide each query's loss by its total crucial-pair weight
+            ``Σ_pairs w`` (the number of crucial pairs when unweighted): RankBoost's uniform
+            initial distribution over crucial pairs. Counted in O(n), never materialised.
+            With ``log=True`` this subtracts ``ln Σ w``.
+        reduction: ``"sum"`` | ``"mean"`` (over queries with at least one pair) | ``"none"``
+            (``(G,)``).
+
+    Math (label-induced pairs): with ``A_k = Σ_{l_i=k} w_i e^{-s_i}``, ``E_{>k} = Σ_{k'>k} A_{k'}``
+    and ``B_{<k} = Σ_{l_j<k} w_j e^{s_j}``::
+
+        F̃ = Σ_j w_j e^{s_j} E_{>l_j}
+        ∂F̃/∂s_d = w_d e^{s_d} E_{>l_d} − w_d e^{-s_d} B_{<l_d}
+        ∂²F̃/∂s_d² = w_d e^{s_d} E_{>l_d} + w_d e^{-s_d} B_{<l_d}        (exact diagonal)
+
+    computed with per-(query, level) log-sum-exps and exclusive log-cum-sum-exp scans.
+
+    ``grad_hess(..., hess="bound")`` returns ``2 · diag(H)``, a valid diagonal upper bound:
+    ``H = Σ_pairs w e^{-m} (e_i − e_j)(e_i − e_j)^T`` and
+    ``(e_i − e_j)(e_i − e_j)^T ⪯ 2(e_i e_i^T + e_j e_j^T)`` (since
+    ``(e_i + e_j)(e_i + e_j)^T ⪰ 0``), so ``H ⪯ 2 Σ_pairs w e^{-m}(e_i e_i^T + e_j e_j^T) = 2 diag(H)``.
+    For ``log=True``, ``∇² ln F̃ = ∇²F̃/F̃ − ∇F̃∇F̃^T/F̃² ⪯ ∇²F̃/F̃ ⪯ 2 diag(∇²F̃)/F̃``, which is
+    the bound returned; ``"diag"`` is the exact ``diag(∇²F̃)/F̃ − (∇F̃/F̃)²``.
+    """
+
+
+class AdaBoostLoss(RankingLoss):
+    r"""AdaBoost's exponential loss ``F = F₊ + F₋`` per query over bipartite labels.
+
+    ``y_d = +1`` if ``labels[d] > threshold`` else ``-1``; ``F₊ = Σ_{y=+1} w e^{-s}``,
+    ``F₋ = Σ_{y=-1} w e^{s}``, ``F = Σ_d w_d e^{-y_d s_d}``. Pointwise: a query with a single
+    class still contributes (unlike pairwise losses); ``"mean"`` averages over non-empty
+    queries.
+
+    Call: ``loss(scores, labels, groups=None, *, pairs=None, weights=None, mask=None)`` where
+    ``pairs`` may be ``None`` (use the constructor's ``threshold``) or ``Bipartite(t)``.
+
+    Options:
+        threshold: the class threshold (default 0.0).
+        log: return ``ln F`` per query (0 for an empty query).
+        reduction: ``"sum"`` | ``"mean"`` | ``"none"``.
+
+    ``grad_hess``: ``∂F/∂s_d = −y_d w_d e^{−y_d s_d}``; the Hessian is diagonal,
+    ``w_d e^{−y_d s_d}``, so ``"bound"`` equals ``"diag"`` (exact). With ``log=True`` the
+    gradient is ``−y π`` (``π`` the per-query softmax of ``−y s + ln w``), the exact diagonal
+    ``π − π²`` and the bound ``diag(π)`` (``∇² ln F = diag(π) − (yπ)(yπ)^T ⪯ diag(π)``).
+
+    See :func:`f_skew`, :func:`relative_f_skew`, :func:`zero_skew_intercept` and the RankBoost
+    identities in this module's docstring.
+    """
+
+    def __init__(self, *, threshold: float = 0.0, log: bool = False, reduction: str = "sum"):
+        super().__init__(reduction=reduction)
+        self.threshold = float(threshold)
+        self.log = bool(log)
+
+    def _threshold(self, pairs) -> float:
+        return _bipartite_threshold(pairs, self.threshold)
+
+    def _terms(self, inp: Prepared, thr: float):
+        dt = K.acc_dtype(inp.scores.dtype)
+        s = inp.scores.to(dt)
+        y = torch.where(inp.labels > thr, 1.0, -1.0).to(dt)
+        u = -y * s
+        if inp.weights is not None:
+            u = u + torch.log(inp.weights.to(dt))
+        return s, y, u
+
+    def forward(self, scores: Tensor, labels: Optional[Tensor] = None,
+                groups: Optional[Groups] = None, *, pairs: PairSpec = None,
+                weights: Optional[Tensor] = None, mask: Optional[Tensor] = None) -> Tensor:
+        thr = self._threshold(pairs)
+        inp = prepare_inputs(scores, labels, groups, pairs=Bipartite(thr), weights=weights,
+                             mask=mask)
+        s, y, u = self._terms(inp, thr)
+        G = inp.groups.num_groups
+        gi = inp.groups.group_index.to(s.device)
+        logF = K.seg_lse(u, gi, G)
+        has = logF > K.NEG_INF
+        if self.log:
+            per = torch.where(has, logF, torch.zeros_like(logF))
+        else:
+            per = inp.groups.segment_sum(torch.exp(u))
+        return reduce_per_group(per, self.reduction, has).to(scores.dtype)
+
+    def grad_hess(self, scores: Tensor, labels: Optional[Tensor] = None,
+                  groups: Optional[Groups] = None, *, pairs: PairSpec = None,
+                  weights: Optional[Tensor] = None, hess: str = "diag"
+                  ) -> Tuple[Tensor, Tensor]:
+        """Closed-form gradient and curvature (``"bound"`` == ``"diag"``, the Hessian is
+        diagonal; with ``log=True`` the bound is ``π``, the diagonal ``π − π²``)."""
+        if hess not in ("diag", "bound"):
+            raise ValueError(f"hess must be 'diag' or 'bound', got {hess!r}")
+        thr = self._threshold(pairs)
+        inp = prepare_inputs(scores.detach(), labels, groups, pairs=Bipartite(thr),
+                             weights=weights)
+        s, y, u = self._terms(inp, thr)
+        G = inp.groups.num_groups
+        gi = inp.groups.group_index.to(s.device)
+        logF = K.seg_lse(u, gi, G)
+        has = logF > K.NEG_INF
+        if self.log:
+            c = torch.where(has, logF, torch.zeros_like(logF))[gi]
+            pi = torch.exp(u - c)
+            g = -y * pi
+            h = pi - pi * pi if hess == "diag" else pi
+            h = h.clamp_min(0)
+        else:
+            e = torch.exp(u)
+            g, h = -y * e, e
+        if self.reduction == "mean":
+            k = has.sum().clamp_min(1).to(s.dtype)
+            g, h = g / k, h / k
+        return g.to(scores.dtype), h.to(scores.dtype)
+
+    def extra_repr(self) -> str:
+        return f"threshold={self.threshold}, log={self.log}, reduction={self.reduction!r}"
+
+
+def _bipartite_threshold(pairs, default: float) -> float:
+    if pairs is None:
+        return float(default)
+    p = resolve_pairs(pairs)
+    if isinstance(p, Bipartite):
+        return float(p.threshold)
+    raise ValueError(
+        f"pairs: AdaBoost-type quantities need bipartite labels; pass threshold=... or "
+        f"pairs=Bipartite(threshold), got {pairs!r}"
+    )
+
+
+def _class_logs(scores, labels, groups, threshold, weights, per_query):
+    """``(ln F₊, ln F₋)`` per query ``(G,)`` or pooled (0-dim), accumulation dtype."""
+    inp = prepare_inputs(scores, labels, groups, pairs=Bipartite(float(threshold)),
+                         weights=weights)
+    dt = K.acc_dtype(inp.scores.dtype)
+    s = inp.scores.to(dt)
+    pos = inp.labels > float(threshold)
+    lw = torch.log(inp.weights.to(dt)) if inp.weights is not None else torch.zeros_like(s)
+    if per_query and groups is not None:
+        idx, G = inp.groups.group_index.to(s.device), inp.groups.num_groups
+    else:
+        idx, G = torch.zeros_like(inp.groups.group_index.to(s.device)), 1
+    ninf = torch.full_like(s, K.NEG_INF)
+    lp = K.seg_lse(torch.where(pos, lw - s, ninf), idx, G)
+    ln = K.seg_lse(torch.where(pos, ninf, lw + s), idx, G)
+    if not (per_query and groups is not None):
+        lp, ln = lp[0], ln[0]
+    return lp, ln
+
+
+def f_skew(scores: Tensor, labels: Tensor, groups: Optional[Groups] = None, *,
+           threshold: float = 0.0, weights: Optional[Tensor] = None,
+           per_query: bool = True) -> Tensor:
+    """F-skew ``F₊ − F₋`` (spec eq. 15) per query ``(G,)`` or, with ``groups=None`` or
+    ``per_query=False``, pooled over all documents (0-dim).
+
+    May overflow to ``±inf`` for huge scores (it is a difference of exponentials); use
+    :func:`relative_f_skew` or :func:`zero_skew_intercept` for a scale-free value.
+    Returned in the dtype of ``scores``.
+    """
+    lp, ln = _class_logs(scores, labels, groups, threshold, weights, per_query)
+    return K.signed_exp_diff(lp, ln).to(scores.dtype)
+
+
+def relative_f_skew(scores: Tensor, labels: Tensor, groups: Optional[Groups] = None, *,
+                    threshold: float = 0.0, weights: Optional[Tensor] = None,
+                    per_query: bool = True) -> Tensor:
+    """Relative F-skew ``(F₊ − F₋)/(F₊ + F₋) = tanh(b)`` in ``[-1, 1]`` (``b`` the zero-skew
+    intercept); ``±1`` when a class is absent, 0 for an empty query. Shapes as
+    :func:`f_skew`."""
+    b = zero_skew_intercept(scores, labels, groups, threshold=threshold, weights=weights,
+                            per_query=per_query)
+    return torch.tanh(b.to(K.acc_dtype(b.dtype))).to(scores.dtype)
+
+
+def zero_skew_intercept(scores: Tensor, labels: Tensor, groups: Optional[Groups] = None, *,
+                        threshold: float = 0.0, weights: Optional[Tensor] = None,
+                        per_query: bool = True) -> Tensor:
+    """The intercept ``b = ½ ln(F₊/F₋)`` (spec Corollary 13, T3): adding ``b`` to every score
+    of the query zeroes its F-skew and minimises ``F(s + c)`` over ``c``, to ``2√(F₊F₋)``.
+
+    Per query ``(G,)`` (or pooled, 0-dim, with ``groups=None`` / ``per_query=False``);
+    ``+inf`` (``-inf``) when the query has no negative (positive), 0 when it has neither.
+    Computed from two log-sum-exps: finite for any finite scores.
+    """
+    lp, ln = _class_logs(scores, labels, groups, threshold, weights, per_query)
+    fp, fn = lp > K.NEG_INF, ln > K.NEG_INF
+    zero = torch.zeros_like(lp)
+    b = 0.5 * (torch.where(fp, lp, zero) - torch.where(fn, ln, zero))
+    inf = torch.full_like(lp, float("inf"))
+    b = torch.where(fp & ~fn, inf, torch.where(fn & ~fp, -inf, torch.where(fp | fn, b, zero)))
+    return b.to(scores.dtype)

@@ -1,0 +1,111 @@
+r"""The smooth ranking margin (spec ``rankboost_adaboost_smooth_margin.md`` §4).
+
+For a combination of weak rankers ``s = Σ_j λ_j h_j`` with ``h_j ∈ [0, 1]`` and ``λ ≥ 0``::
+
+    G̃ = −ln F̃ / ‖λ‖₁,    F̃ = Σ_{crucial (i, j)} w_ij exp(−(s_i − s_j))   (RankBoost's loss)
+
+a soft-min of the normalised pair margins at inverse temperature ``β = ‖λ‖₁``, with
+``μ − ln|C|/β ≤ G̃ ≤ μ`` (``μ`` the hard margin, ``|C|`` the number of crucial pairs;
+:func:`torchrankboost.metrics.ranking_margin` computes ``μ``). The scale is not recoverable
+from scores: the caller passes ``scale`` (``‖λ‖₁`` of a boosted model, or any norm).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Optional, Tuple
+
+import torch
+from torch import Tensor
+
+from ..groups import Groups
+from ..pairs import PairSpec
+from . import _levels as K
+from .base import Prepared, prepare_inputs, reduce_per_group
+from .exponential import _ExpFamilyLoss
+
+__all__ = ["SmoothMarginLoss", "smooth_margin"]
+
+
+def _check_scale(scale):
+    if scale is None:
+        raise ValueError(
+            "scale is required: pass scale=... (e.g. the model's ‖λ‖₁) to the constructor "
+            "or the call"
+        )
+    if isinstance(scale, Tensor):
+        if scale.numel() != 1:
+            raise ValueError(f"scale must be a scalar, got shape {tuple(scale.shape)}")
+        v = float(scale.detach())
+    else:
+        try:
+            v = float(scale)
+        except (TypeError, ValueError):
+            raise ValueError(f"scale must be a positive number, got {scale!r}") from None
+    if not (math.isfinite(v) and v > 0):
+        raise ValueError(f"scale must be positive and finite, got {v}")
+    return scale if isinstance(scale, Tensor) else v
+
+
+class SmoothMarginLoss(_ExpFamilyLoss):
+    r"""Negated smooth ranking margin ``−G̃ = ln F̃ / scale`` per query (minimise it to
+    *maximise* the smooth margin ``G̃ = −ln F̃ / scale``; :func:`smooth_margin` returns
+    ``G̃`` itself).
+
+    Call: ``loss(scores, labels, groups=None, *, pairs=None, weights=None, mask=None,
+    scale=None)``; ``scale`` (a positive float or scalar tensor — gradients flow into a
+    tensor scale) overrides the constructor's. Pairs and weights as
+    :class:`~torchrankboost.losses.ExponentialPairwiseLoss`. Queries without pairs give 0;
+    ``"sum"`` is ``Σ_q ln F̃_q / scale``.
+
+    ``grad_hess``: the gradient ``∇ ln F̃ / scale`` (softmax-weighted, bounded), the exact
+    diagonal ``(diag(∇²F̃)/F̃ − (∇F̃/F̃)²)/scale`` and the bound ``2 diag(∇²F̃)/(F̃·scale)``
+    (see :class:`ExponentialPairwiseLoss`). ``scale`` is held constant.
+    """
+
+    def __init__(self, scale=None, *, reduction: str = "sum"):
+        super().__init__(log=True, normalize=False, reduction=reduction)
+        self.scale = None if scale is None else _check_scale(scale)
+
+    def forward(self, scores: Tensor, labels: Optional[Tensor] = None,
+                groups: Optional[Groups] = None, *, pairs: PairSpec = None,
+                weights: Optional[Tensor] = None, mask: Optional[Tensor] = None,
+                scale=None) -> Tensor:
+        sc = _check_scale(self.scale if scale is None else scale)
+        out = super().forward(scores, labels, groups, pairs=pairs, weights=weights, mask=mask)
+        return (out / sc).to(scores.dtype)
+
+    def grad_hess(self, scores: Tensor, labels: Optional[Tensor] = None,
+                  groups: Optional[Groups] = None, *, pairs: PairSpec = None,
+                  weights: Optional[Tensor] = None, hess: str = "diag", scale=None
+                  ) -> Tuple[Tensor, Tensor]:
+        sc = _check_scale(self.scale if scale is None else scale)
+        sc = float(sc.detach()) if isinstance(sc, Tensor) else sc
+        g, h = super().grad_hess(scores, labels, groups, pairs=pairs, weights=weights,
+                                 hess=hess)
+        return g / sc, h / sc
+
+    def extra_repr(self) -> str:
+        return f"scale={self.scale}, reduction={self.reduction!r}"
+
+
+def smooth_margin(scores: Tensor, labels: Optional[Tensor] = None,
+                  groups: Optional[Groups] = None, *, scale, pairs: PairSpec = None,
+                  weights: Optional[Tensor] = None, per_query: bool = False) -> Tensor:
+    r"""The smooth ranking margin ``G̃ = −ln F̃ / scale`` (spec §4.1).
+
+    Default: over the crucial pairs of *all* queries pooled (the paper's single pair set:
+    ``F̃ = Σ_q F̃_q``), a 0-dim tensor; ``per_query=True`` gives ``(G,)``. Empty pair sets
+    give ``+inf`` (the minimum over no pairs). Differentiable; computed in log space.
+    """
+    sc = _check_scale(scale)
+    inp = prepare_inputs(scores, labels, groups, pairs=pairs, weights=weights)
+    dt = K.acc_dtype(inp.scores.dtype)
+    cfg = K.make_config(inp, p=1.0, log=True, normalize=False, dtype=dt)
+    s = inp.scores.to(dt)
+    logF = K.pair_terms(s, cfg.lw, cfg.pairs, cfg.labels, cfg.groups, 1.0,
+                        levels=cfg.levels)["logF"]
+    if not per_query:
+        logF = K.seg_lse(logF, torch.zeros(logF.shape[0], dtype=torch.long,
+                                           device=logF.device), 1)[0]
+    return (-logF / sc).to(scores.dtype)
