@@ -42,6 +42,11 @@ from .data import (  # noqa: F401
 
 # --- losses ---
 from .losses import RankingLoss  # noqa: F401
+from .losses import AdaBoostLoss  # noqa: F401
+from .losses import ExponentialPairwiseLoss  # noqa: F401
+from .losses import PNormPushLoss  # noqa: F401
+from .losses import SmoothMarginLoss  # noqa: F401
+from .losses import f_skew, relative_f_skew, zero_skew_intercept, smooth_margin  # noqa: F401
 
 # --- boosting ---
 

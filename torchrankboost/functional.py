@@ -4,6 +4,44 @@ Each function takes the module's options as keyword arguments and returns the re
 """
 
 # --- exponential family (exponential pairwise, AdaBoost/F-skew, p-norm push, smooth margin) ---
+from .losses.exponential import (  # noqa: E402,F401
+    AdaBoostLoss as _AdaBoostLoss,
+    ExponentialPairwiseLoss as _ExponentialPairwiseLoss,
+    f_skew,
+    relative_f_skew,
+    zero_skew_intercept,
+)
+from .losses.margin import SmoothMarginLoss as _SmoothMarginLoss, smooth_margin  # noqa: E402,F401
+from .losses.pnorm import PNormPushLoss as _PNormPushLoss  # noqa: E402
+
+
+def exponential_pairwise_loss(scores, labels=None, groups=None, *, pairs=None, weights=None,
+                              mask=None, log=False, normalize=False, reduction="sum"):
+    """Functional :class:`~torchrankboost.losses.ExponentialPairwiseLoss`."""
+    return _ExponentialPairwiseLoss(log=log, normalize=normalize, reduction=reduction)(
+        scores, labels, groups, pairs=pairs, weights=weights, mask=mask)
+
+
+def pnorm_push_loss(scores, labels=None, groups=None, *, p=2.0, pairs=None, weights=None,
+                    mask=None, log=False, normalize=False, reduction="sum"):
+    """Functional :class:`~torchrankboost.losses.PNormPushLoss`."""
+    return _PNormPushLoss(p, log=log, normalize=normalize, reduction=reduction)(
+        scores, labels, groups, pairs=pairs, weights=weights, mask=mask)
+
+
+def adaboost_loss(scores, labels, groups=None, *, threshold=0.0, pairs=None, weights=None,
+                  mask=None, log=False, reduction="sum"):
+    """Functional :class:`~torchrankboost.losses.AdaBoostLoss`."""
+    return _AdaBoostLoss(threshold=threshold, log=log, reduction=reduction)(
+        scores, labels, groups, pairs=pairs, weights=weights, mask=mask)
+
+
+def smooth_margin_loss(scores, labels=None, groups=None, *, scale, pairs=None, weights=None,
+                       mask=None, reduction="sum"):
+    """Functional :class:`~torchrankboost.losses.SmoothMarginLoss` (``ln F̃ / scale``)."""
+    return _SmoothMarginLoss(scale, reduction=reduction)(
+        scores, labels, groups, pairs=pairs, weights=weights, mask=mask)
+
 
 # --- quadratic family (pairwise hinge, QBRank) ---
 

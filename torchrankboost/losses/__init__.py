@@ -1,3 +1,12 @@
 """Ranking losses as ``torch.nn.Module``s (see :mod:`torchrankboost.losses.base`)."""
 
 from .base import RankingLoss, Prepared, prepare_inputs, reduce_per_group  # noqa: F401
+from .exponential import (  # noqa: F401
+    AdaBoostLoss,
+    ExponentialPairwiseLoss,
+    f_skew,
+    relative_f_skew,
+    zero_skew_intercept,
+)
+from .pnorm import PNormPushLoss  # noqa: F401
+from .margin import SmoothMarginLoss, smooth_margin  # noqa: F401
