@@ -62,22 +62,35 @@ class _FakeBooster:
                 "callbacks": [1, 2]}
 
 
+def _diag(r):
+    """A per-round diagnostics dict shaped like the driver's (see boosting/callbacks.py)."""
+    return {"round": r, "loss": 10.0 - r, "loss_before": 11.0 - r, "step": 0.5,
+            "learning_rate": 0.1, "weight": 0.05, "grad_norm": 2.0, "curvature_norm": 1.0,
+            "curvature_kind": "diag",
+            "line_search": {"status": "ok", "n_evals": 3},
+            "metrics": {"train": {"loss": 10.0 - r}, "valid_0": {"auc": 0.9, "ndcg@10": 0.5}},
+            "seconds": 0.01, "seconds_learner": 0.005,
+            "learner": {"feature": 3, "leaf_values": [0.1 * r, -0.2, 0.3, 0.05]}}
+
+
 def test_driver_callback_protocol(tmp_path):
     lg = TensorBoardLogger(tmp_path / "cb", histogram_every=5)
     b = _FakeBooster()
+    b.scores_ = torch.randn(50)
     lg.on_fit_start(b, {"n_rounds": 12})
-    for r in range(12):
-        assert lg.on_round_end(b, r, {"train/loss": 10.0 - r, "alpha": 0.5,
-                                      "valid": {"auc": 0.9}, "scores": torch.randn(50),
-                                      "leaf_values": torch.randn(8)}) is None
+    for r in range(1, 13):
+        assert lg.on_round_end(b, r, _diag(r)) is None
     lg.on_fit_end(b, None)
     lg.close()
     ea = read_events(tmp_path / "cb")
-    tags = ea.Tags()
-    assert {"train/loss", "round/alpha", "valid/auc", "time/seconds_per_round"} <= set(
-        tags["scalars"])
-    assert set(tags["histograms"]) == {"scores", "leaf_values"}
-    assert sorted({e.step for e in ea.Histograms("scores")}) == [0, 5, 10, 11]
+    tags = set(ea.Tags()["scalars"])
+    assert {"train/loss", "valid/auc", "valid/ndcg@10", "round/alpha", "round/learning_rate",
+            "round/grad_norm", "round/curvature_norm", "line_search/n_evals",
+            "time/seconds_per_round", "time/seconds_learner"} <= tags
+    assert not any(t.startswith("learner/") or "status" in t or "kind" in t for t in tags)
+    assert [e.step for e in ea.Scalars("train/loss")] == list(range(1, 13))
+    assert set(ea.Tags()["histograms"]) == {"train/scores", "learner/leaf_values"}
+    assert sorted({e.step for e in ea.Histograms("learner/leaf_values")}) == [1, 5, 10, 12]
     hp = ea.PluginTagToContent("hparams")
     from tensorboard.plugins.hparams import plugin_data_pb2
 
@@ -85,6 +98,17 @@ def test_driver_callback_protocol(tmp_path):
     names = set(start.session_start_info.hparams)
     assert {"n_rounds", "learning_rate", "loss", "algorithm"} <= names
     assert "callbacks" not in names
+    assert "final/valid/auc" in tags
+
+
+def test_round_tags():
+    from torchrankboost.logging import round_tag
+
+    assert round_tag("metrics/valid_0/map") == "valid/map"
+    assert round_tag("metrics/valid_0/map", single_valid=False) == "valid_0/map"
+    assert round_tag("step") == "round/alpha"
+    assert round_tag("f_skew") == "round/f_skew"
+    assert round_tag("round") is None
 
 
 def test_default_logdir_is_unique(tmp_path):

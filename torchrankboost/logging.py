@@ -314,23 +314,38 @@ class TensorBoardLogger:
         self._last_time = time.perf_counter()
 
     def on_round_end(self, booster, round: int, diagnostics: Mapping[str, Any]) -> None:
-        """Write the round's scalars (and, every ``histogram_every`` rounds, histograms)."""
+        """Write the round's scalars (and, every ``histogram_every`` rounds, histograms).
+
+        Tags follow :func:`round_tag`: the driver's ``metrics`` become ``train/<m>`` and
+        ``valid/<m>``, the step size ``round/alpha``, timings ``time/...``, other scalars
+        ``round/<key>``; vectors (leaf values, scores) become histograms.
+        """
         now = time.perf_counter()
         flat = _flatten(diagnostics or {})
+        n_valid = len([k for k in (diagnostics or {}).get("metrics", {}) if k != "train"]) \
+            if isinstance((diagnostics or {}).get("metrics"), Mapping) else 0
         scalars: Dict[str, Any] = {}
         vectors: Dict[str, Any] = {}
         for k, v in flat.items():
-            tag = k if "/" in k else f"round/{k}"
-            if _as_scalar(v) is not None:
+            tag = round_tag(k, single_valid=n_valid <= 1)
+            if tag is None:
+                continue
+            if _as_scalar(v) is not None and not tag.startswith("learner/"):
                 scalars[tag] = v
             elif _as_vector(v) is not None:
-                vectors[k] = v
-        if self._last_time is not None:
+                vectors[tag] = v
+        scores = _current_scores(booster)
+        if scores is not None:
+            vectors.setdefault("train/scores", scores)
+        if self._last_time is not None and "time/seconds" not in scalars:
             scalars["time/seconds_per_round"] = now - self._last_time
+        elif "time/seconds" in scalars:
+            scalars["time/seconds_per_round"] = scalars.pop("time/seconds")
         self.log_step(round, scalars)
-        last = self._n_rounds is not None and round + 1 >= self._n_rounds
-        if vectors and (round % self.histogram_every == 0 or last):
+        last = self._n_rounds is not None and round >= self._n_rounds
+        if vectors and (round % self.histogram_every == 0 or last or round <= 1):
             self.log_histograms(round, vectors)
+            self._hist_round = int(round)
         self._last_round = int(round)
         self._pending_vectors = vectors
         self._last_time = time.perf_counter()
@@ -339,7 +354,8 @@ class TensorBoardLogger:
     def on_fit_end(self, booster, ensemble) -> None:
         """Write the last histograms, the hyper-parameters with the final metrics, flush."""
         vectors = getattr(self, "_pending_vectors", None)
-        if vectors and self._last_round is not None and self._last_round % self.histogram_every:
+        if vectors and self._last_round is not None and \
+                getattr(self, "_hist_round", None) != self._last_round:
             self.log_histograms(self._last_round, vectors)
         extra = {}
         n = getattr(ensemble, "n_rounds", None) or getattr(ensemble, "num_rounds", None)
@@ -347,6 +363,43 @@ class TensorBoardLogger:
             extra["rounds_used"] = int(n)
         self.log_hparams(extra)
         self.flush()
+
+
+_SKIP_KEYS = {"round", "curvature_kind", "line_search/status"}
+
+
+def round_tag(key: str, *, single_valid: bool = True) -> Optional[str]:
+    """TensorBoard tag of a flattened diagnostics key (``None``: not logged).
+
+    ``metrics/train/loss`` → ``train/loss``; ``metrics/valid_0/ndcg@10`` → ``valid/ndcg@10``
+    (``valid_0`` keeps its name when there are several evaluation sets); ``step`` →
+    ``round/alpha``; ``seconds*`` → ``time/seconds*``; ``learner/...`` and other nested keys
+    as they are; other top-level keys → ``round/<key>``.
+    """
+    if key in _SKIP_KEYS:
+        return None
+    if key.startswith("metrics/"):
+        rest = key[len("metrics/"):]
+        head, _, tail = rest.partition("/")
+        if single_valid and head == "valid_0":
+            head = "valid"
+        return f"{head}/{tail}" if tail else f"train/{head}"
+    if key == "step":
+        return "round/alpha"
+    if key.startswith("seconds"):
+        return f"time/{key}"
+    if "/" in key:
+        return key
+    return f"round/{key}"
+
+
+def _current_scores(booster):
+    """The driver's current training scores if it exposes them (for the histogram)."""
+    for attr in ("scores_", "train_scores_", "current_scores_"):
+        v = getattr(booster, attr, None)
+        if isinstance(v, Tensor) and v.numel() > 1:
+            return v
+    return None
 
 
 def _booster_hparams(booster) -> Dict[str, Any]:
