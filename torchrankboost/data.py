@@ -75,7 +75,7 @@ PathLike = Union[str, "os.PathLike[str]"]
 
 
 # ====================================================================== container
-@dataclass
+@dataclass(eq=False)
 class RankingData:
     """Dense ranking data: features, labels, query groups.
 
@@ -466,7 +466,7 @@ def make_letor(n_queries: int, docs_per_query: float, n_features: int, n_grades:
       ``s_q ~ N(0, 1)`` (query-level effects that per-query normalisation removes); a
       ``tie_fraction`` of the columns is rounded to half-integers (many ties) and a
       ``sparse_fraction`` is clipped at 0 (about half zeros, as for count features).
-      Columns are shuffled so that the informative ones are not first.
+      The informative columns sit at random positions.
 
     Returns:
         :class:`RankingData` (``qid`` = query index, ``X``/``labels`` in ``dtype`` on
@@ -503,16 +503,20 @@ def make_letor(n_queries: int, docs_per_query: float, n_features: int, n_grades:
     n = groups.num_docs
     gi = groups.group_index
 
-    # latent vectors and relevance
+    # latent vectors; the informative columns sit at random positions
     Z = torch.randn(n, F, generator=gen, dtype=torch.float32)
+    inf_cols = torch.randperm(F, generator=gen)[:k].sort().values
+    Zi = Z[:, inf_cols]
     w = torch.randn(k, generator=gen, dtype=torch.float32)
     w = w / w.norm()
-    r = Z[:, :k] @ w
-    if nonlinear and k >= 1:
+    r = Zi @ w
+    if nonlinear:
         a = torch.randint(0, k, (3,), generator=gen)
-        r = r + nonlinear * (torch.tanh(Z[:, a[0]] * Z[:, a[1]]) + Z[:, a[2]].abs() - math.sqrt(2 / math.pi))
-    r = r + noise * torch.randn(n, generator=gen, dtype=torch.float32)
-    r = r + 0.5 * torch.randn(n_queries, generator=gen, dtype=torch.float32)[gi]
+        r += nonlinear * (torch.tanh(Zi[:, a[0]] * Zi[:, a[1]]) + Zi[:, a[2]].abs()
+                          - math.sqrt(2 / math.pi))
+    del Zi
+    r += noise * torch.randn(n, generator=gen, dtype=torch.float32)
+    r += 0.5 * torch.randn(n_queries, generator=gen, dtype=torch.float32)[gi]
 
     # grades by global quantiles, proportions ∝ decay^g
     p = torch.tensor([grade_decay ** g for g in range(n_grades)], dtype=torch.float64)
@@ -523,11 +527,10 @@ def make_letor(n_queries: int, docs_per_query: float, n_features: int, n_grades:
         cuts = sr[(cum * n).long().clamp_max(n - 1)]
         labels = torch.bucketize(r, cuts, right=True).to(torch.float32)
 
-    # observed features
+    # observed features (in place on Z)
     X = Z
     if query_shift:
-        X = X + query_shift * torch.randn(n_queries, F, generator=gen, dtype=torch.float32)[gi]
-    col_perm = torch.randperm(F, generator=gen)
+        X += query_shift * torch.randn(n_queries, F, generator=gen, dtype=torch.float32)[gi]
     n_tie = int(round(tie_fraction * F))
     n_sparse = min(F - n_tie, int(round(sparse_fraction * F)))
     kind_perm = torch.randperm(F, generator=gen)
@@ -536,10 +539,8 @@ def make_letor(n_queries: int, docs_per_query: float, n_features: int, n_grades:
         X[:, tie_cols] = torch.round(X[:, tie_cols] * 2) / 2
     if n_sparse:
         X[:, sparse_cols] = X[:, sparse_cols].clamp_min(0)
-    X = X[:, col_perm]
     inf_mask = torch.zeros(F, dtype=torch.bool)
-    inf_mask[:k] = True
-    inf_mask = inf_mask[col_perm]
+    inf_mask[inf_cols] = True
 
     data = RankingData(X.to(dtype=dtype, device=device), labels.to(dtype=dtype, device=device),
                        groups.to(device if device is not None else "cpu"),
