@@ -49,6 +49,20 @@ from .losses import SmoothMarginLoss  # noqa: F401
 from .losses import f_skew, relative_f_skew, zero_skew_intercept, smooth_margin  # noqa: F401
 
 # --- boosting ---
+from . import boosting  # noqa: F401
+from .boosting import (  # noqa: F401
+    Booster,
+    Callback,
+    Ensemble,
+    FeatureRankers,
+    HistoryCallback,
+    PrintCallback,
+    RegressionTree,
+    Stumps,
+    UnboundedDirectionError,
+    line_search,
+)
+from .losses.pointwise import SquaredErrorLoss  # noqa: F401  (the driver's GBT loss)
 
 # --- algorithms ---
 

@@ -1,6 +1,7 @@
 """Ranking losses as ``torch.nn.Module``s (see :mod:`torchrankboost.losses.base`)."""
 
 from .base import RankingLoss, Prepared, prepare_inputs, reduce_per_group  # noqa: F401
+from .pointwise import SquaredErrorLoss  # noqa: F401
 from .exponential import (  # noqa: F401
     AdaBoostLoss,
     ExponentialPairwiseLoss,

@@ -1,0 +1,23 @@
+"""Stagewise boosting: the driver (:class:`Booster`), the fitted model (:class:`Ensemble`),
+step rules (:mod:`.steps`), callbacks (:mod:`.callbacks`) and the weak learners
+(:mod:`.learners`: regression trees, stumps, single features)."""
+
+from .booster import (  # noqa: F401
+    Booster,
+    UnboundedDirectionError,
+    autograd_grad_hess,
+    hessian_diagonal,
+    resolve_metric,
+)
+from .callbacks import Callback, EarlyStoppingCallback, HistoryCallback, PrintCallback  # noqa: F401
+from .ensemble import Ensemble  # noqa: F401
+from .learners import (  # noqa: F401
+    FeatureModel,
+    FeatureRankers,
+    RegressionTree,
+    StumpModel,
+    Stumps,
+    TreeModel,
+    weak_model_from_state,
+)
+from .steps import LineSearchResult, line_search, newton_step  # noqa: F401

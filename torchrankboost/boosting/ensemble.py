@@ -1,0 +1,252 @@
+r"""The fitted boosting model: a base score plus weighted weak models.
+
+.. math::
+
+    F_T(x) = b + \sum_{t=1}^{T} \nu_t\, f_t(x), \qquad \nu_t = \text{learning\_rate}\cdot\alpha_t
+
+Scores are accumulated in float64 in round order (so a saved and reloaded model predicts
+bit-identically on CPU). Models save as safetensors (tensors) with the JSON description in
+the safetensors metadata — no pickle anywhere.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Callable, Dict, Iterator, List, Optional, Sequence
+
+import torch
+from torch import Tensor
+
+__all__ = ["Ensemble", "as_features"]
+
+FORMAT = "torchrankboost.Ensemble"
+FORMAT_VERSION = 1
+
+
+def as_features(X, *, device=None, name: str = "X") -> Tensor:
+    """Convert ``X`` (tensor, numpy array, scipy sparse matrix) to a 2-D float tensor.
+
+    Integer/bool inputs become float32; float64 stays float64. NaN is allowed (missing).
+    Raises ``ValueError`` for anything that is not 2-D.
+    """
+    if hasattr(X, "toarray") and not isinstance(X, Tensor):  # scipy.sparse
+        X = X.toarray()
+    if not isinstance(X, Tensor):
+        try:
+            X = torch.as_tensor(X)
+        except Exception as exc:
+            raise ValueError(f"{name}: cannot convert to a tensor ({exc})") from None
+    if X.dim() != 2:
+        raise ValueError(f"{name} must be 2-D (n_documents, n_features), got shape "
+                         f"{tuple(X.shape)}")
+    if not X.dtype.is_floating_point:
+        X = X.to(torch.float32)
+    if device is not None:
+        X = X.to(device)
+    return X
+
+
+def _default_registry(tensors, meta):
+    from .learners import weak_model_from_state  # noqa: WPS433 (late: learners import torch only)
+
+    return weak_model_from_state(tensors, meta)
+
+
+class Ensemble:
+    """Additive model ``F(x) = base_score + Σ_t weights[t] · models[t](x)``.
+
+    Args:
+        models: fitted weak models (see ``BOOSTING_API.md``: ``predict``, ``state``, ...).
+        weights: per-round weights ``ν_t = learning_rate · α_t`` (floats).
+        base_score: the constant initial score ``b``.
+        num_features: number of input features ``F`` (checked at prediction).
+        info: JSON-able extras (loss name, options, best round, evaluation history ...).
+
+    Attributes:
+        n_rounds: number of weak models ``T``.
+        best_round, best_score, evals_result: copied from the booster's fit (or ``None``).
+    """
+
+    def __init__(self, models: Sequence = (), weights: Sequence[float] = (), *,
+                 base_score: float = 0.0, num_features: int, info: Optional[dict] = None):
+        if len(models) != len(weights):
+            raise ValueError(f"got {len(models)} models but {len(weights)} weights")
+        self.models: List = list(models)
+        self.weights: List[float] = [float(w) for w in weights]
+        self.base_score = float(base_score)
+        self.num_features = int(num_features)
+        self.info: dict = dict(info or {})
+
+    # ------------------------------------------------------------------ basic
+    @property
+    def n_rounds(self) -> int:
+        return len(self.models)
+
+    def __len__(self) -> int:
+        return len(self.models)
+
+    def __repr__(self) -> str:
+        kinds = sorted({type(m).__name__ for m in self.models})
+        return (f"Ensemble(n_rounds={self.n_rounds}, base_score={self.base_score:.6g}, "
+                f"num_features={self.num_features}, weak={','.join(kinds) or '-'})")
+
+    @property
+    def best_round(self) -> Optional[int]:
+        return self.info.get("best_round")
+
+    @property
+    def best_score(self) -> Optional[float]:
+        return self.info.get("best_score")
+
+    @property
+    def evals_result(self) -> Optional[dict]:
+        return self.info.get("evals_result")
+
+    def append(self, model, weight: float) -> None:
+        """Add one round (used by the booster)."""
+        self.models.append(model)
+        self.weights.append(float(weight))
+
+    def truncate(self, n: int) -> "Ensemble":
+        """A new ensemble holding the first ``n`` rounds (``0 <= n <= n_rounds``)."""
+        if not (0 <= int(n) <= self.n_rounds):
+            raise ValueError(f"n must be in [0, {self.n_rounds}], got {n}")
+        n = int(n)
+        return Ensemble(self.models[:n], self.weights[:n], base_score=self.base_score,
+                        num_features=self.num_features, info=dict(self.info))
+
+    def to(self, device) -> "Ensemble":
+        """Move every weak model to ``device`` (in place); returns ``self``."""
+        self.models = [m.to(device) for m in self.models]
+        return self
+
+    # ------------------------------------------------------------------ prediction
+    def _check_X(self, X, device=None) -> Tensor:
+        X = as_features(X, device=device)
+        if X.shape[1] != self.num_features:
+            raise ValueError(f"X has {X.shape[1]} features but the model was trained with "
+                             f"{self.num_features}")
+        return X
+
+    def predict(self, X, *, n_rounds: Optional[int] = None,
+                batch_size: Optional[int] = 262144, device=None) -> Tensor:
+        """Scores ``(n,)`` float64 of the first ``n_rounds`` rounds (default all).
+
+        ``X``: ``(n, F)`` features (tensor, numpy, scipy sparse; NaN = missing), predicted in
+        row batches of ``batch_size`` (``None``: one batch) on ``device`` (default: where
+        ``X`` lives; the weak models must be on that device, see :meth:`to`).
+        """
+        X = self._check_X(X, device)
+        T = self.n_rounds if n_rounds is None else int(n_rounds)
+        if not 0 <= T <= self.n_rounds:
+            raise ValueError(f"n_rounds must be in [0, {self.n_rounds}], got {n_rounds}")
+        n = X.shape[0]
+        out = torch.full((n,), self.base_score, dtype=torch.float64, device=X.device)
+        bs = n if not batch_size else int(batch_size)
+        if bs < 1:
+            raise ValueError(f"batch_size must be positive, got {batch_size}")
+        for start in range(0, n, max(bs, 1)):
+            xb = X[start:start + bs]
+            acc = out[start:start + bs]
+            for t in range(T):
+                acc += self.weights[t] * self.models[t].predict(xb).to(torch.float64)
+        return out
+
+    def staged_predict(self, X, *, device=None) -> Iterator[Tensor]:
+        """Yield the ``(n,)`` float64 scores after each round ``1..T`` (same arithmetic as
+        :meth:`predict`, so the last yield equals ``predict(X)``). ``torch.stack(list(...))``
+        gives a ``(T, n)`` tensor."""
+        X = self._check_X(X, device)
+        acc = torch.full((X.shape[0],), self.base_score, dtype=torch.float64, device=X.device)
+        for t in range(self.n_rounds):
+            acc = acc + self.weights[t] * self.models[t].predict(X).to(torch.float64)
+            yield acc
+
+    # ------------------------------------------------------------------ importance
+    def feature_importance(self, kind: str = "gain") -> Tensor:
+        """``(F,)`` importance summed over rounds: ``"gain"`` (float64 total split gain, as
+        LightGBM's ``importance_type="gain"``) or ``"count"`` (int64 number of splits)."""
+        F = self.num_features
+        if kind == "gain":
+            out = torch.zeros(F, dtype=torch.float64)
+            for m in self.models:
+                out += m.feature_gain(F).to("cpu", torch.float64)
+        elif kind == "count":
+            out = torch.zeros(F, dtype=torch.int64)
+            for m in self.models:
+                out += m.feature_count(F).to("cpu", torch.int64)
+        else:
+            raise ValueError(f"kind must be 'gain' or 'count', got {kind!r}")
+        return out
+
+    # ------------------------------------------------------------------ persistence
+    def state(self):
+        """``(tensors, meta)``: flat dict of CPU tensors and a JSON-able description."""
+        tensors: Dict[str, Tensor] = {}
+        metas = []
+        for t, m in enumerate(self.models):
+            ts, meta = m.state()
+            for k, v in ts.items():
+                tensors[f"m{t}.{k}"] = v.detach().to("cpu").contiguous().clone()
+            metas.append(meta)
+        tensors["weights"] = torch.tensor(self.weights, dtype=torch.float64)
+        meta = {
+            "format": FORMAT,
+            "version": FORMAT_VERSION,
+            "base_score": self.base_score.hex(),
+            "num_features": self.num_features,
+            "n_rounds": self.n_rounds,
+            "models": metas,
+            "info": self.info,
+        }
+        return tensors, meta
+
+    def save(self, path) -> None:
+        """Write a ``.safetensors`` file: the weak models' tensors (``m{t}.{name}``), the
+        float64 round weights, and the JSON description in the metadata (``"ensemble"``)."""
+        from safetensors.torch import save_file
+
+        tensors, meta = self.state()
+        try:
+            text = json.dumps(meta, allow_nan=True)
+        except TypeError as exc:
+            raise ValueError(f"Ensemble.save: model description is not JSON-able ({exc})"
+                             ) from None
+        save_file(tensors, str(path), metadata={"ensemble": text})
+
+    @classmethod
+    def load(cls, path, *, device=None,
+             model_from_state: Optional[Callable[[dict, dict], object]] = None
+             ) -> "Ensemble":
+        """Read a file written by :meth:`save` (no pickle: safetensors + JSON).
+
+        ``model_from_state(tensors, meta)`` rebuilds one weak model (default: the registry
+        ``torchrankboost.boosting.learners.weak_model_from_state``, dispatching on
+        ``meta["type"]``). ``device``: where to put the tensors (default CPU).
+        """
+        from safetensors import safe_open
+        from safetensors.torch import load_file
+
+        with safe_open(str(path), framework="pt") as fh:
+            md = fh.metadata() or {}
+        if "ensemble" not in md:
+            raise ValueError(f"{path}: not a torchrankboost Ensemble file (no metadata)")
+        meta = json.loads(md["ensemble"])
+        if meta.get("format") != FORMAT:
+            raise ValueError(f"{path}: unknown format {meta.get('format')!r}")
+        if int(meta.get("version", 0)) > FORMAT_VERSION:
+            raise ValueError(f"{path}: format version {meta['version']} is newer than this "
+                             f"library ({FORMAT_VERSION})")
+        tensors = load_file(str(path), device=str(device) if device is not None else "cpu")
+        build = model_from_state or _default_registry
+        models = []
+        for t, mmeta in enumerate(meta["models"]):
+            prefix = f"m{t}."
+            ts = {k[len(prefix):]: v for k, v in tensors.items() if k.startswith(prefix)}
+            models.append(build(ts, mmeta))
+        weights = tensors["weights"].to("cpu", torch.float64).tolist()
+        base = meta["base_score"]
+        base = float.fromhex(base) if isinstance(base, str) else float(base)
+        return cls(models, weights, base_score=base, num_features=meta["num_features"],
+                   info=meta.get("info") or {})

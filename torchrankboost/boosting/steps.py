@@ -1,0 +1,298 @@
+r"""Step sizes for the boosting driver: exact 1-D line search and one Newton step.
+
+Both work on a scalar function of one variable, :math:`\varphi(\alpha) = L(s + \alpha f)`,
+the loss along the weak learner's output ``f``. Derivatives come from autograd on the
+scalar ``α`` (a 0-d float64 tensor with ``requires_grad``): ``φ'`` by one backward pass and
+``φ''`` by a second (double backward), i.e. ``⟨∇L, f⟩`` and ``fᵀ∇²L f`` without ever forming a
+gradient or Hessian in ``n`` dimensions. When the loss cannot be differentiated twice (a custom
+autograd function without double backward) the search falls back to first derivatives only
+(safeguarded secant / bisection on ``φ'``).
+
+:func:`line_search` minimises ``φ`` for a (locally) convex ``φ``; see its docstring for the
+algorithm, the stopping rules and how an unbounded direction is reported.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Callable, List, Optional, Tuple
+
+import torch
+from torch import Tensor
+
+__all__ = ["LineSearchResult", "line_search", "newton_step", "evaluate_phi"]
+
+F64 = torch.float64
+
+
+@dataclass
+class LineSearchResult:
+    """Outcome of :func:`line_search`.
+
+    Attributes:
+        alpha: the step (a Python float; ``0.0`` when no decrease was possible).
+        value: ``φ(alpha)``.
+        value0: ``φ(0)``.
+        deriv0: ``φ'(0)``.
+        deriv: ``φ'(alpha)`` (NaN when it was not evaluated there).
+        status: ``"converged"`` (a bracketed or Newton-certified minimiser),
+            ``"stationary"`` (``φ'(0) == 0``: nothing to do, ``alpha = 0``),
+            ``"unbounded"`` (``φ'`` still negative along the descent direction at
+            ``max_alpha``: the loss keeps decreasing — e.g. separable data under an
+            exponential loss; ``alpha`` is the cap), ``"max_iter"`` (best point found within
+            the evaluation budget), or ``"no_decrease"`` (no evaluated point beat ``φ(0)``).
+        n_evals: number of evaluations of ``φ``.
+        history: ``[(alpha, φ, φ'), ...]`` of every evaluation.
+    """
+
+    alpha: float
+    value: float
+    value0: float
+    deriv0: float
+    deriv: float
+    status: str
+    n_evals: int
+    history: List[Tuple[float, float, float]] = field(default_factory=list)
+
+    @property
+    def unbounded(self) -> bool:
+        return self.status == "unbounded"
+
+
+def evaluate_phi(phi: Callable[[Tensor], Tensor], alpha: float, order: int = 2
+                 ) -> Tuple[float, float, float]:
+    """``(φ(α), φ'(α), φ''(α))`` by autograd on a 0-d float64 ``α``.
+
+    ``order=1`` skips the second derivative (returns NaN for it). ``φ''`` is 0 when ``φ'``
+    does not depend on ``α`` (piecewise-linear losses). Raises ``RuntimeError`` when the
+    graph does not support double backward (callers fall back to ``order=1``).
+    """
+    a = torch.tensor(float(alpha), dtype=F64, requires_grad=True)
+    with torch.enable_grad():
+        v = phi(a)
+        if not isinstance(v, Tensor) or v.numel() != 1:
+            raise ValueError("phi must return a scalar tensor")
+        v = v.reshape(())
+        fv = float(v.detach())
+        if not v.requires_grad:  # constant along the direction
+            return fv, 0.0, 0.0
+        (d,) = torch.autograd.grad(v, a, create_graph=order >= 2, allow_unused=True)
+        if d is None:
+            return fv, 0.0, 0.0
+        if order < 2:
+            return fv, float(d.detach()), float("nan")
+        if not d.requires_grad:
+            return fv, float(d.detach()), 0.0
+        (h,) = torch.autograd.grad(d, a, allow_unused=True)
+        return fv, float(d.detach()), (0.0 if h is None else float(h))
+
+
+class _Phi:
+    """Evaluation bookkeeping: order fallback, history, best point."""
+
+    def __init__(self, phi, sign: float, order: int):
+        self.phi = phi
+        self.sign = sign
+        self.order = order
+        self.history: List[Tuple[float, float, float]] = []
+
+    def __call__(self, beta: float) -> Tuple[float, float, float]:
+        a = self.sign * beta
+        if self.order >= 2:
+            try:
+                v, d, h = evaluate_phi(self.phi, a, 2)
+            except RuntimeError:
+                self.order = 1
+                v, d, h = evaluate_phi(self.phi, a, 1)
+        else:
+            v, d, h = evaluate_phi(self.phi, a, 1)
+        self.history.append((a, v, d))
+        # in the oriented variable β = sign·α: ψ(β) = φ(sign β), ψ' = sign φ', ψ'' = φ''
+        return v, self.sign * d, h
+
+
+def line_search(phi: Callable[[Tensor], Tensor], *, alpha0: float = 1.0,
+                max_alpha: Optional[float] = None, max_ratio: float = 100.0, xtol: float = 1e-6, gtol: float = 1e-9,
+                max_evals: int = 60, order: int = 2) -> LineSearchResult:
+    r"""Minimise the scalar function ``φ(α)`` (exact 1-D line search).
+
+    ``phi`` takes a 0-d float64 tensor ``α`` and returns a scalar tensor differentiable in
+    ``α`` (typically ``lambda a: loss(s + a * f, labels, groups)``; move ``α`` to the
+    scores' device inside ``phi`` if needed — 0-d CPU tensors mix with CUDA tensors).
+
+    Algorithm (safeguarded Newton with bracketing):
+
+    1. Evaluate ``φ(0), φ'(0), φ''(0)``. If ``φ'(0) = 0`` return ``α = 0`` (``"stationary"``).
+       Otherwise search along the descent direction ``σ = −sign φ'(0)`` (a negative step is
+       allowed: the learner's output may point uphill, e.g. correlation-selected rankers).
+    2. **Expansion** (no point with ``φ' > 0`` seen yet): the next trial is
+       ``max(Newton step, 2·current)`` — starting from the Newton step
+       ``−φ'(0)/φ''(0)`` when ``φ''(0) > 0``, else ``alpha0``. A point with a non-finite
+       ``φ`` or ``φ'`` becomes an upper bracket (backtracking). A trial whose Newton
+       increment ``|φ'/φ''|`` is below ``xtol·max(1, |α|)`` is accepted (a Newton-certified
+       minimiser, e.g. the first step on a quadratic). If ``|α|`` reaches ``max_alpha``
+       (default: ``max_ratio = 100`` times the first trial step) with
+       ``φ'`` still negative the function keeps decreasing: status ``"unbounded"`` and
+       ``alpha = ±max_alpha``.
+    3. **Bracketed** (``φ'(lo) < 0 < φ'(hi)``): Newton steps from the last point, replaced by
+       a secant step on ``φ'`` (without second derivatives) and by bisection whenever the
+       step leaves the bracket; stop when the bracket or the step is below
+       ``xtol·max(1, |α|)`` or ``|φ'| ≤ gtol·|φ'(0)|``.
+    4. The returned point is the best evaluated one (lowest ``φ``), so the result never
+       increases ``φ`` (``"no_decrease"`` and ``α = 0`` if nothing beat ``φ(0)``, which can
+       only happen for non-convex or noisy ``φ``).
+
+    An exactly zero derivative ``φ'(α) = 0`` at a trial point is taken as a minimiser
+    (convex ``φ``): flat tails of piecewise-quadratic losses (squared hinge, QBRank) end
+    there. Choose ``max_alpha`` so that ``φ'`` cannot underflow to 0 before the cap on an
+    asymptotically flat direction (exponential losses in float64 underflow near
+    ``α·margin ≈ 745``); the relative default does this for Newton-scaled directions.
+
+    Args:
+        phi: the scalar function.
+        alpha0: first trial step when ``φ''(0) ≤ 0`` (no curvature information).
+        max_alpha: cap on ``|α|`` for the unbounded-direction test; default
+            ``max_ratio`` times the first trial step (the Newton step from 0, or ``alpha0``).
+        max_ratio: see ``max_alpha`` (default 100: a minimiser more than 100 Newton steps
+            away is reported as an unbounded direction).
+        xtol: relative step tolerance.
+        gtol: relative derivative tolerance (``|φ'| ≤ gtol·|φ'(0)|``).
+        max_evals: budget of evaluations of ``φ``.
+        order: 2 (Newton, default) or 1 (derivative-only secant/bisection).
+
+    Returns:
+        :class:`LineSearchResult`.
+    """
+    if max_alpha is not None and not (max_alpha > 0 and math.isfinite(max_alpha)):
+        raise ValueError(f"max_alpha must be a positive finite number, got {max_alpha}")
+    if not (max_ratio > 1 and math.isfinite(max_ratio)):
+        raise ValueError(f"max_ratio must be a finite number > 1, got {max_ratio}")
+    if not alpha0 > 0:
+        raise ValueError(f"alpha0 must be positive, got {alpha0}")
+    if order not in (1, 2):
+        raise ValueError(f"order must be 1 or 2, got {order}")
+    ev0 = _Phi(phi, 1.0, order)
+    f0, d0, h0 = ev0(0.0)
+    if not (math.isfinite(f0) and math.isfinite(d0)):
+        raise ValueError(f"line_search: phi(0) = {f0} and phi'(0) = {d0} must be finite")
+    if d0 == 0.0:
+        return LineSearchResult(0.0, f0, f0, d0, d0, "stationary", 1, ev0.history)
+    sign = -1.0 if d0 > 0 else 1.0
+    ev = _Phi(phi, sign, ev0.order)
+    ev.history = ev0.history
+    g0 = -abs(d0)  # ψ'(0) < 0 in the oriented variable
+    best_b, best_f = 0.0, f0
+    lo, f_lo, d_lo = 0.0, f0, g0
+    hi: Optional[float] = None
+    d_hi = float("nan")
+    h_cur = h0
+    if ev.order >= 2 and math.isfinite(h0) and h0 > 0:
+        b = -g0 / h0
+    else:
+        b = alpha0
+    if max_alpha is None:
+        max_alpha = max_ratio * b
+    status = "max_iter"
+    last_b, last_d = 0.0, g0
+    dx_old: Optional[float] = None
+    for _ in range(max_evals - 1):
+        if hi is None and b >= max_alpha:
+            b = max_alpha
+        f, d, h = ev(b)
+        finite = math.isfinite(f) and math.isfinite(d)
+        if finite and f < best_f:
+            best_b, best_f = b, f
+        if not finite:
+            hi, d_hi = b, float("inf")
+        elif d == 0.0:
+            best_b, best_f = (b, f) if f <= best_f else (best_b, best_f)
+            status = "converged"
+            break
+        elif d > 0 or f > f_lo:  # past the minimum (f > f_lo guards non-convex φ)
+            hi, d_hi = b, d
+        else:
+            lo, f_lo, d_lo = b, f, d
+        tol = xtol * max(1.0, abs(b))
+        if finite and h is not None and math.isfinite(h) and h > 0 and abs(d / h) <= tol:
+            status = "converged"
+            break
+        if finite and abs(d) <= gtol * abs(g0) and hi is not None:
+            status = "converged"
+            break
+        if hi is None:
+            if b >= max_alpha:
+                status = "unbounded"
+                break
+            # expansion: Newton from b if it moves forward, at least doubling
+            nb = 2.0 * b
+            if ev.order >= 2 and math.isfinite(h) and h > 0:
+                nb = max(nb, b - d / h)
+            else:
+                # secant on φ' through (last_b, last_d), (b, d) when it points forward
+                if d != last_d and b != last_b:
+                    sec = b - d * (b - last_b) / (d - last_d)
+                    if sec > b:
+                        nb = max(nb, min(sec, 8.0 * b))
+            last_b, last_d = b, d
+            b = min(nb, max_alpha) if b < max_alpha else nb
+            continue
+        if hi - lo <= xtol * max(1.0, abs(hi)):
+            status = "converged"
+            break
+        # bracketed: Newton / secant, safeguarded by bisection (as in Numerical Recipes'
+        # rtsafe: bisect when the step leaves the bracket or does not halve the last step)
+        cand = None
+        if finite and ev.order >= 2 and math.isfinite(h) and h > 0:
+            cand = b - d / h
+        elif finite and d != last_d and b != last_b:
+            cand = b - d * (b - last_b) / (d - last_d)  # secant through the last two points
+        elif math.isfinite(d_hi) and d_hi != d_lo:
+            cand = lo - d_lo * (hi - lo) / (d_hi - d_lo)
+        if (cand is None or not (lo < cand < hi)
+                or (dx_old is not None and 2.0 * abs(cand - b) > dx_old)):
+            cand = 0.5 * (lo + hi)
+            dx_old = 0.5 * (hi - lo)
+        else:
+            dx_old = abs(cand - b)
+        last_b, last_d = b, d
+        b = cand
+    else:
+        status = "max_iter"
+    if status == "unbounded":
+        a_cap, v_cap, d_cap = ev.history[-1]
+        return LineSearchResult(a_cap, v_cap, f0, d0, d_cap, status, len(ev.history),
+                                ev.history)
+    if best_b == 0.0:
+        return LineSearchResult(0.0, f0, f0, d0, d0, "no_decrease", len(ev.history),
+                                ev.history)
+    d_best = float("nan")
+    for a, v, dd in ev.history:
+        if a == sign * best_b:
+            d_best = dd
+    return LineSearchResult(sign * best_b, best_f, f0, d0, d_best, status, len(ev.history),
+                            ev.history)
+
+
+def newton_step(phi: Callable[[Tensor], Tensor], *, fallback_curvature: Optional[float] = None
+                ) -> Tuple[float, float, float, float]:
+    """One Newton step on ``α`` from 0: ``α = −φ'(0)/φ''(0)``.
+
+    When ``φ''(0) ≤ 0`` (or not available) ``fallback_curvature`` (e.g. the surrogate's
+    ``Σ h f²``) replaces it; without one the step is ``−sign φ'(0)`` (unit curvature).
+
+    Returns ``(alpha, φ(0), φ'(0), φ''(0))``.
+    """
+    try:
+        f0, d0, h0 = evaluate_phi(phi, 0.0, 2)
+    except RuntimeError:
+        f0, d0, h0 = evaluate_phi(phi, 0.0, 1)
+    if not (math.isfinite(f0) and math.isfinite(d0)):
+        raise ValueError(f"newton_step: phi(0) = {f0} and phi'(0) = {d0} must be finite")
+    curv = h0
+    if not (math.isfinite(curv) and curv > 0):
+        curv = fallback_curvature if fallback_curvature and fallback_curvature > 0 else None
+    if d0 == 0.0:
+        return 0.0, f0, d0, h0
+    alpha = -d0 / curv if curv is not None else -math.copysign(1.0, d0)
+    return alpha, f0, d0, h0

@@ -1,0 +1,74 @@
+"""Pointwise losses.
+
+:class:`SquaredErrorLoss` is the squared error between scores and labels,
+
+.. math::
+
+    L(s) = \\tfrac12 \\sum_i w_i\\,(l_i - s_i)^2 ,
+
+the objective of Friedman's least-squares gradient boosting (GBT). With it the boosting
+driver reproduces plain gradient boosting; it is also the label part of QBRank's objective.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Tuple
+
+import torch
+from torch import Tensor
+
+from .base import Prepared, RankingLoss
+
+__all__ = ["SquaredErrorLoss"]
+
+
+class SquaredErrorLoss(RankingLoss):
+    """Pointwise squared error ``½ Σ_i w_i (l_i − s_i)²``, summed per query.
+
+    Shapes: ``scores`` ``(n,)`` float, ``labels`` ``(n,)`` real, optional ``weights`` ``(n,)``
+    non-negative (default 1). Per-query loss ``(G,)`` is ``½ Σ_{i∈q} w_i (l_i − s_i)²``;
+    ``reduction="sum"`` (default) adds the queries, ``"mean"`` averages them over all queries
+    (every query counts, a pointwise loss has no "pairs"), ``"none"`` returns the ``(G,)``
+    tensor. ``pairs`` are ignored (a pointwise loss needs labels).
+
+    ``grad_hess`` (closed form): ``grad = w (s − l)``, curvature ``w`` for both
+    ``hess="diag"`` and ``hess="bound"`` (the Hessian is exactly ``diag(w)``, a global bound),
+    divided by the number of queries under ``reduction="mean"``.
+
+    Example::
+
+        >>> loss = SquaredErrorLoss()
+        >>> loss(torch.tensor([1., 2.]), torch.tensor([0., 2.]))
+        tensor(0.5000)
+    """
+
+    def __init__(self, *, reduction: str = "sum"):
+        super().__init__(reduction=reduction)
+
+    @staticmethod
+    def _check(inp: Prepared) -> Tensor:
+        if inp.labels is None:
+            raise ValueError("SquaredErrorLoss needs labels (explicit pairs are not enough)")
+        return inp.labels.to(inp.scores.dtype)
+
+    def per_group(self, inp: Prepared) -> Tuple[Tensor, Optional[Tensor]]:
+        labels = self._check(inp)
+        r2 = (inp.scores - labels).square()
+        if inp.weights is not None:
+            r2 = r2 * inp.weights.to(r2.dtype)
+        return 0.5 * inp.groups.segment_sum(r2), None
+
+    def _grad_hess(self, inp: Prepared, hess: str) -> Tuple[Tensor, Tensor]:
+        labels = self._check(inp)
+        s = inp.scores
+        if inp.weights is not None:
+            w = inp.weights.to(s.dtype)
+        else:
+            w = torch.ones_like(s)
+        grad = w * (s - labels)
+        curv = w.clone()
+        if self.reduction == "mean":
+            G = max(inp.groups.num_groups, 1)
+            grad = grad / G
+            curv = curv / G
+        return grad, curv
