@@ -177,8 +177,8 @@ def node_histogram(codes: Tensor, rows: Optional[Tensor], values: Tensor, *, slo
 class _Leaf:
     leaf_id: int
     rows: Tensor
-    hist: Tensor  # (F, 256, 2) float64: Σ w·t, Σ w
-    cnt: Tensor  # (F, 256) float64
+    hist: Optional[Tensor]  # (F, 256, 3) float64: Σ w·t, Σ w, count
+    cnt: Optional[Tensor]  # unused
     depth: int
     parent: int  # internal node index, -1 for the root
     is_left: bool
@@ -330,49 +330,46 @@ class RegressionTree:
         return bin_features(X, n_bins=self.n_bins, sample_count=self.bin_sample_count, seed=self.seed)
 
     # -- split search -----------------------------------------------------------------------
-    def _best_split(self, hist: Tensor, cnt: Tensor, num_bins: Tensor, feat_ok: Tensor):
-        """Best (gain, feature, bin, default_left) of a node from its histogram (F, 256, 2)."""
+    def _best_splits(self, hists: Tensor, base_ok: Tensor):
+        """Best split of each node in a batch.
+
+        Args:
+            hists: (B, F, 256, 3) float64 histograms (Σ w·t, Σ w, count); slot 255 = missing.
+            base_ok: (F, 255) bool, thresholds allowed (real bins of sampled features).
+
+        Returns:
+            list of ``(gain, feature, bin, default_left)`` or None per node.
+        """
         lam = self.l2
-        F, S, _ = hist.shape
-        V = S - 1  # value slots 0..254, slot 255 = missing
-        G = hist[..., 0]
-        H = hist[..., 1]
-        cG = torch.cumsum(G[:, :V], 1)
-        cH = torch.cumsum(H[:, :V], 1)
-        cC = torch.cumsum(cnt[:, :V], 1)
-        mG, mH, mC = G[:, V:], H[:, V:], cnt[:, V:]
-        Gt = cG[:, -1:] + mG  # (F, 1) node totals, per feature (equal up to rounding)
-        Ht = cH[:, -1:] + mH
-        Ct = cC[:, -1:] + mC
-        # channel 0: missing goes left; channel 1: missing goes right
-        GL = torch.stack([cG + mG, cG], -1)
-        HL = torch.stack([cH + mH, cH], -1)
-        CL = torch.stack([cC + mC, cC], -1)
-        GR = Gt.unsqueeze(-1) - GL
-        HR = Ht.unsqueeze(-1) - HL
-        CR = Ct.unsqueeze(-1) - CL
-
-        def term(g, h):
-            d = h + lam
-            return torch.where(d > 0, g * g / torch.where(d > 0, d, torch.ones_like(d)), torch.zeros_like(g))
-
-        parent = term(Gt[0, 0], Ht[0, 0])
-        gain = term(GL, HL) + term(GR, HR) - parent
-        msl = self.min_samples_leaf
-        mcw = self.min_child_weight
-        tpos = torch.arange(V, device=hist.device)
-        ok = (CL >= msl - 0.5) & (CR >= msl - 0.5) & (HL >= mcw) & (HR >= mcw)
-        ok &= (tpos.unsqueeze(0) < num_bins.unsqueeze(1)).unsqueeze(-1)
-        ok &= feat_ok.view(F, 1, 1)
-        gain = torch.where(ok, gain, torch.full_like(gain, -math.inf))
-        flat = int(torch.argmax(gain.reshape(-1)).item())
-        best = float(gain.reshape(-1)[flat].item())
-        f, rem = divmod(flat, V * 2)
-        t, d = divmod(rem, 2)
-        thresh = max(self.min_split_gain, _REL_EPS * abs(float(parent.item())))
-        if not best > thresh:
-            return None
-        return (best, f, t, d == 0)
+        Bn, F, S, _ = hists.shape
+        V = S - 1
+        c = torch.cumsum(hists[:, :, :V, :], 2)  # (B, F, V, 3) left sums, missing excluded
+        miss = hists[:, :, V:, :]  # (B, F, 1, 3)
+        tot = c[:, :, -1:, :] + miss  # (B, F, 1, 3) node totals (per feature, equal up to rounding)
+        left = torch.stack([c + miss, c.expand_as(c)], 3)  # (B, F, V, 2 dirs: NaN left / right, 3)
+        lr = torch.stack([left, tot.unsqueeze(3) - left], 4)  # (B, F, V, 2 dirs, 2 sides, 3)
+        g, h, n = lr.unbind(-1)
+        d = h + lam
+        gain = (g * g / d).sum(-1)  # (B, F, V, 2)
+        ok = ((n >= self.min_samples_leaf - 0.5) & (h >= self.min_child_weight) & (d > 0)).all(-1)
+        ok &= base_ok.view(1, F, V, 1)
+        gain = gain.masked_fill(~ok, -math.inf)
+        flat = torch.argmax(gain.reshape(Bn, -1), 1)
+        best = gain.reshape(Bn, -1).gather(1, flat.unsqueeze(1)).squeeze(1)
+        T0 = tot[:, 0, 0, :]  # (B, 3)
+        d0 = T0[:, 1] + lam
+        parent = torch.where(d0 > 0, T0[:, 0] * T0[:, 0] / torch.where(d0 > 0, d0, torch.ones_like(d0)),
+                             torch.zeros_like(d0))
+        out = []
+        for b, (fl, bg, pa) in enumerate(zip(flat.tolist(), best.tolist(), parent.tolist())):
+            gain_b = bg - pa
+            if not (math.isfinite(bg) and gain_b > max(self.min_split_gain, _REL_EPS * abs(pa))):
+                out.append(None)
+                continue
+            f, rem = divmod(fl, V * 2)
+            t, dd = divmod(rem, 2)
+            out.append((gain_b, f, t, dd == 0))
+        return out
 
     # -- fit --------------------------------------------------------------------------------
     def fit(self, prepared: BinnedFeatures, target: Tensor, weight: Optional[Tensor] = None, *,
@@ -408,19 +405,24 @@ class RegressionTree:
         max_depth = self.max_depth if self.max_depth is not None else 1 << 30
         msl = self.min_samples_leaf
 
+        V = slots - 1
+        base_ok = (torch.arange(V, device=dev).unsqueeze(0) < num_bins.unsqueeze(1)) & feat_ok.unsqueeze(1)
+
         def hist_of(r):
             h, c = node_histogram(codes, r, values, slots=slots, packed=packed)
-            return h, c
+            return torch.cat([h, c.unsqueeze(-1)], -1)  # (F, 256, 3)
 
-        h0, c0 = hist_of(rows)
-        root = _Leaf(0, rows, h0, c0, 0, -1, True)
+        root = _Leaf(0, rows, hist_of(rows), None, 0, -1, True)
         leaves = [root]
 
-        def evaluate(leaf):
-            if leaf.depth < max_depth and leaf.rows.numel() >= 2 * msl:
-                leaf.best = self._best_split(leaf.hist, leaf.cnt, num_bins, feat_ok)
-            else:
-                leaf.best = None
+        def evaluate(*lvs):
+            todo = [lf for lf in lvs if lf.depth < max_depth and lf.rows.numel() >= 2 * msl]
+            for lf in lvs:
+                lf.best = None
+            if todo:
+                res = self._best_splits(torch.stack([lf.hist for lf in todo]), base_ok)
+                for lf, r in zip(todo, res):
+                    lf.best = r
 
         evaluate(root)
         sf, tb, dl, lc, rc, sg = [], [], [], [], [], []
@@ -443,18 +445,17 @@ class RegressionTree:
             if leaf.parent >= 0:
                 (lc if leaf.is_left else rc)[leaf.parent] = k
             small_left = lrows.numel() <= rrows.numel()
-            hs, cs = hist_of(lrows if small_left else rrows)
-            hl, cl = leaf.hist - hs, leaf.cnt - cs
+            hs = hist_of(lrows if small_left else rrows)
+            hl = leaf.hist - hs
             if not small_left:
                 hs, hl = hl, hs
-                cs, cl = cl, cs
-            left = _Leaf(leaf.leaf_id, lrows, hs, cs, leaf.depth + 1, k, True)
-            right = _Leaf(len(leaves), rrows, hl, cl, leaf.depth + 1, k, False)
+            left = _Leaf(leaf.leaf_id, lrows, hs, None, leaf.depth + 1, k, True)
+            right = _Leaf(len(leaves), rrows, hl, None, leaf.depth + 1, k, False)
+            leaf.hist = None
             depth = max(depth, leaf.depth + 1)
             leaves[leaves.index(leaf)] = left
             leaves.append(right)
-            evaluate(left)
-            evaluate(right)
+            evaluate(left, right)
 
         # exact leaf values from the rows (not from subtracted histograms)
         L = len(leaves)
