@@ -231,7 +231,7 @@ def test_single_grade_query_zero_and_no_nan():
     for log in (False, True):
         loss = ExponentialPairwiseLoss(log=log, reduction="none")
         v = loss(s, y, g)
-        assert float(v[0]) == 0.0 and float(v[1]) == 0.0
+        assert float(v[0].detach()) == 0.0 and float(v[1].detach()) == 0.0
         (gr,) = torch.autograd.grad(v.sum(), s)
         assert torch.equal(gr[:3], torch.zeros(3, dtype=F64))
         gg, hh = loss.grad_hess(s.detach(), y, g)

@@ -165,12 +165,15 @@ class AdaBoostLoss(RankingLoss):
             u = u + torch.log(inp.weights.to(dt))
         return s, y, u
 
-    def forward(self, scores: Tensor, labels: Optional[Tensor] = None,
-                groups: Optional[Groups] = None, *, pairs: PairSpec = None,
-                weights: Optional[Tensor] = None, mask: Optional[Tensor] = None) -> Tensor:
-        thr = self._threshold(pairs)
-        inp = prepare_inputs(scores, labels, groups, pairs=Bipartite(thr), weights=weights,
-                             mask=mask)
+    def per_group(self, inp: Prepared) -> Tuple[Tensor, Optional[Tensor]]:
+        """Per-query ``F`` (or ``ln F``) and the non-empty mask. ``inp.pairs``:
+        ``Bipartite(t)`` uses ``t``; the default (graded) uses the constructor threshold."""
+        if isinstance(inp.pairs, Bipartite):
+            thr = float(inp.pairs.threshold)
+        elif isinstance(inp.pairs, Graded):
+            thr = self.threshold
+        else:
+            raise ValueError("pairs: AdaBoostLoss needs bipartite labels, not explicit pairs")
         s, y, u = self._terms(inp, thr)
         G = inp.groups.num_groups
         gi = inp.groups.group_index.to(s.device)
@@ -180,6 +183,15 @@ class AdaBoostLoss(RankingLoss):
             per = torch.where(has, logF, torch.zeros_like(logF))
         else:
             per = inp.groups.segment_sum(torch.exp(u))
+        return per, has
+
+    def forward(self, scores: Tensor, labels: Optional[Tensor] = None,
+                groups: Optional[Groups] = None, *, pairs: PairSpec = None,
+                weights: Optional[Tensor] = None, mask: Optional[Tensor] = None) -> Tensor:
+        thr = self._threshold(pairs)
+        inp = prepare_inputs(scores, labels, groups, pairs=Bipartite(thr), weights=weights,
+                             mask=mask)
+        per, has = self.per_group(inp)
         return reduce_per_group(per, self.reduction, has).to(scores.dtype)
 
     def grad_hess(self, scores: Tensor, labels: Optional[Tensor] = None,
