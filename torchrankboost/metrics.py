@@ -132,12 +132,60 @@ def _reduce(per_query: Tensor, reduction: str, *, valid: Optional[Tensor] = None
     return torch.where(cnt > 0, tot / cnt.clamp_min(1), tot.new_tensor(float("nan")))
 
 
+_PAD_FACTOR = 4  # internal padded sorts only while G * max_size <= 4 n (or _PAD_MIN)
+_PAD_MIN = 1 << 20
+_SORT32 = (torch.float32, torch.float16, torch.bfloat16, torch.int32, torch.int16,
+           torch.int8, torch.uint8)
+
+
+def _order(s: Tensor, g: Groups, k: Optional[int] = None) -> Tuple[Tensor, Groups]:
+    """Each query's documents by score descending, ties in input order, truncated to
+    the first ``k``: returns ``(perm, gk)`` with ``s[perm]`` laid out by ``gk`` (the groups
+    of sizes ``min(n_q, k)``; ``gk`` is ``g`` itself when nothing is truncated).
+
+    Kernels (same result, chosen by shape): while the padded size ``G · max_size`` stays
+    within ``_PAD_FACTOR · n`` a temporary ``(G, max_size)`` matrix is sorted row-wise
+    (``torch.topk`` on unique int64 keys ``bits(score) << b | (L-1-position)`` when only the
+    top ``k`` is needed and scores have ≤ 32 bits, else a stable row sort); otherwise one
+    global segmented sort (:meth:`Groups.argsort`). Memory stays O(n) either way.
+    """
+    n = s.shape[0]
+    G, L = g.num_groups, g.max_size
+    kk = L if k is None else min(k, L)
+    if n == 0:
+        return torch.zeros(0, dtype=torch.long, device=s.device), g
+    gk = g if kk >= L else Groups.from_sizes(g.sizes.clamp(max=kk))
+    if G * L <= max(_PAD_FACTOR * n, _PAD_MIN):
+        gi, pos = g.group_index, g.position
+        if kk < L and s.dtype in _SORT32 and L < (1 << 30):
+            from .groups import _sortable_bits32
+
+            shift = max(1, (L - 1).bit_length())
+            key = (_sortable_bits32(s) << shift) + (L - 1 - pos)
+            P = torch.full((G, L), -1, dtype=torch.long, device=s.device)
+            P[gi, pos] = key
+            idx = torch.topk(P, kk, dim=1)[1]
+        else:
+            low = float("-inf") if s.dtype.is_floating_point else torch.iinfo(s.dtype).min
+            P = torch.full((G, L), low, dtype=s.dtype, device=s.device)
+            P[gi, pos] = s
+            idx = torch.sort(P, dim=1, descending=True, stable=True)[1][:, :kk]
+        # real documents fill the first min(n_q, k) cells of each row (pads sort last)
+        ggi = gk.group_index
+        perm = idx.reshape(-1)[ggi * kk + gk.position] + g.offsets[ggi]
+    else:
+        perm = g.argsort(s, descending=True)
+        if kk < L:
+            perm = perm[g.position < kk]
+    return perm, gk
+
+
 class _Sorted:
     """One segmented sort by score (descending, stable) and its tie blocks."""
 
     def __init__(self, s: Tensor, groups: Groups):
         self.groups = groups
-        self.perm = groups.argsort(s, descending=True)
+        self.perm, _ = _order(s, groups)
         self.s = s[self.perm]
         self.pos = groups.position  # position inside the query after sorting
         self.gi = groups.group_index
@@ -160,6 +208,69 @@ class _Sorted:
         strictly higher score."""
         c = self.groups.segment_cumsum(x, exclusive=True)
         return c[self.block_first][self.block_id]
+
+
+def _int_levels(y: Tensor, max_value: int = 1 << 16):
+    """For labels that are small non-negative integers: ``(level index per document,
+    level values ascending)`` in O(n) (no sort); ``None`` otherwise."""
+    if y.numel() == 0:
+        return None
+    lo, hi = torch.aminmax(y)
+    if float(lo) < 0 or float(hi) >= max_value or not torch.equal(y, torch.floor(y)):
+        return None
+    yl = y.long()
+    present = torch.bincount(yl, minlength=int(hi) + 1) > 0
+    lvl_of = torch.cumsum(present.long(), 0) - 1
+    values = torch.nonzero(present).flatten().to(F64)
+    return lvl_of[yl], values
+
+
+def _label_levels(y: Tensor) -> Tensor:
+    """Distinct label values, ascending."""
+    il = _int_levels(y)
+    return il[1] if il is not None else torch.unique(y)
+
+
+def _discount_table(L: int, device) -> Tensor:
+    """``D[m] = Σ_{r<m} 1/log2(r+2)`` for ``m = 0..L``."""
+    d = torch.zeros(L + 1, dtype=F64, device=device)
+    if L:
+        d[1:] = torch.cumsum(_discount(torch.arange(L, device=device)), 0)
+    return d
+
+
+def _ideal_dcg(gains: Tensor, y: Tensor, g: Groups, k: Optional[int]) -> Tensor:
+    """Per-query DCG@k of the documents sorted by gain.
+
+    For labels that are small non-negative integers (≤ 64 values) no sort is needed: count
+    the documents of each (query, label) cell with one ``bincount``, order the label values
+    by gain, and each cell fills the ideal positions ``[start, end)`` worth
+    ``gain · (D[min(end, k)] - D[min(start, k)])`` with ``D`` the prefix sums of the
+    discounts. Other labels: one segmented sort by gain.
+    """
+    L = g.max_size
+    kk = L if k is None else min(k, L)
+    n, G = y.numel(), g.num_groups
+    if n:
+        lo, hi = torch.aminmax(y)
+        V = int(hi) + 1
+        small = (float(lo) >= 0 and V <= 64 and G * V <= 4 * n + (1 << 20)
+                 and torch.equal(y, torch.floor(y)))
+    else:
+        small = False
+    if small:
+        yl = y.long()
+        counts = torch.bincount(g.group_index * V + yl, minlength=G * V).view(G, V)
+        lab_gain = gains.new_zeros(V).scatter_(0, yl, gains)  # one gain per label value
+        order = torch.argsort(lab_gain, descending=True, stable=True)
+        end = torch.cumsum(counts[:, order], 1)
+        start = end - counts[:, order]
+        D = _discount_table(kk, gains.device)
+        part = D[end.clamp(max=kk)] - D[start.clamp(max=kk)]
+        return part @ lab_gain[order]
+    ideal = gains[g.argsort(gains, descending=True)]
+    in_top = g.position < kk
+    return g.segment_sum(torch.where(in_top, ideal * _discount(g.position), torch.zeros_like(ideal)))
 
 
 def _gain(gain, y: Tensor) -> Tensor:
@@ -338,9 +449,8 @@ def pair_error(scores, labels, groups: Optional[Groups] = None, *, pairs=None,
 def _list_common(scores, labels, groups, k):
     s, y, g = _prepare(scores, labels, groups)
     k = _check_k(k)
-    st = _Sorted(s, g)
-    in_top = st.pos < k if k is not None else torch.ones_like(st.pos, dtype=torch.bool)
-    return s, y, g, st, k, in_top
+    perm, gk = _order(s, g, k)  # the top min(k, n_q) documents of each query, in order
+    return s, y, g, k, perm, gk
 
 
 def dcg_at_k(scores, labels, groups: Optional[Groups] = None, *, k: Optional[int] = 10,
@@ -358,10 +468,9 @@ def dcg_at_k(scores, labels, groups: Optional[Groups] = None, *, k: Optional[int
     Documents are ranked by score descending; ties keep their input order (LightGBM's
     convention, see the module docstring).
     """
-    s, y, g, st, k, in_top = _list_common(scores, labels, groups, k)
-    gains = _gain(gain, y)[st.perm]
-    dcg = g.segment_sum(torch.where(in_top, gains * _discount(st.pos), torch.zeros_like(gains)))
-    return _reduce(dcg, reduction)
+    s, y, g, k, perm, gk = _list_common(scores, labels, groups, k)
+    gains = _gain(gain, y)[perm]
+    return _reduce(gk.segment_sum(gains * _discount(gk.position)), reduction)
 
 
 def ndcg_at_k(scores, labels, groups: Optional[Groups] = None, *, k: Optional[int] = 10,
@@ -381,14 +490,10 @@ def ndcg_at_k(scores, labels, groups: Optional[Groups] = None, *, k: Optional[in
     Score ties keep their input order (stable sort, as LightGBM's ``ndcg@k``); this matches
     LightGBM's evaluation to ~1e-12 on its lambdarank example and MQ2008 (see the tests).
     """
-    s, y, g, st, k, in_top = _list_common(scores, labels, groups, k)
+    s, y, g, k, perm, gk = _list_common(scores, labels, groups, k)
     gains_all = _gain(gain, y)
-    gains = gains_all[st.perm]
-    disc = _discount(st.pos)
-    zero = torch.zeros_like(gains)
-    dcg = g.segment_sum(torch.where(in_top, gains * disc, zero))
-    ideal = gains_all[g.argsort(gains_all, descending=True)]
-    idcg = g.segment_sum(torch.where(in_top, ideal * disc, zero))
+    dcg = gk.segment_sum(gains_all[perm] * _discount(gk.position))
+    idcg = _ideal_dcg(gains_all, y, g, k)
     ok = idcg > 0
     nd = torch.where(ok, dcg / torch.where(ok, idcg, torch.ones_like(idcg)), idcg.new_tensor(float(empty)))
     return _reduce(nd, reduction)
@@ -415,13 +520,12 @@ def mean_average_precision(scores, labels, groups: Optional[Groups] = None, *,
             ``0.0`` is the other common choice).
         reduction: ``"mean"`` or ``"none"``.
     """
-    s, y, g, st, k, in_top = _list_common(scores, labels, groups, k)
     _check_choice(denominator, "denominator", ("min_k", "relevant"))
-    rel = (y[st.perm] > threshold).to(F64)
-    hits = g.segment_cumsum(rel)
-    prec = hits / (st.pos.to(F64) + 1.0)
-    sum_ap = g.segment_sum(torch.where(in_top, rel * prec, torch.zeros_like(prec)))
-    R = g.segment_sum(rel)
+    s, y, g, k, perm, gk = _list_common(scores, labels, groups, k)
+    rel = (y[perm] > threshold).to(F64)
+    hits = gk.segment_cumsum(rel)
+    sum_ap = gk.segment_sum(rel * hits / (gk.position.to(F64) + 1.0))
+    R = g.segment_sum((y > threshold).to(F64))
     D = R if (k is None or denominator == "relevant") else torch.clamp(R, max=float(k))
     ok = R > 0
     ap = torch.where(ok, sum_ap / torch.where(ok, D, torch.ones_like(D)), R.new_tensor(float(empty)))
@@ -440,10 +544,9 @@ def precision_at_k(scores, labels, groups: Optional[Groups] = None, *, k: Option
             LightGBM's and TF-Ranking's precision). A query with no document scores 0.
         reduction: ``"mean"`` or ``"none"``.
     """
-    s, y, g, st, k, in_top = _list_common(scores, labels, groups, k)
     _check_choice(denominator, "denominator", ("k", "min_k"))
-    rel = (y[st.perm] > threshold).to(F64)
-    hits = g.segment_sum(torch.where(in_top, rel, torch.zeros_like(rel)))
+    s, y, g, k, perm, gk = _list_common(scores, labels, groups, k)
+    hits = gk.segment_sum((y[perm] > threshold).to(F64))
     sizes = g.sizes.to(F64)
     if k is None:
         D = sizes
@@ -465,15 +568,16 @@ def reciprocal_rank(scores, labels, groups: Optional[Groups] = None, *,
         empty: value for a query with no relevant document at all (default ``0.0``).
         reduction: ``"mean"`` (MRR) or ``"none"``.
     """
-    s, y, g, st, k, in_top = _list_common(scores, labels, groups, k)
-    rel = y[st.perm] > threshold
+    s, y, g, k, perm, gk = _list_common(scores, labels, groups, k)
+    rel = y[perm] > threshold
     big = torch.iinfo(torch.long).max
-    first = g.segment_min(torch.where(rel, st.pos, torch.full_like(st.pos, big)), empty=big)
-    found = first < big
+    pos = gk.position
+    first = gk.segment_min(torch.where(rel, pos, torch.full_like(pos, big)), empty=big)
+    found = first < big  # a relevant document within the top k
+    any_rel = g.segment_sum((y > threshold).to(F64)) > 0
     rr = torch.where(found, 1.0 / (first.clamp(max=2**52).to(F64) + 1.0),
-                     torch.full(first.shape, float(empty), dtype=F64, device=first.device))
-    if k is not None:
-        rr = torch.where(found & (first >= k), torch.zeros_like(rr), rr)
+                     torch.zeros(first.shape, dtype=F64, device=first.device))
+    rr = torch.where(any_rel, rr, rr.new_tensor(float(empty)))
     return _reduce(rr, reduction)
 
 
