@@ -44,5 +44,24 @@ def smooth_margin_loss(scores, labels=None, groups=None, *, scale, pairs=None, w
 
 
 # --- quadratic family (pairwise hinge, QBRank) ---
+from .losses.hinge import PairwiseHingeLoss as _PairwiseHingeLoss  # noqa: E402
+from .losses.qbrank import QBRankLoss as _QBRankLoss  # noqa: E402
+
+
+def pairwise_hinge_loss(scores, labels=None, groups=None, *, margin=1.0, squared=False,
+                        pairs=None, weights=None, mask=None, reduction="sum"):
+    """Functional :class:`~torchrankboost.losses.PairwiseHingeLoss`:
+    ``Σ_pairs c_ij max(0, margin − (s_i − s_j))`` (squared with ``squared=True``)."""
+    return _PairwiseHingeLoss(margin=margin, squared=squared, reduction=reduction)(
+        scores, labels, groups, pairs=pairs, weights=weights, mask=mask)
+
+
+def qbrank_loss(scores, labels=None, groups=None, *, w=0.5, tau=1.0, c=1.0, pairs=None,
+                weights=None, mask=None, reduction="sum"):
+    """Functional :class:`~torchrankboost.losses.QBRankLoss`:
+    ``w/2 Σ_pairs max(0, s_lo − s_hi + τ)² + (1 − w)/2 Σ_docs (l − s)²``."""
+    return _QBRankLoss(w=w, tau=tau, c=c, reduction=reduction)(
+        scores, labels, groups, pairs=pairs, weights=weights, mask=mask)
+
 
 # --- pointwise ---

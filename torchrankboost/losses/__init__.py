@@ -11,3 +11,5 @@ from .exponential import (  # noqa: F401
 )
 from .pnorm import PNormPushLoss  # noqa: F401
 from .margin import SmoothMarginLoss, smooth_margin  # noqa: F401
+from .hinge import PairwiseHingeLoss  # noqa: F401
+from .qbrank import QBRankLoss  # noqa: F401

@@ -1,0 +1,340 @@
+"""Sort + prefix-sum kernels for hinge-type losses over label-induced pairs (private).
+
+Setting (spec ``rankboost_plus_and_qbrank.md`` §D, ``pnorm_push_and_chapter10.md`` §C.6).
+Inside each query, document ``i`` is preferred to ``j`` when its *level* is higher
+(``lev_i > lev_j``; levels are the ranks of the distinct labels, or 0/1 for a bipartite
+threshold). Every hinge-type pair loss of this library is written with two per-document
+values, ``a`` (the document's value as the upper member of a pair) and ``b`` (its value
+as the lower member), so that the pair ``(i, j)`` is *active* iff ``b_j > a_i`` and its
+loss is ``φ(b_j − a_i)`` with ``φ(x) = max(0, x)`` or ``max(0, x)²``:
+
+* constant margin ``m``: ``a = s``, ``b = s + m`` (``m − (s_i − s_j) = b_j − a_i``);
+* additive margin ``c (l_i − l_j)`` (QBRank's grade difference): ``a = b = s − c·l``.
+
+Pair weights are of product form ``u_i v_j`` (``u = v =`` the per-document weights).
+
+The core :func:`active_pair_sums` returns, for every document ``d`` and any per-document
+channels ``X`` (lower side) and ``Y`` (upper side)::
+
+    to_lower[d] = Σ_{j in q(d): lev_j < lev_d, b_j > a_d} X_j        (d as the upper member)
+    to_upper[d] = Σ_{i in q(d): lev_i > lev_d, a_i < b_d} Y_i        (d as the lower member)
+
+which is a 2-D dominance sum (level × value). Algorithm: one stable sort of the ``2n``
+values ``(b_1..b_n, a_1..a_n)`` (so that at equal values ``b``-items precede ``a``-items:
+ties at the kink are *inactive*, the convention of ``relu'(0) = 0``), then one pass per
+bit ``t`` of the level rank (``⌈log2 K⌉`` passes): a pair ``lev_i > lev_j`` is counted at
+the highest bit where the two ranks differ, where ``i`` has a 1, ``j`` a 0, and both share
+the higher bits. So per pass, inside each compound segment ``(query, lev >> (t+1))``,
+``a``-items of the documents with bit ``t`` set meet the ``b``-items of the documents with
+the bit clear: a bipartite problem solved by one stable integer sort of the segment keys
+(value order is kept from the first sort) and segmented prefix sums.
+
+Cost: ``O(n log n · ⌈log2 K⌉)`` time, ``O(n (C_X + C_Y))`` memory, with ``K`` the number of
+distinct label levels over the whole batch (1 pass for bipartite pairs, 3 for 5 grades,
+~20 for a million distinct real-valued labels). No Python loop over queries or pairs.
+
+Numerics: callers pass ``a``, ``b`` and channels in float64 (accumulation dtype) and centre
+each query (subtract a per-query constant from ``a`` and ``b``; ``b − a`` is unchanged) to
+limit the cancellation of ``Σ v b² − 2 a Σ v b + a² Σ v`` (spec D.3, E.3 #12). Prefix sums
+are global float64 cumulative sums differenced at segment boundaries.
+
+Everything here is built from differentiable torch ops (sort/searchsorted only provide
+locally constant indices), so calling the kernels with differentiable ``a``/``b``/channels
+gives autograd gradients of the sums (used for double backward / Hessians).
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Optional, Tuple
+
+import torch
+from torch import Tensor
+
+from ..groups import Groups
+from ..pairs import Bipartite, ExplicitPairs, Graded
+
+__all__ = ["label_levels", "active_pair_sums", "hinge_terms", "pair_degree", "explicit_terms"]
+
+
+def label_levels(labels: Tensor, groups: Groups, pairs) -> Tuple[Tensor, int, Tensor]:
+    """Integer levels of the documents for label-induced pairs.
+
+    Returns ``(lev (n,) int64, K, has_pairs (G,) bool)``: ``Graded`` ranks the distinct
+    label values of the whole batch (``K`` of them); ``Bipartite(t)`` uses
+    ``lev = 1[label > t]`` (``K = 2``). ``has_pairs[g]`` says whether query ``g`` has two
+    documents of different levels.
+    """
+    if isinstance(pairs, Bipartite):
+        lev = (labels > pairs.threshold).to(torch.int64)
+        K = 2
+    elif isinstance(pairs, Graded):
+        if labels.numel():
+            _, lev = torch.unique(labels, return_inverse=True)
+            lev = lev.to(torch.int64).reshape(-1)
+            K = int(lev.max()) + 1
+        else:
+            lev = torch.zeros(0, dtype=torch.int64, device=labels.device)
+            K = 0
+    else:  # pragma: no cover - callers dispatch explicit pairs elsewhere
+        raise ValueError(f"label levels need Graded or Bipartite pairs, got {pairs!r}")
+    if groups.num_groups:
+        has = groups.segment_max(lev, empty=0) > groups.segment_min(lev, empty=0)
+    else:
+        has = torch.zeros(0, dtype=torch.bool, device=labels.device)
+    return lev, K, has
+
+
+def _sortable_bits64(x: Tensor) -> Tensor:
+    """Order-preserving map of float64 values to int64 (``-0.0`` and ``+0.0`` tie)."""
+    x = x.to(torch.float64) + 0.0
+    bits = x.view(torch.int64)
+    return torch.where(bits < 0, bits ^ 0x7FFFFFFFFFFFFFFF, bits)
+
+
+def _value_order(a: Tensor, b: Tensor) -> Tensor:
+    """Stable order of the ``2n`` items ``(b_1..b_n, a_1..a_n)`` by value, with ``b``-items
+    before ``a``-items at equal values (an integer sort of the float64 bit patterns, which
+    is several times faster than a floating-point sort on CPU)."""
+    keys = _sortable_bits64(torch.cat([b.detach(), a.detach()]))
+    return torch.argsort(keys, stable=True)
+
+
+def active_pair_sums(a: Tensor, b: Tensor, lev: Tensor, K: int, groups: Groups,
+                     lower: Optional[Tensor], upper: Optional[Tensor]
+                     ) -> Tuple[Optional[Tensor], Optional[Tensor]]:
+    """Dominance sums over active label-induced pairs (see the module docstring).
+
+    Args:
+        a, b: ``(n,)`` values as upper / lower member (only their order is used here).
+        lev: ``(n,)`` int64 levels in ``[0, K)``.
+        K: number of levels.
+        groups: the query groups.
+        lower: ``(n, C_X)`` channels summed over each document's active *lower* partners,
+            or ``None``.
+        upper: ``(n, C_Y)`` channels summed over each document's active *upper* partners,
+            or ``None``.
+
+    Returns:
+        ``(to_lower (n, C_X), to_upper (n, C_Y))`` (``None`` where the channel was ``None``),
+        in the channels' dtype. Differentiable with respect to the channels.
+    """
+    n = a.numel()
+    out_lo = None if lower is None else lower.new_zeros(lower.shape)
+    out_up = None if upper is None else upper.new_zeros(upper.shape)
+    if n == 0 or K < 2:
+        return out_lo, out_up
+    return _sums_bits(a, b, lev, K, groups, lower, upper, out_lo, out_up)
+
+
+def _take(x: Tensor, idx: Tensor) -> Tensor:
+    """``x[idx]`` along dim 0 via ``index_select`` (several times faster on CPU)."""
+    return x.index_select(0, idx)
+
+
+def _sums_bits(a, b, lev, K, groups, lower, upper, out_lo, out_up):
+    n = a.numel()
+    dev = a.device
+    G = groups.num_groups
+    order = _value_order(a, b)
+    is_a_all = order >= n
+    doc_all = torch.where(is_a_all, order - n, order)
+    inv = torch.empty_like(order)
+    inv[order] = torch.arange(2 * n, device=dev)  # item position of b_d (d < n) and a_d
+    lev_all = _take(lev, doc_all)
+    gi_all = _take(groups.group_index.to(dev), doc_all) if G > 1 else None
+    zero = a.new_zeros(()) if lower is None else lower.new_zeros(())
+    # channel rows in item order (1-D tensors: 1-D cumsums are much faster than 2-D ones);
+    # lower channels live on b-items, upper channels on a-items, zeros elsewhere
+    xl = [] if lower is None else [torch.where(is_a_all, zero, _take(lower[:, c], doc_all))
+                                   for c in range(lower.shape[1])]
+    xu = [] if upper is None else [torch.where(is_a_all, _take(upper[:, c], doc_all), zero)
+                                   for c in range(upper.shape[1])]
+    acc_lo = [torch.zeros_like(x) for x in xl]
+    acc_up = [torch.zeros_like(x) for x in xu]
+    nbits = int(K - 1).bit_length()
+    for t in range(nbits):
+        sel = ((lev_all >> t) & 1).bool() == is_a_all  # a-items of bit-1 docs, b-items of bit-0
+        idx = torch.nonzero(sel).flatten()
+        key = _take(lev_all, idx) >> (t + 1)
+        if gi_all is not None:
+            key = _take(gi_all, idx) * (((K - 1) >> (t + 1)) + 1) + key
+        if key.numel() > 1 and not bool((key[1:] >= key[:-1]).all()):
+            perm = torch.argsort(key, stable=True)
+            idx = _take(idx, perm)
+            key = _take(key, perm)
+        is_a = _take(is_a_all, idx)
+        m = idx.numel()
+        pos_a = torch.nonzero(is_a).flatten()
+        if pos_a.numel() == 0 or pos_a.numel() == m:
+            continue
+        pos_b = torch.nonzero(~is_a).flatten()
+        newseg = torch.ones(m, dtype=torch.bool, device=dev)
+        newseg[1:] = key[1:] != key[:-1]
+        seg_start = torch.nonzero(newseg).flatten()
+        seg_id = torch.cumsum(newseg, 0) - 1
+        if xl:
+            # for each a-item: Σ over the later items of its segment = cs[last] − cs[P]
+            last = torch.cat([seg_start[1:], seg_start.new_tensor([m])]) - 1
+            e = _take(last, _take(seg_id, pos_a))
+            ia = _take(idx, pos_a)
+            for x, acc in zip(xl, acc_lo):
+                cs = torch.cumsum(_take(x, idx), 0)
+                acc.index_add_(0, ia, _take(cs, e) - _take(cs, pos_a))
+        if xu:
+            # for each b-item: Σ over the earlier items of its segment = cs[P] − cs[start] + x[start]
+            st = _take(seg_start, _take(seg_id, pos_b))
+            ib = _take(idx, pos_b)
+            for x, acc in zip(xu, acc_up):
+                xs = _take(x, idx)
+                cs = torch.cumsum(xs, 0)
+                acc.index_add_(0, ib, _take(cs, pos_b) - _take(cs, st) + _take(xs, st))
+    if xl:
+        ia_doc = inv[n:]
+        out_lo = torch.stack([_take(acc, ia_doc) for acc in acc_lo], 1)
+    if xu:
+        ib_doc = inv[:n]
+        out_up = torch.stack([_take(acc, ib_doc) for acc in acc_up], 1)
+    return out_lo, out_up
+
+
+# ---------------------------------------------------------------------------------------
+# Engine shared by PairwiseHingeLoss and QBRankLoss
+# ---------------------------------------------------------------------------------------
+
+ACC_DTYPE = torch.float64
+
+
+def check_real(value, name: str) -> float:
+    """``float(value)`` for a finite real number (not a bool), else ``ValueError``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        if isinstance(value, Tensor) and value.numel() == 1 and not value.dtype == torch.bool:
+            value = value.item()
+        else:
+            raise ValueError(f"{name} must be a finite real number, got {value!r}")
+    value = float(value)
+    if not math.isfinite(value):
+        raise ValueError(f"{name} must be a finite real number, got {value!r}")
+    return value
+
+
+class PairSetup:
+    """Everything about the pair part of a hinge-type loss that does not depend on scores.
+
+    ``L_pairs = scale · Σ_{(i, j)} c_ij φ(b_j − a_i)`` with ``a = s − kappa·l``,
+    ``b = a + tau0``, ``φ`` the (squared) hinge, ``c_ij`` the product weights (label-induced
+    pairs) or the explicit pair weights times the document weights.
+    """
+
+    def __init__(self, inp, *, squared: bool, tau0: float, kappa: float, scale: float):
+        self.groups = inp.groups
+        self.squared = squared
+        self.tau0 = tau0
+        self.kappa = kappa
+        self.scale = scale
+        dev = inp.scores.device
+        n = inp.scores.shape[0]
+        self.n = n
+        self.offset = None  # per-document constant subtracted from s to form a
+        if kappa != 0.0:
+            if inp.labels is None:
+                raise ValueError("labels are required for a grade-difference margin")
+            self.offset = kappa * inp.labels.to(device=dev, dtype=ACC_DTYPE)
+        self.w = None if inp.weights is None else inp.weights.to(device=dev, dtype=ACC_DTYPE)
+        p = inp.pairs
+        self.explicit = isinstance(p, ExplicitPairs)
+        G = self.groups.num_groups
+        if self.explicit:
+            self.hi, self.lo = p.hi, p.lo
+            pw = (torch.ones(p.num_pairs, dtype=ACC_DTYPE, device=dev) if p.weight is None
+                  else p.weight.to(device=dev, dtype=ACC_DTYPE))
+            if self.w is not None:
+                pw = pw * self.w.index_select(0, self.hi) * self.w.index_select(0, self.lo)
+            self.pw = pw
+            self.pair_group = self.groups.group_index.index_select(0, self.hi)
+            self.has_pairs = torch.bincount(self.pair_group, minlength=G) > 0
+        else:
+            self.lev, self.K, self.has_pairs = label_levels(inp.labels, self.groups, p)
+
+    # -- values -------------------------------------------------------------------
+    def ab(self, s64: Tensor) -> Tuple[Tensor, Tensor]:
+        a = s64 if self.offset is None else s64 - self.offset
+        if not self.explicit and self.n:
+            # centre each query (b − a unchanged) against cancellation in the prefix sums
+            ctr = self.groups.segment_mean(a.detach())
+            a = a - ctr.index_select(0, self.groups.group_index)
+        return a, a + self.tau0
+
+    def compute(self, s64: Tensor, *, need_loss: bool = True, need_hess: bool = False):
+        """``(per_group (G,) or None, grad (n,), hdiag (n,) or None)`` of the pair part,
+        in float64, scaled by ``scale``. Differentiable if ``s64`` is."""
+        a, b = self.ab(s64)
+        if self.explicit:
+            g, h, _ = explicit_terms(a, b, self.hi, self.lo, self.pw, squared=self.squared,
+                                     need_hess=need_hess)
+            per_group = None
+            if need_loss:
+                x = torch.relu(b.index_select(0, self.lo) - a.index_select(0, self.hi))
+                phi = x * x if self.squared else x
+                per_group = a.new_zeros(self.groups.num_groups).index_add(
+                    0, self.pair_group, self.pw * phi)
+        else:
+            loss_d, g, h = hinge_terms(a, b, self.lev, self.K, self.groups, self.w, self.w,
+                                       squared=self.squared, need_loss=need_loss,
+                                       need_hess=need_hess)
+            per_group = None if loss_d is None else self.groups.segment_sum(loss_d)
+        sc = self.scale
+        if per_group is not None:
+            per_group = per_group * sc
+        return per_group, g * sc, (None if h is None else h * sc)
+
+    def degree(self) -> Tensor:
+        """Weighted degree of each document over all its pairs (active or not), float64."""
+        dev = self.groups.device
+        if self.explicit:
+            return torch.zeros(self.n, dtype=ACC_DTYPE, device=dev).index_add(
+                0, self.hi, self.pw).index_add(0, self.lo, self.pw)
+        return pair_degree(self.lev, self.K, self.groups, self.w, self.w,
+                           torch.zeros(self.n, dtype=ACC_DTYPE, device=dev))
+
+    def loss(self, scores: Tensor) -> Tensor:
+        """Per-query pair loss ``(G,)`` in float64, differentiable in ``scores`` through
+        the closed-form gradient (twice differentiable: see :class:`_PairLossFunction`)."""
+        if self.explicit:
+            per_group, _, _ = self.compute(scores.to(ACC_DTYPE))
+            return per_group
+        return _PairLossFunction.apply(scores, self)
+
+
+class _PairLossFunction(torch.autograd.Function):
+    """Forward: per-query pair losses; backward: the closed-form gradient saved by the
+    forward pass (no autograd graph through the sorts). Under ``create_graph=True`` the
+    gradient is recomputed with differentiable ops, so Hessians/HVPs work too."""
+
+    @staticmethod
+    def forward(ctx, scores, setup):
+        with torch.no_grad():
+            per_group, g, _ = setup.compute(scores.detach().to(ACC_DTYPE))
+        ctx.save_for_backward(scores)
+        ctx.setup = setup
+        ctx.g = g
+        return per_group
+
+    @staticmethod
+    def backward(ctx, gout):
+        (scores,) = ctx.saved_tensors
+        setup = ctx.setup
+        if torch.is_grad_enabled():
+            _, g, _ = setup.compute(scores.to(ACC_DTYPE), need_loss=False)
+        else:
+            g = ctx.g
+        gi = setup.groups.group_index.to(g.device)
+        grad = gout.to(g.dtype).index_select(0, gi) * g
+        return grad.to(scores.dtype), None
+
+
+def reduction_scale(setup_has_pairs: Tensor, reduction: str) -> float:
+    """Factor turning the summed-loss gradient into that of ``reduction``."""
+    if reduction == "mean":
+        return 1.0 / max(int(setup_has_pairs.sum()), 1)
+    return 1.0
