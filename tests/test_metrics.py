@@ -235,6 +235,19 @@ def test_pair_error_vs_reference(qs):
 
 
 @given(ragged)
+def test_merge_counting_paths_vs_reference(qs):
+    """Force the many-levels paths (merge counting, running max) on small ragged data."""
+    s, y, g, S, Y = from_hyp(qs)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(M, "_MANY_LEVELS", 0)
+        for ties, t in (("error", 1.0), ("half", 0.5)):
+            c = [ref_pair_counts(a, b, t) for a, b in zip(S, Y)]
+            close(M.pair_error(s, y, g, ties=ties, reduction="none"),
+                  [e / p if p else float("nan") for e, p in c])
+        close(M.ranking_margin(s, y, g, reduction="none"), [ref_margin(a, b) for a, b in zip(S, Y)])
+
+
+@given(ragged)
 def test_pair_error_explicit_matches_label_induced(qs):
     s, y, g, S, Y = from_hyp(qs)
     offs = g.offsets.tolist()
@@ -361,6 +374,30 @@ def test_sort_kernels_agree(monkeypatch, padded):
             close(M.reciprocal_rank(s.float(), y, g, k=k, reduction="none"),
                   [ref_rr(a, b, k) for a, b in zip(S, Y)])
         close(M.auc(s, y, g, threshold=2.0, reduction="none"), [ref_auc(a, b, 2.0) for a, b in zip(S, Y)])
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_many_label_levels_merge_counting(monkeypatch, seed):
+    """Real-valued labels (more than _MANY_LEVELS distinct values) take the merge-counting
+    and running-max paths; they agree with the references and the level loop."""
+    rng = np.random.default_rng(seed)
+    sizes = rng.integers(0, 70, size=12)
+    n = int(sizes.sum())
+    s = torch.tensor(rng.integers(0, 12, size=n) / 3.0)
+    y = torch.tensor(np.round(rng.normal(size=n), 1))
+    g = Groups.from_sizes(sizes)
+    S, Y = split(s.tolist(), sizes), split(y.tolist(), sizes)
+    assert torch.unique(y).numel() > M._MANY_LEVELS
+    for ties, t in (("error", 1.0), ("half", 0.5)):
+        c = [ref_pair_counts(a, b, t) for a, b in zip(S, Y)]
+        close(M.pair_error(s, y, g, ties=ties, reduction="none"),
+              [e / p if p else float("nan") for e, p in c])
+    close(M.ranking_margin(s, y, g, reduction="none"), [ref_margin(a, b) for a, b in zip(S, Y)])
+    d = [a[i] - a[j] for a, b in zip(S, Y) for i, j in ref_pairs(b)]
+    close(M.precision_at_percent(s, y, g, percent=25), ref_precision_at_percent(d, 25))
+    many = M.pair_error(s, y, g, ties="half", reduction="none")
+    monkeypatch.setattr(M, "_MANY_LEVELS", 10**9)
+    close(M.pair_error(s, y, g, ties="half", reduction="none"), many)
 
 
 def test_labels_continuous_and_int_inputs():

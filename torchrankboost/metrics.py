@@ -373,14 +373,22 @@ def _label_levels(y: Tensor) -> Tensor:
     return torch.unique(y)
 
 
+_MANY_LEVELS = 32  # above this many distinct labels, counting switches to merge passes
+
+
 def _label_pair_counts(st: _Sorted, y_sorted: Tensor):
     """Per-document counts over label-induced pairs where the document is the preferred
-    one: (#lower-labelled docs scored strictly above, #tied, #lower-labelled docs)."""
+    one: (#lower-labelled docs scored strictly above, #tied, #lower-labelled docs).
+
+    Up to ``_MANY_LEVELS`` distinct labels: one prefix-sum pass per label level, O(K·n).
+    More levels (e.g. real-valued labels): bottom-up merge counting, O(n log n · log L)."""
     g = st.groups
+    levels = _label_levels(y_sorted)
+    if levels.numel() > _MANY_LEVELS:
+        return _label_pair_counts_many(st, y_sorted)
     above = torch.zeros_like(y_sorted)
     tied = torch.zeros_like(y_sorted)
     lower = torch.zeros_like(y_sorted)
-    levels = _label_levels(y_sorted)
     for v in levels[1:]:  # a loop over label levels, not queries
         low = (y_sorted < v).to(F64)
         at = y_sorted == v
@@ -388,6 +396,92 @@ def _label_pair_counts(st: _Sorted, y_sorted: Tensor):
         tied = torch.where(at, st.block_sum(low), tied)
         lower = torch.where(at, g.segment_sum(low)[st.gi], lower)
     return above, tied, lower
+
+
+def _count_preceding_smaller(r: Tensor, g: Groups, R: int) -> Tensor:
+    """For each element, the number of earlier elements of its query with a strictly
+    smaller integer rank ``r`` (in ``[0, R)``). Bottom-up merge counting: at stage ``w``
+    every block of ``2w`` positions counts, for its right half, the left-half elements
+    with smaller rank (one sort by (block, rank, right-before-left)); each pair of
+    positions meets in exactly one stage. O(n log n) per stage, ``ceil(log2 L)`` stages."""
+    n = r.numel()
+    out = torch.zeros(n, dtype=torch.long, device=r.device)
+    pos = g.position
+    qstart = g.offsets[:-1][g.group_index]
+    w = 1
+    while w < g.max_size:
+        bstart = qstart + (pos // (2 * w)) * (2 * w)  # a unique id per (query, block)
+        right = ((pos // w) % 2) == 1
+        key = (bstart * (2 * R) + r * 2) + (~right).long()
+        perm = torch.argsort(key)
+        left_s = (~right[perm]).long()
+        cex = torch.cumsum(left_s, 0) - left_s
+        b_s = bstart[perm]
+        seg_start = torch.ones(n, dtype=torch.bool, device=r.device)
+        seg_start[1:] = b_s[1:] != b_s[:-1]
+        seg_id = torch.cumsum(seg_start.long(), 0) - 1
+        cnt = cex - cex[seg_start][seg_id]
+        out[perm] += torch.where(right[perm], cnt, torch.zeros_like(cnt))
+        w *= 2
+    return out
+
+
+def _label_pair_counts_many(st: _Sorted, ys: Tensor):
+    g = st.groups
+    _, rank = torch.unique(ys, return_inverse=True)
+    R = int(rank.max()) + 1 if rank.numel() else 1
+    # order 1: score desc, then label desc inside a tie block -> earlier & smaller label
+    # means strictly higher score; order 2: label asc inside a tie block -> higher or tied
+    counts = []
+    for inner in (R - 1 - rank, rank):
+        perm = torch.argsort(st.block_id * R + inner, stable=True)
+        c = torch.empty_like(rank)
+        c[perm] = _count_preceding_smaller(rank[perm], g, R)
+        counts.append(c.to(F64))
+    above, above_or_tied = counts
+    # lower: position of the first document of the same label in (query, label) order
+    perm = torch.argsort(st.gi * R + rank)
+    key_s = (st.gi * R + rank)[perm]
+    run_start = torch.ones_like(key_s, dtype=torch.bool)
+    run_start[1:] = key_s[1:] != key_s[:-1]
+    run_id = torch.cumsum(run_start.long(), 0) - 1
+    pos_sorted = g.position  # (query, label) order keeps the query layout
+    lower = torch.empty(ys.shape, dtype=F64, device=ys.device)
+    lower[perm] = pos_sorted[run_start][run_id].to(F64)
+    return above, above_or_tied - above, lower
+
+
+def _segment_cummax(x: Tensor, g: Groups) -> Tensor:
+    """Inclusive running maximum restarting at each query (Hillis–Steele, log2 L steps)."""
+    pos = g.position
+    out = x
+    step = 1
+    while step < g.max_size:
+        shifted = torch.cat([out.new_full((step,), float("-inf")), out[:-step]])
+        out = torch.where(pos >= step, torch.maximum(out, shifted), out)
+        step *= 2
+    return out
+
+
+def _label_margin_many(s64: Tensor, y: Tensor, g: Groups) -> Tensor:
+    """Per-query min over label-induced pairs of ``s_hi - s_lo`` for many label levels:
+    sort by (query, label), running max of the scores, each document against the maximum
+    over strictly lower labels."""
+    _, rank = torch.unique(y, return_inverse=True)
+    R = int(rank.max()) + 1 if rank.numel() else 1
+    key = g.group_index * R + rank
+    perm = torch.argsort(key)
+    ks, ss = key[perm], s64[perm]
+    run_start = torch.ones_like(ks, dtype=torch.bool)
+    run_start[1:] = ks[1:] != ks[:-1]
+    run_id = torch.cumsum(run_start.long(), 0) - 1
+    cm = _segment_cummax(ss, g)
+    first = torch.nonzero(run_start).flatten()
+    prev = torch.where(g.position[first] > 0, cm[(first - 1).clamp_min(0)],
+                       cm.new_full(first.shape, float("-inf")))
+    best_below = prev[run_id]
+    d = torch.where(torch.isfinite(best_below), ss - best_below, torch.full_like(ss, float("inf")))
+    return g.segment_min(d)
 
 
 def pair_error(scores, labels, groups: Optional[Groups] = None, *, pairs=None,
@@ -488,7 +582,7 @@ def ndcg_at_k(scores, labels, groups: Optional[Groups] = None, *, k: Optional[in
             ``"none"``.
 
     Score ties keep their input order (stable sort, as LightGBM's ``ndcg@k``); this matches
-    LightGBM's evaluation to ~1e-12 on its lambdarank example and MQ2008 (see the tests).
+    LightGBM's evaluation to ~1e-15 on its lambdarank example and MQ2008 (see the tests).
     """
     s, y, g, k, perm, gk = _list_common(scores, labels, groups, k)
     gains_all = _gain(gain, y)
@@ -637,11 +731,12 @@ def positives_below_top_negative(scores, labels, groups: Optional[Groups] = None
 
 # ----------------------------------------------------------------------------- precision at K%
 def _label_pair_diffs(s64: Tensor, y: Tensor, g: Groups, max_pairs: int,
-                      chunk: int = 1 << 24) -> Tensor:
-    """``s_hi - s_lo`` of every label-induced pair (``y_hi > y_lo``, same query), generated
-    in chunks of consecutive queries holding at most ``chunk`` candidate ordered pairs."""
-    sizes = g.sizes
-    sq = sizes * sizes
+                      chunk: int = 1 << 22) -> Tensor:
+    """``s_hi - s_lo`` of every label-induced pair (``y_hi > y_lo``, same query).
+
+    The ``Σ n_q²`` ordered candidate pairs are enumerated in ranges of ``chunk`` candidates
+    (whatever the query sizes), keeping only the crucial ones, so the transient memory is
+    O(chunk) and the result O(m)."""
     # number of crucial pairs (for the max_pairs guard), without materialising them
     st = _Sorted(s64, g)
     _, _, lower = _label_pair_counts(st, y[st.perm])
@@ -651,28 +746,21 @@ def _label_pair_diffs(s64: Tensor, y: Tensor, g: Groups, max_pairs: int,
             f"precision_at_percent would materialise {m} crucial pairs, more than "
             f"max_pairs={max_pairs}; evaluate fewer queries at a time or raise max_pairs"
         )
-    csq = torch.cumsum(sq, 0)
-    out = []
-    G = g.num_groups
-    start = 0
     dev = s64.device
-    while start < G:  # a loop over chunks of queries, each chunk vectorised
-        base = int(csq[start - 1]) if start > 0 else 0
-        end = int(torch.searchsorted(csq, torch.tensor(base + chunk, device=dev), right=True))
-        end = max(end, start + 1)
-        gs = torch.arange(start, end, device=dev)
-        cnt = sq[start:end]
-        total = int(cnt.sum())
-        if total:
-            pg = torch.repeat_interleave(gs, cnt, output_size=total)
-            local = torch.arange(total, device=dev) - (torch.cumsum(cnt, 0) - cnt)[pg - start]
-            n_g = sizes[pg]
-            off = g.offsets[pg]
-            i = off + torch.div(local, n_g, rounding_mode="floor")
-            j = off + local % n_g
-            keep = y[i] > y[j]
-            out.append(s64[i[keep]] - s64[j[keep]])
-        start = end
+    sizes = g.sizes
+    csq = torch.cumsum(sizes * sizes, 0)  # inclusive prefix sums of candidates per query
+    total = int(csq[-1]) if csq.numel() else 0
+    out = []
+    for t0 in range(0, total, chunk):  # a loop over candidate ranges, each vectorised
+        t = torch.arange(t0, min(t0 + chunk, total), device=dev)
+        q = torch.searchsorted(csq, t, right=True)
+        n_q = sizes[q]
+        local = t - (csq[q] - n_q * n_q)
+        off = g.offsets[q]
+        i = off + torch.div(local, n_q, rounding_mode="floor")
+        j = off + local % n_q
+        keep = y[i] > y[j]
+        out.append(s64[i[keep]] - s64[j[keep]])
     return torch.cat(out) if out else s64.new_zeros(0)
 
 
@@ -699,7 +787,7 @@ def precision_at_percent(scores, labels, groups: Optional[Groups] = None, *,
             the paper's P3), ``"bipartite"``/``Bipartite(t)`` or ``ExplicitPairs`` (weights
             ignored).
         max_pairs: this metric materialises the ``s_hi - s_lo`` of every crucial pair
-            (float64, 8 bytes each, generated in bounded chunks of queries) because it
+            (float64, 8 bytes each; candidates are enumerated in bounded chunks) because it
             needs a global order of all pair gaps; more than ``max_pairs`` raises
             ``ValueError`` (memory stays O(m)).
 
@@ -784,6 +872,9 @@ def ranking_margin(scores, labels, groups: Optional[Groups] = None, *, pairs=Non
             y = (y > spec.threshold).to(F64)
         per_q = s64.new_full((g.num_groups,), inf)
         levels = _label_levels(y)
+        if levels.numel() > _MANY_LEVELS:
+            per_q = _label_margin_many(s64, y, g)
+            levels = levels[:0]
         for v in levels[1:]:
             lo_at = g.segment_min(torch.where(y == v, s64, torch.full_like(s64, inf)))
             hi_below = g.segment_max(torch.where(y < v, s64, torch.full_like(s64, -inf)))
