@@ -1,0 +1,510 @@
+"""The boosting driver: GBM equivalence, monotone bound mode, line search, early stopping,
+callbacks, determinism, bad input, autograd fallback curvature."""
+
+import math
+import warnings
+
+import pytest
+import torch
+
+import torchrankboost.losses as L
+from torchrankboost import Groups
+from torchrankboost.boosting import (
+    Booster,
+    Ensemble,
+    HistoryCallback,
+    PrintCallback,
+    RegressionTree,
+    Stumps,
+    UnboundedDirectionError,
+    autograd_grad_hess,
+    hessian_diagonal,
+    line_search,
+    newton_step,
+)
+from torchrankboost.losses import ExponentialPairwiseLoss, SquaredErrorLoss
+
+F64 = torch.float64
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    """These problems are tiny: a single intra-op thread is much faster (and immune to the
+    thread-pool stalls of a shared, oversubscribed machine)."""
+    old = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(old)
+
+
+# ----------------------------------------------------------------------------- data
+def regression_data(n=600, F=4, seed=0, device="cpu"):
+    gen = torch.Generator().manual_seed(seed)
+    X = torch.randn(n, F, generator=gen)
+    y = 2.0 * X[:, 0] + torch.sin(3.0 * X[:, 1]) + 0.3 * torch.randn(n, generator=gen)
+    return X.to(device), y.to(F64).to(device)
+
+
+def ranking_data(G=30, size=12, F=6, seed=0, device="cpu", noise=0.7):
+    gen = torch.Generator().manual_seed(seed)
+    sizes = torch.randint(size // 2, size + size // 2, (G,), generator=gen)
+    g = Groups.from_sizes(sizes)
+    n = int(sizes.sum())
+    X = torch.randn(n, F, generator=gen)
+    latent = X[:, 0] + 0.5 * X[:, 1] ** 2 + noise * torch.randn(n, generator=gen)
+    y = torch.bucketize(latent, torch.tensor([0.0, 1.0, 2.0])).to(F64)
+    return X.to(device), y.to(device), g.to(device)
+
+
+# ----------------------------------------------------------------------------- GBM equivalence
+def reference_gbm(X, y, learner, n_rounds, lr):
+    """Friedman's LS-boost with the same tree learner: F0 = mean, F += lr * tree(y - F)."""
+    prepared = learner.prepare(X)
+    F = torch.full_like(y, float(y.mean()))
+    for _ in range(n_rounds):
+        tree = learner.fit(prepared, (y - F), None)
+        F = F + lr * tree.predict_prepared(prepared).to(F64)
+    return F
+
+
+@pytest.mark.parametrize("step,curvature", [("fixed", "none"), ("fixed", "diag"),
+                                            ("line_search", "none"), ("newton", "diag")])
+def test_squared_error_reproduces_gradient_boosting(device, step, curvature):
+    X, y = regression_data(device=device)
+    lr, T = 0.2, 15
+    ref = reference_gbm(X, y, RegressionTree(max_leaves=8, min_samples_leaf=5), T, lr)
+    ens = Booster(SquaredErrorLoss(), RegressionTree(max_leaves=8, min_samples_leaf=5),
+                  n_rounds=T, learning_rate=lr, step=step, curvature=curvature).fit(X, y)
+    assert ens.n_rounds == T
+    assert ens.base_score == pytest.approx(float(y.mean()), rel=1e-9, abs=1e-9)
+    # a least-squares tree's leaf means are already the exact step: alpha = 1
+    torch.testing.assert_close(torch.tensor(ens.weights, dtype=F64), torch.full((T,), lr, dtype=F64),
+                               rtol=1e-5, atol=1e-7)
+    torch.testing.assert_close(ens.predict(X), ref, rtol=1e-5, atol=1e-5)
+
+
+def test_squared_error_close_to_sklearn_gbr():
+    sk = pytest.importorskip("sklearn.ensemble")
+    X, y = regression_data(n=800, seed=1)
+    T, lr = 30, 0.1
+    gbr = sk.GradientBoostingRegressor(n_estimators=T, learning_rate=lr, max_leaf_nodes=8,
+                                       min_samples_leaf=5, max_depth=None, random_state=0)
+    gbr.fit(X.numpy(), y.numpy())
+    sk_mse = float(((torch.from_numpy(gbr.predict(X.numpy())) - y) ** 2).mean())
+    ens = Booster(SquaredErrorLoss(), RegressionTree(max_leaves=8, min_samples_leaf=5),
+                  n_rounds=T, learning_rate=lr, step="fixed", curvature="none").fit(X, y)
+    ours = float(((ens.predict(X) - y) ** 2).mean())
+    base = float(((y - y.mean()) ** 2).mean())
+    assert ours < 0.5 * base
+    # binned (255 bins) vs exact splits: same training loss within 5 %
+    assert abs(ours - sk_mse) <= 0.05 * sk_mse
+
+
+# ----------------------------------------------------------------------------- monotone bound mode
+def _losses_for_bound():
+    out = [("exp", lambda: ExponentialPairwiseLoss())]
+    if hasattr(L, "QBRankLoss"):
+        out.append(("qbrank", lambda: L.QBRankLoss()))
+    return out
+
+
+@pytest.mark.parametrize("name,make", _losses_for_bound())
+@pytest.mark.parametrize("step,lr", [("line_search", 1.0), ("line_search", 0.3),
+                                     ("newton", 1.0), ("fixed", 1.0), ("fixed", 0.5)])
+def test_bound_mode_never_increases_training_loss(name, make, step, lr):
+    if name == "exp" and step == "fixed":
+        pytest.skip("the exponential loss has no global Hessian bound (only a local one): "
+                    "a fixed step carries no monotonicity guarantee")
+    X, y, g = ranking_data(seed=2)
+    hist = HistoryCallback()
+    Booster(make(), RegressionTree(max_leaves=6, min_samples_leaf=3), n_rounds=12,
+            learning_rate=lr, step=step, curvature="bound", callbacks=[hist]).fit(X, y, g)
+    losses = [hist.info["initial_loss"]] + hist["loss"]
+    assert len(losses) > 3
+    for a, b in zip(losses[:-1], losses[1:]):
+        assert b <= a * (1 + 1e-12) + 1e-12, (losses, step, lr)
+    assert losses[-1] < losses[0]
+
+
+def test_qbrank_curvature_bound_and_grad():
+    if not hasattr(L, "QBRankLoss"):
+        pytest.skip("torchrankboost.losses has no QBRankLoss yet")
+    X, y, g = ranking_data(G=4, size=6, seed=5)
+    s = torch.randn(y.shape[0], dtype=F64)
+    _check_grad_hess(L.QBRankLoss(), s, y, g)
+
+
+# ----------------------------------------------------------------------------- closed form vs autograd
+def _check_grad_hess(loss, s, y, g):
+    x = s.clone().requires_grad_(True)
+    (ga,) = torch.autograd.grad(loss(x, y, g), x)
+    grad, diag = loss.grad_hess(s, y, g, hess="diag")
+    torch.testing.assert_close(grad.to(F64), ga.to(F64), rtol=1e-8, atol=1e-10)
+    H = torch.autograd.functional.hessian(lambda z: loss(z, y, g), s)
+    torch.testing.assert_close(diag.to(F64), torch.diagonal(H), rtol=1e-7, atol=1e-9)
+    _, bound = loss.grad_hess(s, y, g, hess="bound")
+    ev = torch.linalg.eigvalsh(torch.diag(bound.to(F64)) - H)
+    assert float(ev.min()) >= -1e-8 * max(1.0, float(ev.abs().max()))
+
+
+@pytest.mark.parametrize("make", [SquaredErrorLoss, ExponentialPairwiseLoss,
+                                  getattr(L, "PNormPushLoss", None)])
+def test_driver_gradients_equal_autograd(make):
+    if make is None:
+        pytest.skip("loss not available")
+    X, y, g = ranking_data(G=4, size=6, seed=4)
+    s = 0.5 * torch.randn(y.shape[0], dtype=F64)
+    _check_grad_hess(make(), s, y, g)
+
+
+# ----------------------------------------------------------------------------- autograd fallback
+def listnet_loss(scores, labels, groups):
+    """A loss without grad_hess: ListNet cross-entropy per query (non-diagonal Hessian)."""
+    p = groups.segment_softmax(labels.to(scores.dtype))
+    return -(p * torch.log(groups.segment_softmax(scores))).sum()
+
+
+def test_autograd_fallback_curvature_is_exact_diagonal():
+    X, y, g = ranking_data(G=5, size=6, seed=6)
+    s = torch.randn(y.shape[0], dtype=F64)
+    H = torch.autograd.functional.hessian(lambda z: listnet_loss(z, y, g), s)
+    assert float((H - torch.diag(torch.diagonal(H))).abs().max()) > 1e-3  # not diagonal
+    grad, h, kind = autograd_grad_hess(listnet_loss, s, y, g, hess="diag")
+    assert kind == "autograd-diag"
+    torch.testing.assert_close(h, torch.diagonal(H), rtol=1e-10, atol=1e-12)
+    x = s.clone().requires_grad_(True)
+    (ga,) = torch.autograd.grad(listnet_loss(x, y, g), x)
+    torch.testing.assert_close(grad, ga)
+    # the generic helper on a plain function
+    torch.testing.assert_close(hessian_diagonal(lambda z: (z ** 3).sum() + z.prod(), s[:5]),
+                               6 * s[:5], rtol=1e-10, atol=1e-12)
+    # above the size limit: unit curvature (Friedman)
+    _, h1, kind1 = autograd_grad_hess(listnet_loss, s, y, g, hess="diag", max_exact=3)
+    assert kind1 == "unit" and bool((h1 == 1).all())
+
+
+def test_booster_with_plain_callable_loss():
+    X, y, g = ranking_data(G=12, size=8, seed=7)
+    hist = HistoryCallback()
+    ens = Booster(listnet_loss, RegressionTree(max_leaves=4, min_samples_leaf=3), n_rounds=6,
+                  learning_rate=0.5, curvature="diag", callbacks=[hist]).fit(X, y, g)
+    assert ens.n_rounds == 6 and hist["curvature_kind"][0] == "autograd-diag"
+    assert hist["loss"][-1] < hist.info["initial_loss"]
+    with pytest.warns(UserWarning, match="unit curvature"):
+        Booster(listnet_loss, RegressionTree(max_leaves=4), n_rounds=2,
+                exact_hess_max_n=10).fit(X, y, g)
+    with pytest.raises(ValueError, match="bound"):
+        Booster(listnet_loss, RegressionTree(), curvature="bound")
+
+
+# ----------------------------------------------------------------------------- line search
+@pytest.mark.parametrize("phi,alpha_star", [
+    (lambda a: (a - 3.0) ** 2 + 1.0, 3.0),
+    (lambda a: 4.0 * (a + 0.25) ** 2, -0.25),                      # descent to the left
+    (lambda a: torch.exp(-a) + torch.exp(2 * a - 5), (math.log(0.5) + 5) / 3),
+    (lambda a: torch.log(torch.cosh(a - 7.0)), 7.0),
+    (lambda a: torch.logaddexp(torch.zeros((), dtype=F64), -2 * a) + 0.01 * a ** 2, None),
+    (lambda a: 3.0 * torch.relu(1.5 - a) ** 2 + 0.1 * torch.relu(a - 1.0) ** 2, 9.2 / 6.2),
+    (lambda a: torch.abs(a - 7.5), 7.5),                            # no curvature at all
+])
+@pytest.mark.parametrize("order", [2, 1])
+def test_line_search_minimises_convex_functions(phi, alpha_star, order):
+    res = line_search(phi, order=order, xtol=1e-9)
+    assert res.status == "converged", res
+    if alpha_star is None:  # compare with a fine grid (phi is elementwise: vectorised)
+        grid = torch.linspace(-10, 10, 2001, dtype=F64)
+        a0 = float(grid[phi(grid).argmin()])
+        fine = torch.linspace(a0 - 0.02, a0 + 0.02, 40001, dtype=F64)
+        alpha_star = float(fine[phi(fine).argmin()])
+        assert res.alpha == pytest.approx(alpha_star, abs=2e-6)
+    else:
+        assert res.alpha == pytest.approx(alpha_star, rel=1e-6, abs=1e-7)
+    assert res.value <= res.value0
+    assert res.n_evals <= 60
+
+
+def test_line_search_hypothesis_convex():
+    hyp = pytest.importorskip("hypothesis")
+    st = pytest.importorskip("hypothesis.strategies")
+
+    @hyp.given(st.lists(st.tuples(st.floats(-3, 3), st.floats(-3, 3), st.floats(0.1, 5)),
+                        min_size=1, max_size=6),
+               st.floats(0.01, 2.0))
+    def check(terms, ridge):
+        def phi(a):
+            out = ridge * a ** 2
+            for m, c, w in terms:  # w * softplus(m * a + c): convex
+                out = out + w * torch.nn.functional.softplus(m * a + c)
+            return out
+        res = line_search(phi, xtol=1e-10)
+        assert res.status in ("converged", "stationary")
+        # derivative at the result vanishes
+        a = torch.tensor(res.alpha, dtype=F64, requires_grad=True)
+        (d,) = torch.autograd.grad(phi(a), a)
+        scale = max(1.0, sum(abs(m) * w for m, _, w in terms) + 2 * ridge * abs(res.alpha))
+        assert abs(float(d)) <= 1e-6 * scale
+
+    check()
+
+
+@pytest.mark.parametrize("phi,sign", [
+    (lambda a: torch.exp(-a), 1.0),            # separable: infimum 0 at +inf
+    (lambda a: torch.exp(3 * a) + 2.0, -1.0),  # the same to the left
+    (lambda a: -a, 1.0),                        # unbounded below
+    (lambda a: torch.logaddexp(torch.zeros((), dtype=F64), -a), 1.0),  # logistic, separable
+])
+def test_line_search_detects_unbounded_direction(phi, sign):
+    res = line_search(phi)
+    assert res.unbounded and res.status == "unbounded"
+    assert math.copysign(1.0, res.alpha) == sign
+    assert res.value < res.value0
+    res2 = line_search(phi, max_alpha=5.0)
+    assert res2.unbounded and abs(res2.alpha) == 5.0
+
+
+def test_line_search_edge_cases():
+    res = line_search(lambda a: (a * 0 + 1.0) * torch.ones((), dtype=F64))
+    assert res.status == "stationary" and res.alpha == 0.0
+    with pytest.raises(ValueError, match="finite"):
+        line_search(lambda a: a * float("nan"))
+    with pytest.raises(ValueError, match="max_alpha"):
+        line_search(lambda a: a ** 2, max_alpha=-1.0)
+    # a wall of non-finite values beyond alpha = 2 is backtracked from
+    res = line_search(lambda a: torch.where(a < 2.0, (a - 1.5) ** 2,
+                                                torch.full_like(a, float("inf"))))
+    assert res.alpha == pytest.approx(1.5) and math.isfinite(res.value)
+    alpha, f0, d0, h0 = newton_step(lambda a: (a - 2.0) ** 2)
+    assert alpha == pytest.approx(2.0) and d0 == pytest.approx(-4.0) and h0 == pytest.approx(2.0)
+
+
+def separable_data():
+    n_q, size = 6, 8
+    g = Groups.from_sizes([size] * n_q)
+    gen = torch.Generator().manual_seed(0)
+    y = torch.randint(0, 2, (n_q * size,), generator=gen).to(F64)
+    y[::size] = 1.0
+    y[1::size] = 0.0
+    X = torch.stack([y + 0.1 * torch.rand(y.shape[0], generator=gen),
+                     torch.randn(y.shape[0], generator=gen)], 1).float()
+    return X, y, g
+
+
+def test_booster_stops_on_unbounded_direction():
+    X, y, g = separable_data()
+    b = Booster(ExponentialPairwiseLoss(), RegressionTree(max_leaves=2, min_samples_leaf=1),
+                n_rounds=5)
+    with pytest.warns(UserWarning, match="round 1: the loss decreases without bound"):
+        ens = b.fit(X, y, g)
+    assert ens.n_rounds == 0 and "round 1" in b.stop_reason_
+    with pytest.raises(UnboundedDirectionError, match="round 1") as ei:
+        Booster(ExponentialPairwiseLoss(), RegressionTree(max_leaves=2, min_samples_leaf=1),
+                n_rounds=5, on_unbounded="raise").fit(X, y, g)
+    assert ei.value.round == 1 and isinstance(ei.value.ensemble, Ensemble)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ens = Booster(ExponentialPairwiseLoss(), RegressionTree(max_leaves=2, min_samples_leaf=1),
+                      n_rounds=2, on_unbounded="cap").fit(X, y, g)
+    assert ens.n_rounds >= 1
+
+
+# ----------------------------------------------------------------------------- early stopping
+def test_early_stopping_restores_best_round():
+    X, y = regression_data(n=300, seed=3)
+    Xv, _ = regression_data(n=200, seed=4)
+    yv = torch.randn(200, generator=torch.Generator().manual_seed(9), dtype=F64)  # pure noise
+    b = Booster(SquaredErrorLoss(), RegressionTree(max_leaves=16, min_samples_leaf=2),
+                n_rounds=60, learning_rate=0.3)
+    ens = b.fit(X, y, eval_set=[(Xv, yv, None)], early_stopping_rounds=5, eval_metric="loss")
+    hist = b.evals_result_["valid_0"]["loss"]
+    best = min(range(len(hist)), key=lambda i: hist[i]) + 1
+    assert b.best_round_ == best and ens.n_rounds == best and ens.best_round == best
+    assert len(hist) == best + 5 < 60
+    assert b.best_score_ == hist[best - 1]
+    assert float(SquaredErrorLoss()(ens.predict(Xv), yv)) == pytest.approx(b.best_score_,
+                                                                           rel=1e-12)
+    assert "early stopping" in b.stop_reason_
+    assert len(b.evals_result_["train"]["loss"]) == len(hist)
+
+
+def test_early_stopping_ranking_metric_and_lists():
+    X, y, g = ranking_data(G=40, seed=10)
+    Xv, yv, gv = ranking_data(G=20, seed=11)
+    calls = []
+
+    def mymetric(s, labels, groups):
+        calls.append(1)
+        return float(-((s - labels) ** 2).mean())
+
+    b = Booster(ExponentialPairwiseLoss(), RegressionTree(max_leaves=4, min_samples_leaf=3),
+                n_rounds=8, learning_rate=0.3, eval_train=True)
+    ens = b.fit(X, y, g, eval_set=[(Xv, yv, gv), (X, y, g)],
+                eval_metric=["ndcg@5", "map", "auc", mymetric, "loss"],
+                early_stopping_rounds=3)
+    r = b.evals_result_
+    assert set(r) == {"train", "valid_0", "valid_1"}
+    assert set(r["valid_0"]) == {"ndcg@5", "map", "auc", "mymetric", "loss"}
+    nd = r["valid_0"]["ndcg@5"]
+    assert b.best_round_ == max(range(len(nd)), key=lambda i: (nd[i], -i)) + 1
+    assert ens.n_rounds == b.best_round_
+    assert all(0.0 <= v <= 1.0 for v in nd)
+    assert len(calls) == 3 * len(nd)  # two eval sets + train
+    with pytest.raises(ValueError, match="eval_metric"):
+        b.fit(X, y, g, eval_set=[(Xv, yv, gv)], eval_metric="ndcg@x")
+    with pytest.raises(ValueError, match="unknown eval_metric"):
+        b.fit(X, y, g, eval_set=[(Xv, yv, gv)], eval_metric="bleu")
+    with pytest.raises(ValueError, match="eval_set"):
+        b.fit(X, y, g, early_stopping_rounds=3)
+
+
+# ----------------------------------------------------------------------------- callbacks
+class Recorder:
+    def __init__(self, stop_at=None):
+        self.events = []
+        self.stop_at = stop_at
+
+    def on_fit_start(self, booster, info):
+        self.events.append(("start", info))
+
+    def on_round_end(self, booster, rnd, diag):
+        self.events.append(("round", rnd, diag))
+        return self.stop_at is not None and rnd >= self.stop_at
+
+    def on_fit_end(self, booster, ensemble):
+        self.events.append(("end", ensemble))
+
+
+def test_callbacks_receive_diagnostics(capsys):
+    X, y, g = ranking_data(seed=12)
+    rec = Recorder(stop_at=3)
+    b = Booster(ExponentialPairwiseLoss(), RegressionTree(max_leaves=4, min_samples_leaf=3),
+                n_rounds=10, callbacks=[rec, PrintCallback(1)])
+    ens = b.fit(X, y, g, eval_set=[(X, y, g)], eval_metric="ndcg@10")
+    kinds = [e[0] for e in rec.events]
+    assert kinds == ["start", "round", "round", "round", "end"]
+    info = rec.events[0][1]
+    for key in ("n_docs", "n_queries", "n_features", "initial_loss", "loss", "learner"):
+        assert key in info
+    d = rec.events[3][2]
+    for key in ("round", "loss", "loss_before", "step", "learning_rate", "weight", "grad_norm",
+                "curvature_norm", "metrics", "seconds", "learner", "line_search", "n_rows"):
+        assert key in d, key
+    assert d["round"] == 3 and d["weight"] == pytest.approx(d["step"] * d["learning_rate"])
+    assert set(d["metrics"]) == {"train", "valid_0"} and "ndcg@10" in d["metrics"]["valid_0"]
+    assert "split_feature" in d["learner"] or "feature" in d["learner"]
+    assert d["line_search"]["status"] == "converged"
+    assert rec.events[-1][1] is ens and ens.n_rounds == 3
+    assert "callback" in b.stop_reason_
+    out = capsys.readouterr().out
+    assert "[   3] loss" in out and "valid_0-ndcg@10" in out
+
+
+# ----------------------------------------------------------------------------- determinism, subsample, devices
+def test_same_seed_same_model(device):
+    X, y, g = ranking_data(G=40, seed=13, device=device)
+
+    def fit(seed):
+        return Booster(ExponentialPairwiseLoss(),
+                       RegressionTree(max_leaves=6, min_samples_leaf=3, feature_fraction=0.5),
+                       n_rounds=6, learning_rate=0.3, subsample=0.6, seed=seed).fit(X, y, g)
+
+    a, b, c = fit(1), fit(1), fit(2)
+    assert a.weights == b.weights and a.base_score == b.base_score
+    ta, _ = a.state()
+    tb, _ = b.state()
+    assert ta.keys() == tb.keys() and all(torch.equal(ta[k], tb[k]) for k in ta)
+    assert torch.equal(a.predict(X), b.predict(X))
+    assert not torch.equal(a.predict(X), c.predict(X))
+
+
+def test_subsample_rows_are_whole_queries():
+    X, y, g = ranking_data(G=20, seed=14)
+    seen = []
+
+    class Spy:
+        def __init__(self):
+            self.inner = RegressionTree(max_leaves=4, min_samples_leaf=2)
+
+        def prepare(self, X):
+            return self.inner.prepare(X)
+
+        def fit(self, prepared, target, weight=None, *, rows=None, generator=None):
+            seen.append(rows)
+            return self.inner.fit(prepared, target, weight, rows=rows, generator=generator)
+
+    hist = HistoryCallback()
+    Booster(ExponentialPairwiseLoss(), Spy(), n_rounds=3, subsample=0.5,
+            callbacks=[hist]).fit(X, y, g)
+    gi = g.group_index
+    for rows in seen:
+        qs = torch.unique(gi[rows])
+        assert qs.numel() == 10
+        assert rows.numel() == int(g.sizes[qs].sum())
+    assert hist["n_rows"] == [r.numel() for r in seen]
+
+
+# ----------------------------------------------------------------------------- bad input
+def test_bad_inputs():
+    X, y, g = ranking_data(G=10, seed=15)
+    n = y.shape[0]
+    b = Booster(ExponentialPairwiseLoss(), RegressionTree(max_leaves=4), n_rounds=2)
+    with pytest.raises(ValueError, match="labels has"):
+        b.fit(X, y[:-1], g)
+    with pytest.raises(ValueError, match="groups cover"):
+        b.fit(X, y, Groups.from_sizes([n - 1]))
+    ynan = y.clone()
+    ynan[3] = float("nan")
+    with pytest.raises(ValueError, match="NaN"):
+        b.fit(X, ynan, g)
+    with pytest.raises(ValueError, match="empty"):
+        b.fit(X[:0], y[:0], None)
+    with pytest.raises(ValueError, match="features"):
+        b.fit(X, y, g, eval_set=[(X[:, :3], y, g)])
+    with pytest.raises(ValueError, match="2-D"):
+        b.fit(X[:, 0], y, g)
+    for kw in [dict(step="brent"), dict(curvature="full"), dict(learning_rate=0.0),
+               dict(subsample=1.5), dict(n_rounds=-1), dict(on_unbounded="ignore")]:
+        with pytest.raises(ValueError):
+            Booster(ExponentialPairwiseLoss(), RegressionTree(), **kw)
+    with pytest.raises(ValueError, match="learner"):
+        Booster(ExponentialPairwiseLoss(), object())
+    with pytest.raises(ValueError, match="not fitted"):
+        b.predict(X)
+
+
+def test_nan_loss_stops_with_round_number():
+    X, y = regression_data(n=200, seed=16)
+
+    def fragile(scores, labels, groups):
+        base = 0.5 * ((scores - labels) ** 2).sum()
+        # NaN as soon as any score leaves [-2.5, 2.5] (happens after a few rounds)
+        return base + torch.where(scores.abs().max() > 2.5, float("nan"), 0.0)
+
+    with pytest.raises(ValueError, match=r"round \d+"):
+        Booster(fragile, RegressionTree(max_leaves=8), n_rounds=50, learning_rate=0.5,
+                step="fixed", curvature="none").fit(X, y)
+
+    def always_nan(scores, labels, groups):
+        return scores.sum() * float("nan")
+
+    with pytest.raises(ValueError, match="initial scores"):
+        Booster(always_nan, RegressionTree(), n_rounds=2, base_score=0.0).fit(X, y)
+
+
+def test_groups_as_query_ids_and_numpy_inputs():
+    np = pytest.importorskip("numpy")
+    X, y, g = ranking_data(G=8, seed=17)
+    qid = g.group_index.numpy() * 3 + 1
+    ens = Booster(ExponentialPairwiseLoss(), RegressionTree(max_leaves=4), n_rounds=3).fit(
+        X.numpy(), y.numpy(), qid)
+    ens2 = Booster(ExponentialPairwiseLoss(), RegressionTree(max_leaves=4), n_rounds=3).fit(
+        X, y, g)
+    assert torch.equal(ens.predict(X), ens2.predict(np.asarray(X)))
+
+
+def test_stumps_learner_runs():
+    X, y, g = ranking_data(G=20, seed=18)
+    hist = HistoryCallback()
+    ens = Booster(ExponentialPairwiseLoss(), Stumps(criterion="correlation"), n_rounds=5,
+                  learning_rate=1.0, callbacks=[hist]).fit(X, y, g)
+    assert ens.n_rounds == 5
+    assert all(b <= a for a, b in zip([hist.info["initial_loss"]] + hist["loss"], hist["loss"]))
