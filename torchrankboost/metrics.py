@@ -3,11 +3,14 @@
 Every metric takes a flat 1-D ``scores`` tensor, a flat 1-D ``labels`` tensor of the same
 length and optional :class:`~torchrankboost.groups.Groups` (``None`` = one query holding
 every document), and works on whatever device the scores live on. The recipe is the same
-everywhere: **one segmented sort by score** (:meth:`Groups.argsort`, descending, stable),
-then positions, tie blocks and prefix sums (:meth:`Groups.segment_cumsum`) and segment
-reductions. Pairwise metrics over label-induced pairs never materialise the pairs (a loop
-over the distinct label *levels* is the only Python loop); only :func:`precision_at_percent`
-needs the pairs themselves (see its docstring).
+everywhere: **one segmented sort by score** (descending, stable; see ``_order``: a row-wise
+``topk``/sort of a temporary padded matrix while padding stays within 4n, else
+:meth:`Groups.argsort`), then positions, tie blocks, prefix sums
+(:meth:`Groups.segment_cumsum`) and segment reductions. Pairwise metrics over label-induced
+pairs never materialise the pairs: up to 32 distinct labels they take one prefix-sum pass
+per label level (the only Python loop besides ``log2(max query size)`` merge stages used for
+real-valued labels); only :func:`precision_at_percent` needs the pairs themselves (see its
+docstring).
 
 Conventions (each is a named argument with a documented default):
 
@@ -39,7 +42,7 @@ import torch
 from torch import Tensor
 
 from .groups import Groups, as_groups
-from .pairs import Bipartite, ExplicitPairs, Graded, resolve_pairs
+from .pairs import Bipartite, ExplicitPairs, resolve_pairs
 
 __all__ = [
     "auc",
