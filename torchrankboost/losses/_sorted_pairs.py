@@ -198,6 +198,89 @@ def _sums_bits(a, b, lev, K, groups, lower, upper, out_lo, out_up):
     return out_lo, out_up
 
 
+def hinge_terms(a: Tensor, b: Tensor, lev: Tensor, K: int, groups: Groups,
+                u: Optional[Tensor], v: Optional[Tensor], *, squared: bool,
+                need_loss: bool = True, need_hess: bool = False
+                ) -> Tuple[Optional[Tensor], Tensor, Optional[Tensor]]:
+    """Per-document loss share, gradient and exact Hessian diagonal of
+    ``L = Σ_{lev_i > lev_j, same query} u_i v_j φ(b_j − a_i)``.
+
+    ``φ(x) = max(0, x)`` (``squared=False``) or ``max(0, x)²``. With, for the upper role,
+    ``N = Σ v_j``, ``S1 = Σ v_j b_j``, ``S2 = Σ v_j b_j²`` over active lower partners and,
+    for the lower role, ``M = Σ u_i``, ``T1 = Σ u_i a_i`` over active upper partners:
+
+    * hinge: ``loss_d = u_d (S1 − a_d N)``, ``g_d = −u_d N_d + v_d M_d``, ``H = 0`` a.e.;
+    * squared: ``loss_d = u_d (S2 − 2 a_d S1 + a_d² N)``,
+      ``g_d = −2 u_d (S1 − a_d N) + 2 v_d (b_d M − T1)``, ``diag H_d = 2 (u_d N_d + v_d M_d)``.
+
+    ``loss_d`` is the sum over the pairs where ``d`` is the upper member (sum it per query
+    for the per-query loss); it is clamped at 0 against rounding in the cancellation.
+    ``u``/``v`` ``None`` mean all ones. All inputs in the accumulation dtype; outputs
+    ``(loss_d or None, g, hdiag or None)``, ``(n,)`` each.
+    """
+    one = torch.ones_like(a)
+    uu = one if u is None else u
+    vv = one if v is None else v
+    if squared:
+        lower = torch.stack([vv, vv * b, vv * b * b], 1) if need_loss else torch.stack([vv, vv * b], 1)
+        upper = torch.stack([uu, uu * a], 1)
+    else:
+        lower = torch.stack([vv, vv * b], 1) if need_loss else vv[:, None]
+        upper = uu[:, None]
+    lo, up = active_pair_sums(a, b, lev, K, groups, lower, upper)
+    N = lo[:, 0]
+    M = up[:, 0]
+    if squared:
+        S1 = lo[:, 1]
+        T1 = up[:, 1]
+        g = -2 * uu * (S1 - a * N) + 2 * vv * (b * M - T1)
+        loss = uu * (lo[:, 2] - 2 * a * S1 + a * a * N) if need_loss else None
+        h = 2 * (uu * N + vv * M) if need_hess else None
+    else:
+        g = -uu * N + vv * M
+        loss = uu * (lo[:, 1] - a * N) if need_loss else None
+        h = torch.zeros_like(a) if need_hess else None
+    if loss is not None:
+        loss = loss.clamp_min(0)
+    return loss, g, h
+
+
+def pair_degree(lev: Tensor, K: int, groups: Groups, u: Optional[Tensor],
+                v: Optional[Tensor], like: Tensor) -> Tensor:
+    """Weighted pair degree ``deg_d = u_d Σ_{lev_j < lev_d} v_j + v_d Σ_{lev_i > lev_d} u_i``
+    over *all* label-induced pairs of ``d``'s query (active or not), ``(n,)`` in ``like``'s
+    dtype: the diagonal of the all-pairs degree matrix used by the global Hessian bounds."""
+    n = lev.numel()
+    one = like.new_ones(n)
+    uu = one if u is None else u
+    vv = one if v is None else v
+    zero = like.new_zeros(n)
+    # a = 0 < b = 1 makes every label-induced pair active
+    lo, up = active_pair_sums(zero, one, lev, K, groups, vv[:, None], uu[:, None])
+    return uu * lo[:, 0] + vv * up[:, 0]
+
+
+def explicit_terms(a: Tensor, b: Tensor, hi: Tensor, lo: Tensor, pw: Tensor, *,
+                   squared: bool, need_hess: bool = False):
+    """Closed-form gradient and Hessian diagonal for an explicit pair list,
+    ``L = Σ_p pw_p φ(b_lo − a_hi)``, with the same kink convention (``φ'(0) = 0``).
+    Returns ``(g (n,), hdiag (n,) or None, None)``."""
+    n = a.numel()
+    x = b.index_select(0, lo) - a.index_select(0, hi)
+    act = x > 0
+    if squared:
+        d1 = pw * 2 * torch.where(act, x, torch.zeros_like(x))
+    else:
+        d1 = pw * act.to(pw.dtype)
+    g = a.new_zeros(n).index_add(0, hi, -d1).index_add(0, lo, d1)
+    h = None
+    if need_hess:
+        # a self pair (hi == lo) has a constant loss: no curvature
+        d2 = pw * 2 * (act & (hi != lo)).to(pw.dtype) if squared else torch.zeros_like(pw)
+        h = a.new_zeros(n).index_add(0, hi, d2).index_add(0, lo, d2)
+    return g, h, None
+
+
 # ---------------------------------------------------------------------------------------
 # Engine shared by PairwiseHingeLoss and QBRankLoss
 # ---------------------------------------------------------------------------------------
@@ -258,12 +341,15 @@ class PairSetup:
 
     # -- values -------------------------------------------------------------------
     def ab(self, s64: Tensor) -> Tuple[Tensor, Tensor]:
-        a = s64 if self.offset is None else s64 - self.offset
-        if not self.explicit and self.n:
-            # centre each query (b − a unchanged) against cancellation in the prefix sums
-            ctr = self.groups.segment_mean(a.detach())
-            a = a - ctr.index_select(0, self.groups.group_index)
-        return a, a + self.tau0
+        x = s64 if self.offset is None else s64 - self.offset
+        b = x + self.tau0
+        if self.explicit or not self.n:
+            return x, b
+        # centre each query against cancellation in the prefix sums. Subtracting the same
+        # constant from x_i and from (x_j + tau0) keeps exact kink ties exact (and order
+        # otherwise, up to merging values one ulp apart).
+        ctr = self.groups.segment_mean(x.detach()).index_select(0, self.groups.group_index)
+        return x - ctr, b - ctr
 
     def compute(self, s64: Tensor, *, need_loss: bool = True, need_hess: bool = False):
         """``(per_group (G,) or None, grad (n,), hdiag (n,) or None)`` of the pair part,
@@ -292,8 +378,9 @@ class PairSetup:
         """Weighted degree of each document over all its pairs (active or not), float64."""
         dev = self.groups.device
         if self.explicit:
+            pw = self.pw * (self.hi != self.lo).to(self.pw.dtype)  # self pairs: no curvature
             return torch.zeros(self.n, dtype=ACC_DTYPE, device=dev).index_add(
-                0, self.hi, self.pw).index_add(0, self.lo, self.pw)
+                0, self.hi, pw).index_add(0, self.lo, pw)
         return pair_degree(self.lev, self.K, self.groups, self.w, self.w,
                            torch.zeros(self.n, dtype=ACC_DTYPE, device=dev))
 
