@@ -26,8 +26,8 @@ accumulators (one launch per channel, features in parallel). On CPU the two chan
 ``scripts/bench_trees.py``); counts go to a second float64 scatter. Accumulation is float64
 on every device (float32 histograms lose ~1e-4 relative accuracy over 10⁶ rows and
 histogram subtraction amplifies it; on CPU float64 costs no more than float32). Rows are
-processed in chunks (a loop over ≤ n/65536 chunks, not over rows) to bound the int64
-temporaries. The larger child's histogram is the parent's minus the smaller child's.
+processed in chunks of 2048 rows on CPU (a loop over chunks, not over rows): the (F, 2048) int64
+index stays in cache, measured ~3x faster than 65536-row chunks; 2^20 rows on other devices. The larger child's histogram is the parent's minus the smaller child's.
 """
 
 from __future__ import annotations
@@ -54,8 +54,9 @@ __all__ = [
     "node_histogram",
 ]
 
-_CPU_CHUNK = 1 << 16
+_CPU_CHUNK = 1 << 11  # small chunks keep the (F, chunk) int64 index in cache: ~3x faster than 1 << 16
 _DEV_CHUNK = 1 << 20
+_MM_CHUNK = 1 << 18
 _REL_EPS = 1e-10  # a split must improve on the parent term by more than this relative amount
 
 
@@ -841,8 +842,8 @@ class FeatureRankers:
                              f"{tuple(v.shape) if isinstance(v, Tensor) else type(v).__name__}")
         vv = v.to(Hm.device).double().reshape(n, -1)
         out = torch.zeros((Hm.shape[1], vv.shape[1]), dtype=torch.float64, device=Hm.device)
-        for s in range(0, n, _CPU_CHUNK * 4):  # chunks bound the float64 copy of the features
-            out += Hm[s : s + _CPU_CHUNK * 4].double().t() @ vv[s : s + _CPU_CHUNK * 4]
+        for s in range(0, n, _MM_CHUNK):  # chunks bound the float64 copy of the features
+            out += Hm[s : s + _MM_CHUNK].double().t() @ vv[s : s + _MM_CHUNK]
         out_dtype = v.dtype if v.dtype.is_floating_point else torch.float64
         out = out.to(out_dtype)
         return out[:, 0] if v.dim() == 1 else out
@@ -874,9 +875,9 @@ class FeatureRankers:
             S = self.feature_sums(prepared, torch.stack([wt, w], 1))
             Sht, Sh = S[:, 0], S[:, 1]
             Shh = torch.zeros(F, dtype=torch.float64, device=dev)
-            for s in range(0, n, _CPU_CHUNK * 4):
-                hc = Hm[s : s + _CPU_CHUNK * 4].double()
-                Shh += (hc * hc).t() @ w[s : s + _CPU_CHUNK * 4]
+            for s in range(0, n, _MM_CHUNK):
+                hc = Hm[s : s + _MM_CHUNK].double()
+                Shh += (hc * hc).t() @ w[s : s + _MM_CHUNK]
             Y, W = wt.sum(), w.sum()
             Wc = W.clamp_min(1e-300)
             Sxx = Shh - Sh * Sh / Wc
