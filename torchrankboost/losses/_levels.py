@@ -412,12 +412,13 @@ def family_grad_hess(s: Tensor, cfg: FamilyConfig, hess: str, reduction: str):
         c = torch.zeros_like(s)
     lo, hi = t["lo"] - c, t["hi"] - c
     grad = signed_exp_diff(lo, hi)
+    # sums of exponentials of finite-or--inf logs: 0, finite or +inf, never NaN
     if hess == "diag":
-        h = torch.exp(lse_n(lo + math.log(p), hi, t["hi2"] - c))
+        h = torch.exp(lo + math.log(p)) + torch.exp(hi) + torch.exp(t["hi2"] - c)
         if cfg.log:
             h = (h - grad * grad).clamp_min(0)
     else:
-        h = torch.exp(math.log(2 * p) + lse_n(lo, hi))
+        h = 2 * p * (torch.exp(lo) + torch.exp(hi))
     if reduction == "mean":
         k = has.sum().clamp_min(1).to(s.dtype)
         grad, h = grad / k, h / k

@@ -1,0 +1,251 @@
+"""Benchmark: torchrankboost's pairwise losses vs a dense padded all-pairs implementation.
+
+For every loss torchrankboost exports at run time (exponential pairwise, p-norm push, smooth
+margin, AdaBoost, and the pairwise hinge / QBRank losses when present), measure
+forward + backward wall time (median of ``--repeats`` after one warm-up) and peak memory,
+for query lists of 100, 1,000 and 10,000 documents at a fixed total (100k documents by
+default), plus one query of 10^6 documents with 5 grades (10^12 pairs: infeasible densely).
+
+The dense baseline is written the way allRank / pytorchltr / PT-Ranking do it: scores padded
+to ``(B, L)`` with a mask, all pair differences materialised as a ``(B, L, L)`` tensor, a
+pair mask from label differences, then the elementwise pair loss and a masked sum. allRank
+and pytorchltr themselves are run when importable (they are not installed here: reported
+as skipped).
+
+Memory: each case runs in a fresh subprocess; the reported figure is the increase of the
+process's peak resident set size (``resource.getrusage(RUSAGE_SELF).ru_maxrss``) during the
+timed loss computations, over the peak after the inputs were built. ``tracemalloc`` does not
+see torch's allocator; maxrss does, and a subprocess per case keeps peaks independent. A dense
+case whose estimated footprint (``B·L²`` elements × 4 bytes × 8 live temporaries) exceeds
+``--mem-cap-gb`` is not run and reported as ``OOM-skipped``.
+
+Threads: ``torch.set_num_threads(--threads)`` (default 1) for both implementations, because the
+machine is shared and multi-threaded timings are noisy; medians are quoted.
+
+    python scripts/bench_losses.py                  # full run (a few minutes)
+    python scripts/bench_losses.py --quick          # smaller totals, for a smoke test
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import resource
+import statistics
+import subprocess
+import sys
+import time
+
+import torch
+
+
+# ----------------------------------------------------------------------------- losses
+def our_losses():
+    """``name -> (factory, dense_fn or None)`` for every loss exported at run time."""
+    import torchrankboost.losses as L
+
+    out = {}
+    if hasattr(L, "ExponentialPairwiseLoss"):
+        out["exponential"] = (lambda: L.ExponentialPairwiseLoss(), dense_exponential)
+    if hasattr(L, "PNormPushLoss"):
+        out["pnorm_p4_log"] = (lambda: L.PNormPushLoss(4.0, log=True), dense_pnorm_log)
+    if hasattr(L, "SmoothMarginLoss"):
+        out["smooth_margin"] = (lambda: L.SmoothMarginLoss(1.0), dense_smooth_margin)
+    if hasattr(L, "AdaBoostLoss"):
+        out["adaboost"] = (lambda: L.AdaBoostLoss(threshold=1.5), None)
+    if hasattr(L, "PairwiseHingeLoss"):
+        out["pairwise_hinge"] = (lambda: L.PairwiseHingeLoss(), dense_hinge)
+    if hasattr(L, "QBRankLoss"):
+        out["qbrank"] = (lambda: L.QBRankLoss(), None)
+    return out
+
+
+def _dense_pairs(sp, yp, mask):
+    """``(B, L, L)`` margins ``s_i − s_j`` and the crucial-pair mask ``y_i > y_j``."""
+    diff = sp.unsqueeze(2) - sp.unsqueeze(1)
+    pm = (yp.unsqueeze(2) > yp.unsqueeze(1)) & mask.unsqueeze(2) & mask.unsqueeze(1)
+    return diff, pm
+
+
+def dense_exponential(sp, yp, mask):
+    diff, pm = _dense_pairs(sp, yp, mask)
+    return torch.where(pm, torch.exp(-diff), torch.zeros_like(diff)).sum()
+
+
+def dense_pnorm_log(sp, yp, mask, p=4.0):
+    diff, pm = _dense_pairs(sp, yp, mask)
+    t = torch.where(pm, -diff, torch.full_like(diff, -1e30))  # finite sentinel (no 0·inf)
+    logL = torch.logsumexp(t, dim=1)                            # (B, L): per lower doc j
+    has = pm.any(dim=1)
+    per = torch.logsumexp(torch.where(has, p * logL, torch.full_like(logL, -1e30)), dim=1)
+    return torch.where(has.any(1), per, torch.zeros_like(per)).sum()
+
+
+def dense_smooth_margin(sp, yp, mask):
+    diff, pm = _dense_pairs(sp, yp, mask)
+    t = torch.where(pm, -diff, torch.full_like(diff, -1e30)).flatten(1)
+    per = torch.logsumexp(t, dim=1)
+    return torch.where(pm.flatten(1).any(1), per, torch.zeros_like(per)).sum()
+
+
+def dense_hinge(sp, yp, mask):
+    diff, pm = _dense_pairs(sp, yp, mask)
+    return torch.where(pm, torch.relu(1 - diff), torch.zeros_like(diff)).sum()
+
+
+def peer_baselines():
+    """Peer libraries' pairwise losses when importable, else a reason string."""
+    out = {}
+    try:
+        from allrank.models.losses import rankNet  # noqa: F401
+
+        out["allRank rankNet"] = "available (logistic loss; timing only)"
+    except Exception as exc:  # noqa: BLE001
+        out["allRank"] = f"not importable ({type(exc).__name__}) - skipped"
+    try:
+        import pytorchltr  # noqa: F401
+
+        out["pytorchltr"] = "available"
+    except Exception as exc:  # noqa: BLE001
+        out["pytorchltr"] = f"not importable ({type(exc).__name__}) - skipped"
+    return out
+
+
+# ----------------------------------------------------------------------------- one case
+def maxrss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # Linux: KiB
+
+
+def make_data(n_queries: int, length: int, grades: int, seed: int = 0):
+    g = torch.Generator().manual_seed(seed)
+    n = n_queries * length
+    s = torch.randn(n, generator=g)
+    y = torch.randint(0, grades, (n,), generator=g).float()
+    return s, y
+
+
+def run_case(loss: str, impl: str, n_queries: int, length: int, grades: int, repeats: int,
+             threads: int) -> dict:
+    torch.set_num_threads(threads)
+    from torchrankboost import Groups
+
+    factory, dense = our_losses()[loss]
+    s, y = make_data(n_queries, length, grades)
+    groups = Groups.from_sizes([length] * n_queries)
+    if impl == "dense":
+        sp = s.view(n_queries, length)
+        yp = y.view(n_queries, length)
+        mask = torch.ones(n_queries, length, dtype=torch.bool)
+
+        def step():
+            x = sp.clone().requires_grad_()
+            dense(x, yp, mask).backward()
+            return x.grad
+    else:
+        mod = factory()
+
+        def step():
+            x = s.clone().requires_grad_()
+            mod(x, y, groups).backward()
+            return x.grad
+
+    base = maxrss_mb()
+    step()  # warm-up
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        gr = step()
+        times.append(time.perf_counter() - t0)
+    ok = bool(torch.isfinite(gr).all())
+    return {"median_s": statistics.median(times), "min_s": min(times),
+            "peak_mb": max(0.0, maxrss_mb() - base), "finite_grad": ok}
+
+
+def child(args) -> dict:
+    cmd = [sys.executable, __file__, "--child", json.dumps(args)]
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        tail = (r.stderr or r.stdout).strip().splitlines()[-1:] or ["?"]
+        return {"error": f"rc={r.returncode}: {tail[0][:120]}"}
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+# ----------------------------------------------------------------------------- main
+def fmt_t(r):
+    if "skipped" in r:
+        return r["skipped"]
+    if "error" in r:
+        return "ERROR " + r["error"]
+    return f"{r['median_s'] * 1e3:9.1f} ms {r['peak_mb']:8.0f} MB"
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--total", type=int, default=100_000)
+    ap.add_argument("--sizes", type=int, nargs="+", default=[100, 1000, 10_000])
+    ap.add_argument("--grades", type=int, default=5)
+    ap.add_argument("--big", type=int, default=1_000_000, help="single-query size (0: skip)")
+    ap.add_argument("--repeats", type=int, default=5)
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--mem-cap-gb", type=float, default=6.0)
+    ap.add_argument("--quick", action="store_true", help="total 20k, big 200k, 3 repeats")
+    ap.add_argument("--child", type=str, default=None, help=argparse.SUPPRESS)
+    a = ap.parse_args(argv)
+    if a.child is not None:
+        print(json.dumps(run_case(**json.loads(a.child))))
+        return
+    if a.quick:
+        a.total, a.big, a.repeats = 20_000, 200_000, 3
+
+    losses = our_losses()
+    print(f"torch {torch.__version__}, threads={a.threads}, total={a.total} docs, "
+          f"grades={a.grades}, repeats={a.repeats} (median of forward+backward)")
+    for k, v in peer_baselines().items():
+        print(f"peer {k}: {v}")
+    print(f"losses: {', '.join(losses)}\n")
+    print(f"{'loss':16s} {'L':>7s} {'B':>6s} | {'torchrankboost':>24s} | "
+          f"{'dense (B,L,L)':>24s} | speed-up  mem ratio")
+    rows = []
+    for name, (_, dense) in losses.items():
+        for L in a.sizes:
+            B = max(1, a.total // L)
+            common = dict(loss=name, n_queries=B, length=L, grades=a.grades,
+                          repeats=a.repeats, threads=a.threads)
+            ours = child(dict(common, impl="ours"))
+            if dense is None:
+                dn = {"skipped": "n/a (no dense twin)"}
+            else:
+                est_gb = B * L * L * 4 * 8 / 2 ** 30
+                if est_gb > a.mem_cap_gb:
+                    dn = {"skipped": f"OOM-skipped (~{est_gb:.0f} GB)"}
+                else:
+                    dn = child(dict(common, impl="dense",
+                                    repeats=max(1, min(a.repeats, 3 if L >= 1000 else a.repeats))))
+            sp = mr = ""
+            if "median_s" in ours and "median_s" in dn:
+                sp = f"{dn['median_s'] / ours['median_s']:8.1f}x"
+                mr = f"{dn['peak_mb'] / max(ours['peak_mb'], 1.0):8.1f}x"
+            print(f"{name:16s} {L:7d} {B:6d} | {fmt_t(ours):>24s} | {fmt_t(dn):>24s} | {sp} {mr}")
+            rows.append((name, L, ours, dn))
+    if a.big:
+        n = a.big
+        print(f"\none query of {n:,} documents, {a.grades} grades "
+              f"(~{n * n * (1 - 1 / a.grades) / 2:.1e} crucial pairs; dense infeasible):")
+        small = max(n // 10, 1)
+        for name in losses:
+            r = child(dict(loss=name, impl="ours", n_queries=1, length=n, grades=a.grades,
+                           repeats=a.repeats, threads=a.threads))
+            r10 = child(dict(loss=name, impl="ours", n_queries=1, length=small,
+                             grades=a.grades, repeats=a.repeats, threads=a.threads))
+            lin = ""
+            if "peak_mb" in r and "peak_mb" in r10 and r10["peak_mb"] > 0:
+                lin = (f"  memory x{r['peak_mb'] / r10['peak_mb']:.1f} and time "
+                       f"x{r['median_s'] / r10['median_s']:.1f} for 10x documents "
+                       f"(n={small:,}: {fmt_t(r10).strip()})")
+            ok = "" if r.get("finite_grad", True) else "  [non-finite gradient]"
+            print(f"{name:16s} n={n:,}: {fmt_t(r)}{lin}{ok}")
+
+
+if __name__ == "__main__":
+    main()
