@@ -1,0 +1,548 @@
+"""Per-round statistics of the RankBoost family without materialising label-induced pairs.
+
+Notation (``spec/rankboost_adaboost_smooth_margin.md`` §3, §7; ``spec/rankboost_plus_and_qbrank.md``
+§A.3, §D.4). With current scores ``s`` the distribution over crucial pairs ``(i, j)`` (``i``
+preferred to ``j``) is
+
+    D(i, j) = exp(s_j - s_i) / F̃(s),      F̃(s) = Σ_{(i,j)} exp(-(s_i - s_j))   (RankBoost's loss).
+
+For a binary weak ranker ``h`` the pair outcomes give
+
+    ε⁺ = Σ D 1[h_i = 1, h_j = 0],  ε⁻ = Σ D 1[h_i = 0, h_j = 1],  ε⁰ = 1 - ε⁺ - ε⁻,
+    r  = Σ D (h_i - h_j) = ε⁺ - ε⁻                         (also defined for real-valued h).
+
+**Label-induced pairs factorise.** Within query ``g`` and label level ``k`` let
+``A_{gk} = Σ_{l_i = k} e^{-s_i}`` and ``B_{g,<k} = Σ_{l_j < k} e^{s_j}``; then
+``F̃ = Σ_{g,k} A_{gk} B_{g,<k}`` (O(n), computed in log space). The per-document masses
+``U_i = Σ_j D(i, j)`` (as the preferred member) and ``L_j = Σ_i D(i, j)`` give the linear
+statistics ``P1 = Σ U_i h_i``, ``N1 = Σ L_i h_i``, ``r = P1 - N1``. The only bilinear term is
+``Q = Σ D(i, j) h_i h_j``; then ``ε⁺ = P1 - Q`` and ``ε⁻ = N1 - Q``.
+
+For threshold rankers ``h = 1[code_f > t]`` the product ``h_i h_j = 1[min(code_i, code_j) > t]``
+so ``Q(f, t) = Σ_i m_{if} 1[code_{if} > t]`` with ``m_{if}`` the mass of the pairs whose
+*smaller* member in feature ``f``'s order (ties broken by position) is ``i``:
+``m_i = u_i Σ_{j after i, l_j < l_i} v_j + v_i Σ_{j after i, l_j > l_i} u_j`` (per query, with
+``D(i, j) = ρ_g u_i v_j``). One sort per feature at fit time, then per round a few gathers,
+segmented suffix sums over ``(n, F)`` and one histogram — O(n·F·K) per round for *all*
+(feature, threshold) candidates, independent of the number of thresholds.
+
+Explicit pair lists cost O(#pairs) per round (``ExplicitPairStats``).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+from ..groups import Groups
+from ..pairs import Bipartite, ExplicitPairs, Graded
+
+__all__ = [
+    "PairWeights", "LabelPairStats", "ExplicitPairStats", "make_pair_stats",
+    "CodesDictionary", "RealDictionary", "PairMatrixDictionary", "bucket_logsumexp", "line_search_convex",
+]
+
+NEG_INF = float("-inf")
+
+
+def bucket_logsumexp(x: Tensor, index: Tensor, num: int) -> Tensor:
+    """``log Σ_{index == b} exp(x)`` for ``b < num`` (``-inf`` for empty buckets)."""
+    m = torch.full((num,), NEG_INF, dtype=x.dtype, device=x.device)
+    m = m.scatter_reduce(0, index, x, "amax", include_self=True)
+    m0 = torch.where(torch.isfinite(m), m, torch.zeros_like(m))
+    s = torch.zeros(num, dtype=x.dtype, device=x.device).index_add_(0, index, torch.exp(x - m0[index]))
+    return torch.log(s) + m0
+
+
+def _excl_logcumsumexp(x: Tensor, reverse: bool = False) -> Tensor:
+    """Exclusive log-cum-sum-exp along dim 1 of a (G, K) tensor."""
+    if reverse:
+        return _excl_logcumsumexp(x.flip(1)).flip(1)
+    c = torch.logcumsumexp(x, 1)
+    return torch.cat([torch.full_like(c[:, :1], NEG_INF), c[:, :-1]], 1)
+
+
+class PairWeights:
+    """The pair distribution at the current scores (all float64, on the scores' device).
+
+    ``log_loss`` = ln F̃ (scalar tensor); ``U``/``L`` (n,) normalised masses as upper/lower
+    member (``U - L = -∂ ln F̃/∂s``); ``u``, ``v`` (n,) and ``rho`` (n,) the factors with
+    ``D(i, j) = rho_i u_i v_j`` for label-induced pairs (None for explicit pairs); ``d``
+    (P,) the pair distribution for explicit pairs (None otherwise).
+    """
+
+    def __init__(self, log_loss, U=None, L=None, u=None, v=None, rho=None, *, d=None, rho_g=None,
+                 stats=None):
+        self.log_loss, self._U, self._L = log_loss, U, L
+        self.u, self.v, self.rho, self.d, self.rho_g = u, v, rho, d, rho_g
+        self._stats = stats
+
+    def _doc_masses(self):
+        st = self._stats
+        self._U = torch.zeros(st.n, dtype=self.d.dtype, device=self.d.device).index_add_(0, st.hi, self.d)
+        self._L = torch.zeros(st.n, dtype=self.d.dtype, device=self.d.device).index_add_(0, st.lo, self.d)
+
+    @property
+    def U(self):
+        if self._U is None:
+            self._doc_masses()
+        return self._U
+
+    @property
+    def L(self):
+        if self._L is None:
+            self._doc_masses()
+        return self._L
+
+
+class LabelPairStats:
+    """Crucial pairs induced by labels inside each query (graded or bipartite).
+
+    Args:
+        labels: ``(n,)`` labels. groups: :class:`Groups`. pairs: :class:`Graded` or
+        :class:`Bipartite`.
+    """
+
+    def __init__(self, labels: Tensor, groups: Groups, pairs):
+        labels = torch.as_tensor(labels)
+        dev = groups.device
+        labels = labels.to(dev)
+        if isinstance(pairs, Bipartite):
+            lev = (labels > pairs.threshold).long()
+            K = 2
+        elif isinstance(pairs, Graded):
+            _, lev = torch.unique(labels, return_inverse=True)
+            K = int(lev.max()) + 1 if lev.numel() else 1
+        else:  # pragma: no cover - guarded by make_pair_stats
+            raise ValueError(f"unsupported pairs {pairs!r}")
+        self.groups = groups
+        self.n = groups.num_docs
+        self.K = max(K, 1)
+        self.G = groups.num_groups
+        self.level = lev
+        self.gi = groups.group_index
+        self.bucket = self.gi * self.K + lev
+        cnt = torch.bincount(self.bucket, minlength=self.G * self.K).view(self.G, self.K)
+        cnt_lt = torch.cumsum(cnt, 1) - cnt
+        self.pairs_per_group = (cnt * cnt_lt).sum(1)
+        self.num_pairs = int(self.pairs_per_group.sum())
+        lmin = torch.full((self.G,), self.K, dtype=torch.long, device=dev).scatter_reduce(
+            0, self.gi, lev, "amin", include_self=True)
+        lmax = torch.full((self.G,), -1, dtype=torch.long, device=dev).scatter_reduce(
+            0, self.gi, lev, "amax", include_self=True)
+        self.can_upper = lev > lmin[self.gi]
+        self.can_lower = lev < lmax[self.gi]
+        if self.num_pairs == 0:
+            raise ValueError("labels: no crucial pairs (every query has a single label level)")
+        self.is_explicit = False
+
+    # ------------------------------------------------------------------ loss
+    def _bucket_lse(self, s: Tensor):
+        G, K = self.G, self.K
+        LA = bucket_logsumexp(-s, self.bucket, G * K).view(G, K)
+        LB = bucket_logsumexp(s, self.bucket, G * K).view(G, K)
+        return LA, LB
+
+    def log_loss(self, s: Tensor) -> Tensor:
+        """ln F̃(s) in O(n) (differentiable)."""
+        LA, LB = self._bucket_lse(s)
+        return torch.logsumexp((LA + _excl_logcumsumexp(LB)).flatten(), 0)
+
+    def weights(self, s: Tensor) -> PairWeights:
+        s = s.to(torch.float64)
+        w = self._weights_linear(s)
+        return w if w is not None else self._weights_log(s)
+
+    def _weights_linear(self, s: Tensor):
+        """Fast path in the linear domain with a per-query centre ``c_g`` (the pair weights
+        ``e^{s_j - s_i}`` do not depend on it). Returns None when the scores inside a query
+        span too much (overflow) or the loss is outside [1e-250, 1e250] (then the log path)."""
+        G, K = self.G, self.K
+        inf = float("inf")
+        smax = torch.full((G,), -inf, dtype=s.dtype, device=s.device).scatter_reduce(
+            0, self.gi, s, "amax", include_self=True)
+        smin = torch.full((G,), inf, dtype=s.dtype, device=s.device).scatter_reduce(
+            0, self.gi, s, "amin", include_self=True)
+        span = smax - smin
+        if G and float(torch.where(torch.isfinite(span), span, torch.zeros_like(span)).max()) > 600:
+            return None
+        c = torch.where(torch.isfinite(smax), (smax + smin) / 2, torch.zeros_like(smax))[self.gi]
+        a = torch.exp(c - s)
+        b = torch.exp(s - c)
+        AB = torch.zeros(G * K, 2, dtype=s.dtype, device=s.device).index_add_(
+            0, self.bucket, torch.stack([a, b], 1)).view(G, K, 2)
+        A, B = AB[..., 0], AB[..., 1]
+        Blt = _excl_cumsum(B)
+        Agt = _excl_cumsum(A.flip(1)).flip(1)
+        Z = (A * Blt).sum()
+        z = float(Z)
+        if not (1e-250 < z < 1e250):
+            return None
+        U = a * (Blt / Z).flatten()[self.bucket]
+        L = b * (Agt / Z).flatten()[self.bucket]
+        u = torch.where(self.can_upper, a, torch.zeros_like(a))
+        v = torch.where(self.can_lower, b, torch.zeros_like(b))
+        rho_g = torch.full((G,), 1.0 / z, dtype=s.dtype, device=s.device)
+        return PairWeights(torch.log(Z), U, L, u, v, rho_g[self.gi], rho_g=rho_g)
+
+    def _weights_log(self, s: Tensor) -> PairWeights:
+        LA, LB = self._bucket_lse(s)
+        LB_lt = _excl_logcumsumexp(LB)
+        LA_gt = _excl_logcumsumexp(LA, reverse=True)
+        lam = torch.logsumexp(LA + LB_lt, 1)  # (G,) log pair mass per query
+        logZ = torch.logsumexp(lam, 0)
+        b = self.bucket
+        U = torch.exp(-s + LB_lt.flatten()[b] - logZ)
+        L = torch.exp(s + LA_gt.flatten()[b] - logZ)
+        # balanced per-query factorisation D(i,j) = rho_g u_i v_j; u only on documents with a
+        # lower partner, v only on documents with an upper partner (others are exactly 0)
+        G = self.G
+        up, lo = self.can_upper, self.can_lower
+        inf = float("inf")
+        mn_up = torch.full((G,), inf, dtype=s.dtype, device=s.device).scatter_reduce(
+            0, self.gi, torch.where(up, s, torch.full_like(s, inf)), "amin", include_self=True)
+        mx_lo = torch.full((G,), -inf, dtype=s.dtype, device=s.device).scatter_reduce(
+            0, self.gi, torch.where(lo, s, torch.full_like(s, -inf)), "amax", include_self=True)
+        ok = torch.isfinite(lam)
+        lam0 = torch.where(ok, lam, torch.zeros_like(lam))
+        c = torch.where(ok, (mn_up + mx_lo - lam0) / 2, torch.zeros_like(lam))
+        cg, lg = c[self.gi], lam0[self.gi]
+        okd = ok[self.gi]
+        u = torch.where(okd & up, torch.exp(-s + cg), torch.zeros_like(s))
+        v = torch.where(okd & lo, torch.exp(s - cg - lg), torch.zeros_like(s))
+        rho_g = torch.where(ok, torch.exp(lam0 - logZ), torch.zeros_like(lam))
+        return PairWeights(logZ, U, L, u, v, rho_g[self.gi], rho_g=rho_g)
+
+    # ------------------------------------------------------------------ one candidate
+    def chosen_stats(self, w: PairWeights, h: Tensor):
+        """(ε⁺, ε⁻, ε⁰) of one binary ranker ``h`` (n,) in {0, 1}; exact bucket sums."""
+        G, K = self.G, self.K
+        h = h.to(torch.float64)
+        nb = G * K
+        z = torch.zeros(nb, 4, dtype=torch.float64, device=h.device)
+        vals = torch.stack([w.u * h, w.u, w.v * h, w.v], 1)
+        z.index_add_(0, self.bucket, vals)
+        z = z.view(G, K, 4)
+        A1, A, B1, B = z.unbind(-1)
+        B1lt = _excl_cumsum(B1)
+        Blt = _excl_cumsum(B)
+        rho = w.rho_g
+        ep = (rho[:, None] * A1 * (Blt - B1lt)).sum()
+        em = (rho[:, None] * (A - A1) * B1lt).sum()
+        e0 = (rho[:, None] * (A1 * B1lt + (A - A1) * (Blt - B1lt))).sum()
+        return ep, em, e0
+
+    def margin(self, s: Tensor) -> Tensor:
+        """min over crucial pairs of s_i - s_j (O(n))."""
+        G, K = self.G, self.K
+        mn = torch.full((G * K,), float("inf"), dtype=s.dtype, device=s.device).scatter_reduce(
+            0, self.bucket, s, "amin", include_self=True).view(G, K)
+        mx = torch.full((G * K,), NEG_INF, dtype=s.dtype, device=s.device).scatter_reduce(
+            0, self.bucket, s, "amax", include_self=True).view(G, K)
+        mx_lt = torch.cat([torch.full_like(mx[:, :1], NEG_INF), torch.cummax(mx, 1).values[:, :-1]], 1)
+        diff = mn - mx_lt
+        diff = torch.where(torch.isfinite(diff), diff, torch.full_like(diff, float("inf")))
+        return diff.min()
+
+    # ------------------------------------------------------------------ all candidates
+    def prepare_codes(self, codes: Tensor):
+        """Per-feature orders by (query, code, position) for the bilinear Q kernel."""
+        n, F = codes.shape
+        key = self.gi[:, None] * (int(codes.max()) + 2 if codes.numel() else 1) + codes.long()
+        perm = torch.argsort(key, dim=0, stable=True)
+        lev_s = self.level[perm]
+        end = self.groups.offsets[1:][self.gi]  # (n,) end of the doc's group (sorted layout = same groups)
+        return {"perm": perm, "lev_s": lev_s, "end": end,
+                "codes_s": torch.gather(codes.long(), 0, perm)}
+
+    def q_values(self, w: PairWeights, cp) -> Tensor:
+        """``m`` (n, F) in the sorted layout: mass of pairs whose smaller member is the doc."""
+        perm, lev_s, end = cp["perm"], cp["lev_s"], cp["end"]
+        u_s = (w.u * w.rho)[perm]
+        v_s = w.v[perm]
+        K = self.K
+        SV = [None] * (K + 1)
+        SU = [None] * (K + 1)
+        for k in range(1, K):
+            SV[k] = _seg_suffix_excl(torch.where(lev_s < k, v_s, 0.0), end)   # lower partners
+            SU[k] = _seg_suffix_excl(torch.where(lev_s >= k, u_s, 0.0), end)  # upper partners
+        m = torch.zeros_like(u_s)
+        for lv in range(K):
+            term = torch.zeros_like(u_s)
+            if lv >= 1:
+                term = term + u_s * SV[lv]
+            if lv + 1 <= K - 1:
+                term = term + v_s * SU[lv + 1]
+            m = torch.where(lev_s == lv, term, m)
+        return m
+
+
+def _excl_cumsum(x: Tensor) -> Tensor:
+    """Exclusive cumulative sum along dim 1 (no subtraction, so no cancellation)."""
+    return torch.cat([torch.zeros_like(x[:, :1]), torch.cumsum(x[:, :-1], 1)], 1)
+
+
+def _seg_suffix_excl(x: Tensor, end: Tensor) -> Tensor:
+    """Exclusive suffix sums of (n, F) ``x`` within contiguous groups (``end`` (n,) = group end)."""
+    c = torch.flip(torch.cumsum(torch.flip(x, [0]), 0), [0])  # c[i] = Σ_{j >= i} x_j
+    c = torch.cat([c, c.new_zeros(1, c.shape[1])], 0)
+    return c[1:] - c[end]
+
+
+class ExplicitPairStats:
+    """Statistics over an explicit pair list (``hi`` preferred to ``lo``, optional weights)."""
+
+    def __init__(self, pairs: ExplicitPairs, groups: Groups):
+        p = pairs.validate(groups)
+        self.hi, self.lo = p.hi, p.lo
+        self.logw = None if p.weight is None else torch.log(p.weight.to(torch.float64))
+        keep = None
+        if self.logw is not None:
+            keep = torch.isfinite(self.logw)
+            self.hi, self.lo, self.logw = self.hi[keep], self.lo[keep], self.logw[keep]
+        self.n = groups.num_docs
+        self.groups = groups
+        self.num_pairs = self.hi.numel()
+        if self.num_pairs == 0:
+            raise ValueError("pairs: no crucial pairs with positive weight")
+        self.is_explicit = True
+
+    def _logits(self, s):
+        z = s[self.lo] - s[self.hi]
+        return z if self.logw is None else z + self.logw
+
+    def log_loss(self, s: Tensor) -> Tensor:
+        return torch.logsumexp(self._logits(s), 0)
+
+    def weights(self, s: Tensor) -> PairWeights:
+        s = s.to(torch.float64)
+        z = self._logits(s)
+        logZ = torch.logsumexp(z, 0)
+        d = torch.exp(z - logZ)
+        return PairWeights(logZ, d=d, stats=self)
+
+    def chosen_stats(self, w: PairWeights, h: Tensor):
+        h = h.to(torch.float64)
+        a, b = h[self.hi], h[self.lo]
+        ep = (w.d * a * (1 - b)).sum()
+        em = (w.d * (1 - a) * b).sum()
+        e0 = (w.d * (a * b + (1 - a) * (1 - b))).sum()
+        return ep, em, e0
+
+    def margin(self, s: Tensor) -> Tensor:
+        return (s[self.hi] - s[self.lo]).min()
+
+    def prepare_codes(self, codes: Tensor):
+        c = codes.long()
+        ch, cl = c[self.hi], c[self.lo]  # (P, F)
+        # the smaller member in (code, index) order carries the pair's mass
+        hi_smaller = (ch < cl) | ((ch == cl) & (self.hi < self.lo)[:, None])
+        owner = torch.where(hi_smaller, self.hi[:, None], self.lo[:, None])  # (P, F)
+        F = c.shape[1]
+        flat = (owner * F + torch.arange(F, device=c.device)).flatten()
+        return {"flat": flat, "F": F, "perm": None}
+
+    def q_values(self, w: PairWeights, cp) -> Tensor:
+        F = cp["F"]
+        m = torch.zeros(self.n * F, dtype=torch.float64, device=w.d.device)
+        m.index_add_(0, cp["flat"], w.d[:, None].expand(-1, F).reshape(-1))
+        return m.view(self.n, F)
+
+
+def make_pair_stats(labels, groups: Groups, pairs):
+    if isinstance(pairs, ExplicitPairs):
+        return ExplicitPairStats(pairs, groups)
+    return LabelPairStats(labels, groups, pairs)
+
+
+# ---------------------------------------------------------------------- dictionaries
+class CodesDictionary:
+    """Binary threshold rankers ``h_{f,t}(x) = 1[code_f(x) > t]`` over integer codes (n, F).
+
+    Candidates are flattened ``c = f * T + t``; ``valid`` (F, T) masks padded thresholds.
+    """
+
+    binary = True
+
+    def __init__(self, codes: Tensor, valid: Tensor):
+        self.codes = codes
+        self.n, self.F = codes.shape
+        self.T = valid.shape[1]
+        self.NB = self.T + 1
+        self.valid = valid.reshape(-1)
+        self.num_candidates = self.F * self.T
+        cl = codes.long().clamp(0, self.T)
+        self.flat = (torch.arange(self.F, device=codes.device) * self.NB + cl).reshape(-1)
+        self._pair_cache = None
+
+    def _suffix(self, hist: Tensor) -> Tensor:
+        # hist (F, NB, k) -> Σ_{b > t} for t < T  -> (F, T, k)
+        rc = torch.flip(torch.cumsum(torch.flip(hist, [1]), 1), [1])
+        return rc[:, 1:]
+
+    def linear_sums(self, V: Tensor) -> Tensor:
+        """``Σ_i V_i h_c(x_i)`` for all candidates: V (n,) -> (C,), V (n, k) -> (C, k)."""
+        one = V.dim() == 1
+        if one:
+            hist = torch.bincount(self.flat, weights=V[:, None].expand(self.n, self.F).reshape(-1),
+                                  minlength=self.F * self.NB).view(self.F, self.NB, 1)
+        else:
+            k = V.shape[1]
+            hist = torch.zeros(self.F * self.NB, k, dtype=V.dtype, device=V.device)
+            hist.index_add_(0, self.flat, V[:, None, :].expand(self.n, self.F, k).reshape(-1, k))
+            hist = hist.view(self.F, self.NB, k)
+        out = self._suffix(hist).reshape(self.F * self.T, -1)
+        return out[:, 0] if one else out
+
+    def edges(self, stats, w: PairWeights) -> Tensor:
+        """r = ε⁺ - ε⁻ = Σ_i (U_i - L_i) h_c(x_i) for every candidate."""
+        return self.linear_sums(w.U - w.L)
+
+    def per_feature_sums(self, M: Tensor, perm: Optional[Tensor]) -> Tensor:
+        """``Σ_i M_{if} h_{f,t}(x_i)`` with a per-feature value matrix (n, F) given in the
+        layout of ``perm`` (sorted rows per feature) or the original layout (perm None)."""
+        if perm is None:
+            flat = self.flat
+        else:
+            if getattr(self, "_perm_flat_key", None) is not perm:
+                cs = torch.gather(self.codes.long().clamp(0, self.T), 0, perm)
+                self._perm_flat = (torch.arange(self.F, device=cs.device) * self.NB + cs).reshape(-1)
+                self._perm_flat_key = perm
+            flat = self._perm_flat
+        hist = torch.bincount(flat, weights=M.reshape(-1), minlength=self.F * self.NB)
+        return self._suffix(hist.view(self.F, self.NB, 1)).reshape(-1)
+
+    def column(self, c: int) -> Tensor:
+        f, t = divmod(int(c), self.T)
+        return (self.codes[:, f].long() > t).to(torch.float64)
+
+    def all_stats(self, stats, w: PairWeights):
+        """(ε⁺, ε⁻, ε⁰) for every candidate, each (C,)."""
+        if self._pair_cache is None or self._pair_cache[0] is not stats:
+            self._pair_cache = (stats, stats.prepare_codes(self.codes))
+        cp = self._pair_cache[1]
+        PN = self.linear_sums(torch.stack([w.U, w.L], 1))
+        m = stats.q_values(w, cp)
+        Q = self.per_feature_sums(m, cp["perm"])
+        ep = (PN[:, 0] - Q).clamp(0, 1)
+        em = (PN[:, 1] - Q).clamp(0, 1)
+        e0 = (1 - ep - em).clamp(0, 1)
+        return ep, em, e0
+
+
+class RealDictionary:
+    """Real-valued rankers ``h_j(x) = H[:, j]`` (a finite dictionary given by its outputs)."""
+
+    def __init__(self, H: Tensor, valid: Optional[Tensor] = None):
+        self.H = H.to(torch.float64)
+        self.n, self.F = H.shape
+        self.num_candidates = self.F
+        self.valid = (torch.ones(self.F, dtype=torch.bool, device=H.device) if valid is None
+                      else valid.to(torch.bool).reshape(-1))
+        vals = self.H
+        self.binary = bool(((vals == 0) | (vals == 1)).all())
+
+    def linear_sums(self, V: Tensor) -> Tensor:
+        return V.to(torch.float64).T @ self.H if V.dim() > 1 else self.H.T @ V.to(torch.float64)
+
+    def column(self, c: int) -> Tensor:
+        return self.H[:, int(c)]
+
+    def edges(self, stats, w: PairWeights) -> Tensor:
+        return self.linear_sums(w.U - w.L)
+
+    def all_stats(self, stats, w: PairWeights):
+        if not self.binary:
+            raise ValueError("pair statistics ε± need binary {0,1} rankers")
+        if stats.is_explicit:
+            a, b = self.H[stats.hi], self.H[stats.lo]
+            d = w.d[:, None]
+            return ((d * a * (1 - b)).sum(0), (d * (1 - a) * b).sum(0),
+                    (d * (a * b + (1 - a) * (1 - b))).sum(0))
+        # treat binary columns as codes with one threshold
+        cd = CodesDictionary(self.H.round().long(), torch.ones(self.F, 1, dtype=torch.bool,
+                                                                 device=self.H.device))
+        key = ("_cd", id(stats))
+        if getattr(self, "_cd_key", None) != key:
+            self._cd, self._cd_key = cd, key
+        return self._cd.all_stats(stats, w)
+
+
+def line_search_convex(dphi, sign: float, *, alpha_max: float = 1e6, tol: float = 1e-12,
+                       max_iter: int = 200):
+    """Root of the non-decreasing ``dphi`` on the ray ``sign * [0, alpha_max]``.
+
+    Returns ``(alpha, bounded)``; ``bounded`` is False when ``dphi`` keeps its sign up to
+    ``alpha_max`` (the minimum is at infinity). Bracket by doubling, then bisection with
+    secant (Illinois) steps.
+    """
+    a, fa = 0.0, dphi(0.0)
+    if fa == 0:
+        return 0.0, True
+    step = 1.0 * sign
+    b, fb = step, dphi(step)
+    while (fb < 0) == (fa < 0) and fb != 0:
+        a, fa = b, fb
+        step *= 2
+        if abs(step) > alpha_max:
+            return a, False
+        b, fb = step, dphi(step)
+    if fb == 0:
+        return b, True
+    side = 0
+    for _ in range(max_iter):
+        c = (a * fb - b * fa) / (fb - fa) if fb != fa else (a + b) / 2
+        if not (min(a, b) < c < max(a, b)):
+            c = (a + b) / 2
+        fc = dphi(c)
+        if fc == 0 or abs(b - a) < tol * max(1.0, abs(c)):
+            return c, True
+        if (fc < 0) == (fb < 0):
+            b, fb = c, fc
+            if side == -1:
+                fa /= 2
+            side = -1
+        else:
+            a, fa = c, fc
+            if side == 1:
+                fb /= 2
+            side = 1
+    return (a + b) / 2, True
+
+
+class PairMatrixDictionary:
+    """A finite dictionary on materialised pairs: the paper's matrix ``M_{p,j} = h_j(hi_p) -
+    h_j(lo_p)`` (P, J), for small problems (Rudin–Schapire Fig. 1 verbatim). ``stats`` must
+    be an :class:`ExplicitPairStats`."""
+
+    def __init__(self, H: Tensor, stats: "ExplicitPairStats", valid: Optional[Tensor] = None):
+        self.H = H.to(torch.float64)
+        self.n, self.F = H.shape
+        self.num_candidates = self.F
+        self.valid = (torch.ones(self.F, dtype=torch.bool, device=H.device) if valid is None
+                      else valid.to(torch.bool).reshape(-1))
+        self.binary = bool(((self.H == 0) | (self.H == 1)).all())
+        self.M = self.H[stats.hi] - self.H[stats.lo]
+        self.Mp = (self.M > 0).to(torch.float64)
+        self.Mm = (self.M < 0).to(torch.float64)
+        self.stats = stats
+
+    def linear_sums(self, V: Tensor) -> Tensor:
+        return V.to(torch.float64).T @ self.H if V.dim() > 1 else self.H.T @ V.to(torch.float64)
+
+    def column(self, c: int) -> Tensor:
+        return self.H[:, int(c)]
+
+    def edges(self, stats, w: PairWeights) -> Tensor:
+        return w.d @ self.M
+
+    def all_stats(self, stats, w: PairWeights):
+        if not self.binary:
+            raise ValueError("pair statistics ε± need binary {0,1} rankers")
+        ep = w.d @ self.Mp
+        em = w.d @ self.Mm
+        return ep, em, (1 - ep - em).clamp_min(0)

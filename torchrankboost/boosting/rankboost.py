@@ -1,0 +1,922 @@
+r"""The papers' RankBoost-family algorithms, exactly as published (issue 5).
+
+* :class:`RankBoost` — ``variant="rb-d"`` (Freund et al.'s RankBoost with binary rankers:
+  choose the ranker with the smallest normaliser ``Z = ε⁰ + 2√(ε⁺ε⁻)``, rule (5) of
+  Rudin & Schapire 2009, step ``α = ½ ln(ε⁺/ε⁻)``), ``"rb-c"`` (RankBoost with the
+  continuous bound, Connamacher et al. 2019 eqs. (13), (19): ``argmax |r|``, ``α = atanh r``)
+  and ``"coordinate"`` (coordinate descent RankBoost, Rudin & Schapire Fig. 1: ``argmax``
+  edge ``r = ε⁺ - ε⁻``, exact line search ``α = ½ ln(ε⁺/ε⁻)`` for binary rankers, a 1-D
+  convex line search for real-valued ones).
+* :class:`RankBoostPlus` — Connamacher et al.'s RankBoost+ (Ê2 with the cosh tie cost,
+  accumulated per-ranker weights α′, the efficient Algorithm 2 with the pair-space
+  independent set and pruning). Pairs are materialised here (the tie factor is pair-specific).
+* :class:`AdaBoost` — AdaBoost on ±1 stumps with the constant weak classifier, tracking
+  ``F₊``, ``F₋`` and the F-skew (Rudin & Schapire §5); :func:`zero_skew_intercept_shift` /
+  :meth:`RankBoostResult.add_zero_skew_intercept` apply Corollary 13 to any model.
+* :class:`SmoothMarginRanking` — RankBoost warm-up until ``G̃ > 0`` then the eq. (12) step
+  (stable rationalised form), reporting the margin ``μ`` and the smooth margin ``G̃``.
+* :class:`PNormPush` — Rudin's p-norm push, coordinate descent with the closed-form step for
+  binary rankers (C12) and a convex line search otherwise, O(n) per candidate through the
+  factorisation ``F_p = (Σ_i e^{-s_i})^p Σ_k e^{p t_k}``.
+
+Shared conventions
+------------------
+* Scores are accumulated in float64 in round order; ``‖λ‖₁ = Σ_t |α_t|`` (a negative step on
+  ``h`` is a positive step on the complement ``1 - h`` plus a constant, which no pair sees).
+* Pair statistics for label-induced pairs come from sorted prefix sums / bucket sums
+  (:mod:`._pair_stats`), never from materialised pair weights; explicit pair lists are O(#pairs).
+* **Halting policy** (``on_undefined``) when a step is undefined or infinite — RB-D with
+  ``ε⁻ = 0`` (or ``ε⁺ = 0``), a perfect ranker for RB-C (``r = ±1``), p-norm push with a
+  separating ranker, smooth margin ranking with ``r ≤ g``:
+
+  - ``"stop"`` (default): halt *before* appending the ranker and return the ensemble so far
+    (Connamacher et al. Appendix B Remedy 1; keeps every α finite, but the model is not the
+    minimiser of Ê1 — Obs. 1/Thm 1 need the step).
+  - ``"cap"``: append the ranker with ``|α| = alpha_cap`` and stop (Remedy 2/3 with a finite
+    "infinity"; Lemma 2 shows ∏Z = Ê1 can then fail by Θ(1)).
+  - ``"smooth"``: Schapire–Singer smoothing ``α = ½ ln((ε⁺ + δ)/(ε⁻ + δ))`` with
+    ``δ = smoothing``, and continue (finite steps; no longer the exact minimiser).
+  - ``"raise"``: raise ``ArithmeticError``.
+
+  The reason is recorded in ``result.stop_reason``.
+* Callbacks: objects with any of ``on_fit_start(booster)``,
+  ``on_round_end(booster, round, diagnostics)`` (a truthy return stops training) and
+  ``on_fit_end(booster)``. ``booster.history_`` holds one diagnostics dict per round.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Dict, List, Optional, Sequence
+
+import torch
+from torch import Tensor
+
+from ..groups import Groups, as_groups
+from ..pairs import Bipartite, ExplicitPairs, Graded, resolve_pairs
+from ._dictionaries import MatrixRankers, make_source
+from ._pair_stats import (LabelPairStats, PairMatrixDictionary, bucket_logsumexp,
+                          line_search_convex, make_pair_stats)
+from ._model import StumpEnsembleBuilder
+
+__all__ = [
+    "RankBoost", "RankBoostPlus", "AdaBoost", "SmoothMarginRanking", "PNormPush",
+    "MatrixRankers", "zero_skew_intercept_shift", "smooth_margin_alpha", "label_pairs",
+    "HALTING_POLICIES",
+]
+
+HALTING_POLICIES = ("stop", "cap", "smooth", "raise")
+
+
+class _Halt(Exception):
+    pass
+
+
+def _flush_denormals(fit):
+    """Run ``fit`` with CPU denormal flushing on (restored to off afterwards): exponential
+    pair weights spanning hundreds of orders of magnitude otherwise hit subnormal floats, which
+    are ~100x slower on x86. Values below ~1e-308 only ever matter relative to O(1) masses."""
+    import functools
+
+    @functools.wraps(fit)
+    def wrapper(self, *args, **kwargs):
+        on = torch.set_flush_denormal(True)
+        try:
+            return fit(self, *args, **kwargs)
+        finally:
+            if on:
+                torch.set_flush_denormal(False)
+
+    return wrapper
+
+
+#: a MatrixRankers dictionary runs on the materialised pair matrix M (P, J) when P·J is at
+#: most this (Rudin–Schapire Fig. 1 verbatim, fewest ops per round)
+DENSE_PAIR_LIMIT = 4_000_000
+
+
+def _stats_and_dictionary(source, labels, groups, p):
+    """Pair statistics and candidate dictionary; small matrix dictionaries use the
+    materialised pair matrix M, everything else the factorised kernels."""
+    from ._dictionaries import _MatrixSource
+
+    if isinstance(source, _MatrixSource):
+        if isinstance(p, ExplicitPairs):
+            stats = make_pair_stats(labels, groups, p)
+        else:
+            lp = LabelPairStats(labels, groups, p)
+            if lp.num_pairs * source.F <= DENSE_PAIR_LIMIT:
+                hi, lo, _ = label_pairs(labels, groups, p)
+                stats = make_pair_stats(None, groups, ExplicitPairs(hi, lo))
+            else:
+                return lp, source.dictionary
+        if stats.num_pairs * source.F <= DENSE_PAIR_LIMIT:
+            return stats, PairMatrixDictionary(source.dictionary.H, stats, source.dictionary.valid)
+        return stats, source.dictionary
+    return make_pair_stats(labels, groups, p), source.dictionary
+
+
+def _check_policy(p):
+    if p not in HALTING_POLICIES:
+        raise ValueError(f"on_undefined must be one of {HALTING_POLICIES}, got {p!r}")
+    return p
+
+
+def _check_rounds(n):
+    if isinstance(n, bool) or not isinstance(n, int) or n < 0:
+        raise ValueError(f"n_rounds must be a non-negative int, got {n!r}")
+    return n
+
+
+class _Base:
+    """Shared fit plumbing: inputs, dictionary, callbacks, history, model assembly."""
+
+    def __init__(self, *, rankers=None, n_rounds: int = 100, pairs=None, callbacks=(),
+                 on_undefined: str = "stop", alpha_cap: float = 50.0, smoothing: float = 1e-6,
+                 complement: bool = True):
+        self.rankers = rankers
+        self.n_rounds = _check_rounds(n_rounds)
+        self.pairs = pairs
+        self.callbacks = list(callbacks or [])
+        self.on_undefined = _check_policy(on_undefined)
+        if not alpha_cap > 0:
+            raise ValueError("alpha_cap must be > 0")
+        self.alpha_cap = float(alpha_cap)
+        if not smoothing > 0:
+            raise ValueError("smoothing must be > 0")
+        self.smoothing = float(smoothing)
+        self.complement = bool(complement)
+        self.history_: List[Dict[str, Any]] = []
+        self.stop_reason_: Optional[str] = None
+
+    # -------------------------------------------------------------------------- helpers
+    def _setup(self, X, labels, groups, pairs):
+        if not isinstance(X, Tensor):
+            raise ValueError(f"X must be a torch.Tensor, got {type(X).__name__}")
+        if X.dim() != 2 or not X.dtype.is_floating_point:
+            raise ValueError(f"X must be a 2-D floating tensor (n, F), got {tuple(X.shape)} {X.dtype}")
+        n = X.shape[0]
+        groups = as_groups(groups, n, device=X.device)
+        p = resolve_pairs(pairs if pairs is not None else self.pairs)
+        if labels is None and not isinstance(p, ExplicitPairs):
+            raise ValueError("labels are required unless pairs=ExplicitPairs(...)")
+        if labels is not None:
+            labels = torch.as_tensor(labels, device=X.device)
+            if labels.dim() != 1 or labels.shape[0] != n:
+                raise ValueError(f"labels must have shape ({n},), got {tuple(labels.shape)}")
+            if labels.dtype.is_floating_point and bool(torch.isnan(labels).any()):
+                raise ValueError("labels contain NaN")
+        self.source_ = make_source(self.rankers, X)
+        self.groups_ = groups
+        return X, labels, groups, p
+
+    def _callbacks(self, name, *args):
+        stop = False
+        for cb in self.callbacks:
+            fn = getattr(cb, name, None)
+            if fn is not None:
+                r = fn(self, *args)
+                stop = stop or bool(r)
+        return stop
+
+    def _record(self, t, diag):
+        self.history_.append(diag)
+        return self._callbacks("on_round_end", t, diag)
+
+    def _undefined(self, reason):
+        if self.on_undefined == "raise":
+            raise ArithmeticError(f"undefined step: {reason}")
+        self.stop_reason_ = reason
+
+    def _select(self, score: Tensor, valid: Tensor, signed: bool) -> int:
+        """Index of the best candidate (lowest index on ties)."""
+        sc = score.abs() if signed else score
+        sc = torch.where(valid, sc, torch.full_like(sc, float("-inf")))
+        return int(torch.argmax(sc))
+
+    def _finish(self, builder, s):
+        self.scores_ = s
+        self.model_ = builder.build()
+        self._callbacks("on_fit_end")
+        return self.model_
+
+
+# ====================================================================================
+# RankBoost: RB-D, RB-C, coordinate descent
+# ====================================================================================
+class RankBoost(_Base):
+    r"""RankBoost over crucial pairs (label-induced or explicit), binary or real rankers.
+
+    Args:
+        variant: ``"rb-d"`` | ``"rb-c"`` | ``"coordinate"`` (see the module docstring).
+        rankers: ``Stumps(max_thresholds=...)`` (binary threshold stumps, the default),
+            ``FeatureRankers()`` (real-valued scaled features), or ``MatrixRankers()``
+            (``X`` *is* the matrix ``H`` of ranker outputs).
+        n_rounds: number of boosting rounds.
+        pairs: ``"graded"`` (default), ``"bipartite"``/``Bipartite(threshold)`` or
+            ``ExplicitPairs(hi, lo[, weight])``.
+        allow_negative_alpha: if False, only rankers with ``ε⁺ > ε⁻`` (``r > 0``) are chosen
+            and ``α > 0`` (the textbook rule (13)); training stops when none is left
+            (Connamacher et al. Lemma 3). Default True (signed α, like the reference code).
+        on_undefined, alpha_cap, smoothing: the halting policy (module docstring).
+        callbacks: see the module docstring.
+
+    ``fit(X, labels, groups=None, *, pairs=None)`` returns the model (an ensemble of the
+    chosen rankers, ``predict(X)``); per-round diagnostics (``alpha``, ``eps_plus``,
+    ``eps_minus``, ``eps_zero``, ``r``, ``Z``, ``feature``, ``threshold``, ``loss`` = ln F̃
+    before the step, ``loss_after``, ``margin``, ``l1``) are in ``history_``.
+    """
+
+    VARIANTS = ("rb-d", "rb-c", "coordinate")
+
+    def __init__(self, variant: str = "rb-c", *, rankers=None, n_rounds: int = 100, pairs=None,
+                 allow_negative_alpha: bool = True, on_undefined: str = "stop",
+                 alpha_cap: float = 50.0, smoothing: float = 1e-6, callbacks=(),
+                 track_margin: bool = False):
+        if variant not in self.VARIANTS:
+            raise ValueError(f"variant must be one of {self.VARIANTS}, got {variant!r}")
+        super().__init__(rankers=rankers, n_rounds=n_rounds, pairs=pairs, callbacks=callbacks,
+                         on_undefined=on_undefined, alpha_cap=alpha_cap, smoothing=smoothing,
+                         complement=allow_negative_alpha)
+        self.variant = variant
+        self.allow_negative_alpha = bool(allow_negative_alpha)
+        self.track_margin = bool(track_margin)
+
+    @_flush_denormals
+    def fit(self, X, labels=None, groups=None, *, pairs=None, init_scores=None):
+        X, labels, groups, p = self._setup(X, labels, groups, pairs)
+        stats, D = _stats_and_dictionary(self.source_, labels, groups, p)
+        self.stats_ = stats
+        src = self.source_
+        if self.variant == "rb-d" and not D.binary:
+            raise ValueError("variant='rb-d' needs binary {0,1} rankers (stumps or a 0/1 matrix)")
+        s = torch.zeros(X.shape[0], dtype=torch.float64, device=X.device)
+        if init_scores is not None:
+            s = s + torch.as_tensor(init_scores, dtype=torch.float64, device=X.device)
+        builder = StumpEnsembleBuilder(src)
+        self.history_, self.stop_reason_ = [], None
+        self._callbacks("on_fit_start")
+        l1 = 0.0
+        valid = D.valid
+        for t in range(self.n_rounds):
+            w = stats.weights(s)
+            try:
+                c, alpha, diag = self._round(stats, D, w, s, valid)
+            except _Halt:
+                break
+            h = self._h
+            s = s + alpha * h
+            l1 += abs(alpha)
+            builder.add(c, alpha)
+            diag.update(src.describe(c))
+            diag.update(round=t, candidate=c, alpha=alpha, loss=float(w.log_loss), l1=l1)
+            if self.track_margin:
+                mu = float(stats.margin(s))
+                diag["margin"] = mu / l1 if l1 > 0 else float("nan")
+            if self._record(t, diag) or self.stop_reason_ is not None:
+                break
+        return self._finish(builder, s)
+
+    def _round(self, stats, D, w, s, valid):
+        v = self.variant
+        signed = self.allow_negative_alpha
+        if v == "rb-d":
+            ep_all, em_all, e0_all = D.all_stats(stats, w)
+            Z = e0_all + 2 * torch.sqrt(ep_all * em_all)
+            ok = valid if signed else valid & (ep_all > em_all)
+            if not bool(ok.any()):
+                self._undefined("no ranker with eps_plus > eps_minus")
+                raise _Halt
+            c = self._select(-Z, ok, signed=False)
+        else:
+            r_all = D.edges(stats, w)
+            ok = valid if signed else valid & (r_all > 0)
+            if not bool(ok.any()):
+                self._undefined("no ranker with positive edge")
+                raise _Halt
+            c = self._select(r_all, ok, signed=signed)
+        h = self._h = D.column(c)
+        diag = {}
+        if D.binary:
+            ep, em, e0 = (float(x) for x in stats.chosen_stats(w, h))
+            r = ep - em
+            diag.update(eps_plus=ep, eps_minus=em, eps_zero=e0, r=r)
+        else:
+            r = float(((w.U - w.L) * h).sum())
+            diag.update(r=r)
+        if not signed and r <= 0:
+            self._undefined("no ranker with positive edge")
+            raise _Halt
+        if v == "rb-c":
+            if abs(r) >= 1:
+                alpha = self._undefined_alpha("perfect ranker (|r| = 1) for RB-C", r)
+            else:
+                alpha = math.atanh(r)
+        elif D.binary:
+            if ep <= 0 or em <= 0:
+                if self.on_undefined == "smooth":
+                    d = self.smoothing
+                    alpha = 0.5 * math.log((ep + d) / (em + d))
+                else:
+                    alpha = self._undefined_alpha(
+                        f"eps_minus = 0 (eps_plus={ep:.3g}, eps_zero={e0:.3g})" if em <= 0
+                        else f"eps_plus = 0 (eps_minus={em:.3g})", r)
+            else:
+                alpha = 0.5 * (math.log(ep) - math.log(em))
+            diag["Z"] = e0 + ep * math.exp(-alpha) + em * math.exp(alpha) if abs(alpha) < 700 else float("nan")
+        else:
+            lz0 = float(w.log_loss)
+
+            def dphi(a):
+                ww = stats.weights(s + a * h)
+                return float(-((ww.U - ww.L) * h).sum())
+
+            alpha, bounded = line_search_convex(dphi, 1.0 if r > 0 else -1.0, alpha_max=self.alpha_cap)
+            if not bounded:
+                alpha = self._undefined_alpha("loss decreases without bound along the ranker", r)
+            diag["Z"] = math.exp(float(stats.log_loss(s + alpha * h)) - lz0)
+        return c, float(alpha), diag
+
+    def _undefined_alpha(self, reason, r):
+        if self.on_undefined == "cap":
+            self._undefined(reason)
+            return math.copysign(self.alpha_cap, r)
+        if self.on_undefined == "smooth" and self.variant == "rb-c":
+            d = self.smoothing
+            return 0.5 * math.log((1 + r + d) / (1 - r + d))
+        self._undefined(reason)
+        raise _Halt
+
+
+# ====================================================================================
+# Smooth margin ranking
+# ====================================================================================
+def smooth_margin_alpha(g: float, dp: float, dm: float, d0: float) -> float:
+    """Eq. (12) in the stable rationalised form:
+    ``e^α = 2(1-g)d₊ / (g d₀ + sqrt(g² d₀² + 4(1-g²) d₊ d₋))``. ``g = 0`` gives RankBoost's
+    ``½ ln(d₊/d₋)``."""
+    den = g * d0 + math.sqrt(g * g * d0 * d0 + 4 * (1 - g * g) * dp * dm)
+    return math.log(2 * (1 - g) * dp) - math.log(den)
+
+
+class SmoothMarginRanking(_Base):
+    r"""Smooth margin ranking (Rudin & Schapire 2009, §4): approximate coordinate ascent on
+    ``G̃(λ) = -ln F̃(λ)/‖λ‖₁``.
+
+    RankBoost (``warmup`` variant, default coordinate descent) runs until ``G̃ > 0``
+    (``ln F̃ < 0``); then each round picks ``j = argmax`` edge and steps by eq. (12) (for
+    binary rankers; a 1-D root find of eq. (11) ``g τ = -τ'`` for real-valued ones). Stops
+    (``on_undefined``) when the best edge ``r ≤ g`` (no ascent direction) or when
+    ``d₋ = d₀ = 0``.
+
+    Diagnostics per round: ``phase`` ("warmup"/"smooth"), ``alpha``, ``eps_*``, ``r``,
+    ``g`` (= G̃ before the step), ``g_next``, ``margin`` (μ after the step), ``smooth_margin``
+    (G̃ after the step), ``l1`` (s_{t+1}), ``loss`` (ln F̃ before), ``theorem7_condition``
+    (``d₀ < ⅔(1-r)(1-r²)`` and ``0 ≤ g < r < 1``).
+    """
+
+    def __init__(self, *, rankers=None, n_rounds: int = 1000, pairs=None, warmup: str = "coordinate",
+                 max_warmup_rounds: Optional[int] = None, complement: bool = True,
+                 on_undefined: str = "stop", alpha_cap: float = 50.0, callbacks=()):
+        super().__init__(rankers=rankers, n_rounds=n_rounds, pairs=pairs, callbacks=callbacks,
+                         on_undefined=on_undefined, alpha_cap=alpha_cap, complement=complement)
+        if warmup not in RankBoost.VARIANTS:
+            raise ValueError(f"warmup must be one of {RankBoost.VARIANTS}, got {warmup!r}")
+        self.warmup = warmup
+        self.max_warmup_rounds = max_warmup_rounds
+
+    @_flush_denormals
+    def fit(self, X, labels=None, groups=None, *, pairs=None):
+        X, labels, groups, p = self._setup(X, labels, groups, pairs)
+        stats, D = _stats_and_dictionary(self.source_, labels, groups, p)
+        self.stats_ = stats
+        src = self.source_
+        s = torch.zeros(X.shape[0], dtype=torch.float64, device=X.device)
+        builder = StumpEnsembleBuilder(src)
+        self.history_, self.stop_reason_ = [], None
+        self._callbacks("on_fit_start")
+        l1 = 0.0
+        warm = RankBoost(self.warmup, rankers=self.rankers, allow_negative_alpha=self.complement,
+                         on_undefined=self.on_undefined, alpha_cap=self.alpha_cap)
+        warm.variant = self.warmup
+        max_warm = self.n_rounds if self.max_warmup_rounds is None else self.max_warmup_rounds
+        nwarm = 0
+        for t in range(self.n_rounds):
+            w = stats.weights(s)
+            lz = float(w.log_loss)
+            if lz >= 0:
+                if nwarm >= max_warm:
+                    self._undefined("warm-up did not reach G > 0")
+                    break
+                nwarm += 1
+                try:
+                    c, alpha, diag = warm._round(stats, D, w, s, D.valid)
+                except _Halt:
+                    self.stop_reason_ = warm.stop_reason_
+                    break
+                diag["phase"] = "warmup"
+                g = -lz / l1 if l1 > 0 else float("nan")
+                h = warm._h
+                s = s + alpha * h
+            else:
+                g = -lz / l1
+                r_all = D.edges(stats, w)
+                c = self._select(r_all, D.valid, signed=self.complement)
+                h = D.column(c)
+                diag = {"phase": "smooth"}
+                flip = False
+                if D.binary:
+                    ep, em, e0 = (float(x) for x in stats.chosen_stats(w, h))
+                    if ep - em < 0 and self.complement:
+                        ep, em, flip = em, ep, True
+                    r = ep - em
+                    diag.update(eps_plus=ep, eps_minus=em, eps_zero=e0, r=r)
+                    if r <= g:
+                        self._undefined(f"best edge r={r:.6g} <= g={g:.6g}: no ascent step")
+                        break
+                    if em <= 0 and e0 <= 0:
+                        self._undefined("perfect ranker (d_minus = d_zero = 0)")
+                        if self.on_undefined != "cap":
+                            break
+                        alpha = self.alpha_cap
+                    else:
+                        alpha = smooth_margin_alpha(g, ep, em, e0)
+                    diag["theorem7_condition"] = bool(0 <= g < r < 1 and e0 < (2 / 3) * (1 - r) * (1 - r * r))
+                else:
+                    r = float(((w.U - w.L) * h).sum())
+                    if r < 0 and self.complement:
+                        flip, r = True, -r
+                    diag.update(r=r)
+                    if r <= g:
+                        self._undefined(f"best edge r={r:.6g} <= g={g:.6g}: no ascent step")
+                        break
+                    hh = 1 - h if flip else h
+
+                    def dphi(a, hh=hh):
+                        ww = stats.weights(s + a * hh)
+                        return float(-((ww.U - ww.L) * hh).sum()) + g
+
+                    alpha, bounded = line_search_convex(dphi, 1.0, alpha_max=self.alpha_cap)
+                    if not bounded:
+                        self._undefined("eq. (11) has no finite root")
+                        if self.on_undefined != "cap":
+                            break
+                        alpha = self.alpha_cap
+                if flip:
+                    # positive step on the complement 1 - h: score shift alpha - alpha*h
+                    s = s + alpha * (1 - h)
+                    builder.add(c, -alpha)
+                    builder.add_intercept(alpha)
+                    alpha_signed = -alpha
+                else:
+                    s = s + alpha * h
+                    builder.add(c, alpha)
+                    alpha_signed = alpha
+                diag["alpha"] = alpha
+                diag["alpha_signed"] = alpha_signed
+                diag["complemented"] = flip
+            if diag.get("phase") == "warmup":
+                builder.add(c, alpha)
+                diag["alpha"] = alpha
+            l1 += abs(alpha)
+            lz_new = float(stats.log_loss(s))
+            diag.update(src.describe(c))
+            diag.update(round=t, candidate=c, loss=lz, g=g, l1=l1,
+                        smooth_margin=-lz_new / l1 if l1 > 0 else float("nan"),
+                        margin=float(stats.margin(s)) / l1 if l1 > 0 else float("nan"))
+            diag["g_next"] = diag["smooth_margin"]
+            if self._record(t, diag) or self.stop_reason_ is not None:
+                break
+        return self._finish(builder, s)
+
+
+# ====================================================================================
+# AdaBoost with the constant weak classifier
+# ====================================================================================
+def zero_skew_intercept_shift(scores: Tensor, labels: Tensor, *, threshold: float = 0.0) -> float:
+    """``b = ½ ln(F₊/F₋)`` with ``F₊ = Σ_{y=+1} e^{-s}``, ``F₋ = Σ_{y=-1} e^{s}`` (log space).
+
+    Adding ``b`` to every score leaves every pair margin (and F̃) unchanged and makes the
+    F-skew ``F₊ - F₋`` vanish, so ``F = 2√F̃`` (Rudin & Schapire Corollary 13)."""
+    s = scores.to(torch.float64)
+    pos = labels > threshold
+    if not bool(pos.any()) or bool(pos.all()):
+        raise ValueError("labels: need both positives and negatives for the F-skew intercept")
+    lfp = torch.logsumexp(-s[pos], 0)
+    lfm = torch.logsumexp(s[~pos], 0)
+    return float(0.5 * (lfp - lfm))
+
+
+def _fskew_stats(s: Tensor, pos: Tensor):
+    lfp = float(torch.logsumexp(-s[pos], 0))
+    lfm = float(torch.logsumexp(s[~pos], 0))
+    m = max(lfp, lfm)
+    fp, fm = math.exp(lfp - m), math.exp(lfm - m)
+    return {"log_F_plus": lfp, "log_F_minus": lfm,
+            "F_plus": math.exp(lfp) if lfp < 700 else float("inf"),
+            "F_minus": math.exp(lfm) if lfm < 700 else float("inf"),
+            "F": math.exp(m) * (fp + fm) if m < 700 else float("inf"),
+            "f_skew": (math.exp(lfp) - math.exp(lfm)) if m < 700 else float("nan"),
+            "relative_f_skew": (fp - fm) / (fp + fm),
+            "log_F_tilde_bipartite": lfp + lfm}
+
+
+class AdaBoost(_Base):
+    r"""AdaBoost (Rudin & Schapire §5) on ±1 versions ``2h - 1`` of the binary rankers plus,
+    by default, the constant weak classifier ``h₀ = 1``.
+
+    Instances are labelled ``y = +1`` if ``label > threshold`` else ``-1``; query groups are
+    ignored by AdaBoost's loss ``F = F₊ + F₋`` (classification), but the RankBoost loss
+    ``ln F̃`` over the bipartite pairs inside each query is reported too. Each round picks
+    ``argmax |r|`` with ``r = Σ_i d_i y_i h(x_i)`` and ``α = ½ ln((1+r)/(1-r))``.
+
+    Diagnostics: ``alpha``, ``r``, ``feature``/``threshold`` (``feature=None`` for the
+    constant), ``F_plus``, ``F_minus``, ``F``, ``f_skew``, ``relative_f_skew``, ``loss``
+    (ln F before the step), ``loss_tilde`` (ln F̃ after the step).
+    """
+
+    def __init__(self, *, rankers=None, n_rounds: int = 100, threshold: float = 0.0,
+                 include_constant: bool = True, on_undefined: str = "stop",
+                 alpha_cap: float = 50.0, callbacks=()):
+        super().__init__(rankers=rankers, n_rounds=n_rounds, pairs=Bipartite(threshold),
+                         callbacks=callbacks, on_undefined=on_undefined, alpha_cap=alpha_cap)
+        self.threshold = float(threshold)
+        self.include_constant = bool(include_constant)
+
+    @_flush_denormals
+    def fit(self, X, labels, groups=None):
+        X, labels, groups, p = self._setup(X, labels, groups, Bipartite(self.threshold))
+        src = self.source_
+        D = src.dictionary
+        if not D.binary:
+            raise ValueError("AdaBoost needs binary {0,1} rankers (used as ±1 classifiers 2h-1)")
+        pos = labels > self.threshold
+        y = torch.where(pos, 1.0, -1.0).to(torch.float64)
+        stats = LabelPairStats(labels, groups, Bipartite(self.threshold))
+        self.stats_ = stats
+        s = torch.zeros(X.shape[0], dtype=torch.float64, device=X.device)
+        builder = StumpEnsembleBuilder(src)
+        self.history_, self.stop_reason_ = [], None
+        self._callbacks("on_fit_start")
+        l1 = 0.0
+        for t in range(self.n_rounds):
+            z = -y * s
+            logF = torch.logsumexp(z, 0)
+            d = torch.exp(z - logF)
+            dy = d * y
+            c0 = float(dy.sum())
+            r_all = 2 * D.linear_sums(dy) - c0
+            c = self._select(r_all, D.valid, signed=True)
+            r = float(r_all[c])
+            const = self.include_constant and abs(c0) > abs(r)
+            if const:
+                r = c0
+            if abs(r) >= 1:
+                self._undefined("perfect weak classifier (|r| = 1)")
+                if self.on_undefined != "cap":
+                    break
+                alpha = math.copysign(self.alpha_cap, r)
+            else:
+                alpha = math.atanh(r)
+            if const:
+                s = s + alpha
+                builder.add_intercept(alpha)
+                desc = {"feature": None, "threshold": None, "constant": True}
+            else:
+                h = D.column(c)
+                s = s + alpha * (2 * h - 1)
+                builder.add(c, 2 * alpha)
+                builder.add_intercept(-alpha)
+                desc = dict(src.describe(c), constant=False)
+            l1 += abs(alpha)
+            diag = dict(desc, round=t, candidate=None if const else c, alpha=alpha, r=r,
+                        loss=float(logF), l1=l1, loss_tilde=float(stats.log_loss(s)))
+            diag.update(_fskew_stats(s, pos))
+            if self._record(t, diag) or self.stop_reason_ is not None:
+                break
+        return self._finish(builder, s)
+
+
+# ====================================================================================
+# p-norm push
+# ====================================================================================
+class _PNormObjective:
+    """ln F_p(s) = LSE_{g,ℓ}[ln G^{(p)}_{gℓ} + p ln E_{g,>ℓ}] (graded; bipartite = 2 levels),
+    G^{(p)}_{gℓ} = Σ_{level ℓ} e^{p s}, E_{g,>ℓ} = Σ_{level > ℓ} e^{-s} (spec C1, C14)."""
+
+    def __init__(self, labels, groups, pairs, p):
+        self.st = LabelPairStats(labels, groups, pairs)
+        self.p = float(p)
+
+    def log_loss(self, s):
+        st, p = self.st, self.p
+        G, K = st.G, st.K
+        LG = bucket_logsumexp(p * s, st.bucket, G * K).view(G, K)
+        LA = bucket_logsumexp(-s, st.bucket, G * K).view(G, K)
+        LA_gt = torch.logcumsumexp(LA.flip(1), 1).flip(1)
+        LA_gt = torch.cat([LA_gt[:, 1:], torch.full_like(LA_gt[:, :1], float("-inf"))], 1)
+        terms = LG + p * LA_gt
+        terms = torch.where(torch.isfinite(terms), terms, torch.full_like(terms, float("-inf")))
+        return torch.logsumexp(terms.flatten(), 0)
+
+    def grad(self, s):
+        """(ln F_p, -∂ ln F_p/∂s)."""
+        x = s.detach().clone().requires_grad_(True)
+        v = self.log_loss(x)
+        (g,) = torch.autograd.grad(v, x)
+        return v.detach(), -g
+
+
+class PNormPush(_Base):
+    r"""Rudin's p-norm push (``F_p = Σ_k (Σ_i e^{-(s_i - t_k)})^p``), coordinate descent.
+
+    Each round picks ``j = argmax |⟨-∇ ln F_p, h_j⟩|`` (Gauss–Southwell, the paper's Fig. 1
+    step (a); equal to ``p·|g_j|`` with ``g = Pᵀπ - Nᵀν``) and steps by the exact line
+    search: the closed form ``α = ln(a(1-b)/((1-a)b))/(p+1)`` (C12) for binary rankers on a
+    single bipartite query, otherwise a safeguarded 1-D root find of the convex
+    ``φ'(α) = ∂ ln F_p(s + α h)/∂α``. Several queries: ``F_p`` is summed over queries;
+    graded labels use the C14 extension (every document is a "negative" against all
+    higher grades). ``p = 1`` is RankBoost's coordinate descent.
+
+    Diagnostics: ``alpha``, ``g`` (the selection score ⟨-∇ ln F_p, h⟩/p), ``loss``
+    (ln F_p before the step), ``feature``/``threshold``, ``closed_form``.
+    """
+
+    def __init__(self, p: float = 4.0, *, rankers=None, n_rounds: int = 200, pairs="bipartite",
+                 tol: float = 1e-14, on_undefined: str = "stop", alpha_cap: float = 50.0,
+                 callbacks=()):
+        if not (isinstance(p, (int, float)) and p >= 1 and math.isfinite(p)):
+            raise ValueError(f"p must be a finite number >= 1 (F_p is convex only for p >= 1), got {p!r}")
+        super().__init__(rankers=rankers, n_rounds=n_rounds, pairs=pairs, callbacks=callbacks,
+                         on_undefined=on_undefined, alpha_cap=alpha_cap)
+        self.p = float(p)
+        self.tol = float(tol)
+
+    @_flush_denormals
+    def fit(self, X, labels, groups=None, *, pairs=None):
+        X, labels, groups, pr = self._setup(X, labels, groups, pairs)
+        if isinstance(pr, ExplicitPairs):
+            raise ValueError("PNormPush needs label-induced pairs ('bipartite' or 'graded')")
+        obj = _PNormObjective(labels, groups, pr, self.p)
+        self.objective_ = obj
+        src = self.source_
+        D = src.dictionary
+        closed = D.binary and obj.st.K == 2 and (obj.st.pairs_per_group > 0).sum() == 1
+        s = torch.zeros(X.shape[0], dtype=torch.float64, device=X.device)
+        builder = StumpEnsembleBuilder(src)
+        self.history_, self.stop_reason_ = [], None
+        self._callbacks("on_fit_start")
+        p = self.p
+        l1 = 0.0
+        for t in range(self.n_rounds):
+            lz, wneg = obj.grad(s)
+            gsel = D.linear_sums(wneg) / p
+            c = self._select(gsel, D.valid, signed=True)
+            gj = float(gsel[c])
+            if abs(gj) < self.tol:
+                self.stop_reason_ = "converged (max |g| below tol)"
+                break
+            h = D.column(c)
+            used_closed = False
+            if closed:
+                # a = Σ π h over positives, b = Σ ν h over negatives (π ∝ e^{-s}, ν ∝ e^{p s})
+                lev = obj.st.level
+                posm = lev == 1
+                has = obj.st.pairs_per_group[obj.st.gi] > 0
+                pm, nm = posm & has, (~posm) & has
+                pi = torch.softmax(-s[pm], 0)
+                nu = torch.softmax(p * s[nm], 0)
+                a = float((pi * h[pm]).sum())
+                b = float((nu * h[nm]).sum())
+                num, den = a * (1 - b), (1 - a) * b
+                if num <= 0 or den <= 0:
+                    self._undefined(f"unbounded step (a={a:.6g}, b={b:.6g})")
+                    if self.on_undefined != "cap":
+                        break
+                    alpha = math.copysign(self.alpha_cap, gj)
+                else:
+                    alpha = (math.log(num) - math.log(den)) / (p + 1)
+                used_closed = True
+            else:
+                def dphi(a_, h=h):
+                    _, wn = obj.grad(s + a_ * h)
+                    return float(-(wn * h).sum())
+
+                alpha, bounded = line_search_convex(dphi, 1.0 if gj > 0 else -1.0,
+                                                    alpha_max=self.alpha_cap)
+                if not bounded:
+                    self._undefined("ln F_p decreases without bound along the ranker")
+                    if self.on_undefined != "cap":
+                        break
+                    alpha = math.copysign(self.alpha_cap, gj)
+            s = s + alpha * h
+            l1 += abs(alpha)
+            builder.add(c, alpha)
+            diag = dict(src.describe(c), round=t, candidate=c, alpha=alpha, g=gj,
+                        loss=float(lz), closed_form=used_closed, l1=l1)
+            if self._record(t, diag) or self.stop_reason_ is not None:
+                break
+        return self._finish(builder, s)
+
+
+# ====================================================================================
+# RankBoost+
+# ====================================================================================
+def _logcosh(x: Tensor) -> Tensor:
+    ax = x.abs()
+    return ax + torch.log1p(torch.exp(-2 * ax)) - math.log(2.0)
+
+
+def label_pairs(labels: Tensor, groups: Groups, pairs=None):
+    """Materialise the crucial pairs ``(hi, lo)`` induced by labels inside each query
+    (vectorised over queries; O(Σ_q n_q²) memory)."""
+    p = resolve_pairs(pairs)
+    if isinstance(p, ExplicitPairs):
+        q = p.validate(groups)
+        return q.hi, q.lo, q.weight
+    lab = torch.as_tensor(labels, device=groups.device)
+    if isinstance(p, Bipartite):
+        lab = (lab > p.threshold).to(torch.float64)
+    sizes = groups.sizes
+    rep = torch.repeat_interleave(torch.arange(groups.num_docs, device=groups.device),
+                                  sizes[groups.group_index])
+    # partner index within the query, for every (doc, partner) slot
+    start = groups.offsets[:-1][groups.group_index]
+    cnt = sizes[groups.group_index]
+    off = torch.cumsum(cnt, 0) - cnt
+    slot = torch.arange(rep.numel(), device=groups.device) - off[rep]
+    partner = start[rep] + slot
+    keep = lab[rep] > lab[partner]
+    return rep[keep], partner[keep], None
+
+
+class RankBoostPlus(_Base):
+    r"""RankBoost+ (Connamacher, Pancha, Liu & Ray 2019), efficient Algorithm 2.
+
+    Minimises ``Ê2(η) = (1/m) Σ_i exp(-Σ_s A_{is} η_s + Σ_s 1[A_{is}=0] ln cosh η_s)`` over
+    a linearly independent (in pair space) set ``S`` of binary rankers, where
+    ``A_{is} = h_s(hi_i) - h_s(lo_i)``. Each round computes ``δ_s = ε⁻ - ε⁺ + ε⁰ tanh η_s``
+    for the members of ``S`` and ``|ε⁺ - ε⁻|`` for the new candidates; takes the larger;
+    steps ``α = atanh(-δ)`` (eq. 34 with ``α′ = η_s``); reweights with the tie factor
+    ``cosh(α + α′)/cosh α′`` (eq. 25). The first time the best new candidate lies in
+    ``span(S)`` the candidate set is pruned once to an independent set containing ``S``
+    (QR of ``[S, permute(R)]``, seeded) and ``S`` becomes static (greedy regime ends).
+
+    Pairs are materialised (the tie factor is pair-specific) and the candidate pair
+    vectors ``(m, C)`` are deduplicated first (identical or negated columns, zero columns).
+    Diagnostics: ``alpha``, ``alpha_prime``, ``eps_plus/minus/zero``, ``delta``,
+    ``loss_e2`` (ln Ê2 after the step, recomputed from η), ``greedy``, ``new_ranker``.
+    """
+
+    def __init__(self, *, rankers=None, n_rounds: int = 100, pairs=None, seed: int = 0,
+                 rank_tol: float = 1e-9, on_undefined: str = "stop", alpha_cap: float = 50.0,
+                 callbacks=()):
+        super().__init__(rankers=rankers, n_rounds=n_rounds, pairs=pairs, callbacks=callbacks,
+                         on_undefined=on_undefined, alpha_cap=alpha_cap)
+        self.seed = int(seed)
+        self.rank_tol = float(rank_tol)
+
+    @_flush_denormals
+    def fit(self, X, labels=None, groups=None, *, pairs=None):
+        X, labels, groups, p = self._setup(X, labels, groups, pairs)
+        src = self.source_
+        D = src.dictionary
+        if not D.binary:
+            raise ValueError("RankBoostPlus needs binary {0,1} rankers")
+        hi, lo, pw = label_pairs(labels, groups, p)
+        m = hi.numel()
+        if m == 0:
+            raise ValueError("no crucial pairs")
+        dev = X.device
+        # candidate pair vectors, deduplicated (up to sign) and without zero columns
+        cand = torch.nonzero(D.valid).flatten()
+        cols = torch.stack([D.column(int(c)) for c in cand], 1) if cand.numel() else torch.zeros(X.shape[0], 0)
+        R = (cols[hi] - cols[lo]).to(torch.float64)  # (m, C)
+        nz = R.abs().sum(0) > 0
+        R, cand = R[:, nz], cand[nz]
+        first_nz = (R != 0).to(torch.int64).argmax(0)
+        sgn = torch.gather(R, 0, first_nz[None]).squeeze(0)
+        Rc = (R * sgn).to(torch.int8).T.contiguous()  # canonical orientation
+        _, inv = torch.unique(Rc, dim=0, return_inverse=True)
+        first = torch.full((int(inv.max()) + 1,), R.shape[1], dtype=torch.long, device=dev)
+        first = first.scatter_reduce(0, inv, torch.arange(R.shape[1], device=dev), "amin")
+        keep = torch.sort(first).values
+        R, cand = R[:, keep], cand[keep]
+        self.num_candidates_ = R.shape[1]
+        C = R.shape[1]
+        logD = torch.zeros(m, dtype=torch.float64, device=dev)
+        if pw is not None:
+            logD = torch.log(pw.to(torch.float64))
+        logD = logD - torch.logsumexp(logD, 0)
+        log_d1 = logD.clone()
+        S: List[int] = []  # indices into R's columns
+        eta: List[float] = []
+        Q = torch.zeros(m, 0, dtype=torch.float64, device=dev)  # orthonormal basis of span(S)
+        available = torch.ones(C, dtype=torch.bool, device=dev)
+        greedy = True
+        builder = StumpEnsembleBuilder(src)
+        self.history_, self.stop_reason_ = [], None
+        self._callbacks("on_fit_start")
+
+        def in_span(col):
+            if Q.shape[1] == 0:
+                return False
+            res = col - Q @ (Q.T @ col)
+            return float(res.norm()) <= self.rank_tol * max(1.0, float(col.norm()))
+
+        def add_basis(col):
+            nonlocal Q
+            v = col - Q @ (Q.T @ col)
+            v = v - Q @ (Q.T @ v)
+            Q = torch.cat([Q, (v / v.norm())[:, None]], 1)
+
+        for t in range(self.n_rounds):
+            Dw = torch.exp(logD)
+            if S:
+                AS = R[:, S]
+                ep_s = (Dw[:, None] * (AS > 0)).sum(0)
+                em_s = (Dw[:, None] * (AS < 0)).sum(0)
+                e0_s = (Dw[:, None] * (AS == 0)).sum(0)
+                eta_t = torch.tensor(eta, dtype=torch.float64, device=dev)
+                delta_s = em_s - ep_s + e0_s * torch.tanh(eta_t)
+                best_s = float(delta_s.abs().max())
+            else:
+                best_s = -1.0
+            choice = None  # ("new", col) or ("S", idx)
+            if greedy:
+                gr = (Dw @ R).abs()
+                gr = torch.where(available, gr, torch.full_like(gr, -1.0))
+                j = int(torch.argmax(gr))
+                if float(gr[j]) > best_s and float(gr[j]) >= 0:
+                    available[j] = False
+                    if in_span(R[:, j]):
+                        # prune: independent subset of the remaining candidates, S static
+                        gen = torch.Generator().manual_seed(self.seed)
+                        rest = torch.nonzero(available).flatten()
+                        rest = rest[torch.randperm(rest.numel(), generator=gen).to(dev)]
+                        for k in rest.tolist():
+                            if not in_span(R[:, k]):
+                                add_basis(R[:, k])
+                                S.append(k)
+                                eta.append(0.0)
+                        greedy = False
+                        AS = R[:, S]
+                        ep_s = (Dw[:, None] * (AS > 0)).sum(0)
+                        em_s = (Dw[:, None] * (AS < 0)).sum(0)
+                        e0_s = (Dw[:, None] * (AS == 0)).sum(0)
+                        eta_t = torch.tensor(eta, dtype=torch.float64, device=dev)
+                        delta_s = em_s - ep_s + e0_s * torch.tanh(eta_t)
+                    else:
+                        choice = ("new", j)
+            if choice is None:
+                if not S:
+                    self._undefined("no candidate ranker")
+                    break
+                i = int(torch.argmax(delta_s.abs()))
+                choice = ("S", i)
+            if choice[0] == "new":
+                col = R[:, choice[1]]
+                ep = float(Dw[col > 0].sum())
+                em = float(Dw[col < 0].sum())
+                e0 = float(Dw[col == 0].sum())
+                ap = 0.0
+            else:
+                i = choice[1]
+                col = R[:, S[i]]
+                ep, em, e0 = float(ep_s[i]), float(em_s[i]), float(e0_s[i])
+                ap = eta[i]
+            arg = ep - em - e0 * math.tanh(ap)  # = -δ
+            if abs(arg) >= 1:
+                self._undefined("perfect ranker (atanh argument = ±1)")
+                if self.on_undefined != "cap":
+                    break
+                alpha = math.copysign(self.alpha_cap, arg)
+            else:
+                alpha = math.atanh(arg)
+            if choice[0] == "new":
+                add_basis(col)
+                S.append(choice[1])
+                eta.append(alpha)
+                cidx = int(cand[choice[1]])
+            else:
+                eta[i] += alpha
+                cidx = int(cand[S[i]])
+            # reweight (eq. 25) in log space
+            tie = (_logcosh(torch.tensor(alpha + ap)) - _logcosh(torch.tensor(ap))).item()
+            logw = torch.where(col > 0, -alpha, torch.where(col < 0, alpha, tie))
+            logD = logD + logw
+            logD = logD - torch.logsumexp(logD, 0)
+            builder.add(cidx, alpha)
+            # Ê2 recomputed from η (log form, A.2)
+            AS = R[:, S]
+            et = torch.tensor(eta, dtype=torch.float64, device=dev)
+            logl = -(AS * et).sum(1) + ((AS == 0).to(torch.float64) * _logcosh(et)).sum(1)
+            le2 = float(torch.logsumexp(logl + log_d1, 0))
+            diag = dict(src.describe(cidx), round=t, candidate=cidx, alpha=alpha, alpha_prime=ap,
+                        eps_plus=ep, eps_minus=em, eps_zero=e0, delta=-arg, loss_e2=le2,
+                        greedy=greedy, new_ranker=choice[0] == "new", basis_size=len(S))
+            if self._record(t, diag) or self.stop_reason_ is not None:
+                break
+        self.eta_ = eta
+        self.basis_ = [int(cand[k]) for k in S]
+        return self._finish(builder, None)
