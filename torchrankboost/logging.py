@@ -175,6 +175,9 @@ class TensorBoardLogger:
         relevance_threshold: labels ``> relevance_threshold`` count as relevant for the
             PR/ROC curves.
         flush_secs: passed to ``SummaryWriter``.
+        hparams_on_fit_end: write the hyper-parameters with the final metrics when the driver
+            finishes (set ``False`` to call :meth:`log_hparams` yourself later, e.g. with test
+            metrics; a run should hold one hparams record).
 
     Driver callback: ``on_fit_start(booster, info)``, ``on_round_end(booster, round,
     diagnostics) -> None`` (never asks to stop), ``on_fit_end(booster, ensemble)``.
@@ -184,7 +187,8 @@ class TensorBoardLogger:
 
     def __init__(self, logdir: Optional[str] = None, *, name: str = "run",
                  hparams: Optional[Mapping[str, Any]] = None, histogram_every: int = 10,
-                 relevance_threshold: float = 0.0, flush_secs: int = 10):
+                 relevance_threshold: float = 0.0, flush_secs: int = 10,
+                 hparams_on_fit_end: bool = True):
         if histogram_every < 1:
             raise ValueError(f"histogram_every must be >= 1, got {histogram_every}")
         from torch.utils.tensorboard import SummaryWriter
@@ -194,6 +198,7 @@ class TensorBoardLogger:
         self.hparams: Dict[str, Any] = dict(hparams or {})
         self.histogram_every = int(histogram_every)
         self.relevance_threshold = float(relevance_threshold)
+        self.hparams_on_fit_end = bool(hparams_on_fit_end)
         self.last_scalars: Dict[str, float] = {}
         self._last_time: Optional[float] = None
         self._last_round: Optional[int] = None
@@ -305,6 +310,7 @@ class TensorBoardLogger:
 
     # ------------------------------------------------------------------ driver callback
     def on_fit_start(self, booster, info: Optional[Mapping[str, Any]] = None) -> None:
+        # ``info`` is optional: the RankBoost-family algorithms call on_fit_start(booster)
         """Record the booster's hyper-parameters and start the round timer."""
         hp = _booster_hparams(booster)
         for k, v in hp.items():
@@ -330,7 +336,13 @@ class TensorBoardLogger:
             tag = round_tag(k, single_valid=n_valid <= 1)
             if tag is None:
                 continue
-            if _as_scalar(v) is not None and not tag.startswith("learner/"):
+            if tag.startswith("learner/"):
+                # weak model summary: only value-like arrays (leaf values, gains, coefficients)
+                leaf = tag.rsplit("/", 1)[-1]
+                if any(w in leaf for w in ("leaf", "gain", "coef", "value")) and \
+                        _as_vector(v) is not None:
+                    vectors[tag] = v
+            elif _as_scalar(v) is not None:
                 scalars[tag] = v
             elif _as_vector(v) is not None:
                 vectors[tag] = v
@@ -351,8 +363,13 @@ class TensorBoardLogger:
         self._last_time = time.perf_counter()
         return None
 
-    def on_fit_end(self, booster, ensemble) -> None:
+    def on_fit_end(self, booster, ensemble=None) -> None:
         """Write the last histograms, the hyper-parameters with the final metrics, flush."""
+        if ensemble is None:
+            ensemble = getattr(booster, "model_", None) or getattr(booster, "ensemble_", None)
+        scores = _current_scores(booster)
+        if scores is not None and self._last_round is not None:
+            self.log_histograms(self._last_round, {"train/scores": scores})
         vectors = getattr(self, "_pending_vectors", None)
         if vectors and self._last_round is not None and \
                 getattr(self, "_hist_round", None) != self._last_round:
@@ -361,7 +378,10 @@ class TensorBoardLogger:
         n = getattr(ensemble, "n_rounds", None) or getattr(ensemble, "num_rounds", None)
         if isinstance(n, numbers.Integral):
             extra["rounds_used"] = int(n)
-        self.log_hparams(extra)
+        if self.hparams_on_fit_end:
+            self.log_hparams(extra)
+        else:
+            self.hparams.update(extra)
         self.flush()
 
 

@@ -101,7 +101,14 @@ class ProgressCallback:
             return False
 
     def _select(self, flat: Mapping[str, Any]) -> dict:
-        vals = {k: _scalar(v) for k, v in flat.items()}
+        from .logging import round_tag
+
+        tagged = {}
+        for k, v in flat.items():
+            t = round_tag(k) if k.startswith("metrics/") else k
+            if t is not None:
+                tagged[t] = v
+        vals = {k: _scalar(v) for k, v in tagged.items()}
         vals = {k: v for k, v in vals.items() if v is not None}
         if self.keys is not None:
             return {k: vals[k] for k in self.keys if k in vals}
@@ -129,13 +136,16 @@ class ProgressCallback:
                              dynamic_ncols=True, leave=True)
 
     def update(self, step: int, metrics: Mapping[str, Any]) -> None:
-        """Report step ``step`` (0-based) with its metrics (nested dicts allowed)."""
+        """Report one more step/round with its metrics (nested dicts allowed).
+
+        ``step`` is informational: the lines count the updates received (drivers number
+        their rounds from 0 or from 1)."""
         if self._t0 is None:
             self.start()
         self._count += 1
         shown = self._select(_flatten(metrics or {}))
         self._last = shown
-        self._last_step = int(step)
+        self._last_step = self._count
         if self.quiet:
             return
         if self._bar is not None:
@@ -145,19 +155,20 @@ class ProgressCallback:
         every = self.every
         if every is None:
             every = max(1, (self.total or 100) // 10)
-        if (step + 1) % every == 0 or (self.total is not None and step + 1 >= self.total):
-            self._line(step, shown)
+        done = self._count  # rounds reported so far (drivers count from 0 or from 1)
+        if done % every == 0 or (self.total is not None and done >= self.total):
+            self._line(done, shown)
 
-    def _line(self, step: int, shown: Mapping[str, float]) -> None:
+    def _line(self, done: int, shown: Mapping[str, float]) -> None:
         elapsed = time.perf_counter() - (self._t0 or time.perf_counter())
         tot = f"/{self.total}" if self.total else ""
         width = len(str(self.total)) if self.total else 1
-        parts = [f"{self.desc} {step + 1:>{width}}{tot}"]
+        parts = [f"{self.desc} {done:>{width}}{tot}"]
         parts += [f"{k} {_fmt(v)}" for k, v in shown.items()]
         per = elapsed / max(self._count, 1)
         parts.append(f"({per:.3g} s/{self.desc})")
         print("  ".join(parts), file=self._out(), flush=True)
-        self._last_line_step = step
+        self._last_line_step = done
 
     def finish(self, message: Optional[str] = None) -> None:
         """Close the bar (and print ``message`` if given)."""
@@ -181,5 +192,5 @@ class ProgressCallback:
         self.update(round, diagnostics)
         return None
 
-    def on_fit_end(self, booster, ensemble) -> None:
+    def on_fit_end(self, booster, ensemble=None) -> None:
         self.finish()

@@ -1,0 +1,219 @@
+#!/usr/bin/env python
+"""Train an MLP scorer with any torchrankboost loss on LETOR data (default MQ2008 Fold1).
+
+The losses are ordinary ``torch.nn.Module``s over flat (ragged) scores, so a neural ranker
+trains with them like with any PyTorch loss. Batches are whole queries packed up to a
+document budget (:func:`torchrankboost.data.iterate_query_batches`), never padded. The run
+is logged to TensorBoard with :class:`torchrankboost.logging.TensorBoardLogger`.
+
+Examples::
+
+    python scripts/train_neural.py --loss exponential
+    python scripts/train_neural.py --loss pnorm_push --loss-param p=4 --epochs 30
+    python scripts/train_neural.py --loss hinge --device cuda
+    python scripts/train_neural.py --data synthetic --epochs 2      # no data files needed
+
+Prints the test NDCG@10 of the untrained network and of the trained one (the epoch with the
+best validation NDCG@10), and where the TensorBoard logs are.
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import sys
+import time
+from pathlib import Path
+
+import torch
+from torch import nn
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_FOLD = ROOT.parent / "shared" / "data" / "mq2008" / "Fold1"
+
+
+def build_mlp(n_features: int, hidden: int = 64, layers: int = 2, dropout: float = 0.1) -> nn.Module:
+    """``n_features → hidden → … → 1`` with ReLU; returns per-document scores ``(n,)``."""
+    mods, d = [], n_features
+    for _ in range(layers):
+        mods += [nn.Linear(d, hidden), nn.ReLU(), nn.Dropout(dropout)]
+        d = hidden
+    mods.append(nn.Linear(d, 1))
+    return nn.Sequential(*mods)
+
+
+def score(model: nn.Module, X: torch.Tensor, chunk: int = 65536) -> torch.Tensor:
+    model.eval()
+    with torch.no_grad():
+        return torch.cat([model(X[i:i + chunk]).squeeze(-1) for i in range(0, X.shape[0], chunk)]) \
+            if X.shape[0] else X.new_zeros(0)
+
+
+def evaluate(model, data, metrics):
+    s = score(model, data.X)
+    return {m.name: m(s, data.labels, data.groups) for m in metrics}, s
+
+
+def load(args):
+    from torchrankboost.data import load_letor_fold, make_letor
+
+    if args.data == "synthetic":
+        from torchrankboost.cli import load_builtin
+
+        return load_builtin("synthetic", seed=args.seed, n_queries=args.synthetic_queries,
+                            docs_per_query=20, n_features=30)
+    folder = Path(args.data) if args.data else DEFAULT_FOLD
+    if not folder.is_dir():
+        sys.exit(f"train_neural.py: error: LETOR fold folder not found: {folder}")
+    return load_letor_fold(folder)
+
+
+def slice_queries(data, n_queries: int):
+    """The first ``n_queries`` queries of a RankingData (for quick runs)."""
+    from torchrankboost.cli import _slice_queries
+
+    return _slice_queries(data, 0, min(n_queries, data.num_queries))
+
+
+def main(argv=None) -> dict:
+    from torchrankboost import registry
+    from torchrankboost.cli import parse_params
+    from torchrankboost.data import iterate_query_batches
+    from torchrankboost.logging import TensorBoardLogger, default_logdir
+    from torchrankboost.progress import ProgressCallback
+
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--data", default=None,
+                    help=f"LETOR fold folder (default {DEFAULT_FOLD}) or 'synthetic'")
+    ap.add_argument("--loss", default="exponential",
+                    help="loss name (torchrankboost list losses), default exponential")
+    ap.add_argument("--loss-param", action="append", default=[], metavar="KEY=VALUE")
+    ap.add_argument("--epochs", type=int, default=20)
+    ap.add_argument("--max-steps", type=int, default=None, help="stop after this many steps")
+    ap.add_argument("--max-docs", type=int, default=1024, help="documents per batch (budget)")
+    ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--weight-decay", type=float, default=1e-4)
+    ap.add_argument("--hidden", type=int, default=64)
+    ap.add_argument("--layers", type=int, default=2)
+    ap.add_argument("--dropout", type=float, default=0.1)
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--train-queries", type=int, default=None,
+                    help="use only the first N training queries (quick runs)")
+    ap.add_argument("--synthetic-queries", type=int, default=300)
+    ap.add_argument("--logdir", default=None, help="default runs/neural-<loss>-<timestamp>")
+    ap.add_argument("--no-tensorboard", action="store_true")
+    ap.add_argument("--quiet", action="store_true")
+    args = ap.parse_args(argv)
+
+    try:
+        loss_params = parse_params(args.loss_param, "--loss-param")
+        entry = registry.lookup("loss", args.loss)
+        kwargs = dict(loss_params)
+        import inspect
+
+        if "reduction" in inspect.signature(entry.resolve()).parameters:
+            kwargs.setdefault("reduction", "mean")  # batch-size independent step sizes
+        if entry.name == "smooth_margin":
+            kwargs.setdefault("scale", 1.0)  # a network has no ‖λ‖₁: minimise ln F̃ itself
+        loss_fn = entry.create(**kwargs)
+    except Exception as exc:  # one line, no traceback
+        sys.exit(f"train_neural.py: error: {exc}")
+    try:
+        device = torch.device(args.device)
+        if device.type == "cuda" and not torch.cuda.is_available():
+            raise ValueError("CUDA is not available")
+    except (RuntimeError, ValueError) as exc:
+        sys.exit(f"train_neural.py: error: bad --device {args.device!r}: {exc}")
+
+    torch.manual_seed(args.seed)
+    train, valid, test = load(args)
+    if args.train_queries:
+        train = slice_queries(train, args.train_queries)
+    train, valid, test = (d.to(device) for d in (train, valid, test))
+    loss_fn = loss_fn.to(device) if isinstance(loss_fn, nn.Module) else loss_fn
+
+    model = build_mlp(train.num_features, args.hidden, args.layers, args.dropout).to(device)
+    opt = torch.optim.Adam(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
+    ndcg10 = registry.metric("ndcg@10")
+    metrics = [ndcg10, registry.metric("map"), registry.metric("ndcg@5")]
+
+    before, _ = evaluate(model, test, [ndcg10])
+    valid0, _ = evaluate(model, valid, [ndcg10])
+
+    logger = None
+    if not args.no_tensorboard:
+        logdir = args.logdir or default_logdir(f"neural-{entry.name}")
+        logger = TensorBoardLogger(logdir, hparams={
+            "loss": entry.name, **{f"loss.{k}": v for k, v in loss_params.items()},
+            "lr": args.lr, "weight_decay": args.weight_decay, "hidden": args.hidden,
+            "layers": args.layers, "dropout": args.dropout, "max_docs": args.max_docs,
+            "epochs": args.epochs, "seed": args.seed, "device": str(device)})
+        logger.log_step(0, {"valid/ndcg@10": valid0["ndcg@10"], "test/ndcg@10": before["ndcg@10"]})
+
+    progress = ProgressCallback(total=args.epochs, quiet=args.quiet, desc="epoch", every=1)
+    progress.start()
+    best = (valid0["ndcg@10"], copy.deepcopy(model.state_dict()), 0)
+    step, t0 = 0, time.perf_counter()
+    stop = False
+    for epoch in range(args.epochs):
+        model.train()
+        ep_loss, nb = 0.0, 0
+        for Xb, yb, gb in iterate_query_batches(train.X, train.labels, train.groups,
+                                                max_docs=args.max_docs, shuffle=True,
+                                                seed=args.seed * 100003 + epoch):
+            s = model(Xb).squeeze(-1)
+            loss = loss_fn(s, yb, gb)
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), 10.0)
+            opt.step()
+            step += 1
+            ep_loss += float(loss.detach())
+            nb += 1
+            if logger is not None:
+                logger.log_step(step, {"train/loss": loss.detach(), "train/grad_norm": gnorm,
+                                       "train/learning_rate": opt.param_groups[0]["lr"]})
+            if args.max_steps is not None and step >= args.max_steps:
+                stop = True
+                break
+        val, vs = evaluate(model, valid, metrics)
+        scalars = {"train/epoch_loss": ep_loss / max(nb, 1),
+                   **{f"valid/{k}": v for k, v in val.items()}}
+        if logger is not None:
+            logger.log_step(step, scalars)
+            logger.log_step(step, {"time/seconds_per_epoch": (time.perf_counter() - t0) / (epoch + 1)})
+            logger.log_histograms(step, {"valid/scores": vs})
+        progress.update(epoch, scalars)
+        if val["ndcg@10"] > best[0]:
+            best = (val["ndcg@10"], copy.deepcopy(model.state_dict()), epoch + 1)
+        if stop:
+            break
+    progress.finish()
+    seconds = time.perf_counter() - t0
+    model.load_state_dict(best[1])
+    after, ts = evaluate(model, test, metrics)
+
+    if logger is not None:
+        logger.log_step(step, {f"test/{k}": v for k, v in after.items()})
+        logger.log_histograms(step, {"test/scores": ts})
+        logger.log_curves(step, test.labels, ts, tag="test")
+        logger.log_hparams({"best_epoch": best[2]},
+                           {"test/ndcg@10": after["ndcg@10"], "test/map": after["map"],
+                            "valid/ndcg@10": best[0]})
+        logger.close()
+
+    print(f"loss {entry.name}: test NDCG@10 before {before['ndcg@10']:.4f}  after "
+          f"{after['ndcg@10']:.4f}  (best epoch {best[2]}, {step} steps, {seconds:.1f} s, "
+          f"{device})")
+    if logger is not None:
+        print(f"TensorBoard logs in {logger.logdir}; view with: tensorboard --logdir "
+              f"{Path(logger.logdir).parent}")
+    return {"loss": entry.name, "before": before["ndcg@10"], "after": after["ndcg@10"],
+            "best_epoch": best[2], "steps": step, "seconds": seconds,
+            "logdir": None if logger is None else logger.logdir}
+
+
+if __name__ == "__main__":
+    main()

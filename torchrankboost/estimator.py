@@ -1,0 +1,436 @@
+"""A scikit-learn style estimator, and the name-based trainer shared with the CLI.
+
+:class:`BoostedRanker` follows scikit-learn's conventions (``fit``/``predict``/``score``,
+``get_params``/``set_params``, :func:`sklearn.base.clone`)::
+
+    from torchrankboost import BoostedRanker
+    ranker = BoostedRanker(loss="exponential", learner="tree", n_rounds=100, max_leaves=15)
+    ranker.fit(X, y, qid=qid)                  # or group=[sizes...]; none = one query
+    scores = ranker.predict(X_test)            # numpy (n,)
+    ranker.score(X_test, y_test, qid=qid_test) # NDCG@10 (mean over queries)
+
+Cross-validation by query needs the query ids on both the training and the test fold. Two
+ways work with scikit-learn's own ``cross_val_score``/``GroupKFold``:
+
+1. **qid as a column of X** (no configuration): ``BoostedRanker(qid_column=0)`` reads the
+   query id from column 0 of ``X`` (and drops it from the features) in ``fit``, ``predict``
+   and ``score``, so every split carries its query ids::
+
+       Xq = np.column_stack([qid, X])
+       cross_val_score(BoostedRanker(qid_column=0), Xq, y, groups=qid, cv=GroupKFold(5))
+
+2. **metadata routing** (scikit-learn ≥ 1.4)::
+
+       sklearn.set_config(enable_metadata_routing=True)
+       est = BoostedRanker().set_fit_request(qid=True).set_score_request(qid=True)
+       cross_val_score(est, X, y, cv=GroupKFold(5), params={"qid": qid, "groups": qid})
+
+Rows of a query need not be contiguous: ``fit`` and ``score`` regroup them (a stable sort by
+query id), ``predict`` is per document and keeps the input order.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+from typing import Any, Dict, Optional, Sequence
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from . import registry
+
+try:  # scikit-learn is a dependency; keep the import local to this module
+    from sklearn.base import BaseEstimator
+except ImportError:  # pragma: no cover
+    BaseEstimator = object
+
+__all__ = ["BoostedRanker", "Trainer", "make_trainer", "load_model"]
+
+
+# ============================================================================ trainer
+def _sig(obj):
+    try:
+        return inspect.signature(obj).parameters
+    except (TypeError, ValueError):  # pragma: no cover
+        return {}
+
+
+class Trainer:
+    """A configured driver or algorithm with one ``fit`` signature.
+
+    ``fit(X, labels, groups, *, eval_set=None, early_stopping_rounds=None,
+    eval_metric="ndcg@10")`` returns the fitted model (an
+    :class:`~torchrankboost.boosting.Ensemble` for the boosting algorithms). For algorithms
+    whose ``fit`` has no evaluation set (the papers' RankBoost family), the validation metric
+    is computed after the fit from the staged predictions, written to the callbacks that have
+    ``log_step`` (the TensorBoard logger), and early stopping truncates the ensemble to the
+    best round with the same patience rule.
+    """
+
+    def __init__(self, obj, *, name: str, callbacks: Sequence = ()):
+        self.obj = obj
+        self.name = name
+        self.callbacks = list(callbacks)
+
+    def __repr__(self) -> str:
+        return f"Trainer({self.obj!r})"
+
+    def fit(self, X, labels, groups=None, *, eval_set=None,
+            early_stopping_rounds: Optional[int] = None, eval_metric="ndcg@10"):
+        metric = registry.metric(eval_metric) if isinstance(eval_metric, str) else eval_metric
+        spec = (metric.name, metric, metric.greater_is_better) \
+            if isinstance(metric, registry.Metric) else metric
+        fit_params = _sig(self.obj.fit)
+        if "eval_set" in fit_params:
+            kw: Dict[str, Any] = {}
+            if eval_set:
+                kw["eval_set"] = list(eval_set)
+                kw["eval_metric"] = spec
+                if early_stopping_rounds:
+                    kw["early_stopping_rounds"] = int(early_stopping_rounds)
+            return self.obj.fit(X, labels, groups, **kw)
+        model = self.obj.fit(X, labels, groups)
+        if eval_set and hasattr(model, "staged_predict"):
+            model = self._posthoc_eval(model, eval_set[0], spec, early_stopping_rounds)
+        return model
+
+    def _posthoc_eval(self, model, ev, spec, patience):
+        name, fn, greater = spec
+        Xv, yv, gv = ev
+        values = [float(fn(s, yv, gv)) for s in model.staged_predict(Xv)]
+        loggers = [cb for cb in self.callbacks if hasattr(cb, "log_step")]
+        for t, v in enumerate(values):
+            for lg in loggers:
+                lg.log_step(t, {f"valid/{name}": v})
+        if not values:
+            return model
+        best, best_t, stop_t = None, 0, len(values) - 1
+        for t, v in enumerate(values):
+            if best is None or (v > best if greater else v < best):
+                best, best_t = v, t
+            elif patience and t - best_t >= int(patience):
+                stop_t = t
+                break
+        model.info.update({"best_round": best_t + 1, "best_score": best,
+                           "evals_result": {"valid_0": {name: values[:stop_t + 1]}}})
+        if patience:
+            info = dict(model.info)
+            model = model.truncate(best_t + 1)
+            model.info.update(info)
+        return model
+
+
+def make_trainer(*, algorithm: str = "boost", loss=None, learner=None, n_rounds: int = 100,
+                 learning_rate: Optional[float] = None, max_leaves: Optional[int] = None,
+                 loss_params: Optional[dict] = None, learner_params: Optional[dict] = None,
+                 params: Optional[dict] = None, seed: int = 0, callbacks: Sequence = (),
+                 device=None) -> Trainer:
+    """Build a :class:`Trainer` from names (or objects) and parameters.
+
+    ``algorithm="boost"``: the generic :class:`~torchrankboost.boosting.Booster` with
+    ``loss`` (default ``"exponential"``) and ``learner`` (default ``"tree"``); ``params`` go
+    to the Booster (``step``, ``curvature``, ``subsample``...). Any other algorithm name (see
+    ``torchrankboost list algorithms``) builds that class with ``params``; ``learner`` is
+    passed as its ``learner``/``rankers`` argument, ``n_rounds``/``learning_rate``/``seed``
+    when it takes them. ``max_leaves`` configures a tree learner. Unknown names or
+    parameters raise ``ValueError`` listing the valid ones.
+    """
+    loss_params = dict(loss_params or {})
+    learner_params = dict(learner_params or {})
+    params = dict(params or {})
+    entry = registry.lookup("algorithm", algorithm)
+    cls = entry.resolve()
+    sig = _sig(cls)
+
+    def build_learner(default: Optional[str]):
+        spec = learner if learner is not None else default
+        if spec is None:
+            if learner_params or max_leaves is not None:
+                raise ValueError(f"--learner-param/max_leaves given but algorithm "
+                                 f"{entry.name!r} uses no weak learner by name")
+            return None
+        lp = dict(learner_params)
+        if max_leaves is not None:
+            if isinstance(spec, str) and registry.lookup("learner", spec).name != "tree":
+                raise ValueError("max_leaves applies to the tree learner only")
+            lp.setdefault("max_leaves", int(max_leaves))
+        if isinstance(spec, str) and "seed" in _sig(registry.lookup("learner", spec).resolve()):
+            lp.setdefault("seed", int(seed))
+        return registry.resolve_learner(spec, **lp)
+
+    if entry.name == "boost":
+        loss_obj = registry.resolve_loss(loss if loss is not None else "exponential",
+                                         **loss_params)
+        learner_obj = build_learner("tree")
+        kwargs = dict(n_rounds=int(n_rounds), seed=int(seed), callbacks=list(callbacks))
+        if learning_rate is not None:
+            kwargs["learning_rate"] = float(learning_rate)
+        if device is not None:
+            kwargs["device"] = device
+        kwargs.update(params)
+        registry._check_kwargs(cls, kwargs, "algorithm 'boost'")
+        return Trainer(cls(loss_obj, learner_obj, **kwargs), name=entry.name,
+                       callbacks=callbacks)
+
+    kwargs = dict(params)
+    if loss is not None or loss_params:
+        if "loss" not in sig:
+            raise ValueError(f"algorithm {entry.name!r} has a fixed loss; use --algorithm boost "
+                             f"--loss NAME to boost another loss")
+        kwargs["loss"] = registry.resolve_loss(loss, **loss_params)
+    if learner is not None or learner_params or max_leaves is not None:
+        slot = "learner" if "learner" in sig else "rankers" if "rankers" in sig else None
+        if slot is None:
+            if max_leaves is not None and "max_leaves" in sig and learner is None \
+                    and not learner_params:
+                kwargs["max_leaves"] = int(max_leaves)
+            else:
+                raise ValueError(f"algorithm {entry.name!r} takes no weak learner")
+        elif learner is None and max_leaves is not None and "max_leaves" in sig:
+            kwargs["max_leaves"] = int(max_leaves)
+        else:
+            kwargs[slot] = build_learner(None)
+    for key, val in (("n_rounds", n_rounds), ("learning_rate", learning_rate), ("seed", seed)):
+        if val is None or key in kwargs:
+            continue
+        if key in sig:
+            kwargs[key] = val
+        elif key == "learning_rate":
+            raise ValueError(f"algorithm {entry.name!r} has no learning_rate (its step is "
+                             f"exact); remove --learning-rate")
+    if "callbacks" in sig:
+        kwargs["callbacks"] = list(callbacks)
+    if device is not None and "device" in sig:
+        kwargs["device"] = device
+    registry._check_kwargs(cls, kwargs, f"algorithm {entry.name!r}")
+    return Trainer(cls(**kwargs), name=entry.name, callbacks=callbacks)
+
+
+def load_model(path, *, device=None):
+    """Load a model saved by ``torchrankboost train`` / ``model.save(path)``."""
+    from .boosting.ensemble import Ensemble
+
+    return Ensemble.load(path, device=device)
+
+
+# ============================================================================ estimator
+def _to_numpy(a, name: str) -> np.ndarray:
+    if isinstance(a, Tensor):
+        return a.detach().cpu().numpy()
+    if hasattr(a, "toarray"):
+        a = a.toarray()
+    try:
+        return np.asarray(a)
+    except Exception as exc:  # pragma: no cover
+        raise ValueError(f"{name}: cannot convert to an array ({exc})") from None
+
+
+def _groups_from(n: int, qid=None, group=None):
+    """``(Groups, perm or None)``: from per-row query ids (any order) or query sizes."""
+    from .groups import Groups
+
+    if qid is not None and group is not None:
+        raise ValueError("pass either qid (a query id per row) or group (query sizes), not both")
+    if qid is not None:
+        q = _to_numpy(qid, "qid").reshape(-1)
+        if q.shape[0] != n:
+            raise ValueError(f"qid has {q.shape[0]} entries but X has {n} rows")
+        if q.dtype.kind == "f":
+            if not np.isfinite(q).all() or not np.equal(q, np.round(q)).all():
+                raise ValueError("qid must hold integer query ids")
+        elif q.dtype.kind not in "iub":
+            _, q = np.unique(q, return_inverse=True)  # strings etc.
+        q = torch.as_tensor(q.astype(np.int64))
+        starts = torch.ones(n, dtype=torch.bool)
+        if n:
+            starts[1:] = q[1:] != q[:-1]
+        runs = q[starts]
+        if torch.unique(runs).numel() == runs.numel():
+            return Groups.from_qid(q), None
+        g, perm = Groups.from_unsorted_qid(q)
+        return g, perm
+    if group is not None:
+        sizes = _to_numpy(group, "group").reshape(-1).astype(np.int64)
+        if sizes.sum() != n:
+            raise ValueError(f"group sizes add up to {int(sizes.sum())} but X has {n} rows")
+        return Groups.from_sizes(torch.as_tensor(sizes)), None
+    return Groups.single(n), None
+
+
+class BoostedRanker(BaseEstimator):
+    """Boosted learning-to-rank model with scikit-learn's estimator API.
+
+    Args:
+        algorithm: ``"boost"`` (the generic driver: ``loss`` + ``learner``) or a paper's
+            algorithm (``"rankboost"``, ``"pnorm_push"``, ... — ``torchrankboost list``).
+        loss: loss name (``"exponential"``, ``"pnorm_push"``, ``"hinge"``, ...) or a loss
+            object (callable ``loss(scores, labels, groups)``); for ``algorithm="boost"``.
+        learner: weak learner name (``"tree"``, ``"stump"``, ``"feature"``) or object.
+        n_rounds: boosting rounds (the maximum, with early stopping).
+        learning_rate: shrinkage (``None``: the algorithm's default).
+        max_leaves: leaves per tree (tree learner).
+        loss_params, learner_params, params: dicts of extra options for the loss, the
+            learner and the driver/algorithm.
+        early_stopping_rounds: patience on the first ``eval_set`` (``fit(eval_set=...)``).
+        eval_metric: metric name watched on the ``eval_set`` (default ``"ndcg@10"``).
+        score_metric: metric of :meth:`score` (default ``"ndcg@10"``, higher is better).
+        qid_column: if an int, that column of ``X`` holds the query ids and is removed from
+            the features (the way to cross-validate with plain ``cross_val_score``).
+        device: torch device for training and prediction (default CPU).
+        seed: random seed.
+
+    Attributes after ``fit``: ``model_`` (the fitted model, e.g. an ``Ensemble``),
+    ``n_features_in_``, ``best_round_``, ``n_rounds_``.
+    """
+
+    def __init__(self, *, algorithm: str = "boost", loss="exponential", learner="tree",
+                 n_rounds: int = 100, learning_rate: Optional[float] = None,
+                 max_leaves: Optional[int] = None, loss_params: Optional[dict] = None,
+                 learner_params: Optional[dict] = None, params: Optional[dict] = None,
+                 early_stopping_rounds: Optional[int] = None, eval_metric: str = "ndcg@10",
+                 score_metric: str = "ndcg@10", qid_column: Optional[int] = None,
+                 device: Optional[str] = None, seed: int = 0):
+        self.algorithm = algorithm
+        self.loss = loss
+        self.learner = learner
+        self.n_rounds = n_rounds
+        self.learning_rate = learning_rate
+        self.max_leaves = max_leaves
+        self.loss_params = loss_params
+        self.learner_params = learner_params
+        self.params = params
+        self.early_stopping_rounds = early_stopping_rounds
+        self.eval_metric = eval_metric
+        self.score_metric = score_metric
+        self.qid_column = qid_column
+        self.device = device
+        self.seed = seed
+
+    # ------------------------------------------------------------------ helpers
+    def _device(self):
+        return torch.device(self.device) if self.device is not None else torch.device("cpu")
+
+    def _split_X(self, X, qid):
+        """(features tensor on device, qid or None) — the qid column removed if configured."""
+        if isinstance(X, Tensor):
+            Xt = X.detach()
+            if not Xt.dtype.is_floating_point:
+                Xt = Xt.to(torch.float32)
+        else:
+            arr = _to_numpy(X, "X")
+            if arr.dtype.kind not in "fiub":
+                raise ValueError(f"X must be numeric, got dtype {arr.dtype}")
+            Xt = torch.as_tensor(arr.astype(np.float64 if arr.dtype == np.float64
+                                            else np.float32))
+        if Xt.dim() != 2:
+            raise ValueError(f"X must be 2-D (n_samples, n_features), got shape "
+                             f"{tuple(Xt.shape)}")
+        if self.qid_column is not None:
+            c = int(self.qid_column)
+            if not -Xt.shape[1] <= c < Xt.shape[1]:
+                raise ValueError(f"qid_column={c} but X has {Xt.shape[1]} columns")
+            c %= Xt.shape[1]
+            if qid is not None:
+                raise ValueError("qid given both as qid_column and as the qid argument")
+            qid = Xt[:, c].cpu().numpy()
+            Xt = torch.cat([Xt[:, :c], Xt[:, c + 1:]], 1)
+        return Xt.to(self._device()), qid
+
+    def _labels(self, y, n):
+        yt = torch.as_tensor(_to_numpy(y, "y").astype(np.float64)).reshape(-1)
+        if yt.shape[0] != n:
+            raise ValueError(f"y has {yt.shape[0]} entries but X has {n} rows")
+        if not bool(torch.isfinite(yt).all()):
+            raise ValueError("y contains NaN or inf")
+        return yt.to(torch.float32).to(self._device())
+
+    def _prepare(self, X, y, qid, group):
+        Xt, qid = self._split_X(X, qid)
+        n = Xt.shape[0]
+        yt = self._labels(y, n)
+        groups, perm = _groups_from(n, qid, group)
+        if perm is not None:
+            perm = perm.to(Xt.device)
+            Xt, yt = Xt[perm], yt[perm]
+        return Xt, yt, groups.to(Xt.device)
+
+    # ------------------------------------------------------------------ API
+    def fit(self, X, y, *, qid=None, group=None, eval_set=None, eval_qid=None,
+            eval_group=None, callbacks=None):
+        """Fit on ``X (n, F)`` and relevance labels ``y (n,)``.
+
+        Queries: ``qid`` (a query id per row, rows in any order), ``group`` (sizes of
+        consecutive queries, LightGBM style), ``qid_column`` (constructor), or none of these
+        (one query: bipartite ranking). ``eval_set``: a list of ``(X_v, y_v)`` pairs with
+        their query ids in ``eval_qid`` / ``eval_group`` (lists), or ``(X_v, y_v, qid_v)``
+        triples; the first drives ``early_stopping_rounds``. ``callbacks``: driver callbacks
+        (e.g. a :class:`~torchrankboost.logging.TensorBoardLogger`).
+        """
+        Xt, yt, groups = self._prepare(X, y, qid, group)
+        if Xt.shape[0] == 0:
+            raise ValueError("X has no rows")
+        evals = []
+        for j, ev in enumerate(eval_set or ()):
+            if not isinstance(ev, (tuple, list)) or len(ev) not in (2, 3):
+                raise ValueError("eval_set entries must be (X, y) or (X, y, qid) tuples")
+            q = ev[2] if len(ev) == 3 else (eval_qid[j] if eval_qid is not None else None)
+            gsz = eval_group[j] if eval_group is not None else None
+            Xv, yv, gv = self._prepare(ev[0], ev[1], q, gsz)
+            if Xv.shape[1] != Xt.shape[1]:
+                raise ValueError(f"eval_set[{j}] has {Xv.shape[1]} features, X has "
+                                 f"{Xt.shape[1]}")
+            evals.append((Xv, yv, gv))
+        registry.metric(self.score_metric)  # validate early
+        trainer = make_trainer(
+            algorithm=self.algorithm, loss=self.loss, learner=self.learner,
+            n_rounds=self.n_rounds, learning_rate=self.learning_rate,
+            max_leaves=self.max_leaves, loss_params=self.loss_params,
+            learner_params=self.learner_params, params=self.params, seed=self.seed,
+            callbacks=list(callbacks or ()))
+        model = trainer.fit(Xt, yt, groups, eval_set=evals or None,
+                            early_stopping_rounds=self.early_stopping_rounds,
+                            eval_metric=self.eval_metric)
+        self.model_ = model
+        self.n_features_in_ = int(Xt.shape[1]) + (1 if self.qid_column is not None else 0)
+        self.best_round_ = getattr(model, "best_round", None)
+        self.n_rounds_ = getattr(model, "n_rounds", None)
+        return self
+
+    def _check_fitted(self):
+        if not hasattr(self, "model_"):
+            try:
+                from sklearn.exceptions import NotFittedError
+            except ImportError:  # pragma: no cover
+                NotFittedError = ValueError
+            raise NotFittedError("this BoostedRanker is not fitted yet; call fit first")
+
+    def predict(self, X) -> np.ndarray:
+        """Scores ``(n,)`` (numpy float64), higher = more relevant; input row order kept."""
+        self._check_fitted()
+        Xt, _ = self._split_X(X, None)
+        with torch.no_grad():
+            s = self.model_.predict(Xt)
+        return s.detach().to("cpu", torch.float64).numpy()
+
+    def score(self, X, y, *, qid=None, group=None) -> float:
+        """``score_metric`` (default NDCG@10, mean over queries) of the predictions."""
+        self._check_fitted()
+        Xt, yt, groups = self._prepare(X, y, qid, group)
+        with torch.no_grad():
+            s = self.model_.predict(Xt)
+        return float(registry.metric(self.score_metric)(s, yt, groups))
+
+    def save_model(self, path) -> None:
+        """Save the fitted model (safetensors + JSON; load with ``load_model``)."""
+        self._check_fitted()
+        self.model_.save(path)
+
+    def __sklearn_tags__(self):  # scikit-learn >= 1.6
+        tags = super().__sklearn_tags__()
+        try:
+            tags.input_tags.allow_nan = True
+        except AttributeError:  # pragma: no cover
+            pass
+        return tags
