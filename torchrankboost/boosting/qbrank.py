@@ -1,0 +1,177 @@
+r"""QBRank and GBT (Zheng, Zha, Zhang, Chapelle, Chen & Sun, NIPS 2007) as configurations of
+the stagewise driver :class:`~torchrankboost.boosting.booster.Booster`.
+
+Zheng's Algorithm 2 (QBRank), each round ``m``:
+
+1. fit a regression tree ``g_m`` to the rows ``(x_i, v_i)``, ``(y_i, -v_i)`` for every
+   preference ``x_i ≻ y_i`` (``v_i = max(0, h(y_i) - h(x_i) + τ)``, weight ``w``) and
+   ``(z, l - h(z))`` for every labelled document (weight ``1 - w``);
+2. ``h_m = h_{m-1} + η s_m g_m`` with ``s_m`` from a line search on
+   ``R(h) = w/2 Σ max(0, h(y) - h(x) + τ)² + (1-w)/2 Σ (l - h(z))²`` and shrinkage ``η``.
+
+Step 1 is exactly the weighted least-squares fit of ``-∂R/∂h_d / c_d`` with weights
+``c_d = w·n_d + (1 - w)`` (``n_d`` = number of pairs document ``d`` is in, active or not):
+rows that share a document collapse to their weighted mean (spec §B.6). So QBRank is the
+driver with this *curvature proxy*, an exact line search and shrinkage ``η`` applied after it
+— which is what :class:`QBRank` runs (``curvature="qbrank"``). ``curvature="bound"`` (the
+global diagonal bound ``2w·n_d + (1-w)``: Zheng's Algorithm 1 with Theorem 1's guarantee) and
+``"diag"`` (the exact Hessian diagonal, Newton-type) are the other two choices of Zheng's
+Algorithm 1. :class:`GBT` is the same driver on the squared error ``½ Σ (l - h)²`` (``w = 0``:
+QBRank without preferences is GBT, as the paper notes).
+
+Both start from ``h_0 = 0`` (Algorithm 1) unless ``base_score`` says otherwise, and return an
+:class:`~torchrankboost.boosting.ensemble.Ensemble`; callbacks and per-round diagnostics are
+the driver's (``booster_.history`` via callbacks, ``booster_.evals_result_``).
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Sequence, Union
+
+import torch
+from torch import Tensor
+
+from ..losses import QBRankLoss
+from .booster import Booster
+from .learners import RegressionTree
+
+__all__ = ["QBRank", "GBT", "QBRankProxyLoss"]
+
+CURVATURES = ("qbrank", "bound", "diag")
+
+
+class QBRankProxyLoss(torch.nn.Module):
+    """A :class:`~torchrankboost.losses.QBRankLoss` whose ``grad_hess`` returns Zheng's
+    QBRank curvature proxy ``w·n_d + (1 - w)`` (for ``hess="diag"`` or ``"bound"``).
+
+    The proxy is **not** a Hessian bound (a pair block ``w[[1,-1],[-1,1]]`` has eigenvalue
+    ``2w``); it only reproduces Algorithm 2's row weighting. With unit document weights it is
+    ``(bound + (1 - w)) / 2`` where ``bound = 2w·n_d + (1 - w)`` is the loss's global bound.
+    """
+
+    def __init__(self, loss: QBRankLoss):
+        super().__init__()
+        self.inner = loss
+        self.w = float(loss.w)
+
+    def forward(self, scores, labels=None, groups=None, **kw):
+        return self.inner(scores, labels, groups, **kw)
+
+    def grad_hess(self, scores, labels=None, groups=None, *, hess="diag", **kw):
+        g, bound = self.inner.grad_hess(scores, labels, groups, hess="bound", **kw)
+        return g, (bound + (1.0 - self.w)) / 2.0
+
+
+class _ZhengBase:
+    def _fit(self, loss, X, labels, groups, eval_set, early_stopping_rounds, eval_metric):
+        self.booster_ = Booster(
+            loss, self.learner, n_rounds=self.n_rounds, learning_rate=self.shrinkage,
+            step="line_search", curvature=self._curv, callbacks=self.callbacks, seed=self.seed,
+            base_score=self.base_score, line_search_tol=self.line_search_tol,
+            verbose=self.verbose)
+        self.model_ = self.booster_.fit(X, labels, groups, eval_set=eval_set,
+                                        early_stopping_rounds=early_stopping_rounds,
+                                        eval_metric=eval_metric)
+        self.stop_reason_ = self.booster_.stop_reason_
+        return self.model_
+
+
+class QBRank(_ZhengBase):
+    r"""QBRank (Zheng et al. 2007, Algorithm 2).
+
+    Args:
+        w: weight of the preference part (paper: 0.5).
+        tau: margin ``τ``: ``"grade_difference"`` (paper's experiments, ``τ = l_i - l_j``)
+            or a number (1.0 without grade information).
+        shrinkage: ``η`` applied after the line search (paper: 0.05).
+        learner: the base regressor (paper: one regression tree with 20 leaves).
+        n_rounds: number of trees.
+        curvature: ``"qbrank"`` (Algorithm 2's row weights ``w·n_d + (1-w)``, default),
+            ``"bound"`` (Algorithm 1 with the global diagonal bound ``2w·n_d + (1-w)``) or
+            ``"diag"`` (Algorithm 1 Newton-type, the exact Hessian diagonal).
+        pairs: which pairs (default graded labels; ``"bipartite"`` or ``ExplicitPairs``).
+        base_score: ``h_0`` (default 0, Algorithm 1).
+        callbacks, seed, verbose, line_search_tol: passed to the driver.
+
+    ``fit(X, labels, groups=None, *, eval_set=None, early_stopping_rounds=None,
+    eval_metric="ndcg@10")`` returns the :class:`Ensemble`.
+    """
+
+    def __init__(self, *, w: float = 0.5, tau: Union[float, str] = "grade_difference",
+                 shrinkage: float = 0.05, learner=None, n_rounds: int = 100,
+                 curvature: str = "qbrank", pairs=None, base_score: float = 0.0,
+                 callbacks: Sequence = (), seed: int = 0, verbose=False,
+                 line_search_tol: float = 1e-6):
+        if curvature not in CURVATURES:
+            raise ValueError(f"curvature must be one of {CURVATURES}, got {curvature!r}")
+        self.loss = QBRankLoss(w=w, tau=tau)
+        self.pairs = pairs
+        self.w, self.tau = float(w), tau
+        self.shrinkage = float(shrinkage)
+        self.learner = learner if learner is not None else RegressionTree(max_leaves=20)
+        self.n_rounds = n_rounds
+        self.curvature = curvature
+        self._curv = "diag" if curvature in ("qbrank", "diag") else "bound"
+        self.base_score = base_score
+        self.callbacks = list(callbacks)
+        self.seed = seed
+        self.verbose = verbose
+        self.line_search_tol = float(line_search_tol)
+
+    def objective(self, scores: Tensor, labels, groups=None) -> Tensor:
+        """``R(h)`` at the given scores (Zheng's objective, plain sum)."""
+        return self.loss(scores, labels, groups, pairs=self.pairs)
+
+    def fit(self, X, labels, groups=None, *, eval_set=None, early_stopping_rounds=None,
+            eval_metric="ndcg@10"):
+        inner = self.loss
+        if self.pairs is not None:
+            loss_fn = _WithPairs(inner, self.pairs)
+        else:
+            loss_fn = inner
+        loss = QBRankProxyLoss(loss_fn) if self.curvature == "qbrank" else loss_fn
+        return self._fit(loss, X, labels, groups, eval_set, early_stopping_rounds, eval_metric)
+
+
+class _WithPairs(torch.nn.Module):
+    """Bind a ``pairs=`` option to a loss (for the driver's ``loss(s, labels, groups)``)."""
+
+    def __init__(self, loss, pairs):
+        super().__init__()
+        self.inner, self.pairs, self.w = loss, pairs, getattr(loss, "w", None)
+
+    def forward(self, scores, labels=None, groups=None):
+        return self.inner(scores, labels, groups, pairs=self.pairs)
+
+    def grad_hess(self, scores, labels=None, groups=None, *, hess="diag"):
+        return self.inner.grad_hess(scores, labels, groups, pairs=self.pairs, hess=hess)
+
+
+class GBT(_ZhengBase):
+    r"""Gradient boosted regression trees on the labels (Friedman's LS-boost; the paper's GBT):
+    ``R(h) = ½ Σ (l - h)²``, trees fitted to the residuals, exact line search, shrinkage.
+
+    Args as :class:`QBRank` (``shrinkage`` default 0.05, ``learner`` default a 20-leaf tree);
+    ``base_score`` default ``"auto"`` (the mean label) — pass 0.0 for Algorithm 1's ``h_0``.
+    """
+
+    def __init__(self, *, shrinkage: float = 0.05, learner=None, n_rounds: int = 100,
+                 base_score: Union[str, float] = "auto", callbacks: Sequence = (), seed: int = 0,
+                 verbose=False, line_search_tol: float = 1e-6):
+        self.loss = QBRankLoss(w=0.0, tau=1.0)
+        self.shrinkage = float(shrinkage)
+        self.learner = learner if learner is not None else RegressionTree(max_leaves=20)
+        self.n_rounds = n_rounds
+        self._curv = "diag"
+        self.base_score = base_score
+        self.callbacks = list(callbacks)
+        self.seed = seed
+        self.verbose = verbose
+        self.line_search_tol = float(line_search_tol)
+
+    def objective(self, scores, labels, groups=None):
+        return self.loss(scores, labels, groups)
+
+    def fit(self, X, labels, groups=None, *, eval_set=None, early_stopping_rounds=None,
+            eval_metric="ndcg@10"):
+        return self._fit(self.loss, X, labels, groups, eval_set, early_stopping_rounds, eval_metric)
