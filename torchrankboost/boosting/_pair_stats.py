@@ -255,21 +255,22 @@ class LabelPairStats:
         key = self.gi[:, None] * (int(codes.max()) + 2 if codes.numel() else 1) + codes.long()
         perm = torch.argsort(key, dim=0, stable=True)
         lev_s = self.level[perm]
-        end = self.groups.offsets[1:][self.gi]  # (n,) end of the doc's group (sorted layout = same groups)
-        return {"perm": perm, "lev_s": lev_s, "end": end,
+        # the sorted layout keeps each query's rows in place, so positions are shared
+        rem = self.groups.sizes[self.gi] - 1 - self.groups.position
+        return {"perm": perm, "lev_s": lev_s, "rem": rem, "max_size": self.groups.max_size,
                 "codes_s": torch.gather(codes.long(), 0, perm)}
 
     def q_values(self, w: PairWeights, cp) -> Tensor:
         """``m`` (n, F) in the sorted layout: mass of pairs whose smaller member is the doc."""
-        perm, lev_s, end = cp["perm"], cp["lev_s"], cp["end"]
+        perm, lev_s = cp["perm"], cp["lev_s"]
         u_s = (w.u * w.rho)[perm]
         v_s = w.v[perm]
         K = self.K
         SV = [None] * (K + 1)
         SU = [None] * (K + 1)
         for k in range(1, K):
-            SV[k] = _seg_suffix_excl(torch.where(lev_s < k, v_s, 0.0), end)   # lower partners
-            SU[k] = _seg_suffix_excl(torch.where(lev_s >= k, u_s, 0.0), end)  # upper partners
+            SV[k] = _seg_suffix_excl(torch.where(lev_s < k, v_s, 0.0), cp)   # lower partners
+            SU[k] = _seg_suffix_excl(torch.where(lev_s >= k, u_s, 0.0), cp)  # upper partners
         m = torch.zeros_like(u_s)
         for lv in range(K):
             term = torch.zeros_like(u_s)
@@ -286,11 +287,20 @@ def _excl_cumsum(x: Tensor) -> Tensor:
     return torch.cat([torch.zeros_like(x[:, :1]), torch.cumsum(x[:, :-1], 1)], 1)
 
 
-def _seg_suffix_excl(x: Tensor, end: Tensor) -> Tensor:
-    """Exclusive suffix sums of (n, F) ``x`` within contiguous groups (``end`` (n,) = group end)."""
-    c = torch.flip(torch.cumsum(torch.flip(x, [0]), 0), [0])  # c[i] = Σ_{j >= i} x_j
-    c = torch.cat([c, c.new_zeros(1, c.shape[1])], 0)
-    return c[1:] - c[end]
+def _seg_suffix_excl(x: Tensor, cp) -> Tensor:
+    """Exclusive suffix sums ``Σ_{j > i, same group} x_j`` of (n, F) ``x`` within contiguous
+    groups: a segmented Hillis–Steele scan (``ceil(log2 L)`` shifted adds), additions of
+    non-negative terms only — no global-prefix subtraction, so no cancellation when the
+    magnitudes differ by hundreds of orders between queries."""
+    rem = cp["rem"]  # (n,) documents after i in its group
+    y = torch.cat([x[1:], x.new_zeros(1, x.shape[1])], 0)
+    y = torch.where((rem >= 1)[:, None], y, torch.zeros_like(y))
+    step = 1
+    while step < cp["max_size"]:
+        sh = torch.cat([y[step:], y.new_zeros(step, y.shape[1])], 0)
+        y = y + torch.where((rem > step)[:, None], sh, torch.zeros_like(sh))
+        step *= 2
+    return y
 
 
 class ExplicitPairStats:

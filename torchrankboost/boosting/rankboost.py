@@ -323,7 +323,6 @@ class RankBoost(_Base):
                         else f"eps_plus = 0 (eps_minus={em:.3g})", r)
             else:
                 alpha = 0.5 * (math.log(ep) - math.log(em))
-            diag["Z"] = e0 + ep * math.exp(-alpha) + em * math.exp(alpha) if abs(alpha) < 700 else float("nan")
         else:
             lz0 = float(w.log_loss)
 
@@ -335,6 +334,8 @@ class RankBoost(_Base):
             if not bounded:
                 alpha = self._undefined_alpha("loss decreases without bound along the ranker", r)
             diag["Z"] = math.exp(float(stats.log_loss(s + alpha * h)) - lz0)
+        if D.binary:
+            diag["Z"] = (e0 + ep * math.exp(-alpha) + em * math.exp(alpha)) if abs(alpha) < 700 else float("nan")
         return c, float(alpha), diag
 
     def _undefined_alpha(self, reason, r):
