@@ -218,6 +218,8 @@ class RankBoost(_Base):
         allow_negative_alpha: if False, only rankers with ``ε⁺ > ε⁻`` (``r > 0``) are chosen
             and ``α > 0`` (the textbook rule (13)); training stops when none is left
             (Connamacher et al. Lemma 3). Default True (signed α, like the reference code).
+        tol: an edge ``|r| <= tol`` counts as zero (training stops: converged / no
+            improving ranker), so rounding noise never drives a step.
         on_undefined, alpha_cap, smoothing: the halting policy (module docstring).
         callbacks: see the module docstring.
 
@@ -232,7 +234,7 @@ class RankBoost(_Base):
     def __init__(self, variant: str = "rb-c", *, rankers=None, n_rounds: int = 100, pairs=None,
                  allow_negative_alpha: bool = True, on_undefined: str = "stop",
                  alpha_cap: float = 50.0, smoothing: float = 1e-6, callbacks=(),
-                 track_margin: bool = False):
+                 track_margin: bool = False, tol: float = 1e-12):
         if variant not in self.VARIANTS:
             raise ValueError(f"variant must be one of {self.VARIANTS}, got {variant!r}")
         super().__init__(rankers=rankers, n_rounds=n_rounds, pairs=pairs, callbacks=callbacks,
@@ -241,6 +243,7 @@ class RankBoost(_Base):
         self.variant = variant
         self.allow_negative_alpha = bool(allow_negative_alpha)
         self.track_margin = bool(track_margin)
+        self.tol = float(tol)
 
     @_flush_denormals
     def fit(self, X, labels=None, groups=None, *, pairs=None, init_scores=None):
@@ -283,16 +286,16 @@ class RankBoost(_Base):
         if v == "rb-d":
             ep_all, em_all, e0_all = D.all_stats(stats, w)
             Z = e0_all + 2 * torch.sqrt(ep_all * em_all)
-            ok = valid if signed else valid & (ep_all > em_all)
+            ok = valid if signed else valid & (ep_all - em_all > self.tol)
             if not bool(ok.any()):
-                self._undefined("no ranker with eps_plus > eps_minus")
+                self.stop_reason_ = "no ranker with positive edge (eps_plus <= eps_minus)"
                 raise _Halt
             c = self._select(-Z, ok, signed=False)
         else:
             r_all = D.edges(stats, w)
-            ok = valid if signed else valid & (r_all > 0)
+            ok = valid if signed else valid & (r_all > self.tol)
             if not bool(ok.any()):
-                self._undefined("no ranker with positive edge")
+                self.stop_reason_ = "no ranker with positive edge (eps_plus <= eps_minus)"
                 raise _Halt
             c = self._select(r_all, ok, signed=signed)
         h = self._h = D.column(c)
@@ -304,8 +307,10 @@ class RankBoost(_Base):
         else:
             r = float(((w.U - w.L) * h).sum())
             diag.update(r=r)
-        if not signed and r <= 0:
-            self._undefined("no ranker with positive edge")
+        if abs(r) <= self.tol or (not signed and r <= 0):
+            # edge zero up to rounding: converged (signed) or no improving ranker (α ≥ 0)
+            self.stop_reason_ = ("converged: best edge |r| <= tol" if signed
+                                 else "no ranker with positive edge (eps_plus <= eps_minus)")
             raise _Halt
         if v == "rb-c":
             if abs(r) >= 1:
@@ -903,8 +908,10 @@ class RankBoostPlus(_Base):
                 eta[i] += alpha
                 cidx = int(cand[S[i]])
             # reweight (eq. 25) in log space
-            tie = (_logcosh(torch.tensor(alpha + ap)) - _logcosh(torch.tensor(ap))).item()
-            logw = torch.where(col > 0, -alpha, torch.where(col < 0, alpha, tie))
+            tie = (_logcosh(torch.tensor(alpha + ap, dtype=torch.float64))
+                   - _logcosh(torch.tensor(ap, dtype=torch.float64))).item()
+            vals = torch.tensor([-alpha, alpha, tie], dtype=torch.float64, device=dev)
+            logw = torch.where(col > 0, vals[0], torch.where(col < 0, vals[1], vals[2]))
             logD = logD + logw
             logD = logD - torch.logsumexp(logD, 0)
             builder.add(cidx, alpha)
