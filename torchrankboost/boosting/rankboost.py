@@ -11,8 +11,8 @@ r"""The papers' RankBoost-family algorithms, exactly as published (issue 5).
   accumulated per-ranker weights α′, the efficient Algorithm 2 with the pair-space
   independent set and pruning). Pairs are materialised here (the tie factor is pair-specific).
 * :class:`AdaBoost` — AdaBoost on ±1 stumps with the constant weak classifier, tracking
-  ``F₊``, ``F₋`` and the F-skew (Rudin & Schapire §5); :func:`zero_skew_intercept_shift` /
-  :meth:`RankBoostResult.add_zero_skew_intercept` apply Corollary 13 to any model.
+  ``F₊``, ``F₋`` and the F-skew (Rudin & Schapire §5); :func:`with_zero_skew_intercept`
+  applies Corollary 13 to any model.
 * :class:`SmoothMarginRanking` — RankBoost warm-up until ``G̃ > 0`` then the eq. (12) step
   (stable rationalised form), reporting the margin ``μ`` and the smooth margin ``G̃``.
 * :class:`PNormPush` — Rudin's p-norm push, coordinate descent with the closed-form step for
@@ -61,7 +61,7 @@ from ._model import StumpEnsembleBuilder
 
 __all__ = [
     "RankBoost", "RankBoostPlus", "AdaBoost", "SmoothMarginRanking", "PNormPush",
-    "MatrixRankers", "zero_skew_intercept_shift", "smooth_margin_alpha", "label_pairs",
+    "MatrixRankers", "with_zero_skew_intercept", "smooth_margin_alpha", "label_pairs",
     "HALTING_POLICIES",
 ]
 
@@ -499,18 +499,27 @@ class SmoothMarginRanking(_Base):
 # ====================================================================================
 # AdaBoost with the constant weak classifier
 # ====================================================================================
-def zero_skew_intercept_shift(scores: Tensor, labels: Tensor, *, threshold: float = 0.0) -> float:
-    """``b = ½ ln(F₊/F₋)`` with ``F₊ = Σ_{y=+1} e^{-s}``, ``F₋ = Σ_{y=-1} e^{s}`` (log space).
+def with_zero_skew_intercept(model, X, labels, *, threshold: float = 0.0):
+    """Corollary 13 (Rudin & Schapire): a copy of ``model`` (an :class:`Ensemble`) whose base
+    score is shifted by ``b = ½ ln(F₊/F₋)`` computed on the training data ``(X, labels)``
+    (``F₊ = Σ_{label > threshold} e^{-s}``, ``F₋ = Σ_{label <= threshold} e^{s}``, pooled over
+    all documents).
 
-    Adding ``b`` to every score leaves every pair margin (and F̃) unchanged and makes the
-    F-skew ``F₊ - F₋`` vanish, so ``F = 2√F̃`` (Rudin & Schapire Corollary 13)."""
-    s = scores.to(torch.float64)
-    pos = labels > threshold
-    if not bool(pos.any()) or bool(pos.all()):
+    Every pair margin (so F̃, the ranking and AUC) is unchanged, the F-skew ``F₊ - F₋``
+    becomes 0 and AdaBoost's loss becomes ``F = 2√F̃``: a RankBoost model then also minimises
+    AdaBoost's objective in the limit. Returns ``(new_model, b)``.
+    """
+    from ..losses import zero_skew_intercept
+    from .ensemble import Ensemble
+
+    labels = torch.as_tensor(labels)
+    s = model.predict(X)
+    b = float(zero_skew_intercept(s, labels.to(s.device), None, threshold=threshold))
+    if not math.isfinite(b):
         raise ValueError("labels: need both positives and negatives for the F-skew intercept")
-    lfp = torch.logsumexp(-s[pos], 0)
-    lfm = torch.logsumexp(s[~pos], 0)
-    return float(0.5 * (lfp - lfm))
+    out = Ensemble(model.models, model.weights, base_score=model.base_score + b,
+                   num_features=model.num_features, info=dict(model.info, zero_skew_intercept=b))
+    return out, b
 
 
 def _fskew_stats(s: Tensor, pos: Tensor):
