@@ -317,7 +317,7 @@ class Booster:
                  hess_floor: float = 1e-6, exact_hess_max_n: int = 2048,
                  on_unbounded: str = "stop", max_step_ratio: float = 100.0,
                  base_score: Union[str, float] = "auto", eval_train: bool = False,
-                 line_search_tol: float = 1e-4):
+                 line_search_tol: float = 1e-3):
         if not callable(loss):
             raise ValueError("loss must be callable: loss(scores, labels, groups) -> scalar")
         for meth in ("prepare", "fit"):
@@ -587,9 +587,17 @@ class Booster:
                 ls_info = {"status": "newton", "n_evals": 1 + tries + 1, "deriv0": d0,
                            "curv0": h0, "value0": v0, "backtracks": tries}
             else:
+                # φ(0) and φ'(0) are known (current loss, ⟨g, f⟩); the first trial is the
+                # quadratic model's minimiser along f, -⟨g, f⟩ / Σ h f² (exact for a
+                # quadratic loss; a guaranteed decrease under a valid curvature bound).
+                gf = float((g * f).sum())
+                hff = float((hc * f * f).sum())
+                a0 = abs(gf) / hff if (hff > 0 and gf != 0.0) else 1.0
                 try:
                     res = line_search(phi, max_ratio=self.max_step_ratio,
-                                      xtol=self.line_search_tol)
+                                      xtol=self.line_search_tol, value0=loss_now,
+                                      deriv0=gf, alpha0=a0 if math.isfinite(a0) and a0 > 0
+                                      else 1.0)
                 except ValueError as exc:
                     raise ValueError(f"round {rnd}: line search failed: {exc}") from None
                 alpha = res.alpha

@@ -114,7 +114,8 @@ class _Phi:
 
 def line_search(phi: Callable[[Tensor], Tensor], *, alpha0: float = 1.0,
                 max_alpha: Optional[float] = None, max_ratio: float = 100.0, xtol: float = 1e-6, gtol: float = 1e-9,
-                max_evals: int = 60, order: int = 2) -> LineSearchResult:
+                max_evals: int = 60, order: int = 2, value0: Optional[float] = None,
+                deriv0: Optional[float] = None) -> LineSearchResult:
     r"""Minimise the scalar function ``φ(α)`` (exact 1-D line search).
 
     ``phi`` takes a 0-d float64 tensor ``α`` and returns a scalar tensor differentiable in
@@ -130,7 +131,7 @@ def line_search(phi: Callable[[Tensor], Tensor], *, alpha0: float = 1.0,
        ``max(Newton step, 2·current)`` — starting from the Newton step
        ``−φ'(0)/φ''(0)`` when ``φ''(0) > 0``, else ``alpha0``. A point with a non-finite
        ``φ`` or ``φ'`` becomes an upper bracket (backtracking). A trial whose Newton
-       increment ``|φ'/φ''|`` is below ``xtol·max(1, |α|)`` is accepted (a Newton-certified
+       increment ``|φ'/φ''|`` is below ``xtol·max(α₁, |α|)`` (``α₁`` the first trial) is accepted (a Newton-certified
        minimiser, e.g. the first step on a quadratic). If ``|α|`` reaches ``max_alpha``
        (default: ``max_ratio = 100`` times the first trial step) with
        ``φ'`` still negative the function keeps decreasing: status ``"unbounded"`` and
@@ -138,7 +139,7 @@ def line_search(phi: Callable[[Tensor], Tensor], *, alpha0: float = 1.0,
     3. **Bracketed** (``φ'(lo) < 0 < φ'(hi)``): Newton steps from the last point, replaced by
        a secant step on ``φ'`` (without second derivatives) and by bisection whenever the
        step leaves the bracket; stop when the bracket or the step is below
-       ``xtol·max(1, |α|)`` or ``|φ'| ≤ gtol·|φ'(0)|``.
+       ``xtol·max(α₁, |α|)`` or ``|φ'| ≤ gtol·|φ'(0)|``.
     4. The returned point is the best evaluated one (lowest ``φ``), so the result never
        increases ``φ`` (``"no_decrease"`` and ``α = 0`` if nothing beat ``φ(0)``, which can
        only happen for non-convex or noisy ``φ``).
@@ -160,6 +161,10 @@ def line_search(phi: Callable[[Tensor], Tensor], *, alpha0: float = 1.0,
         gtol: relative derivative tolerance (``|φ'| ≤ gtol·|φ'(0)|``).
         max_evals: budget of evaluations of ``φ``.
         order: 2 (Newton, default) or 1 (derivative-only secant/bisection).
+        value0, deriv0: ``φ(0)`` and ``φ'(0)`` when the caller already knows them (the
+            booster does: the current loss and ``⟨∇L, f⟩``); the evaluation at 0 is then
+            skipped and the first trial is ``alpha0`` (pass a curvature-scaled guess, e.g.
+            the surrogate's ``−⟨g, f⟩ / Σ h f²``).
 
     Returns:
         :class:`LineSearchResult`.
@@ -173,7 +178,11 @@ def line_search(phi: Callable[[Tensor], Tensor], *, alpha0: float = 1.0,
     if order not in (1, 2):
         raise ValueError(f"order must be 1 or 2, got {order}")
     ev0 = _Phi(phi, 1.0, order)
-    f0, d0, h0 = ev0(0.0)
+    if value0 is not None and deriv0 is not None:
+        f0, d0, h0 = float(value0), float(deriv0), float("nan")
+        ev0.history.append((0.0, f0, d0))
+    else:
+        f0, d0, h0 = ev0(0.0)
     if not (math.isfinite(f0) and math.isfinite(d0)):
         raise ValueError(f"line_search: phi(0) = {f0} and phi'(0) = {d0} must be finite")
     if d0 == 0.0:
@@ -191,6 +200,7 @@ def line_search(phi: Callable[[Tensor], Tensor], *, alpha0: float = 1.0,
         b = -g0 / h0
     else:
         b = alpha0
+    scale = b  # the natural scale of α for the relative tolerances
     if max_alpha is None:
         max_alpha = max_ratio * b
     status = "max_iter"
@@ -213,7 +223,7 @@ def line_search(phi: Callable[[Tensor], Tensor], *, alpha0: float = 1.0,
             hi, d_hi = b, d
         else:
             lo, f_lo, d_lo = b, f, d
-        tol = xtol * max(1.0, abs(b))
+        tol = xtol * max(scale, abs(b))
         if finite and h is not None and math.isfinite(h) and h > 0 and abs(d / h) <= tol:
             status = "converged"
             break
@@ -237,7 +247,7 @@ def line_search(phi: Callable[[Tensor], Tensor], *, alpha0: float = 1.0,
             last_b, last_d = b, d
             b = min(nb, max_alpha) if b < max_alpha else nb
             continue
-        if hi - lo <= xtol * max(1.0, abs(hi)):
+        if hi - lo <= xtol * max(scale, abs(hi)):
             status = "converged"
             break
         # bracketed: Newton / secant, safeguarded by bisection (as in Numerical Recipes'

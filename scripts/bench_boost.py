@@ -1,0 +1,318 @@
+"""Benchmark: torchrankboost's Booster vs LightGBM and XGBoost, side by side in one process.
+
+(a) MQ2008 (LETOR 4.0, QueryLevelNorm, 5 folds; early stopping on vali NDCG@10): test
+    NDCG@1,3,5,10 and MAP, mean over folds, for
+
+    * ``trb-exp``     Booster(ExponentialPairwiseLoss, RegressionTree) — line search, diag curvature
+    * ``trb-qbrank``  Booster(QBRankLoss, ...) — if the loss exists
+    * ``lgb-lambdarank``  LightGBM ``objective="lambdarank"``
+    * ``lgb-exp-custom``  LightGBM with ``objective=callable`` fed by our exponential loss's
+      closed-form gradient and Hessian diagonal (same trees, LightGBM's fixed step)
+    * ``xgb-pairwise``    XGBoost ``rank:pairwise``, ``tree_method="hist"``
+
+    All: 31 leaves, learning rate 0.1, min 20 documents per leaf, 255 bins, at most
+    ``--mq-rounds`` rounds, early stopping after 30 rounds without vali NDCG@10 gain, and
+    the same evaluator (torchrankboost.metrics: exp gain, stable ties, a query without a
+    relevant document counts 1 as in LightGBM — see ``--empty``).
+
+(b) Synthetic LETOR-shaped data (``make_letor``: 136 features, ~100 documents per query),
+    80k and/or 800k training documents plus a 20k-document test set: 100 trees × 31 leaves,
+    learning rate 0.1, no early stopping; wall time (fit only, data binning included for
+    everyone), seconds per tree, NDCG@10 on the test set. Ours is run with the line search
+    and with ``step="newton"`` (one Newton step per round) to show the step's cost.
+
+Everything runs with ``--threads`` threads (torch intra-op, LightGBM ``num_threads``,
+XGBoost ``nthread``). Examples::
+
+    python scripts/bench_boost.py --only mq2008
+    python scripts/bench_boost.py --only synthetic --sizes 80k
+    python scripts/bench_boost.py --only synthetic --sizes 800k --methods trb-exp-newton,lgb-lambdarank
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from torchrankboost import metrics as M
+from torchrankboost.boosting import Booster, HistoryCallback, RegressionTree
+from torchrankboost.groups import Groups
+import torchrankboost.losses as L
+
+DATA = Path(os.environ.get("TORCHRANKBOOST_DATA",
+                           Path(__file__).resolve().parents[2] / "shared" / "data"))
+
+
+# ----------------------------------------------------------------------------- evaluation
+def evaluate(scores, labels, groups, empty):
+    s = torch.as_tensor(np.asarray(scores), dtype=torch.float64)
+    y = torch.as_tensor(np.asarray(labels), dtype=torch.float64)
+    out = {f"ndcg@{k}": float(M.ndcg_at_k(s, y, groups, k=k, empty=empty)) for k in (1, 3, 5, 10)}
+    out["map"] = float(M.mean_average_precision(s, y, groups, empty=empty))
+    return out
+
+
+# ----------------------------------------------------------------------------- methods
+def tree(args):
+    return RegressionTree(max_leaves=args.leaves, min_samples_leaf=20, min_child_weight=1e-3,
+                          n_bins=255)
+
+
+def run_trb(loss, step, curvature, tr, va, args, rounds, early):
+    X, y, g = tr
+    hist = HistoryCallback()
+    b = Booster(loss, tree(args), n_rounds=rounds, learning_rate=args.lr, step=step,
+                curvature=curvature, seed=0, callbacks=[hist])
+    t0 = time.perf_counter()
+    kw = {}
+    if va is not None:
+        kw = dict(eval_set=[va], eval_metric="ndcg@10",
+                  early_stopping_rounds=early)
+    ens = b.fit(X, y, g, **kw)
+    fit_s = time.perf_counter() - t0
+    n_trees = len(hist.rounds)
+    parts = {k: sum(hist[k]) / max(n_trees, 1) for k in
+             ("seconds_grad", "seconds_learner", "seconds_step", "seconds_eval")}
+    evals = [d["line_search"].get("n_evals", 0) for d in hist.rounds]
+    return ens.predict, fit_s, n_trees, ens.n_rounds, dict(parts, ls_evals=statistics.mean(evals) if evals else 0)
+
+
+def lgb_datasets(tr, va, args):
+    import lightgbm as lgb
+
+    X, y, g = tr
+    dtr = lgb.Dataset(X.numpy(), y.numpy(), group=g.sizes.numpy(),
+                      params={"max_bin": 255, "verbose": -1}, free_raw_data=False)
+    dva = None
+    if va is not None:
+        dva = lgb.Dataset(va[0].numpy(), va[1].numpy(), group=va[2].sizes.numpy(),
+                          reference=dtr, free_raw_data=False)
+    return dtr, dva
+
+
+def lgb_params(args, **extra):
+    p = dict(num_leaves=args.leaves, learning_rate=args.lr, min_data_in_leaf=20,
+             min_sum_hessian_in_leaf=1e-3, max_bin=255, num_threads=args.threads,
+             verbose=-1, seed=0, deterministic=True, force_row_wise=True, lambda_l2=0.0)
+    p.update(extra)
+    return p
+
+
+def run_lgb(tr, va, args, rounds, early, custom_loss=None):
+    import lightgbm as lgb
+
+    dtr, dva = lgb_datasets(tr, va, args)
+    g = tr[2]
+    y = tr[1]
+    if custom_loss is None:
+        params = lgb_params(args, objective="lambdarank", metric="ndcg", eval_at=[10])
+    else:
+        def fobj(preds, dataset):
+            s = torch.as_tensor(preds, dtype=torch.float64)
+            grad, hess = custom_loss.grad_hess(s, y, g, hess="diag")
+            return grad.numpy(), hess.clamp_min(1e-16).numpy()
+
+        def feval(preds, dataset):
+            s = torch.as_tensor(preds, dtype=torch.float64)
+            return "ndcg@10", float(M.ndcg_at_k(s, dataset.get_label_t, dataset.groups_t,
+                                                k=10)), True
+        params = lgb_params(args, objective=fobj, metric="None")
+    callbacks = []
+    valid_sets = []
+    feval_fn = None
+    if dva is not None:
+        valid_sets = [dva]
+        callbacks.append(lgb.early_stopping(early, first_metric_only=True, verbose=False))
+        if custom_loss is not None:
+            dva.get_label_t = torch.as_tensor(va[1].numpy(), dtype=torch.float64)
+            dva.groups_t = va[2]
+            feval_fn = feval
+    t0 = time.perf_counter()
+    bst = lgb.train(params, dtr, num_boost_round=rounds, valid_sets=valid_sets,
+                    callbacks=callbacks, feval=feval_fn)
+    fit_s = time.perf_counter() - t0
+    n_trees = bst.current_iteration()
+    best = bst.best_iteration if (dva is not None and bst.best_iteration > 0) else n_trees
+
+    def predict(X):
+        return bst.predict(X.numpy(), num_iteration=best)
+    return predict, fit_s, n_trees, best, {}
+
+
+def run_xgb(tr, va, args, rounds, early):
+    import xgboost as xgb
+
+    X, y, g = tr
+    qid = g.group_index.numpy()
+    dtr = xgb.DMatrix(X.numpy(), label=y.numpy(), qid=qid, nthread=args.threads)
+    evals = []
+    if va is not None:
+        dva = xgb.DMatrix(va[0].numpy(), label=va[1].numpy(), qid=va[2].group_index.numpy(),
+                          nthread=args.threads)
+        evals = [(dva, "vali")]
+    params = {"objective": "rank:pairwise", "tree_method": "hist", "nthread": args.threads,
+              "eta": args.lr, "max_leaves": args.leaves, "grow_policy": "lossguide",
+              "max_depth": 0, "min_child_weight": 1e-3, "max_bin": 255,
+              "eval_metric": "ndcg@10", "seed": 0}
+    t0 = time.perf_counter()
+    bst = xgb.train(params, dtr, num_boost_round=rounds, evals=evals,
+                    early_stopping_rounds=early if evals else None, verbose_eval=False)
+    fit_s = time.perf_counter() - t0
+    n_trees = bst.num_boosted_rounds()
+    best = (bst.best_iteration + 1) if evals else n_trees
+
+    def predict(Xt):
+        return bst.predict(xgb.DMatrix(Xt.numpy(), nthread=args.threads),
+                           iteration_range=(0, best))
+    return predict, fit_s, n_trees, best, {}
+
+
+def methods(args):
+    avail = {
+        "trb-exp": lambda tr, va, R, E: run_trb(L.ExponentialPairwiseLoss(), "line_search",
+                                                "diag", tr, va, args, R, E),
+        "trb-exp-bound": lambda tr, va, R, E: run_trb(L.ExponentialPairwiseLoss(),
+                                                      "line_search", "bound", tr, va, args, R, E),
+        "trb-exp-newton": lambda tr, va, R, E: run_trb(L.ExponentialPairwiseLoss(), "newton",
+                                                       "diag", tr, va, args, R, E),
+        "lgb-lambdarank": lambda tr, va, R, E: run_lgb(tr, va, args, R, E),
+        "lgb-exp-custom": lambda tr, va, R, E: run_lgb(tr, va, args, R, E,
+                                                       custom_loss=L.ExponentialPairwiseLoss()),
+        "xgb-pairwise": lambda tr, va, R, E: run_xgb(tr, va, args, R, E),
+    }
+    if hasattr(L, "QBRankLoss"):
+        avail["trb-qbrank"] = lambda tr, va, R, E: run_trb(L.QBRankLoss(), "line_search",
+                                                           "bound", tr, va, args, R, E)
+    return avail
+
+
+# ----------------------------------------------------------------------------- parts
+def load_fold(k):
+    from torchrankboost.data import load_letor_fold
+
+    tr, va, te = load_letor_fold(DATA / "mq2008" / f"Fold{k}")
+    return [(d.X.float(), d.labels.double(), d.groups) for d in (tr, va, te)]
+
+
+def part_mq2008(args, chosen):
+    folds = [int(f) for f in args.folds.split(",")]
+    rows = {m: [] for m in chosen}
+    info = {m: [] for m in chosen}
+    for k in folds:
+        tr, va, te = load_fold(k)
+        for m in chosen:
+            predict, fit_s, n_trees, best, extra = methods(args)[m](tr, va, args.mq_rounds, 30)
+            res = evaluate(predict(te[0]), te[1], te[2], args.empty)
+            rows[m].append(res)
+            info[m].append((fit_s, n_trees, best, extra))
+            print(f"  fold {k} {m:16s} ndcg@10 {res['ndcg@10']:.4f} map {res['map']:.4f} "
+                  f"trees {n_trees} (best {best}) fit {fit_s:.2f}s {fmt_extra(extra)}",
+                  flush=True)
+    print(f"\nMQ2008, mean over folds {folds} (test set; {args.threads} threads; "
+          f"empty-query NDCG/AP = {args.empty})")
+    keys = ["ndcg@1", "ndcg@3", "ndcg@5", "ndcg@10", "map"]
+    print(f"{'method':18s} " + " ".join(f"{k:>8s}" for k in keys) + "   best-trees  fit-s")
+    summary = {}
+    for m in chosen:
+        mean = {k: statistics.mean(r[k] for r in rows[m]) for k in keys}
+        summary[m] = mean
+        bt = statistics.mean(i[2] for i in info[m])
+        fs = statistics.mean(i[0] for i in info[m])
+        print(f"{m:18s} " + " ".join(f"{mean[k]:8.4f}" for k in keys) + f"   {bt:8.1f}  {fs:6.2f}")
+    if "lgb-lambdarank" in summary:
+        ref = summary["lgb-lambdarank"]["ndcg@10"]
+        for m in chosen:
+            print(f"  {m:18s} NDCG@10 - lambdarank = {summary[m]['ndcg@10'] - ref:+.4f}")
+    return summary
+
+
+def fmt_extra(extra):
+    if not extra:
+        return ""
+    return ("[per tree: grad {seconds_grad:.3f}s learner {seconds_learner:.3f}s step "
+            "{seconds_step:.3f}s eval {seconds_eval:.3f}s; line-search evals {ls_evals:.1f}]"
+            ).format(**extra)
+
+
+def part_synthetic(args, chosen):
+    from torchrankboost.data import make_letor
+
+    sizes = [s.strip() for s in args.sizes.split(",")]
+    test = make_letor(200, 100, 136, seed=1234)
+    te = (test.X, test.labels.double(), test.groups)
+    out = {}
+    for size in sizes:
+        n = int(float(size.lower().replace("k", "e3").replace("m", "e6")))
+        d = make_letor(max(1, n // 100), 100, 136, seed=0)
+        tr = (d.X, d.labels.double(), d.groups)
+        print(f"\nsynthetic {size}: {d.X.shape[0]} train docs, {d.groups.num_groups} queries, "
+              f"136 features; test {te[0].shape[0]} docs; {args.rounds} trees x {args.leaves} leaves, "
+              f"{args.threads} threads", flush=True)
+        res = {}
+        for m in chosen:
+            predict, fit_s, n_trees, best, extra = methods(args)[m](tr, None, args.rounds, None)
+            nd = float(M.ndcg_at_k(torch.as_tensor(np.asarray(predict(te[0])),
+                                                   dtype=torch.float64), te[1], te[2], k=10))
+            res[m] = (fit_s, n_trees, nd, extra)
+            print(f"  {m:16s} fit {fit_s:8.2f}s  {fit_s / max(n_trees, 1) * 1e3:8.1f} ms/tree  "
+                  f"ndcg@10 {nd:.4f}  {fmt_extra(extra)}", flush=True)
+        if "lgb-lambdarank" in res:
+            ref = res["lgb-lambdarank"][0] / max(res["lgb-lambdarank"][1], 1)
+            for m, (fs, nt, nd, _) in res.items():
+                print(f"  {m:16s} time/tree ratio to lgb-lambdarank: {fs / max(nt, 1) / ref:6.2f}x")
+        out[size] = res
+    return out
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--only", choices=["mq2008", "synthetic"], default=None)
+    ap.add_argument("--sizes", default="80k,800k")
+    ap.add_argument("--folds", default="1,2,3,4,5")
+    ap.add_argument("--methods", default=None,
+                    help="comma list (default: all available for the part)")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--lr", type=float, default=0.1)
+    ap.add_argument("--leaves", type=int, default=31)
+    ap.add_argument("--rounds", type=int, default=100, help="trees in the synthetic part")
+    ap.add_argument("--mq-rounds", type=int, default=300)
+    ap.add_argument("--empty", type=float, default=1.0,
+                    help="NDCG/AP of a query without relevant documents (1: LightGBM, 0: LETOR)")
+    ap.add_argument("--json", default=None, help="write the results here")
+    args = ap.parse_args(argv)
+    torch.set_num_threads(args.threads)
+    avail = methods(args)
+    if args.methods:
+        chosen = [m.strip() for m in args.methods.split(",")]
+        bad = [m for m in chosen if m not in avail]
+        if bad:
+            sys.exit(f"unknown methods {bad}; available: {sorted(avail)}")
+    else:
+        chosen = None
+    print(f"torch {torch.__version__} threads {torch.get_num_threads()}; load average "
+          f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    results = {}
+    if args.only in (None, "mq2008"):
+        ch = chosen or [m for m in ("trb-exp", "trb-exp-bound", "trb-qbrank", "lgb-lambdarank",
+                                    "lgb-exp-custom", "xgb-pairwise") if m in avail]
+        results["mq2008"] = part_mq2008(args, ch)
+    if args.only in (None, "synthetic"):
+        ch = chosen or [m for m in ("trb-exp", "trb-exp-newton", "lgb-lambdarank",
+                                    "lgb-exp-custom", "xgb-pairwise") if m in avail]
+        results["synthetic"] = {k: {m: {"fit_s": v[0], "trees": v[1], "ndcg@10": v[2]}
+                                    for m, v in r.items()}
+                                for k, r in part_synthetic(args, ch).items()}
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()
