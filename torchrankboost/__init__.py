@@ -68,3 +68,7 @@ from .losses.pointwise import SquaredErrorLoss  # noqa: F401  (the driver's GBT 
 # --- algorithms ---
 
 # --- user surface (estimator, logging) ---
+from . import registry  # noqa: F401
+from .estimator import BoostedRanker, load_model  # noqa: F401
+from .logging import TensorBoardLogger  # noqa: F401
+from .progress import ProgressCallback  # noqa: F401

@@ -266,8 +266,10 @@ class BoostedRanker(BaseEstimator):
         algorithm: ``"boost"`` (the generic driver: ``loss`` + ``learner``) or a paper's
             algorithm (``"rankboost"``, ``"pnorm_push"``, ... — ``torchrankboost list``).
         loss: loss name (``"exponential"``, ``"pnorm_push"``, ``"hinge"``, ...) or a loss
-            object (callable ``loss(scores, labels, groups)``); for ``algorithm="boost"``.
-        learner: weak learner name (``"tree"``, ``"stump"``, ``"feature"``) or object.
+            object (callable ``loss(scores, labels, groups)``); for ``algorithm="boost"``
+            (``None``: ``"exponential"``).
+        learner: weak learner name (``"tree"``, ``"stump"``, ``"feature"``) or object
+            (``None``: ``"tree"`` for the driver, the algorithm's own default otherwise).
         n_rounds: boosting rounds (the maximum, with early stopping).
         learning_rate: shrinkage (``None``: the algorithm's default).
         max_leaves: leaves per tree (tree learner).
@@ -285,7 +287,7 @@ class BoostedRanker(BaseEstimator):
     ``n_features_in_``, ``best_round_``, ``n_rounds_``.
     """
 
-    def __init__(self, *, algorithm: str = "boost", loss="exponential", learner="tree",
+    def __init__(self, *, algorithm: str = "boost", loss=None, learner=None,
                  n_rounds: int = 100, learning_rate: Optional[float] = None,
                  max_leaves: Optional[int] = None, loss_params: Optional[dict] = None,
                  learner_params: Optional[dict] = None, params: Optional[dict] = None,
