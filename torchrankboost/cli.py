@@ -390,10 +390,9 @@ def cmd_train(args) -> int:
 
     # resolve names first: unknown names fail before any data is read
     algorithm = registry.lookup("algorithm", args.algorithm or "boost").name
-    if algorithm != "boost" and (args.loss or args.learner) and not _accepts(
-            algorithm, "loss" if args.loss else "learner"):
-        raise CLIError(f"--loss/--learner apply to the generic driver (--algorithm boost); "
-                       f"algorithm {algorithm!r} does not take them")
+    if algorithm != "boost" and (args.loss or args.loss_param):
+        raise CLIError(f"--loss/--loss-param go with the generic driver (--algorithm boost); "
+                       f"algorithm {algorithm!r} has its own objective (options: -p KEY=VALUE)")
     loss_name = registry.lookup("loss", args.loss).name if args.loss else None
     learner_name = registry.lookup("learner", args.learner).name if args.learner else None
     if args.metric:
@@ -473,7 +472,8 @@ def cmd_train(args) -> int:
         for vals in per.values():
             ran = max(ran, len(vals))
     note = f" (best validation round of {ran})" if best is not None and ran > used else ""
-    print(f"\n{label} on {data_name}: {used} rounds{note}, {seconds:.1f} s")
+    what = f"{used} rounds{note}" if hasattr(model, "n_rounds") else type(model).__name__
+    print(f"\n{label} on {data_name}: {what}, {seconds:.1f} s")
     print(format_table(rows))
     print(f"\nmodel saved to {out_path}")
     if logger is not None:
@@ -491,18 +491,6 @@ def _rounds_of(model, default: int) -> int:
         return len(model)
     except TypeError:
         return default
-
-
-def _accepts(algorithm: str, param: str) -> bool:
-    import inspect
-
-    from . import registry
-
-    try:
-        sig = inspect.signature(registry.lookup("algorithm", algorithm).resolve())
-    except (TypeError, ValueError, ImportError, AttributeError):
-        return False
-    return param in sig.parameters
 
 
 def _load_model(path: str):

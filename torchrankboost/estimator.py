@@ -176,10 +176,9 @@ def make_trainer(*, algorithm: str = "boost", loss=None, learner=None, n_rounds:
 
     kwargs = dict(params)
     if loss is not None or loss_params:
-        if "loss" not in sig:
-            raise ValueError(f"algorithm {entry.name!r} has a fixed loss; use --algorithm boost "
-                             f"--loss NAME to boost another loss")
-        kwargs["loss"] = registry.resolve_loss(loss, **loss_params)
+        raise ValueError(f"a loss (--loss/--loss-param) goes with the generic driver "
+                         f"(algorithm 'boost'); algorithm {entry.name!r} has its own objective "
+                         f"(set its options with params / -p KEY=VALUE)")
     if learner is not None or learner_params or max_leaves is not None:
         slot = "learner" if "learner" in sig else "rankers" if "rankers" in sig else None
         if slot is None:
@@ -197,6 +196,8 @@ def make_trainer(*, algorithm: str = "boost", loss=None, learner=None, n_rounds:
             continue
         if key in sig:
             kwargs[key] = val
+        elif key == "learning_rate" and "shrinkage" in sig:  # QBRank/GBT's name for it
+            kwargs.setdefault("shrinkage", val)
         elif key == "learning_rate":
             raise ValueError(f"algorithm {entry.name!r} has no learning_rate (its step is "
                              f"exact); remove --learning-rate")
@@ -209,7 +210,17 @@ def make_trainer(*, algorithm: str = "boost", loss=None, learner=None, n_rounds:
 
 
 def load_model(path, *, device=None):
-    """Load a model saved by ``torchrankboost train`` / ``model.save(path)``."""
+    """Load a model saved by ``torchrankboost train`` / ``model.save(path)``: an
+    :class:`~torchrankboost.boosting.Ensemble` or a :class:`~torchrankboost.linear.LinearRanker`
+    (told apart by the file's metadata)."""
+    from safetensors import safe_open
+
+    with safe_open(str(path), framework="pt") as fh:
+        md = fh.metadata() or {}
+    if "linear" in md:
+        from .linear import LinearRanker
+
+        return LinearRanker.load(path, device=device)
     from .boosting.ensemble import Ensemble
 
     return Ensemble.load(path, device=device)

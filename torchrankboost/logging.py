@@ -342,6 +342,8 @@ class TensorBoardLogger:
                 if any(w in leaf for w in ("leaf", "gain", "coef", "value")) and \
                         _as_vector(v) is not None:
                     vectors[tag] = v
+            elif isinstance(v, bool):
+                continue
             elif _as_scalar(v) is not None:
                 scalars[tag] = v
             elif _as_vector(v) is not None:
@@ -385,7 +387,10 @@ class TensorBoardLogger:
         self.flush()
 
 
-_SKIP_KEYS = {"round", "curvature_kind", "line_search/status"}
+# identifiers and flags, not quantities worth a plot
+_SKIP_KEYS = {"round", "curvature_kind", "line_search/status", "candidate", "feature",
+              "threshold", "threshold_index", "constant", "complemented", "phase",
+              "closed_form", "greedy", "new_ranker", "best_round"}
 
 
 def round_tag(key: str, *, single_valid: bool = True) -> Optional[str]:
