@@ -127,8 +127,9 @@ def line_search(phi: Callable[[Tensor], Tensor], *, alpha0: float = 1.0,
     1. Evaluate ``φ(0), φ'(0), φ''(0)``. If ``φ'(0) = 0`` return ``α = 0`` (``"stationary"``).
        Otherwise search along the descent direction ``σ = −sign φ'(0)`` (a negative step is
        allowed: the learner's output may point uphill, e.g. correlation-selected rankers).
-    2. **Expansion** (no point with ``φ' > 0`` seen yet): the next trial is
-       ``max(Newton step, 2·current)`` — starting from the Newton step
+    2. **Expansion** (no point with ``φ' > 0`` seen yet): the next trial is the Newton step
+       from the current point for the first two moves, then ``max(Newton step, 2·current)``
+       — starting from the Newton step
        ``−φ'(0)/φ''(0)`` when ``φ''(0) > 0``, else ``alpha0``. A point with a non-finite
        ``φ`` or ``φ'`` becomes an upper bracket (backtracking). A trial whose Newton
        increment ``|φ'/φ''|`` is below ``xtol·max(α₁, |α|)`` (``α₁`` the first trial) is accepted (a Newton-certified
@@ -206,6 +207,7 @@ def line_search(phi: Callable[[Tensor], Tensor], *, alpha0: float = 1.0,
     status = "max_iter"
     last_b, last_d = 0.0, g0
     dx_old: Optional[float] = None
+    n_expand = 0
     for _ in range(max_evals - 1):
         if hi is None and b >= max_alpha:
             b = max_alpha
@@ -234,16 +236,20 @@ def line_search(phi: Callable[[Tensor], Tensor], *, alpha0: float = 1.0,
             if b >= max_alpha:
                 status = "unbounded"
                 break
-            # expansion: Newton from b if it moves forward, at least doubling
-            nb = 2.0 * b
+            # expansion: the first two moves trust Newton (or the secant on φ') when it
+            # points forward; after that at least double, so that an asymptotically flat
+            # direction reaches the cap in O(log(max_ratio)) evaluations
+            n_expand += 1
+            fwd = None
             if ev.order >= 2 and math.isfinite(h) and h > 0:
-                nb = max(nb, b - d / h)
+                fwd = b - d / h
+            elif d != last_d and b != last_b:
+                sec = b - d * (b - last_b) / (d - last_d)
+                fwd = min(sec, 8.0 * b) if sec > b else None
+            if fwd is not None and fwd > b and n_expand <= 2:
+                nb = fwd
             else:
-                # secant on φ' through (last_b, last_d), (b, d) when it points forward
-                if d != last_d and b != last_b:
-                    sec = b - d * (b - last_b) / (d - last_d)
-                    if sec > b:
-                        nb = max(nb, min(sec, 8.0 * b))
+                nb = 2.0 * b if fwd is None else max(2.0 * b, fwd)
             last_b, last_d = b, d
             b = min(nb, max_alpha) if b < max_alpha else nb
             continue
