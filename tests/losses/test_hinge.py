@@ -74,7 +74,8 @@ def test_active_pair_sums_match_dense(sizes, seed, levels, delta):
     gi = g.group_index
     same = gi[:, None] == gi[None, :]
     A = (same & (labels[:, None] > labels[None, :]) & (b[None, :] > a[:, None])).double()
-    lo, up = active_pair_sums(a, b, lev, K, g, X, Y)
+    lo, up = active_pair_sums(a, b, lev, K, g, list(X.t()), list(Y.t()))
+    lo, up = torch.stack(lo, 1), torch.stack(up, 1)
     torch.testing.assert_close(lo, A @ X, rtol=1e-12, atol=1e-12)
     torch.testing.assert_close(up, A.t() @ Y, rtol=1e-12, atol=1e-12)
     exp_has = torch.tensor([bool((labels[o0:o1].unique().numel()) > 1)

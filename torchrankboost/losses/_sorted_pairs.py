@@ -14,7 +14,7 @@ loss is ``φ(b_j − a_i)`` with ``φ(x) = max(0, x)`` or ``max(0, x)²``:
 Pair weights are of product form ``u_i v_j`` (``u = v =`` the per-document weights).
 
 The core :func:`active_pair_sums` returns, for every document ``d`` and any per-document
-channels ``X`` (lower side) and ``Y`` (upper side)::
+channels ``X`` (lower side) and ``Y`` (upper side), each a list of ``(n,)`` tensors::
 
     to_lower[d] = Σ_{j in q(d): lev_j < lev_d, b_j > a_d} X_j        (d as the upper member)
     to_upper[d] = Σ_{i in q(d): lev_i > lev_d, a_i < b_d} Y_i        (d as the lower member)
@@ -46,7 +46,7 @@ gives autograd gradients of the sums (used for double backward / Hessians).
 from __future__ import annotations
 
 import math
-from typing import Optional, Tuple
+from typing import List, Optional, Sequence, Tuple
 
 import torch
 from torch import Tensor
@@ -101,8 +101,8 @@ def _value_order(a: Tensor, b: Tensor) -> Tensor:
 
 
 def active_pair_sums(a: Tensor, b: Tensor, lev: Tensor, K: int, groups: Groups,
-                     lower: Optional[Tensor], upper: Optional[Tensor]
-                     ) -> Tuple[Optional[Tensor], Optional[Tensor]]:
+                     lower: Sequence[Tensor], upper: Sequence[Tensor]
+                     ) -> Tuple[List[Tensor], List[Tensor]]:
     """Dominance sums over active label-induced pairs (see the module docstring).
 
     Args:
@@ -110,21 +110,19 @@ def active_pair_sums(a: Tensor, b: Tensor, lev: Tensor, K: int, groups: Groups,
         lev: ``(n,)`` int64 levels in ``[0, K)``.
         K: number of levels.
         groups: the query groups.
-        lower: ``(n, C_X)`` channels summed over each document's active *lower* partners,
-            or ``None``.
-        upper: ``(n, C_Y)`` channels summed over each document's active *upper* partners,
-            or ``None``.
+        lower: channels (a list of ``(n,)`` tensors) summed over each document's active
+            *lower* partners.
+        upper: channels (a list of ``(n,)`` tensors) summed over each document's active
+            *upper* partners.
 
     Returns:
-        ``(to_lower (n, C_X), to_upper (n, C_Y))`` (``None`` where the channel was ``None``),
+        ``(to_lower, to_upper)``: lists of ``(n,)`` tensors matching ``lower`` / ``upper``,
         in the channels' dtype. Differentiable with respect to the channels.
     """
     n = a.numel()
-    out_lo = None if lower is None else lower.new_zeros(lower.shape)
-    out_up = None if upper is None else upper.new_zeros(upper.shape)
     if n == 0 or K < 2:
-        return out_lo, out_up
-    return _sums_bits(a, b, lev, K, groups, lower, upper, out_lo, out_up)
+        return [torch.zeros_like(x) for x in lower], [torch.zeros_like(x) for x in upper]
+    return _sums_bits(a, b, lev, K, groups, list(lower), list(upper))
 
 
 def _take(x: Tensor, idx: Tensor) -> Tensor:
@@ -132,24 +130,23 @@ def _take(x: Tensor, idx: Tensor) -> Tensor:
     return x.index_select(0, idx)
 
 
-def _sums_bits(a, b, lev, K, groups, lower, upper, out_lo, out_up):
+def _sums_bits(a, b, lev, K, groups, lower, upper):
     n = a.numel()
     dev = a.device
     G = groups.num_groups
+    # items 0..n-1 are the b-values (lower role), n..2n-1 the a-values (upper role)
     order = _value_order(a, b)
     is_a_all = order >= n
-    doc_all = torch.where(is_a_all, order - n, order)
-    inv = torch.empty_like(order)
-    inv[order] = torch.arange(2 * n, device=dev)  # item position of b_d (d < n) and a_d
-    lev_all = _take(lev, doc_all)
-    gi_all = _take(groups.group_index.to(dev), doc_all) if G > 1 else None
-    zero = a.new_zeros(()) if lower is None else lower.new_zeros(())
-    # channel rows in item order (1-D tensors: 1-D cumsums are much faster than 2-D ones);
-    # lower channels live on b-items, upper channels on a-items, zeros elsewhere
-    xl = [] if lower is None else [torch.where(is_a_all, zero, _take(lower[:, c], doc_all))
-                                   for c in range(lower.shape[1])]
-    xu = [] if upper is None else [torch.where(is_a_all, _take(upper[:, c], doc_all), zero)
-                                   for c in range(upper.shape[1])]
+    inv = torch.empty_like(order).scatter_(0, order, torch.arange(2 * n, device=dev))
+    lev_all = _take(torch.cat([lev, lev]), order)
+    gi_all = None
+    if G > 1:
+        gi = groups.group_index.to(dev)
+        gi_all = _take(torch.cat([gi, gi]), order)
+    # channels in item order (1-D: 1-D cumsums are much faster than 2-D ones); lower
+    # channels live on b-items, upper channels on a-items, zeros elsewhere
+    xl = [_take(torch.cat([x, torch.zeros_like(x)]), order) for x in lower]
+    xu = [_take(torch.cat([torch.zeros_like(x), x]), order) for x in upper]
     acc_lo = [torch.zeros_like(x) for x in xl]
     acc_up = [torch.zeros_like(x) for x in xu]
     nbits = int(K - 1).bit_length()
@@ -189,13 +186,9 @@ def _sums_bits(a, b, lev, K, groups, lower, upper, out_lo, out_up):
                 xs = _take(x, idx)
                 cs = torch.cumsum(xs, 0)
                 acc.index_add_(0, ib, _take(cs, pos_b) - _take(cs, st) + _take(xs, st))
-    if xl:
-        ia_doc = inv[n:]
-        out_lo = torch.stack([_take(acc, ia_doc) for acc in acc_lo], 1)
-    if xu:
-        ib_doc = inv[:n]
-        out_up = torch.stack([_take(acc, ib_doc) for acc in acc_up], 1)
-    return out_lo, out_up
+    ia_doc = inv[n:]
+    ib_doc = inv[:n]
+    return [_take(acc, ia_doc) for acc in acc_lo], [_take(acc, ib_doc) for acc in acc_up]
 
 
 def hinge_terms(a: Tensor, b: Tensor, lev: Tensor, K: int, groups: Groups,
@@ -221,24 +214,25 @@ def hinge_terms(a: Tensor, b: Tensor, lev: Tensor, K: int, groups: Groups,
     one = torch.ones_like(a)
     uu = one if u is None else u
     vv = one if v is None else v
+    vb = vv * b
     if squared:
-        lower = torch.stack([vv, vv * b, vv * b * b], 1) if need_loss else torch.stack([vv, vv * b], 1)
-        upper = torch.stack([uu, uu * a], 1)
+        lower = [vv, vb, vb * b] if need_loss else [vv, vb]
+        upper = [uu, uu * a]
     else:
-        lower = torch.stack([vv, vv * b], 1) if need_loss else vv[:, None]
-        upper = uu[:, None]
+        lower = [vv, vb] if need_loss else [vv]
+        upper = [uu]
     lo, up = active_pair_sums(a, b, lev, K, groups, lower, upper)
-    N = lo[:, 0]
-    M = up[:, 0]
+    N = lo[0]
+    M = up[0]
     if squared:
-        S1 = lo[:, 1]
-        T1 = up[:, 1]
+        S1 = lo[1]
+        T1 = up[1]
         g = -2 * uu * (S1 - a * N) + 2 * vv * (b * M - T1)
-        loss = uu * (lo[:, 2] - 2 * a * S1 + a * a * N) if need_loss else None
+        loss = uu * (lo[2] - 2 * a * S1 + a * a * N) if need_loss else None
         h = 2 * (uu * N + vv * M) if need_hess else None
     else:
         g = -uu * N + vv * M
-        loss = uu * (lo[:, 1] - a * N) if need_loss else None
+        loss = uu * (lo[1] - a * N) if need_loss else None
         h = torch.zeros_like(a) if need_hess else None
     if loss is not None:
         loss = loss.clamp_min(0)
@@ -256,8 +250,8 @@ def pair_degree(lev: Tensor, K: int, groups: Groups, u: Optional[Tensor],
     vv = one if v is None else v
     zero = like.new_zeros(n)
     # a = 0 < b = 1 makes every label-induced pair active
-    lo, up = active_pair_sums(zero, one, lev, K, groups, vv[:, None], uu[:, None])
-    return uu * lo[:, 0] + vv * up[:, 0]
+    lo, up = active_pair_sums(zero, one, lev, K, groups, [vv], [uu])
+    return uu * lo[0] + vv * up[0]
 
 
 def explicit_terms(a: Tensor, b: Tensor, hi: Tensor, lo: Tensor, pw: Tensor, *,
