@@ -6,7 +6,7 @@ import math
 import numpy as np
 import pytest
 import torch
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import require_data
@@ -172,6 +172,7 @@ def nanmean(v):
 
 
 # ----------------------------------------------------------------------------- list metrics
+@settings(max_examples=25)  # keeps this file well under its 40 s budget
 @given(ragged, st.sampled_from([1, 2, 3, 5, None]), st.sampled_from(["exp", "linear", (0.0, 1.0, 3.0, 7.5)]))
 def test_dcg_ndcg_vs_reference(qs, k, gain):
     s, y, g, S, Y = from_hyp(qs)
@@ -183,6 +184,7 @@ def test_dcg_ndcg_vs_reference(qs, k, gain):
         close(M.ndcg_at_k(s, y, g, k=k, gain=gain, empty=empty), sum(per) / len(per))
 
 
+@settings(max_examples=25)  # keeps this file well under its 40 s budget
 @given(ragged, st.sampled_from([1, 3, None]), st.sampled_from(["min_k", "relevant"]), st.sampled_from([0.0, 1.0]))
 def test_map_vs_reference(qs, k, denominator, threshold):
     s, y, g, S, Y = from_hyp(qs)
@@ -194,6 +196,7 @@ def test_map_vs_reference(qs, k, denominator, threshold):
                                        empty=empty), sum(per) / len(per))
 
 
+@settings(max_examples=25)  # keeps this file well under its 40 s budget
 @given(ragged, st.sampled_from([1, 2, 4, None]))
 def test_precision_rr_vs_reference(qs, k):
     s, y, g, S, Y = from_hyp(qs)
@@ -207,6 +210,7 @@ def test_precision_rr_vs_reference(qs, k):
 
 
 # ----------------------------------------------------------------------------- pairwise metrics
+@settings(max_examples=25)  # keeps this file well under its 40 s budget
 @given(ragged, st.sampled_from([0.0, 1.0]))
 def test_auc_vs_reference(qs, threshold):
     s, y, g, S, Y = from_hyp(qs)
@@ -219,6 +223,7 @@ def test_auc_vs_reference(qs, threshold):
               ref_auc(sum(S, []), sum(Y, []), threshold, w))
 
 
+@settings(max_examples=25)  # keeps this file well under its 40 s budget
 @given(ragged)
 def test_pair_error_vs_reference(qs):
     s, y, g, S, Y = from_hyp(qs)
@@ -234,6 +239,7 @@ def test_pair_error_vs_reference(qs):
             close(M.pair_error(s, y, g, pairs=kind, ties=ties, reduction="mean"), nanmean(per))
 
 
+@settings(max_examples=25)  # keeps this file well under its 40 s budget
 @given(ragged)
 def test_merge_counting_paths_vs_reference(qs):
     """Force the many-levels paths (merge counting, running max) on small ragged data."""
@@ -247,6 +253,7 @@ def test_merge_counting_paths_vs_reference(qs):
         close(M.ranking_margin(s, y, g, reduction="none"), [ref_margin(a, b) for a, b in zip(S, Y)])
 
 
+@settings(max_examples=25)  # keeps this file well under its 40 s budget
 @given(ragged)
 def test_pair_error_explicit_matches_label_induced(qs):
     s, y, g, S, Y = from_hyp(qs)
@@ -273,6 +280,7 @@ def test_pair_error_weighted_explicit():
     close(M.pair_error(s, y, pairs=ep, ties="half"), 2.5 / 4.0)
 
 
+@settings(max_examples=25)  # keeps this file well under its 40 s budget
 @given(ragged)
 def test_top_of_list_and_margin_vs_reference(qs):
     s, y, g, S, Y = from_hyp(qs)
@@ -300,6 +308,7 @@ def test_positives_above_first_negative_tie_case():
     assert float(M.positives_below_top_negative(s, y)) == 2.0
 
 
+@settings(max_examples=25)  # keeps this file well under its 40 s budget
 @given(ragged, st.sampled_from([5.0, 10.0, 33.3, 50.0, 100.0]))
 def test_precision_at_percent_vs_reference(qs, p):
     s, y, g, S, Y = from_hyp(qs)
