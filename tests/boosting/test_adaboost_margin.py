@@ -14,6 +14,16 @@ from torchrankboost.groups import Groups
 
 F64 = torch.float64
 
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    """These tests run many rounds of small tensor ops: with 2 OpenMP threads on a loaded
+    2-core machine each op can stall for milliseconds (measured 10x slower)."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
 M88 = torch.tensor([
     [-1, 1, 1, 1, 1, -1, -1, 1], [-1, 1, 1, -1, -1, 1, 1, 1], [1, -1, 1, 1, 1, -1, 1, 1],
     [1, -1, 1, 1, -1, 1, 1, 1], [1, -1, 1, -1, 1, 1, 1, -1], [1, 1, -1, 1, 1, 1, 1, -1],

@@ -15,6 +15,16 @@ from torchrankboost.pairs import Bipartite, ExplicitPairs, Graded
 
 F64 = torch.float64
 
+
+@pytest.fixture(autouse=True, scope="module")
+def _one_thread():
+    """These tests run many rounds of small tensor ops: with 2 OpenMP threads on a loaded
+    2-core machine each op can stall for milliseconds (measured 10x slower)."""
+    n = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(n)
+
 # the 8x8 matrix of Rudin, Daubechies & Schapire (spec rankboost_adaboost_smooth_margin.md §6.1)
 M88 = torch.tensor([
     [-1, 1, 1, 1, 1, -1, -1, 1], [-1, 1, 1, -1, -1, 1, 1, 1], [1, -1, 1, 1, 1, -1, 1, 1],
@@ -112,16 +122,18 @@ def test_label_pairs_materialisation():
 
 def test_8x8_rankboost_margin_tends_to_one_third():
     H, y, g = ranking_8x8()
-    rb = RankBoost("rb-d", rankers=MatrixRankers(), n_rounds=1000, pairs="bipartite",
+    rb = RankBoost("rb-d", rankers=MatrixRankers(), n_rounds=10_000, pairs="bipartite",
                    track_margin=True)
     rb.fit(H, y, g)
     mus = [d["margin"] for d in rb.history_]
-    assert len(mus) == 1000 and rb.stop_reason_ is None
+    assert len(mus) == 10_000 and rb.stop_reason_ is None
     assert max(mus) <= 1 / 3 + 1e-9  # stays at or below 1/3 ...
-    assert mus[99] == pytest.approx(0.32482, abs=5e-6)  # spec §6.1 reproduction
-    assert mus[-1] == pytest.approx(0.33248, abs=5e-6)  # ... and tends to it
-    # F̃ underflows in float64 long before; the log-space loss keeps going (≈ e^{-238})
-    assert rb.history_[-1]["loss"] < -230
+    # spec §6.1 reproduction: 0.32482 / 0.33248 / 0.33325 at T = 100 / 1000 / 10000
+    assert mus[99] == pytest.approx(0.32482, abs=5e-6)
+    assert mus[999] == pytest.approx(0.33248, abs=5e-6)
+    assert mus[-1] == pytest.approx(0.33325, abs=5e-6)  # ... and tends to it
+    # F̃ underflows in float64 long before (2e-104 at T = 1000); the log-space loss goes on
+    assert rb.history_[999]["loss"] < -230 and rb.history_[-1]["loss"] < -2000
 
 
 def test_rules_differ_coordinate_vs_rankboost():

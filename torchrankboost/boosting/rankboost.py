@@ -331,10 +331,7 @@ class RankBoost(_Base):
         else:
             lz0 = float(w.log_loss)
 
-            def dphi(a):
-                ww = stats.weights(s + a * h)
-                return float(-((ww.U - ww.L) * h).sum())
-
+            dphi = stats.line_derivative(s, h)
             alpha, bounded = line_search_convex(dphi, 1.0 if r > 0 else -1.0, alpha_max=self.alpha_cap)
             if not bounded:
                 alpha = self._undefined_alpha("loss decreases without bound along the ranker", r)
@@ -458,9 +455,10 @@ class SmoothMarginRanking(_Base):
                         break
                     hh = 1 - h if flip else h
 
-                    def dphi(a, hh=hh):
-                        ww = stats.weights(s + a * hh)
-                        return float(-((ww.U - ww.L) * hh).sum()) + g
+                    dphi0 = stats.line_derivative(s, hh)
+
+                    def dphi(a, dphi0=dphi0):
+                        return dphi0(a) + g
 
                     alpha, bounded = line_search_convex(dphi, 1.0, alpha_max=self.alpha_cap)
                     if not bounded:
@@ -676,7 +674,11 @@ class PNormPush(_Base):
         self.objective_ = obj
         src = self.source_
         D = src.dictionary
-        closed = D.binary and obj.st.K == 2 and (obj.st.pairs_per_group > 0).sum() == 1
+        single = obj.st.K == 2 and int((obj.st.pairs_per_group > 0).sum()) == 1
+        closed = D.binary and single
+        if single:  # one bipartite query: π over positives, ν over negatives (spec C.2)
+            has = obj.st.pairs_per_group[obj.st.gi] > 0
+            pm, nm = (obj.st.level == 1) & has, (obj.st.level == 0) & has
         s = torch.zeros(X.shape[0], dtype=torch.float64, device=X.device)
         builder = StumpEnsembleBuilder(src)
         self.history_, self.stop_reason_ = [], None
@@ -695,10 +697,6 @@ class PNormPush(_Base):
             used_closed = False
             if closed:
                 # a = Σ π h over positives, b = Σ ν h over negatives (π ∝ e^{-s}, ν ∝ e^{p s})
-                lev = obj.st.level
-                posm = lev == 1
-                has = obj.st.pairs_per_group[obj.st.gi] > 0
-                pm, nm = posm & has, (~posm) & has
                 pi = torch.softmax(-s[pm], 0)
                 nu = torch.softmax(p * s[nm], 0)
                 a = float((pi * h[pm]).sum())
@@ -713,9 +711,17 @@ class PNormPush(_Base):
                     alpha = (math.log(num) - math.log(den)) / (p + 1)
                 used_closed = True
             else:
-                def dphi(a_, h=h):
-                    _, wn = obj.grad(s + a_ * h)
-                    return float(-(wn * h).sum())
+                if single:
+                    sp, sn, hp, hn = s[pm], p * s[nm], h[pm], h[nm]
+
+                    def dphi(a_):  # (C12b): -p E_{π^α}[h] + p E_{ν^α}[h]
+                        pa = torch.softmax(-sp - a_ * hp, 0)
+                        na = torch.softmax(sn + (p * a_) * hn, 0)
+                        return float(p * ((na * hn).sum() - (pa * hp).sum()))
+                else:
+                    def dphi(a_, h=h):
+                        _, wn = obj.grad(s + a_ * h)
+                        return float(-(wn * h).sum())
 
                 alpha, bounded = line_search_convex(dphi, 1.0 if gj > 0 else -1.0,
                                                     alpha_max=self.alpha_cap)
