@@ -66,6 +66,17 @@ from .boosting import (  # noqa: F401
 from .losses.pointwise import SquaredErrorLoss  # noqa: F401  (the driver's GBT loss)
 
 # --- algorithms ---
+from .boosting.rankboost import (  # noqa: F401
+    AdaBoost,
+    MatrixRankers,
+    PNormPush,
+    RankBoost,
+    RankBoostPlus,
+    SmoothMarginRanking,
+    with_zero_skew_intercept,
+)
+from .boosting.qbrank import GBT, QBRank  # noqa: F401
+from .linear import LinearRanker, RankSVM  # noqa: F401
 
 # --- user surface (estimator, logging) ---
 from . import registry  # noqa: F401
