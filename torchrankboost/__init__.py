@@ -80,6 +80,7 @@ from .linear import LinearRanker, RankSVM  # noqa: F401
 
 # --- user surface (estimator, logging) ---
 from . import registry  # noqa: F401
+from .cli import load_builtin  # noqa: F401
 from .estimator import BoostedRanker, load_model  # noqa: F401
 from .logging import TensorBoardLogger  # noqa: F401
 from .progress import ProgressCallback  # noqa: F401
