@@ -76,10 +76,43 @@ class PairWeights:
     """
 
     def __init__(self, log_loss, U=None, L=None, u=None, v=None, rho=None, *, d=None, rho_g=None,
-                 stats=None):
+                 stats=None, linear=None):
         self.log_loss, self._U, self._L = log_loss, U, L
-        self.u, self.v, self.rho, self.d, self.rho_g = u, v, rho, d, rho_g
+        self._u, self._v, self._rho, self.d, self._rho_g = u, v, rho, d, rho_g
         self._stats = stats
+        self.linear = linear  # (a, b, A, B, Blt, Z) of the linear-domain path, or None
+
+    def _factors(self):
+        a, b, A, B, Blt, Z = self.linear
+        st = self._stats
+        self._u = torch.where(st.can_upper, a, torch.zeros_like(a))
+        self._v = torch.where(st.can_lower, b, torch.zeros_like(b))
+        self._rho_g = torch.full((st.G,), 1.0 / float(Z), dtype=a.dtype, device=a.device)
+        self._rho = self._rho_g[st.gi]
+
+    @property
+    def u(self):
+        if self._u is None and self.linear is not None:
+            self._factors()
+        return self._u
+
+    @property
+    def v(self):
+        if self._v is None and self.linear is not None:
+            self._factors()
+        return self._v
+
+    @property
+    def rho(self):
+        if self._rho is None and self.linear is not None:
+            self._factors()
+        return self._rho
+
+    @property
+    def rho_g(self):
+        if self._rho_g is None and self.linear is not None:
+            self._factors()
+        return self._rho_g
 
     def _doc_masses(self):
         st = self._stats
@@ -136,6 +169,7 @@ class LabelPairStats:
             0, self.gi, lev, "amax", include_self=True)
         self.can_upper = lev > lmin[self.gi]
         self.can_lower = lev < lmax[self.gi]
+        self.active = torch.nonzero(self.can_upper | self.can_lower).flatten()
         if self.num_pairs == 0:
             raise ValueError("labels: no crucial pairs (every query has a single label level)")
         self.is_explicit = False
@@ -157,24 +191,34 @@ class LabelPairStats:
         w = self._weights_linear(s)
         return w if w is not None else self._weights_log(s)
 
-    def _weights_linear(self, s: Tensor):
-        """Fast path in the linear domain with a per-query centre ``c_g`` (the pair weights
-        ``e^{s_j - s_i}`` do not depend on it). Returns None when the scores inside a query
-        span too much (overflow) or the loss is outside [1e-250, 1e250] (then the log path)."""
-        G, K = self.G, self.K
+    def _centre(self, s: Tensor) -> Tensor:
+        """Per-document query centre ``(max + min)/2`` of the scores (``(n,)``)."""
+        G = self.G
         inf = float("inf")
         smax = torch.full((G,), -inf, dtype=s.dtype, device=s.device).scatter_reduce(
             0, self.gi, s, "amax", include_self=True)
         smin = torch.full((G,), inf, dtype=s.dtype, device=s.device).scatter_reduce(
             0, self.gi, s, "amin", include_self=True)
-        span = smax - smin
-        if G and float(torch.where(torch.isfinite(span), span, torch.zeros_like(span)).max()) > 600:
-            return None
-        c = torch.where(torch.isfinite(smax), (smax + smin) / 2, torch.zeros_like(smax))[self.gi]
-        a = torch.exp(c - s)
-        b = torch.exp(s - c)
+        return torch.where(torch.isfinite(smax), (smax + smin) / 2, torch.zeros_like(smax))[self.gi]
+
+    def _weights_linear(self, s: Tensor):
+        """Fast path in the linear domain: ``a = e^{c - s}``, ``b = e^{s - c}`` with a per-query
+        centre ``c`` (the pair weights ``a_i b_j = e^{s_j - s_i}`` do not depend on it; it is
+        kept between rounds and recomputed when ``|s - c|`` exceeds 300). Returns None when a
+        query's scores span more than 600 or the loss leaves [1e-250, 1e250] (log path)."""
+        G, K = self.G, self.K
+        c = getattr(self, "_c", None)
+        if c is None or c.shape != s.shape or c.dtype != s.dtype or c.device != s.device:
+            c = self._c = self._centre(s)
+        x = s - c
+        if float(x.abs().max()) > 300:
+            c = self._c = self._centre(s)
+            x = s - c
+            if float(x.abs().max()) > 300:
+                return None
+        e = torch.exp(torch.stack([-x, x], 1))  # (n, 2) = [a, b]
         AB = torch.zeros(G * K, 2, dtype=s.dtype, device=s.device).index_add_(
-            0, self.bucket, torch.stack([a, b], 1)).view(G, K, 2)
+            0, self.bucket, e).view(G, K, 2)
         A, B = AB[..., 0], AB[..., 1]
         Blt = _excl_cumsum(B)
         Agt = _excl_cumsum(A.flip(1)).flip(1)
@@ -182,12 +226,11 @@ class LabelPairStats:
         z = float(Z)
         if not (1e-250 < z < 1e250):
             return None
-        U = a * (Blt / Z).flatten()[self.bucket]
-        L = b * (Agt / Z).flatten()[self.bucket]
-        u = torch.where(self.can_upper, a, torch.zeros_like(a))
-        v = torch.where(self.can_lower, b, torch.zeros_like(b))
-        rho_g = torch.full((G,), 1.0 / z, dtype=s.dtype, device=s.device)
-        return PairWeights(torch.log(Z), U, L, u, v, rho_g[self.gi], rho_g=rho_g)
+        UL = e * (torch.stack([Blt, Agt], -1) / Z).view(G * K, 2)[self.bucket]
+        w = PairWeights(torch.log(Z), UL[:, 0], UL[:, 1], stats=self,
+                        linear=(e[:, 0], e[:, 1], A, B, Blt, Z))
+        w.e = e
+        return w
 
     def _weights_log(self, s: Tensor) -> PairWeights:
         LA, LB = self._bucket_lse(s)
@@ -255,6 +298,16 @@ class LabelPairStats:
         """(ε⁺, ε⁻, ε⁰) of one binary ranker ``h`` (n,) in {0, 1}; exact bucket sums."""
         G, K = self.G, self.K
         h = h.to(torch.float64)
+        if w.linear is not None:
+            a, b, A, B, Blt, Z = w.linear
+            z = torch.zeros(G * K, 2, dtype=torch.float64, device=h.device).index_add_(
+                0, self.bucket, w.e * h[:, None]).view(G, K, 2)
+            A1, B1 = z[..., 0], z[..., 1]
+            B1lt = _excl_cumsum(B1)
+            ep = (A1 * (Blt - B1lt)).sum() / Z
+            em = ((A - A1) * B1lt).sum() / Z
+            e0 = (A1 * B1lt + (A - A1) * (Blt - B1lt)).sum() / Z
+            return ep, em, e0
         nb = G * K
         z = torch.zeros(nb, 4, dtype=torch.float64, device=h.device)
         vals = torch.stack([w.u * h, w.u, w.v * h, w.v], 1)
@@ -350,6 +403,7 @@ class ExplicitPairStats:
         self.n = groups.num_docs
         self.groups = groups
         self.num_pairs = self.hi.numel()
+        self.active = torch.unique(torch.cat([self.hi, self.lo]))
         if self.num_pairs == 0:
             raise ValueError("pairs: no crucial pairs with positive weight")
         self.is_explicit = True
@@ -431,8 +485,48 @@ class CodesDictionary:
         self.valid = valid.reshape(-1)
         self.num_candidates = self.F * self.T
         cl = codes.long().clamp(0, self.T)
-        self.flat = (torch.arange(self.F, device=codes.device) * self.NB + cl).reshape(-1)
+        self.codesT = cl.T.contiguous()  # (F, n): scatter along the document axis
         self._pair_cache = None
+        self.active = None
+        # pack k features into one joint code (NB^k bins <= PACK_BINS): one scatter of n·F/k
+        # entries gives the joint histograms, whose marginals are the per-feature histograms
+        k = 1
+        while self.NB ** (k + 1) <= self.PACK_BINS and k + 1 <= self.F:
+            k += 1
+        self.k = k
+        P = -(-self.F // k)
+        pad = P * k - self.F
+        cp = torch.cat([self.codesT, self.codesT.new_zeros(pad, self.n)], 0).view(P, k, self.n)
+        mult = self.NB ** torch.arange(k - 1, -1, -1, device=codes.device)
+        self.packed = (cp * mult[None, :, None]).sum(1)  # (P, n)
+        self.P = P
+        self._packed_act = None
+
+    PACK_BINS = 2048
+
+    def _hist(self, v: Tensor, packed: Tensor) -> Tensor:
+        """(F, NB) histogram of ``v`` over every feature's codes."""
+        P, k, NB = self.P, self.k, self.NB
+        h = torch.zeros(P, NB ** k, dtype=v.dtype, device=v.device).scatter_add_(
+            1, packed, v[None, :].expand(P, packed.shape[1]))
+        if k == 1:
+            return h
+        h = h.view((P,) + (NB,) * k)
+        margs = []
+        for j in range(k):
+            dims = tuple(d + 1 for d in range(k) if d != j)
+            margs.append(h.sum(dim=dims))
+        return torch.stack(margs, 1).reshape(P * k, NB)[: self.F]
+
+    def set_active(self, active: Optional[Tensor]) -> None:
+        """Restrict :meth:`linear_sums` to the documents ``active`` (indices): documents in no
+        crucial pair have zero pair mass, so skipping them changes nothing but the cost."""
+        if active is None or active.numel() == self.n:
+            self.active, self._codesT_act = None, None
+            return
+        self.active = active
+        self._codesT_act = self.codesT[:, active].contiguous()
+        self._packed_act = self.packed[:, active].contiguous()
 
     def _suffix(self, hist: Tensor) -> Tensor:
         # hist (F, NB, k) -> Σ_{b > t} for t < T  -> (F, T, k)
@@ -442,14 +536,13 @@ class CodesDictionary:
     def linear_sums(self, V: Tensor) -> Tensor:
         """``Σ_i V_i h_c(x_i)`` for all candidates: V (n,) -> (C,), V (n, k) -> (C, k)."""
         one = V.dim() == 1
-        if one:
-            hist = torch.bincount(self.flat, weights=V[:, None].expand(self.n, self.F).reshape(-1),
-                                  minlength=self.F * self.NB).view(self.F, self.NB, 1)
-        else:
-            k = V.shape[1]
-            hist = torch.zeros(self.F * self.NB, k, dtype=V.dtype, device=V.device)
-            hist.index_add_(0, self.flat, V[:, None, :].expand(self.n, self.F, k).reshape(-1, k))
-            hist = hist.view(self.F, self.NB, k)
+        packed = self.packed
+        if self.active is not None:
+            V = V[self.active]
+            packed = self._packed_act
+        cols = [V] if one else list(V.unbind(1))
+        hs = [self._hist(v, packed) for v in cols]
+        hist = torch.stack(hs, -1)  # (F, NB, k)
         out = self._suffix(hist).reshape(self.F * self.T, -1)
         return out[:, 0] if one else out
 
@@ -461,19 +554,18 @@ class CodesDictionary:
         """``Σ_i M_{if} h_{f,t}(x_i)`` with a per-feature value matrix (n, F) given in the
         layout of ``perm`` (sorted rows per feature) or the original layout (perm None)."""
         if perm is None:
-            flat = self.flat
+            cT = self.codesT
         else:
-            if getattr(self, "_perm_flat_key", None) is not perm:
-                cs = torch.gather(self.codes.long().clamp(0, self.T), 0, perm)
-                self._perm_flat = (torch.arange(self.F, device=cs.device) * self.NB + cs).reshape(-1)
-                self._perm_flat_key = perm
-            flat = self._perm_flat
-        hist = torch.bincount(flat, weights=M.reshape(-1), minlength=self.F * self.NB)
-        return self._suffix(hist.view(self.F, self.NB, 1)).reshape(-1)
+            if getattr(self, "_perm_key", None) is not perm:
+                self._perm_codesT = torch.gather(self.codes.long().clamp(0, self.T), 0, perm).T.contiguous()
+                self._perm_key = perm
+            cT = self._perm_codesT
+        hist = torch.zeros(self.F, self.NB, dtype=M.dtype, device=M.device).scatter_add_(1, cT, M.T)
+        return self._suffix(hist[..., None]).reshape(-1)
 
     def column(self, c: int) -> Tensor:
         f, t = divmod(int(c), self.T)
-        return (self.codes[:, f].long() > t).to(torch.float64)
+        return (self.codesT[f] > t).to(torch.float64)
 
     def all_stats(self, stats, w: PairWeights):
         """(ε⁺, ε⁻, ε⁰) for every candidate, each (C,)."""

@@ -96,8 +96,16 @@ DENSE_PAIR_LIMIT = 4_000_000
 
 
 def _stats_and_dictionary(source, labels, groups, p):
-    """Pair statistics and candidate dictionary; small matrix dictionaries use the
-    materialised pair matrix M, everything else the factorised kernels."""
+    """Pair statistics and candidate dictionary (restricted to documents in crucial pairs);
+    small matrix dictionaries use the materialised pair matrix M, everything else the
+    factorised kernels."""
+    stats, D = _stats_and_dictionary0(source, labels, groups, p)
+    if hasattr(D, "set_active"):
+        D.set_active(stats.active)
+    return stats, D
+
+
+def _stats_and_dictionary0(source, labels, groups, p):
     from ._dictionaries import _MatrixSource
 
     if isinstance(source, _MatrixSource):
