@@ -128,9 +128,11 @@ def run_lgb(tr, va, args, rounds, early, custom_loss=None):
     callbacks = []
     valid_sets = []
     feval_fn = None
+    record: dict = {}
     if dva is not None:
         valid_sets = [dva]
         callbacks.append(lgb.early_stopping(early, first_metric_only=True, verbose=False))
+        callbacks.append(lgb.record_evaluation(record))
         if custom_loss is not None:
             dva.get_label_t = torch.as_tensor(va[1].numpy(), dtype=torch.float64)
             dva.groups_t = va[2]
@@ -139,8 +141,10 @@ def run_lgb(tr, va, args, rounds, early, custom_loss=None):
     bst = lgb.train(params, dtr, num_boost_round=rounds, valid_sets=valid_sets,
                     callbacks=callbacks, feval=feval_fn)
     fit_s = time.perf_counter() - t0
-    n_trees = bst.current_iteration()
+    n_trees = bst.current_iteration()  # lgb.train keeps only the best iteration's trees
     best = bst.best_iteration if (dva is not None and bst.best_iteration > 0) else n_trees
+    if record:  # rounds actually trained (best + patience)
+        n_trees = max(len(v) for d in record.values() for v in d.values())
 
     def predict(X):
         return bst.predict(X.numpy(), num_iteration=best)
