@@ -67,7 +67,8 @@ def test_readme_first_command_trains_prints_metrics_and_writes_events(tmp_path):
     assert (runs[0] / "model.safetensors").is_file()
     ea = read_events(runs[0])
     tags = ea.Tags()
-    assert {"train/loss", "valid/auc", "round/alpha", "round/grad_norm",
+    assert {"train/loss", "train/auc", "valid/loss", "valid/auc", "valid/ndcg@10", "valid/map",
+            "valid/pair_error", "round/alpha", "round/learning_rate", "round/grad_norm",
             "round/curvature_norm", "time/seconds_per_round",
             "final/test/auc"} <= set(tags["scalars"])
     assert {"learner/leaf_value", "test/scores"} <= set(tags["histograms"])
@@ -163,7 +164,8 @@ def test_train_fold_then_evaluate_and_predict(tmp_path, svm_files, capsys):
     assert re.search(r"^valid\s", cap.out, re.M) and "ndcg@10" in cap.out
     assert cap.err == ""  # --quiet
     assert model.is_file()
-    assert "valid/map" in read_events(tmp_path / "run").Tags()["scalars"]
+    assert {"valid/map", "valid/ndcg@10", "valid/loss"} <= set(
+        read_events(tmp_path / "run").Tags()["scalars"])
 
     assert main(["evaluate", str(model), str(svm_files[2]), "-m", "ndcg@5", "auc"]) == 0
     out = capsys.readouterr().out
@@ -185,6 +187,14 @@ def test_train_algorithm_by_name_with_params(tmp_path, capsys):
     cap = capsys.readouterr()
     assert rc == 0, cap.err
     assert "pnorm_push on wdbc" in cap.out
+    # a paper's algorithm: validation metrics per round (post hoc) and its own diagnostics
+    rc = main(["train", "-a", "smooth_margin", "--rounds", "6", "--quiet",
+               "--logdir", str(tmp_path / "sm")])
+    assert rc == 0, capsys.readouterr().err
+    tags = set(read_events(tmp_path / "sm").Tags()["scalars"])
+    assert {"valid/auc", "valid/pair_error", "round/alpha", "round/margin",
+            "round/smooth_margin"} <= tags
+    assert "round/candidate" not in tags
 
 
 # ------------------------------------------------------------------ bad input

@@ -193,7 +193,6 @@ def load_data(spec: str, *, valid: Optional[str] = None, test: Optional[str] = N
     else:
         raise CLIError(f"data not found: {spec!r} is neither a built-in data set "
                        f"({', '.join(BUILTIN)}) nor an existing file or LETOR fold folder")
-    F = tr.num_features
     if valid:
         va = _load_file(valid, n_features=None)
     if test:
@@ -422,6 +421,11 @@ def cmd_train(args) -> int:
         callbacks.append(logger)
 
     n_rounds = args.rounds if args.rounds is not None else 100
+    init_params = _init_params(algorithm)
+    if logger is not None and "track_margin" in init_params:
+        params.setdefault("track_margin", True)  # log the ranking margin per round
+    if logger is not None and "eval_train" in init_params:
+        params.setdefault("eval_train", True)  # training metrics per round too
     trainer = make_trainer(algorithm=algorithm, loss=loss_name, learner=learner_name,
                            n_rounds=n_rounds, learning_rate=args.learning_rate,
                            max_leaves=args.max_leaves, loss_params=loss_params,
@@ -438,7 +442,9 @@ def cmd_train(args) -> int:
     fit_kwargs = {}
     if vad is not None:
         fit_kwargs["eval_set"] = [(vad.X, vad.labels, vad.groups)]
-        fit_kwargs["eval_metric"] = metric_name
+        watch = [metric_name] + [m for m in report if registry.metric(m).name
+                                 != registry.metric(metric_name).name]
+        fit_kwargs["eval_metric"] = watch + ["loss"]  # all logged per round
         if es:
             fit_kwargs["early_stopping_rounds"] = es
     model = trainer.fit(trd.X, trd.labels, trd.groups, **fit_kwargs)
@@ -480,6 +486,17 @@ def cmd_train(args) -> int:
         root = str(Path(logdir).parent)
         print(f"TensorBoard logs in {logdir}; view them with: tensorboard --logdir {root}")
     return 0
+
+
+def _init_params(algorithm: str):
+    import inspect
+
+    from . import registry
+
+    try:
+        return inspect.signature(registry.lookup("algorithm", algorithm).resolve()).parameters
+    except (TypeError, ValueError):  # pragma: no cover
+        return {}
 
 
 def _rounds_of(model, default: int) -> int:

@@ -79,31 +79,48 @@ class Trainer:
 
     def fit(self, X, labels, groups=None, *, eval_set=None,
             early_stopping_rounds: Optional[int] = None, eval_metric="ndcg@10"):
-        metric = registry.metric(eval_metric) if isinstance(eval_metric, str) else eval_metric
-        spec = (metric.name, metric, metric.greater_is_better) \
-            if isinstance(metric, registry.Metric) else metric
+        """``eval_metric``: a name, a :class:`~torchrankboost.registry.Metric`, a
+        ``(name, fn, greater_is_better)`` tuple, or a list of them (the first drives early
+        stopping; ``"loss"`` = the training loss on the evaluation set, driver only)."""
+        specs = [self._spec(m) for m in (eval_metric if isinstance(eval_metric, (list, tuple))
+                                         and not _is_spec_tuple(eval_metric)
+                                         else [eval_metric])]
         fit_params = _sig(self.obj.fit)
         if "eval_set" in fit_params:
             kw: Dict[str, Any] = {}
             if eval_set:
                 kw["eval_set"] = list(eval_set)
-                kw["eval_metric"] = spec
+                kw["eval_metric"] = specs if len(specs) > 1 else specs[0]
                 if early_stopping_rounds:
                     kw["early_stopping_rounds"] = int(early_stopping_rounds)
             return self.obj.fit(X, labels, groups, **kw)
         model = self.obj.fit(X, labels, groups)
-        if eval_set and hasattr(model, "staged_predict"):
-            model = self._posthoc_eval(model, eval_set[0], spec, early_stopping_rounds)
+        specs = [sp for sp in specs if sp != "loss"]
+        if eval_set and specs and hasattr(model, "staged_predict"):
+            model = self._posthoc_eval(model, eval_set[0], specs, early_stopping_rounds)
         return model
 
-    def _posthoc_eval(self, model, ev, spec, patience):
-        name, fn, greater = spec
+    @staticmethod
+    def _spec(m):
+        if isinstance(m, str) and m.strip().lower() == "loss":
+            return "loss"
+        metric = registry.metric(m) if isinstance(m, str) else m
+        if isinstance(metric, registry.Metric):
+            return (metric.name, metric, metric.greater_is_better)
+        return metric
+
+    def _posthoc_eval(self, model, ev, specs, patience):
+        name, fn, greater = specs[0]
         Xv, yv, gv = ev
-        values = [float(fn(s, yv, gv)) for s in model.staged_predict(Xv)]
+        history = {sp[0]: [] for sp in specs}
+        for s in model.staged_predict(Xv):
+            for sp in specs:
+                history[sp[0]].append(float(sp[1](s, yv, gv)))
+        values = history[name]
         loggers = [cb for cb in self.callbacks if hasattr(cb, "log_step")]
-        for t, v in enumerate(values):
+        for t in range(len(values)):
             for lg in loggers:
-                lg.log_step(t, {f"valid/{name}": v})
+                lg.log_step(t, {f"valid/{k}": v[t] for k, v in history.items()})
         if not values:
             return model
         best, best_t, stop_t = None, 0, len(values) - 1
@@ -114,12 +131,17 @@ class Trainer:
                 stop_t = t
                 break
         model.info.update({"best_round": best_t + 1, "best_score": best,
-                           "evals_result": {"valid_0": {name: values[:stop_t + 1]}}})
+                           "evals_result": {"valid_0": {k: v[:stop_t + 1]
+                                                        for k, v in history.items()}}})
         if patience:
             info = dict(model.info)
             model = model.truncate(best_t + 1)
             model.info.update(info)
         return model
+
+
+def _is_spec_tuple(x) -> bool:
+    return isinstance(x, tuple) and len(x) == 3 and isinstance(x[0], str) and callable(x[1])
 
 
 def make_trainer(*, algorithm: str = "boost", loss=None, learner=None, n_rounds: int = 100,

@@ -439,13 +439,15 @@ def _booster_hparams(booster) -> Dict[str, Any]:
         except Exception:  # pragma: no cover - third-party objects
             params = {}
     if not params:
-        for k in ("n_rounds", "learning_rate", "step", "curvature", "subsample", "seed"):
-            if hasattr(booster, k):
-                params[k] = getattr(booster, k)
-        for k in ("loss", "learner"):
-            obj = getattr(booster, k, None)
-            if obj is not None:
-                params[k] = _describe(obj)
+        # public, simple attributes (n_rounds, learning_rate, variant, p, ...) and the
+        # loss / weak learner described in one line
+        for k, v in vars(booster).items():
+            if k.startswith("_") or k.endswith("_") or k == "callbacks":
+                continue
+            if v is None or isinstance(v, (bool, str, numbers.Real)):
+                params[k] = v
+            elif k in ("loss", "learner", "rankers", "pairs"):
+                params[k] = _describe(v)
     out = {}
     for k, v in params.items():
         if k == "callbacks":
@@ -466,4 +468,4 @@ def _describe(obj) -> str:
     if hasattr(obj, "extra_repr") and callable(obj.extra_repr):
         extra = obj.extra_repr()
         return f"{name}({extra})" if extra else name
-    return repr(obj) if len(repr(obj)) < 120 else name
+    return repr(obj) if len(repr(obj)) <= 200 else name

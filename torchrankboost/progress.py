@@ -112,13 +112,14 @@ class ProgressCallback:
         vals = {k: v for k, v in vals.items() if v is not None}
         if self.keys is not None:
             return {k: vals[k] for k in self.keys if k in vals}
-        chosen = {}
-        for k, v in vals.items():
-            head = k.split("/", 1)[0]
-            if head in ("train", "valid") and any(w in k.lower() for w in self._DEFAULT_WORDS):
-                chosen[k] = v
-            if len(chosen) >= 4:
-                break
+        cands = [k for k in vals
+                 if k.split("/", 1)[0] in ("train", "valid")
+                 and any(w in k.lower() for w in self._DEFAULT_WORDS)]
+        # the training loss first, then validation metrics (in the driver's order), then
+        # training metrics
+        cands.sort(key=lambda k: (0 if k == "train/loss" else 1 if k.startswith("valid")
+                                  else 2))
+        chosen = {k: vals[k] for k in cands[:4]}
         return chosen
 
     def start(self, total: Optional[int] = None) -> None:
