@@ -569,6 +569,7 @@ class Booster:
                 return self._value(s + a.to(dev) * f, labels, groups)
 
             stop_msg = None
+            known_new = None  # the loss at the updated scores when the step rule computed it
             if self.step == "fixed":
                 alpha = 1.0
             elif self.step == "newton":
@@ -578,6 +579,7 @@ class Booster:
                 while alpha != 0.0 and tries < 30:
                     v = float(phi(torch.tensor(nu * alpha, dtype=F64)).detach())
                     if math.isfinite(v) and v <= v0:
+                        known_new = v
                         break
                     alpha *= 0.5
                     tries += 1
@@ -601,13 +603,16 @@ class Booster:
                 except ValueError as exc:
                     raise ValueError(f"round {rnd}: line search failed: {exc}") from None
                 alpha = res.alpha
+                if nu == 1.0 and res.status != "unbounded":
+                    known_new = res.value
                 ls_info = {"status": res.status, "n_evals": res.n_evals, "deriv0": res.deriv0,
                            "value0": res.value0}
                 if res.unbounded:
                     stop_msg = (
                         f"round {rnd}: the loss decreases without bound along the weak "
                         f"learner's output (line search reached alpha = {res.alpha:.4g}, "
-                        f"{self.max_step_ratio:g} Newton steps, with the loss still falling: "
+                        f"{self.max_step_ratio:g} times its first trial step, with the loss "
+                        f"still falling: "
                         f"{res.value0:.6g} -> {res.value:.6g}); e.g. the training data are "
                         f"separated by the ensemble plus this weak model")
                     if self.on_unbounded == "raise":
@@ -625,7 +630,8 @@ class Booster:
                     break
             w_round = nu * alpha
             s_new = s + w_round * f
-            loss_new = float(self._value(s_new, labels, groups))
+            loss_new = (known_new if known_new is not None
+                        else float(self._value(s_new, labels, groups)))
             if not math.isfinite(loss_new):
                 raise ValueError(f"round {rnd}: the loss is {loss_new} after the update "
                                  f"(step {alpha:.4g}, weight {w_round:.4g}); the loss or the "
