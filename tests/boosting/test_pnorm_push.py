@@ -48,7 +48,7 @@ def test_closed_form_step_is_the_exact_line_search(p):
     s = torch.zeros_like(y)
     for d in pp.history_:
         assert d["closed_form"]
-        assert d["loss"] == pytest.approx(brute_log_fp(s, y, p), abs=1e-9)
+        assert d["loss_before"] == pytest.approx(brute_log_fp(s, y, p), abs=1e-9)
         h = pp.source_.dictionary.column(d["candidate"])
         s = s + d["alpha"] * h
         x = s.clone().requires_grad_(True)

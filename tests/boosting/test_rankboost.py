@@ -196,7 +196,8 @@ def test_loss_recursion_T11(variant):
     rb.fit(X, labels, g)
     h = rb.history_
     for a, b in zip(h[:-1], h[1:]):
-        assert b["loss"] == pytest.approx(a["loss"] + math.log(a["Z"]), abs=1e-10)
+        assert b["loss_before"] == pytest.approx(a["loss_before"] + math.log(a["Z"]), abs=1e-10)
+        assert a["loss"] == pytest.approx(b["loss_before"], abs=1e-10)
         assert a["Z"] == pytest.approx(1 - (math.sqrt(a["eps_plus"]) - math.sqrt(a["eps_minus"])) ** 2, abs=1e-12)
 
 
@@ -261,20 +262,21 @@ def test_model_roundtrip_and_callbacks(tmp_path):
         def __init__(self):
             self.events = []
 
-        def on_fit_start(self, b):
-            self.events.append("start")
+        def on_fit_start(self, b, info):
+            self.events.append(("start", info["n_docs"]))
 
         def on_round_end(self, b, t, d):
+            assert d["round"] == t and d["step"] == d["alpha"] == d["weight"]
             self.events.append(t)
-            return t == 4  # stop after 5 rounds
+            return t == 5  # stop after 5 rounds
 
-        def on_fit_end(self, b):
-            self.events.append("end")
+        def on_fit_end(self, b, ensemble):
+            self.events.append(("end", len(ensemble)))
 
     cb = CB()
     rb = RankBoost("rb-c", rankers=Stumps(max_thresholds=4), n_rounds=20, callbacks=[cb])
     model = rb.fit(X, labels, g)
-    assert cb.events == ["start", 0, 1, 2, 3, 4, "end"]
+    assert cb.events == [("start", g.num_docs), 1, 2, 3, 4, 5, ("end", 5)]
     assert isinstance(model, Ensemble) and len(model) == 5
     p = tmp_path / "rb.safetensors"
     model.save(p)

@@ -39,9 +39,12 @@ Shared conventions
   - ``"raise"``: raise ``ArithmeticError``.
 
   The reason is recorded in ``result.stop_reason``.
-* Callbacks: objects with any of ``on_fit_start(booster)``,
-  ``on_round_end(booster, round, diagnostics)`` (a truthy return stops training) and
-  ``on_fit_end(booster)``. ``booster.history_`` holds one diagnostics dict per round.
+* Callbacks follow the driver's contract (:mod:`.callbacks`): ``on_fit_start(booster,
+  info)``, ``on_round_end(booster, round, diagnostics)`` (``round`` 1-based; a truthy return
+  stops training) and ``on_fit_end(booster, ensemble)``. ``booster.history_`` holds one
+  diagnostics dict per round with at least ``round``, ``loss_before``/``loss`` (the
+  algorithm's training loss before/after the step: ln F̃, ln F, ln F_p or ln Ê2), ``step``
+  and ``weight`` (α), plus the algorithm's own statistics.
 """
 
 from __future__ import annotations
@@ -187,9 +190,25 @@ class _Base:
                 stop = stop or bool(r)
         return stop
 
+    def _start(self, X, groups):
+        self.history_, self.stop_reason_ = [], None
+        info = {"algorithm": type(self).__name__, "n_docs": int(X.shape[0]),
+                "n_queries": groups.num_groups, "n_features": int(X.shape[1]),
+                "n_rounds": self.n_rounds, "rankers": repr(self.rankers)}
+        for k in ("variant", "p", "warmup"):
+            if hasattr(self, k):
+                info[k] = getattr(self, k)
+        self._callbacks("on_fit_start", info)
+
     def _record(self, t, diag):
+        """Store the round's diagnostics (``round`` is 1-based, like the driver's) and call
+        ``on_round_end``; ``step``/``weight`` = α (the round's ensemble weight)."""
+        diag["round"] = t + 1
+        if "alpha" in diag:
+            diag.setdefault("step", diag["alpha"])
+            diag.setdefault("weight", diag.get("alpha_signed", diag["alpha"]))
         self.history_.append(diag)
-        return self._callbacks("on_round_end", t, diag)
+        return self._callbacks("on_round_end", t + 1, diag)
 
     def _undefined(self, reason):
         if self.on_undefined == "raise":
@@ -204,8 +223,14 @@ class _Base:
 
     def _finish(self, builder, s):
         self.scores_ = s
+        info = {"algorithm": type(self).__name__, "n_rounds_run": len(self.history_),
+                "stop_reason": self.stop_reason_}
+        for k in ("variant", "p", "warmup"):
+            if hasattr(self, k):
+                info[k] = getattr(self, k)
+        builder.info.update(info)
         self.model_ = builder.build()
-        self._callbacks("on_fit_end")
+        self._callbacks("on_fit_end", self.model_)
         return self.model_
 
 
@@ -233,8 +258,9 @@ class RankBoost(_Base):
 
     ``fit(X, labels, groups=None, *, pairs=None)`` returns the model (an ensemble of the
     chosen rankers, ``predict(X)``); per-round diagnostics (``alpha``, ``eps_plus``,
-    ``eps_minus``, ``eps_zero``, ``r``, ``Z``, ``feature``, ``threshold``, ``loss`` = ln F̃
-    before the step, ``loss_after``, ``margin``, ``l1``) are in ``history_``.
+    ``eps_minus``, ``eps_zero``, ``r``, ``Z``, ``feature``, ``threshold``, ``loss_before`` /
+    ``loss`` = ln F̃ before / after the step, ``margin`` with ``track_margin=True``, ``l1``)
+    are in ``history_``.
     """
 
     VARIANTS = ("rb-d", "rb-c", "coordinate")
@@ -265,8 +291,7 @@ class RankBoost(_Base):
         if init_scores is not None:
             s = s + torch.as_tensor(init_scores, dtype=torch.float64, device=X.device)
         builder = StumpEnsembleBuilder(src)
-        self.history_, self.stop_reason_ = [], None
-        self._callbacks("on_fit_start")
+        self._start(X, groups)
         l1 = 0.0
         valid = D.valid
         for t in range(self.n_rounds):
@@ -280,7 +305,10 @@ class RankBoost(_Base):
             l1 += abs(alpha)
             builder.add(c, alpha)
             diag.update(src.describe(c))
-            diag.update(round=t, candidate=c, alpha=alpha, loss=float(w.log_loss), l1=l1)
+            lb = float(w.log_loss)
+            z = diag.get("Z", float("nan"))
+            la = lb + math.log(z) if (z == z and z > 0) else float(stats.log_loss(s))
+            diag.update(candidate=c, alpha=alpha, loss_before=lb, loss=la, l1=l1)
             if self.track_margin:
                 mu = float(stats.margin(s))
                 diag["margin"] = mu / l1 if l1 > 0 else float("nan")
@@ -382,7 +410,7 @@ class SmoothMarginRanking(_Base):
 
     Diagnostics per round: ``phase`` ("warmup"/"smooth"), ``alpha``, ``eps_*``, ``r``,
     ``g`` (= G̃ before the step), ``g_next``, ``margin`` (μ after the step), ``smooth_margin``
-    (G̃ after the step), ``l1`` (s_{t+1}), ``loss`` (ln F̃ before), ``theorem7_condition``
+    (G̃ after the step), ``l1`` (s_{t+1}), ``loss_before``/``loss`` (ln F̃), ``theorem7_condition``
     (``d₀ < ⅔(1-r)(1-r²)`` and ``0 ≤ g < r < 1``).
     """
 
@@ -404,8 +432,7 @@ class SmoothMarginRanking(_Base):
         src = self.source_
         s = torch.zeros(X.shape[0], dtype=torch.float64, device=X.device)
         builder = StumpEnsembleBuilder(src)
-        self.history_, self.stop_reason_ = [], None
-        self._callbacks("on_fit_start")
+        self._start(X, groups)
         l1 = 0.0
         warm = RankBoost(self.warmup, rankers=self.rankers, allow_negative_alpha=self.complement,
                          on_undefined=self.on_undefined, alpha_cap=self.alpha_cap)
@@ -493,7 +520,7 @@ class SmoothMarginRanking(_Base):
             l1 += abs(alpha)
             lz_new = float(stats.log_loss(s))
             diag.update(src.describe(c))
-            diag.update(round=t, candidate=c, loss=lz, g=g, l1=l1,
+            diag.update(candidate=c, loss_before=lz, loss=lz_new, g=g, l1=l1,
                         smooth_margin=-lz_new / l1 if l1 > 0 else float("nan"),
                         margin=float(stats.margin(s)) / l1 if l1 > 0 else float("nan"))
             diag["g_next"] = diag["smooth_margin"]
@@ -552,8 +579,8 @@ class AdaBoost(_Base):
     ``argmax |r|`` with ``r = Σ_i d_i y_i h(x_i)`` and ``α = ½ ln((1+r)/(1-r))``.
 
     Diagnostics: ``alpha``, ``r``, ``feature``/``threshold`` (``feature=None`` for the
-    constant), ``F_plus``, ``F_minus``, ``F``, ``f_skew``, ``relative_f_skew``, ``loss``
-    (ln F before the step), ``loss_tilde`` (ln F̃ after the step).
+    constant), ``F_plus``, ``F_minus``, ``F``, ``f_skew``, ``relative_f_skew`` (after the
+    step), ``loss_before``/``loss`` (ln F), ``loss_tilde`` (ln F̃ after the step).
     """
 
     def __init__(self, *, rankers=None, n_rounds: int = 100, threshold: float = 0.0,
@@ -577,8 +604,7 @@ class AdaBoost(_Base):
         self.stats_ = stats
         s = torch.zeros(X.shape[0], dtype=torch.float64, device=X.device)
         builder = StumpEnsembleBuilder(src)
-        self.history_, self.stop_reason_ = [], None
-        self._callbacks("on_fit_start")
+        self._start(X, groups)
         l1 = 0.0
         for t in range(self.n_rounds):
             z = -y * s
@@ -610,8 +636,9 @@ class AdaBoost(_Base):
                 builder.add_intercept(-alpha)
                 desc = dict(src.describe(c), constant=False)
             l1 += abs(alpha)
-            diag = dict(desc, round=t, candidate=None if const else c, alpha=alpha, r=r,
-                        loss=float(logF), l1=l1, loss_tilde=float(stats.log_loss(s)))
+            diag = dict(desc, candidate=None if const else c, alpha=alpha, r=r,
+                        loss_before=float(logF), loss=float(torch.logsumexp(-y * s, 0)), l1=l1,
+                        loss_tilde=float(stats.log_loss(s)))
             diag.update(_fskew_stats(s, pos))
             if self._record(t, diag) or self.stop_reason_ is not None:
                 break
@@ -659,8 +686,8 @@ class PNormPush(_Base):
     graded labels use the C14 extension (every document is a "negative" against all
     higher grades). ``p = 1`` is RankBoost's coordinate descent.
 
-    Diagnostics: ``alpha``, ``g`` (the selection score ⟨-∇ ln F_p, h⟩/p), ``loss``
-    (ln F_p before the step), ``feature``/``threshold``, ``closed_form``.
+    Diagnostics: ``alpha``, ``g`` (the selection score ⟨-∇ ln F_p, h⟩/p), ``loss_before`` /
+    ``loss`` (ln F_p), ``feature``/``threshold``, ``closed_form``.
     """
 
     def __init__(self, p: float = 4.0, *, rankers=None, n_rounds: int = 200, pairs="bipartite",
@@ -689,8 +716,7 @@ class PNormPush(_Base):
             pm, nm = (obj.st.level == 1) & has, (obj.st.level == 0) & has
         s = torch.zeros(X.shape[0], dtype=torch.float64, device=X.device)
         builder = StumpEnsembleBuilder(src)
-        self.history_, self.stop_reason_ = [], None
-        self._callbacks("on_fit_start")
+        self._start(X, groups)
         p = self.p
         l1 = 0.0
         for t in range(self.n_rounds):
@@ -741,8 +767,8 @@ class PNormPush(_Base):
             s = s + alpha * h
             l1 += abs(alpha)
             builder.add(c, alpha)
-            diag = dict(src.describe(c), round=t, candidate=c, alpha=alpha, g=gj,
-                        loss=float(lz), closed_form=used_closed, l1=l1)
+            diag = dict(src.describe(c), candidate=c, alpha=alpha, g=gj, loss_before=float(lz),
+                        loss=float(obj.log_loss(s)), closed_form=used_closed, l1=l1)
             if self._record(t, diag) or self.stop_reason_ is not None:
                 break
         return self._finish(builder, s)
@@ -791,19 +817,26 @@ class RankBoostPlus(_Base):
     ``span(S)`` the candidate set is pruned once to an independent set containing ``S``
     (QR of ``[S, permute(R)]``, seeded) and ``S`` becomes static (greedy regime ends).
 
-    Pairs are materialised (the tie factor is pair-specific) and the candidate pair
-    vectors ``(m, C)`` are deduplicated first (identical or negated columns, zero columns).
+    Pairs are materialised (the tie factor is pair-specific): the candidate pair vectors
+    ``(m, C)`` (float64; at most ``max_pair_entries`` entries, else ``ValueError``) are
+    deduplicated first (identical or negated columns, zero columns). The span test uses an
+    incrementally orthonormalised basis of ``S`` (Gram–Schmidt twice, float64, relative
+    tolerance ``rank_tol``) instead of the paper's least squares; pruning adds the remaining
+    candidates in a seeded random order whenever they are independent of the basis so far
+    (the paper's QR of ``[S, permute(R)]``).
     Diagnostics: ``alpha``, ``alpha_prime``, ``eps_plus/minus/zero``, ``delta``,
-    ``loss_e2`` (ln Ê2 after the step, recomputed from η), ``greedy``, ``new_ranker``.
+    ``loss_e2`` = ``loss`` (ln Ê2 after the step, recomputed from η), ``loss_before``,
+    ``greedy``, ``new_ranker``.
     """
 
     def __init__(self, *, rankers=None, n_rounds: int = 100, pairs=None, seed: int = 0,
                  rank_tol: float = 1e-9, on_undefined: str = "stop", alpha_cap: float = 50.0,
-                 callbacks=()):
+                 max_pair_entries: int = 50_000_000, callbacks=()):
         super().__init__(rankers=rankers, n_rounds=n_rounds, pairs=pairs, callbacks=callbacks,
                          on_undefined=on_undefined, alpha_cap=alpha_cap)
         self.seed = int(seed)
         self.rank_tol = float(rank_tol)
+        self.max_pair_entries = int(max_pair_entries)
 
     @_flush_denormals
     def fit(self, X, labels=None, groups=None, *, pairs=None):
@@ -820,6 +853,12 @@ class RankBoostPlus(_Base):
         # candidate pair vectors, deduplicated (up to sign) and without zero columns
         cand = torch.nonzero(D.valid).flatten()
         cols = torch.stack([D.column(int(c)) for c in cand], 1) if cand.numel() else torch.zeros(X.shape[0], 0)
+        if m * cand.numel() > self.max_pair_entries:
+            raise ValueError(
+                f"RankBoostPlus materialises the pair x candidate matrix: {m} pairs x "
+                f"{cand.numel()} candidates exceeds max_pair_entries={self.max_pair_entries}; "
+                "use fewer thresholds (Stumps(max_thresholds=...)), per-query tasks as in the "
+                "paper, or raise max_pair_entries")
         R = (cols[hi] - cols[lo]).to(torch.float64)  # (m, C)
         nz = R.abs().sum(0) > 0
         R, cand = R[:, nz], cand[nz]
@@ -844,8 +883,8 @@ class RankBoostPlus(_Base):
         available = torch.ones(C, dtype=torch.bool, device=dev)
         greedy = True
         builder = StumpEnsembleBuilder(src)
-        self.history_, self.stop_reason_ = [], None
-        self._callbacks("on_fit_start")
+        self._start(X, groups)
+        le2 = 0.0  # ln Ê2 at η = 0 (D_1 normalised)
 
         def in_span(col):
             if Q.shape[1] == 0:
@@ -942,8 +981,9 @@ class RankBoostPlus(_Base):
             AS = R[:, S]
             et = torch.tensor(eta, dtype=torch.float64, device=dev)
             logl = -(AS * et).sum(1) + ((AS == 0).to(torch.float64) * _logcosh(et)).sum(1)
-            le2 = float(torch.logsumexp(logl + log_d1, 0))
-            diag = dict(src.describe(cidx), round=t, candidate=cidx, alpha=alpha, alpha_prime=ap,
+            prev_le2, le2 = le2, float(torch.logsumexp(logl + log_d1, 0))
+            diag = dict(src.describe(cidx), candidate=cidx, alpha=alpha, alpha_prime=ap,
+                        loss_before=prev_le2, loss=le2,
                         eps_plus=ep, eps_minus=em, eps_zero=e0, delta=-arg, loss_e2=le2,
                         greedy=greedy, new_ranker=choice[0] == "new", basis_size=len(S))
             if self._record(t, diag) or self.stop_reason_ is not None:
