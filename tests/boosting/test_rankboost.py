@@ -299,3 +299,16 @@ def test_bad_arguments():
         RankBoost("rb-c").fit(X, torch.zeros(4))
     with pytest.raises(ValueError, match="rankers"):
         RankBoost("rb-c", rankers="stumps").fit(X, torch.tensor([0.0, 1, 0, 1]))
+
+
+def test_driver_callbacks_work_unchanged():
+    """The driver's HistoryCallback (same contract) records the RankBoost family's rounds."""
+    from torchrankboost.boosting.callbacks import HistoryCallback
+
+    g, labels, _, _ = random_ragged(6)
+    X = torch.randn(g.num_docs, 3, generator=torch.Generator().manual_seed(0))
+    hc = HistoryCallback()
+    model = RankBoost("rb-c", rankers=Stumps(max_thresholds=5), n_rounds=6, callbacks=[hc]).fit(X, labels, g)
+    assert hc.info["algorithm"] == "RankBoost" and hc.ensemble is model
+    assert [d["round"] for d in hc.rounds] == list(range(1, len(model) + 1))
+    assert all(b["loss"] <= b["loss_before"] + 1e-12 for b in hc.rounds)
