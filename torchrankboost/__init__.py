@@ -81,6 +81,14 @@ from .linear import LinearRanker, RankSVM  # noqa: F401
 # --- user surface (estimator, logging) ---
 from . import registry  # noqa: F401
 from .cli import load_builtin  # noqa: F401
-from .estimator import BoostedRanker, load_model  # noqa: F401
 from .logging import TensorBoardLogger  # noqa: F401
 from .progress import ProgressCallback  # noqa: F401
+
+
+def __getattr__(name):  # PEP 562: the estimator imports scikit-learn (~1 s), load it on use
+    if name in ("BoostedRanker", "load_model", "estimator"):
+        import importlib
+
+        estimator = importlib.import_module(f"{__name__}.estimator")
+        return estimator if name == "estimator" else getattr(estimator, name)
+    raise AttributeError(f"module 'torchrankboost' has no attribute {name!r}")
