@@ -249,7 +249,10 @@ class TensorBoardLogger:
         pts = roc_curve_points(y.astype(np.float64), s, relevance_threshold=0.5)
         if pts is not None:
             img = render_roc_image(*pts)
-            self.writer.add_image(f"{tag}/roc_curve", img, int(step), dataformats="HWC")
+            try:  # SummaryWriter encodes images with Pillow; skip the picture without it
+                self.writer.add_image(f"{tag}/roc_curve", img, int(step), dataformats="HWC")
+            except ImportError:  # pragma: no cover - Pillow is usually installed
+                pass
 
     def log_hparams(self, hparams: Optional[Mapping[str, Any]] = None,
                     metrics: Optional[Mapping[str, Any]] = None) -> None:
