@@ -215,12 +215,14 @@ def test_train_algorithm_by_name_with_params(tmp_path, capsys):
     (["evaluate", "/no/model.safetensors", "/no/data.txt"], r"model not found"),
     (["predict", "/no/model.safetensors", "/no/data.txt"], r"model not found"),
 ])
-def test_bad_input_is_one_line(args, pattern, capsys):
+def test_bad_input_is_one_line(args, pattern, capsys, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
     rc = main(args)
     cap = capsys.readouterr()
     assert rc != 0
     line = one_error_line(cap.err)
     assert re.search(pattern, line), line
+    assert not (tmp_path / "runs").exists()  # no run directory for a bad command
 
 
 def test_malformed_and_missing_files(tmp_path, capsys):

@@ -412,6 +412,18 @@ def cmd_train(args) -> int:
     from .logging import TensorBoardLogger, default_logdir
     from .progress import ProgressCallback
 
+    n_rounds = args.rounds if args.rounds is not None else 100
+    init_params = _init_params(algorithm)
+    if not args.no_tensorboard and "track_margin" in init_params:
+        params.setdefault("track_margin", True)  # log the ranking margin per round
+    if not args.no_tensorboard and "eval_train" in init_params:
+        params.setdefault("eval_train", True)  # training metrics per round too
+    build = dict(algorithm=algorithm, loss=loss_name, learner=learner_name, n_rounds=n_rounds,
+                 learning_rate=args.learning_rate, max_leaves=args.max_leaves,
+                 loss_params=loss_params, learner_params=learner_params, params=params,
+                 seed=args.seed)
+    make_trainer(**build)  # bad parameters fail here, before a run directory is created
+
     logdir = args.logdir or default_logdir(name)
     callbacks = [ProgressCallback(quiet=args.quiet)]
     logger = None
@@ -420,17 +432,7 @@ def cmd_train(args) -> int:
                                    hparams_on_fit_end=False)
         callbacks.append(logger)
 
-    n_rounds = args.rounds if args.rounds is not None else 100
-    init_params = _init_params(algorithm)
-    if logger is not None and "track_margin" in init_params:
-        params.setdefault("track_margin", True)  # log the ranking margin per round
-    if logger is not None and "eval_train" in init_params:
-        params.setdefault("eval_train", True)  # training metrics per round too
-    trainer = make_trainer(algorithm=algorithm, loss=loss_name, learner=learner_name,
-                           n_rounds=n_rounds, learning_rate=args.learning_rate,
-                           max_leaves=args.max_leaves, loss_params=loss_params,
-                           learner_params=learner_params, params=params, seed=args.seed,
-                           callbacks=callbacks)
+    trainer = make_trainer(**build, callbacks=callbacks)
     trd, vad, ted = (d.to(dev) if d is not None else None for d in (tr, va, te))
     es = args.early_stopping
     if es is None:
