@@ -27,10 +27,16 @@ def _one_thread():
     torch.set_num_threads(n)
 
 
-def run_cli(args, cwd, timeout=120):
+def run_cli(args, cwd, timeout=120, *, console_script=False):
+    """Run the command in a fresh process: ``python -m torchrankboost`` or, with
+    ``console_script``, the installed ``torchrankboost`` script next to this Python (as the
+    README runs it) when it exists."""
     env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
-    return subprocess.run([sys.executable, "-m", "torchrankboost", *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=timeout)
+    script = Path(sys.executable).parent / "torchrankboost"
+    cmd = [str(script)] if console_script and script.exists() else \
+        [sys.executable, "-m", "torchrankboost"]
+    return subprocess.run([*cmd, *args], cwd=cwd, env=env, capture_output=True, text=True,
+                          timeout=timeout)
 
 
 def read_events(logdir):
@@ -57,7 +63,7 @@ def test_readme_first_command_trains_prints_metrics_and_writes_events(tmp_path):
     first = [l for l in readme.splitlines() if "pip install -e . " in l or "pip install -e . &&" in l]
     assert first and first[0].rstrip().endswith("torchrankboost train"), \
         "README's first command must end with `torchrankboost train`"
-    r = run_cli(["train"], cwd=tmp_path)
+    r = run_cli(["train"], cwd=tmp_path, timeout=300, console_script=True)
     assert r.returncode == 0, r.stderr[-2000:]
     out = r.stdout
     assert re.search(r"^test\s+\d\.\d{4}", out, re.M), out  # the final metric table
