@@ -50,6 +50,7 @@ gives autograd gradients of the sums (used for double backward / Hessians).
 from __future__ import annotations
 
 import math
+import numbers
 from typing import List, Optional, Sequence, Tuple
 
 import torch
@@ -362,7 +363,7 @@ ACC_DTYPE = torch.float64
 
 def check_real(value, name: str) -> float:
     """``float(value)`` for a finite real number (not a bool), else ``ValueError``."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
         if isinstance(value, Tensor) and value.numel() == 1 and not value.dtype == torch.bool:
             value = value.item()
         else:
