@@ -58,6 +58,30 @@ def bucket_logsumexp(x: Tensor, index: Tensor, num: int) -> Tensor:
     return torch.log(s) + m0
 
 
+def _row_sum_matrix(rows: Tensor, num_rows: int, dtype=torch.float64):
+    """A sparse CSR (num_rows × n) 0/1 matrix with a one at (rows[i], i): ``M @ x`` sums the
+    rows of ``x`` per index (4x faster than ``index_add_`` on CPU). None off the CPU, where
+    the callers fall back to ``index_add_``/``scatter_add_``."""
+    if rows.device.type != "cpu":
+        return None
+    import warnings
+
+    n = rows.numel()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        idx = torch.stack([rows, torch.arange(n, device=rows.device)])
+        m = torch.sparse_coo_tensor(idx, torch.ones(n, dtype=dtype), (num_rows, n)).coalesce()
+        return m.to_sparse_csr()
+
+
+def _sum_rows(M, rows: Tensor, num_rows: int, x: Tensor) -> Tensor:
+    """``out[r] = Σ_{rows[i] == r} x[i]`` for (n,) or (n, k) ``x``."""
+    if M is not None and x.dtype == torch.float64:
+        return M @ x if x.dim() == 2 else (M @ x[:, None])[:, 0]
+    out = torch.zeros((num_rows,) + tuple(x.shape[1:]), dtype=x.dtype, device=x.device)
+    return out.index_add_(0, rows, x)
+
+
 def _excl_logcumsumexp(x: Tensor, reverse: bool = False) -> Tensor:
     """Exclusive log-cum-sum-exp along dim 1 of a (G, K) tensor."""
     if reverse:
@@ -170,6 +194,7 @@ class LabelPairStats:
         self.can_upper = lev > lmin[self.gi]
         self.can_lower = lev < lmax[self.gi]
         self.active = torch.nonzero(self.can_upper | self.can_lower).flatten()
+        self._bucket_M = _row_sum_matrix(self.bucket, self.G * self.K)
         if self.num_pairs == 0:
             raise ValueError("labels: no crucial pairs (every query has a single label level)")
         self.is_explicit = False
@@ -217,8 +242,7 @@ class LabelPairStats:
             if float(x.abs().max()) > 300:
                 return None
         e = torch.exp(torch.stack([-x, x], 1))  # (n, 2) = [a, b]
-        AB = torch.zeros(G * K, 2, dtype=s.dtype, device=s.device).index_add_(
-            0, self.bucket, e).view(G, K, 2)
+        AB = _sum_rows(self._bucket_M, self.bucket, G * K, e).view(G, K, 2)
         A, B = AB[..., 0], AB[..., 1]
         Blt = _excl_cumsum(B)
         Agt = _excl_cumsum(A.flip(1)).flip(1)
@@ -300,8 +324,7 @@ class LabelPairStats:
         h = h.to(torch.float64)
         if w.linear is not None:
             a, b, A, B, Blt, Z = w.linear
-            z = torch.zeros(G * K, 2, dtype=torch.float64, device=h.device).index_add_(
-                0, self.bucket, w.e * h[:, None]).view(G, K, 2)
+            z = _sum_rows(self._bucket_M, self.bucket, G * K, w.e * h[:, None]).view(G, K, 2)
             A1, B1 = z[..., 0], z[..., 1]
             B1lt = _excl_cumsum(B1)
             ep = (A1 * (Blt - B1lt)).sum() / Z
@@ -501,14 +524,35 @@ class CodesDictionary:
         self.packed = (cp * mult[None, :, None]).sum(1)  # (P, n)
         self.P = P
         self._packed_act = None
+        self._hist_M = self._hist_matrix(self.packed)
+
+    def _hist_matrix(self, packed: Tensor):
+        """CSR (P·NB^k × n) one-hot matrix of the packed codes (CPU fast path), or None."""
+        if not self.CSR_HIST or packed.device.type != "cpu" or packed.numel() > 50_000_000:
+            return None
+        P, n = packed.shape
+        rows = (packed + (torch.arange(P, device=packed.device) * self.NB ** self.k)[:, None]).reshape(-1)
+        cols = torch.arange(n, device=packed.device).repeat(P)
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            m = torch.sparse_coo_tensor(torch.stack([rows, cols]), torch.ones(P * n, dtype=torch.float64),
+                                        (P * self.NB ** self.k, n)).coalesce()
+            return m.to_sparse_csr()
 
     PACK_BINS = 2048
+    #: CSR sparse-matrix histograms (measured ~3x slower than scatter_add_ here: off)
+    CSR_HIST = False
 
-    def _hist(self, v: Tensor, packed: Tensor) -> Tensor:
+    def _hist(self, v: Tensor, packed: Tensor, M=None) -> Tensor:
         """(F, NB) histogram of ``v`` over every feature's codes."""
         P, k, NB = self.P, self.k, self.NB
-        h = torch.zeros(P, NB ** k, dtype=v.dtype, device=v.device).scatter_add_(
-            1, packed, v[None, :].expand(P, packed.shape[1]))
+        if M is not None and v.dtype == torch.float64:
+            h = (M @ v[:, None]).view(P, NB ** k)
+        else:
+            h = torch.zeros(P, NB ** k, dtype=v.dtype, device=v.device).scatter_add_(
+                1, packed, v[None, :].expand(P, packed.shape[1]))
         if k == 1:
             return h
         h = h.view((P,) + (NB,) * k)
@@ -527,6 +571,7 @@ class CodesDictionary:
         self.active = active
         self._codesT_act = self.codesT[:, active].contiguous()
         self._packed_act = self.packed[:, active].contiguous()
+        self._hist_M_act = self._hist_matrix(self._packed_act)
 
     def _suffix(self, hist: Tensor) -> Tensor:
         # hist (F, NB, k) -> Σ_{b > t} for t < T  -> (F, T, k)
@@ -536,12 +581,12 @@ class CodesDictionary:
     def linear_sums(self, V: Tensor) -> Tensor:
         """``Σ_i V_i h_c(x_i)`` for all candidates: V (n,) -> (C,), V (n, k) -> (C, k)."""
         one = V.dim() == 1
-        packed = self.packed
+        packed, M = self.packed, self._hist_M
         if self.active is not None:
             V = V[self.active]
-            packed = self._packed_act
+            packed, M = self._packed_act, self._hist_M_act
         cols = [V] if one else list(V.unbind(1))
-        hs = [self._hist(v, packed) for v in cols]
+        hs = [self._hist(v, packed, M) for v in cols]
         hist = torch.stack(hs, -1)  # (F, NB, k)
         out = self._suffix(hist).reshape(self.F * self.T, -1)
         return out[:, 0] if one else out
