@@ -31,8 +31,6 @@ Explicit pair lists cost O(#pairs) per round (``ExplicitPairStats``).
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
 from typing import Optional
 
 import torch

@@ -26,7 +26,7 @@ the driver's (``booster_.history`` via callbacks, ``booster_.evals_result_``).
 
 from __future__ import annotations
 
-from typing import Optional, Sequence, Union
+from typing import Sequence, Union
 
 import torch
 from torch import Tensor

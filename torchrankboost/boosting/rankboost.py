@@ -50,14 +50,14 @@ Shared conventions
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional
 
 import torch
 from torch import Tensor
 
 from ..groups import Groups, as_groups
-from ..pairs import Bipartite, ExplicitPairs, Graded, resolve_pairs
-from ._dictionaries import MatrixRankers, make_source
+from ..pairs import Bipartite, ExplicitPairs, resolve_pairs
+from ._dictionaries import MatrixRankers, make_source  # noqa: F401 (re-exported)
 from ._pair_stats import (LabelPairStats, PairMatrixDictionary, bucket_logsumexp,
                           line_search_convex, make_pair_stats)
 from ._model import StumpEnsembleBuilder
