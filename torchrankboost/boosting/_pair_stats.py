@@ -364,7 +364,10 @@ class LabelPairStats:
         lev_s = self.level[perm]
         # the sorted layout keeps each query's rows in place, so positions are shared
         rem = self.groups.sizes[self.gi] - 1 - self.groups.position
+        G, L = self.G, self.groups.max_size
+        pad = (self.gi, self.groups.position + 1, G, L) if G * (L + 1) <= 2 * max(self.n, 1) else None
         return {"perm": perm, "lev_s": lev_s, "rem": rem, "max_size": self.groups.max_size,
+                "pad_index": pad,
                 "codes_s": torch.gather(codes.long(), 0, perm)}
 
     def q_values(self, w: PairWeights, cp) -> Tensor:
@@ -396,16 +399,36 @@ def _excl_cumsum(x: Tensor) -> Tensor:
 
 def _seg_suffix_excl(x: Tensor, cp) -> Tensor:
     """Exclusive suffix sums ``Σ_{j > i, same group} x_j`` of (n, F) ``x`` within contiguous
-    groups: a segmented Hillis–Steele scan (``ceil(log2 L)`` shifted adds), additions of
-    non-negative terms only — no global-prefix subtraction, so no cancellation when the
-    magnitudes differ by hundreds of orders between queries."""
+    groups, adding non-negative terms only — no global-prefix subtraction, so no cancellation
+    when the magnitudes differ by hundreds of orders between queries. Padded per-query
+    reverse cumsum when the padded size is at most 2·n, else a segmented Hillis–Steele scan
+    (``ceil(log2 L)`` shifted adds)."""
+    if cp.get("pad_index") is not None:
+        gi, pos1, G, L = cp["pad_index"]
+        F = x.shape[1]
+        buf = x.new_zeros(G, L + 1, F)
+        buf[gi, pos1 - 1] = x
+        suf = torch.flip(torch.cumsum(torch.flip(buf, [1]), 1), [1])  # inclusive suffix
+        return suf[gi, pos1]  # the suffix after i (the padding column L is 0)
     rem = cp["rem"]  # (n,) documents after i in its group
-    y = torch.cat([x[1:], x.new_zeros(1, x.shape[1])], 0)
-    y = torch.where((rem >= 1)[:, None], y, torch.zeros_like(y))
+    masks = cp.get("scan_masks")
+    if masks is None or masks[0].dtype != x.dtype:
+        masks = []
+        step = 1
+        masks.append((rem >= 1).to(x.dtype)[:, None])
+        while step < cp["max_size"]:
+            masks.append((rem > step).to(x.dtype)[:, None])
+            step *= 2
+        cp["scan_masks"] = masks
+    n = x.shape[0]
+    y = torch.zeros_like(x)
+    if n > 1:
+        y[:-1] = x[1:] * masks[0][:-1]
     step = 1
-    while step < cp["max_size"]:
-        sh = torch.cat([y[step:], y.new_zeros(step, y.shape[1])], 0)
-        y = y + torch.where((rem > step)[:, None], sh, torch.zeros_like(sh))
+    for m in masks[1:]:
+        if step >= n:
+            break
+        y[: n - step] += y[step:] * m[: n - step]  # the product is a temporary: old values
         step *= 2
     return y
 
