@@ -214,6 +214,14 @@ class LabelPairStats:
         w = self._weights_linear(s)
         return w if w is not None else self._weights_log(s)
 
+    def _tri(self, like: Tensor) -> Tensor:
+        """(K, K) matrix ``T[k', k] = 1[k' < k]``: ``B @ T`` sums the lower label levels."""
+        t = getattr(self, "_tri_cache", None)
+        if t is None or t.dtype != torch.float64 or t.device != like.device:
+            t = self._tri_cache = torch.ones(self.K, self.K, dtype=torch.float64,
+                                             device=like.device).triu(1)
+        return t
+
     def _centre(self, s: Tensor) -> Tensor:
         """Per-document query centre ``(max + min)/2`` of the scores (``(n,)``)."""
         G = self.G
@@ -242,8 +250,9 @@ class LabelPairStats:
         e = torch.exp(torch.stack([-x, x], 1))  # (n, 2) = [a, b]
         AB = _sum_rows(self._bucket_M, self.bucket, G * K, e).view(G, K, 2)
         A, B = AB[..., 0], AB[..., 1]
-        Blt = _excl_cumsum(B)
-        Agt = _excl_cumsum(A.flip(1)).flip(1)
+        lt = self._tri(s)
+        Blt = B @ lt  # Σ over lower levels
+        Agt = A @ lt.T  # Σ over higher levels
         Z = (A * Blt).sum()
         z = float(Z)
         if not (1e-250 < z < 1e250):
@@ -324,7 +333,7 @@ class LabelPairStats:
             a, b, A, B, Blt, Z = w.linear
             z = _sum_rows(self._bucket_M, self.bucket, G * K, w.e * h[:, None]).view(G, K, 2)
             A1, B1 = z[..., 0], z[..., 1]
-            B1lt = _excl_cumsum(B1)
+            B1lt = B1 @ self._tri(h)
             ep = (A1 * (Blt - B1lt)).sum() / Z
             em = ((A - A1) * B1lt).sum() / Z
             e0 = (A1 * B1lt + (A - A1) * (Blt - B1lt)).sum() / Z

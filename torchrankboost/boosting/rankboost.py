@@ -217,9 +217,8 @@ class _Base:
 
     def _select(self, score: Tensor, valid: Tensor, signed: bool) -> int:
         """Index of the best candidate (lowest index on ties)."""
-        sc = score.abs() if signed else score
-        sc = torch.where(valid, sc, torch.full_like(sc, float("-inf")))
-        return int(torch.argmax(sc))
+        sc = score.abs() if signed else score.clone()
+        return int(torch.argmax(sc.masked_fill_(~valid, float("-inf"))))
 
     def _finish(self, builder, s):
         self.scores_ = s
