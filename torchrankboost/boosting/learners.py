@@ -171,6 +171,12 @@ def node_histogram(codes: Tensor, rows: Optional[Tensor], values: Tensor, *, slo
     return hist.permute(1, 2, 0), cnt
 
 
+def _tree_histogram(codes: Tensor, rows: Tensor, values: Tensor, packed: Optional[Tensor], slots: int) -> Tensor:
+    """(3, F, slots) float64 node histogram: channels Σ w·t, Σ w, row count."""
+    h, c = node_histogram(codes, rows, values, slots=slots, packed=packed)
+    return torch.cat([h.permute(2, 0, 1), c.unsqueeze(0)], 0)
+
+
 # ----------------------------------------------------------------------------- trees
 
 
@@ -178,7 +184,7 @@ def node_histogram(codes: Tensor, rows: Optional[Tensor], values: Tensor, *, slo
 class _Leaf:
     leaf_id: int
     rows: Tensor
-    hist: Optional[Tensor]  # (F, 256, 3) float64: Σ w·t, Σ w, count
+    hist: Optional[Tensor]  # (3, F, 256) float64: Σ w·t, Σ w, count
     cnt: Optional[Tensor]  # unused
     depth: int
     parent: int  # internal node index, -1 for the root
@@ -331,45 +337,94 @@ class RegressionTree:
         return bin_features(X, n_bins=self.n_bins, sample_count=self.bin_sample_count, seed=self.seed)
 
     # -- split search -----------------------------------------------------------------------
-    def _best_splits(self, hists: Tensor, base_ok: Tensor):
+    def _candidates(self, prepared: BinnedFeatures, feat_ok: Tensor):
+        """Compact list of the split candidates of one fit, in (feature, bin, direction) order.
+
+        A candidate is a threshold bin ``t < num_bins[f]`` of a sampled feature ``f``, with NaN
+        going left (direction 0) and, for features that have NaNs in the training data, also
+        with NaN going right (direction 1). Features without NaNs send NaN left (both directions
+        give the same gain there and the tie rule prefers NaN-left). Returns a dict of (Q,)
+        tensors: ``pos`` (flat index ``f·Vm + t`` into cumulative sums of width ``Vm``),
+        ``feat``, ``nan_left`` (bool), ``info`` (Q, 3) float64 = (f, t, default_left), and
+        ``Vm`` = max number of value bins.
+        """
+        dev = prepared.codes.device
+        num_bins = prepared.num_bins.to(dev)
+        F = num_bins.numel()
+        Vm = max(1, int(num_bins.max().item())) if F else 1
+        Vm = min(Vm, prepared.missing_code)
+        t_ar = torch.arange(Vm, device=dev)
+        ok = (t_ar.unsqueeze(0) < num_bins.unsqueeze(1)) & feat_ok.unsqueeze(1)  # (F, Vm)
+        miss = prepared.has_missing.to(dev)
+        ndir = torch.where(miss, 2, 1).unsqueeze(1).expand(F, Vm)
+        reps = torch.where(ok, ndir, torch.zeros_like(ndir)).reshape(-1)
+        pos = torch.repeat_interleave(torch.arange(F * Vm, device=dev), reps)
+        # direction of each repeated entry: 0 for the first copy, 1 for the second
+        first = torch.ones_like(pos, dtype=torch.bool)
+        if pos.numel() > 1:
+            first[1:] = pos[1:] != pos[:-1]
+        feat = torch.div(pos, Vm, rounding_mode="floor")
+        thr = pos - feat * Vm
+        info = torch.stack([feat, thr, first.to(torch.int64)], 1).double()
+        return {"pos": pos, "feat": feat, "nan_left": first, "info": info, "Vm": Vm}
+
+    def _best_splits(self, hists: Tensor, cand: dict):
         """Best split of each node in a batch.
 
         Args:
-            hists: (B, F, 256, 3) float64 histograms (Σ w·t, Σ w, count); slot 255 = missing.
-            base_ok: (F, 255) bool, thresholds allowed (real bins of sampled features).
+            hists: (B, 3, F, 256) float64 histograms (channels Σ w·t, Σ w, count; slot 255 =
+                missing).
+            cand: from :meth:`_candidates`.
 
         Returns:
             list of ``(gain, feature, bin, default_left)`` or None per node.
+
+        Cumulative sums over the value bins give the left sums with NaN right; adding the
+        missing slot gives NaN left; right = node total − left. Only the compact candidate
+        list is evaluated (no (B, F, 255, dirs, sides, 3) intermediates).
         """
         lam = self.l2
-        Bn, F, S, _ = hists.shape
+        Bn, _, F, S = hists.shape
         V = S - 1
-        c = torch.cumsum(hists[:, :, :V, :], 2)  # (B, F, V, 3) left sums, missing excluded
-        miss = hists[:, :, V:, :]  # (B, F, 1, 3)
-        tot = c[:, :, -1:, :] + miss  # (B, F, 1, 3) node totals (per feature, equal up to rounding)
-        left = torch.stack([c + miss, c.expand_as(c)], 3)  # (B, F, V, 2 dirs: NaN left / right, 3)
-        lr = torch.stack([left, tot.unsqueeze(3) - left], 4)  # (B, F, V, 2 dirs, 2 sides, 3)
-        g, h, n = lr.unbind(-1)
-        d = h + lam
-        gain = (g * g / d).sum(-1)  # (B, F, V, 2)
-        ok = ((n >= self.min_samples_leaf - 0.5) & (h >= self.min_child_weight) & (d > 0)).all(-1)
-        ok &= base_ok.view(1, F, V, 1)
-        gain = gain.masked_fill(~ok, -math.inf)
-        flat = torch.argmax(gain.reshape(Bn, -1), 1)
-        best = gain.reshape(Bn, -1).gather(1, flat.unsqueeze(1)).squeeze(1)
-        T0 = tot[:, 0, 0, :]  # (B, 3)
+        Vm = cand["Vm"]
+        pos = cand["pos"]
+        if pos.numel() == 0:
+            return [None] * Bn
+        c = torch.cumsum(hists[..., :Vm], -1)  # (B, 3, F, Vm) left sums, missing excluded
+        miss = hists[..., V]  # (B, 3, F)
+        tot = c[..., Vm - 1] + miss  # (B, 3, F) node totals (per feature, equal up to rounding)
+        # torch.gather along the last dim (much faster than index_select there on CPU)
+        Q = pos.numel()
+        cs = torch.gather(c.reshape(Bn * 3, F * Vm), 1, pos.expand(Bn * 3, Q))  # (B·3, Q)
+        fq = cand["feat"].expand(Bn * 3, Q)
+        ms = torch.gather(miss.reshape(Bn * 3, F), 1, fq)
+        ts = torch.gather(tot.reshape(Bn * 3, F), 1, fq)
+        left = torch.where(cand["nan_left"], cs + ms, cs).view(Bn, 3, Q)
+        right = ts.view(Bn, 3, Q) - left
+        gl, hl, nl = left.unbind(1)
+        gr, hr, nr = right.unbind(1)
+        dl = hl + lam
+        dr = hr + lam
+        gain = gl * gl / dl + gr * gr / dr  # (B, Q)
+        mn = self.min_samples_leaf - 0.5
+        mcw = self.min_child_weight
+        ok = (nl >= mn) & (nr >= mn) & (hl >= mcw) & (hr >= mcw)
+        if not mcw > 0:  # otherwise h >= mcw > 0 and λ >= 0 imply d > 0
+            ok &= (dl > 0) & (dr > 0)
+        gain = torch.where(ok, gain, torch.full_like(gain, -math.inf))
+        best, flat = torch.max(gain, 1)
+        T0 = tot[:, :, 0]  # (B, 3)
         d0 = T0[:, 1] + lam
         parent = torch.where(d0 > 0, T0[:, 0] * T0[:, 0] / torch.where(d0 > 0, d0, torch.ones_like(d0)),
                              torch.zeros_like(d0))
+        res = torch.cat([best.unsqueeze(1), parent.unsqueeze(1), cand["info"].index_select(0, flat)], 1)
         out = []
-        for b, (fl, bg, pa) in enumerate(zip(flat.tolist(), best.tolist(), parent.tolist())):
+        for bg, pa, f, t, dleft in res.tolist():
             gain_b = bg - pa
             if not (math.isfinite(bg) and gain_b > max(self.min_split_gain, _REL_EPS * abs(pa))):
                 out.append(None)
                 continue
-            f, rem = divmod(fl, V * 2)
-            t, dd = divmod(rem, 2)
-            out.append((gain_b, f, t, dd == 0))
+            out.append((gain_b, int(f), int(t), dleft == 1.0))
         return out
 
     # -- fit --------------------------------------------------------------------------------
@@ -388,7 +443,6 @@ class RegressionTree:
         values = torch.stack([wt, w], 1)
         packed = torch.complex(wt, w) if dev.type == "cpu" else None
         slots = prepared.missing_code + 1
-        num_bins = prepared.num_bins.to(dev)
 
         feat_ok = torch.ones(F, dtype=torch.bool, device=dev)
         if self.feature_fraction < 1.0 and F > 1:
@@ -406,12 +460,10 @@ class RegressionTree:
         max_depth = self.max_depth if self.max_depth is not None else 1 << 30
         msl = self.min_samples_leaf
 
-        V = slots - 1
-        base_ok = (torch.arange(V, device=dev).unsqueeze(0) < num_bins.unsqueeze(1)) & feat_ok.unsqueeze(1)
+        cand = self._candidates(prepared, feat_ok)
 
         def hist_of(r):
-            h, c = node_histogram(codes, r, values, slots=slots, packed=packed)
-            return torch.cat([h, c.unsqueeze(-1)], -1)  # (F, 256, 3)
+            return _tree_histogram(codes, r, values, packed, slots)  # (3, F, 256)
 
         root = _Leaf(0, rows, hist_of(rows), None, 0, -1, True)
         leaves = [root]
@@ -421,7 +473,7 @@ class RegressionTree:
             for lf in lvs:
                 lf.best = None
             if todo:
-                res = self._best_splits(torch.stack([lf.hist for lf in todo]), base_ok)
+                res = self._best_splits(torch.stack([lf.hist for lf in todo]), cand)
                 for lf, r in zip(todo, res):
                     lf.best = r
 
@@ -434,7 +486,7 @@ class RegressionTree:
                 break
             leaf = max(cands, key=lambda lf: lf.best[0])  # first max: lowest position in list
             gain, f, t, d_left = leaf.best
-            code = codes[:, f].index_select(0, leaf.rows).to(torch.int64)
+            code = codes[:, f].index_select(0, leaf.rows)
             go_left = code <= t
             if d_left:
                 go_left |= code == prepared.missing_code
@@ -459,11 +511,13 @@ class RegressionTree:
             evaluate(left, right)
 
         # exact leaf values from the rows (not from subtracted histograms)
-        L = len(leaves)
-        sums = torch.zeros((L, 2), dtype=torch.float64, device=dev)
-        for lf in leaves:
-            sums[lf.leaf_id, 0] = wt[lf.rows].sum()
-            sums[lf.leaf_id, 1] = w[lf.rows].sum()
+        # (one gather of all leaves' rows, then one contiguous sum per leaf: the same values,
+        # bit for bit, as summing each leaf's gathered rows)
+        leaves.sort(key=lambda lf: lf.leaf_id)
+        sizes = [lf.rows.numel() for lf in leaves]
+        all_rows = torch.cat([lf.rows for lf in leaves])
+        sums = torch.stack([torch.stack([a.sum() for a in wt.index_select(0, all_rows).split(sizes)]),
+                            torch.stack([a.sum() for a in w.index_select(0, all_rows).split(sizes)])], 1)
         denom = sums[:, 1] + self.l2
         leaf_value = torch.where(denom > 0, sums[:, 0] / torch.where(denom > 0, denom, torch.ones_like(denom)),
                                  torch.zeros_like(denom)).to(out_dtype)
