@@ -121,7 +121,7 @@ def run_dataset(name, data, T, max_thresholds, log):
         # replay the rounds to get the scores after every round (train and test)
         s_tr, s_te = np.zeros(len(ytr)), np.zeros(len(yte))
         n_const = 0
-        for d in est.history_:
+        for t, d in enumerate(est.history_, start=1):  # t = rounds done (position, not d["round"])
             a = d["alpha"]
             if algo == "rankboost":
                 s_tr += a * stump(Xtr, d["feature"], d["threshold"])
@@ -133,7 +133,6 @@ def run_dataset(name, data, T, max_thresholds, log):
             else:
                 s_tr += a * (2 * stump(Xtr, d["feature"], d["threshold"]) - 1)
                 s_te += a * (2 * stump(Xte, d["feature"], d["threshold"]) - 1)
-            t = d["round"] + 1
             if t in keep or t == len(est.history_):
                 curves[algo].append(dict(round=t, **round_metrics(s_tr, ytr, s_te, yte)))
                 if algo == "rankboost":
@@ -353,12 +352,12 @@ def main(argv=None):
         w = csv.writer(f)
         w.writerow(["algorithm", "round", "phase", "margin", "smooth_margin", "alpha", "l1"])
         keep = set(log_rounds(args.rounds_8x8))
-        for d in res["rb"]:
-            if d["round"] + 1 in keep:
-                w.writerow(["rankboost", d["round"] + 1, "", f"{d['margin']:.8f}", "", f"{d['alpha']:.6g}", f"{d['l1']:.6g}"])
-        for d in res["sm"]:
-            if d["round"] + 1 in keep:
-                w.writerow(["smooth_margin", d["round"] + 1, d["phase"], f"{d['margin']:.8f}",
+        for t, d in enumerate(res["rb"], start=1):
+            if t in keep:
+                w.writerow(["rankboost", t, "", f"{d['margin']:.8f}", "", f"{d['alpha']:.6g}", f"{d['l1']:.6g}"])
+        for t, d in enumerate(res["sm"], start=1):
+            if t in keep:
+                w.writerow(["smooth_margin", t, d["phase"], f"{d['margin']:.8f}",
                             f"{d['smooth_margin']:.8f}", f"{d['alpha']:.6g}", f"{d['l1']:.6g}"])
     md.append("## 8×8 example (8 crucial pairs, d₀ ≡ 0)\n")
     md.append(f"LP optimum ρ = {res['rho']:.6f} at λ = {np.round(res['lambda_lp'], 4).tolist()}\n")
