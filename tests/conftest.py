@@ -14,7 +14,9 @@ try:
 except ImportError:  # pragma: no cover
     pass
 
-torch.set_num_threads(min(2, torch.get_num_threads()))
+# The tests run many small tensor ops, for which an intra-op thread pool costs more than it
+# gains (and stalls badly on a shared machine): one thread, deterministic and fast.
+torch.set_num_threads(1)
 
 SHARED_DATA = Path(
     os.environ.get("TORCHRANKBOOST_DATA", Path(__file__).resolve().parents[1].parent / "shared" / "data")

@@ -1,6 +1,8 @@
 """Stagewise boosting: the driver (:class:`Booster`), the fitted model (:class:`Ensemble`),
 step rules (:mod:`.steps`), callbacks (:mod:`.callbacks`) and the weak learners
-(:mod:`.learners`: regression trees, stumps, single features)."""
+(:mod:`.learners`: regression trees, stumps, single features), and the papers' algorithms
+(:mod:`.rankboost`: RankBoost RB-D/RB-C/coordinate, RankBoost+, AdaBoost, smooth margin
+ranking, p-norm push; :mod:`.qbrank`: QBRank and GBT)."""
 
 from .booster import (  # noqa: F401
     Booster,
@@ -21,3 +23,13 @@ from .learners import (  # noqa: F401
     weak_model_from_state,
 )
 from .steps import LineSearchResult, line_search, newton_step  # noqa: F401
+from .rankboost import (  # noqa: F401
+    AdaBoost,
+    MatrixRankers,
+    PNormPush,
+    RankBoost,
+    RankBoostPlus,
+    SmoothMarginRanking,
+    with_zero_skew_intercept,
+)
+from .qbrank import GBT, QBRank  # noqa: F401
