@@ -27,9 +27,10 @@ Layout and conventions
   the edges are computed from a seeded uniform row sample; every row is still coded.
 
 Everything runs as torch ops on the device of ``X`` (the sample permutation is drawn on the CPU
-so the same seed gives the same bins on every device). The quantile step loops over features
-(once per fit); coding is vectorised over features with a batched ``torch.searchsorted`` and
-chunked over rows to bound memory.
+so the same seed gives the same bins on every device). The quantile step is vectorised over
+blocks of features (sort of the transposed sample block, run starts by comparison, quantile runs
+read from cumulative run counts; no per-feature loop); coding is vectorised over features with
+a batched ``torch.searchsorted`` and chunked over rows to bound memory.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ __all__ = ["BinnedFeatures", "bin_features", "apply_bins", "compute_bin_edges", 
 MAX_UINT8_BINS = 255
 _MAX_INT16_BINS = 32766
 _CODE_CHUNK = 1 << 16
+_EDGE_BLOCK = 1 << 22  # features x sample rows per vectorised edge block
 
 
 @dataclass
@@ -102,6 +104,57 @@ def _safe_midpoints(lo: Tensor, hi: Tensor) -> Tensor:
     return torch.where(mid >= hi, lo, torch.where(mid < lo, lo, mid))
 
 
+def _edges_block(S: Tensor, n_bins: int):
+    """Edges of a block of features from their sorted sample values.
+
+    Args:
+        S: (Fb, ns) sample values, each row sorted ascending (NaN last).
+        n_bins: maximum number of value bins.
+
+    Returns:
+        ``(edges (Fb, n_bins) +inf-padded, num_bins (Fb,) int64)``.
+
+    Vectorised form of, per feature: distinct values ``u`` with counts ``c``
+    (``unique_consecutive``); ``k <= n_bins``: midpoints of consecutive ``u``; otherwise the
+    runs ``j = searchsorted(cumsum(c), q·n/n_bins, side="left")`` clamped to ``k-2`` and
+    de-duplicated, edges at the midpoints of ``u[j], u[j+1]``. ``searchsorted`` over the
+    cumulative counts equals the run that contains sorted position ``ceil(target) - 1`` (the
+    counts are integers), read from a cumulative count of run starts.
+    """
+    Fb, ns = S.shape
+    dev = S.device
+    Q = n_bins - 1
+    n_valid = (~torch.isnan(S)).sum(1)  # (Fb,)
+    new = torch.arange(ns, device=dev).unsqueeze(0) < n_valid.unsqueeze(1)  # valid positions
+    new[:, 1:] &= S[:, 1:] != S[:, :-1]  # run starts (first element of each distinct value)
+    k = new.sum(1)  # (Fb,) distinct values per feature
+    u = S[new]  # distinct values, feature-major
+    off = torch.cumsum(k, 0) - k
+    run = torch.cumsum(new, 1)  # (Fb, ns) 1 + run index of each position
+    q = torch.arange(1, n_bins, device=dev, dtype=torch.float64)
+    targets = q.unsqueeze(0) * (n_valid.double() / n_bins).unsqueeze(1)  # (Fb, Q)
+    p = torch.ceil(targets).to(torch.int64) - 1
+    p = torch.minimum(p, (n_valid - 1).unsqueeze(1)).clamp_(min=0)
+    jq = torch.minimum(run.gather(1, p) - 1, (k - 2).unsqueeze(1))
+    del run
+    jj = torch.arange(Q, device=dev).unsqueeze(0)
+    exact = (k <= n_bins).unsqueeze(1)
+    J = torch.where(exact, jj.expand(Fb, Q), jq)
+    keep_q = torch.ones_like(jq, dtype=torch.bool)
+    keep_q[:, 1:] = jq[:, 1:] != jq[:, :-1]
+    keep = torch.where(exact, jj < (k - 1).unsqueeze(1), keep_q)
+    count = keep.sum(1)
+    edges = torch.full((Fb, n_bins), float("inf"), dtype=S.dtype, device=dev)
+    if u.numel() > 0 and bool(keep.any()):
+        gi = (off.unsqueeze(1) + J).clamp_(0, u.numel() - 1)
+        lo = u[gi[keep]]
+        hi = u[(gi[keep] + 1).clamp_(max=u.numel() - 1)]
+        col = torch.cumsum(keep, 1) - 1
+        row = torch.arange(Fb, device=dev).unsqueeze(1).expand(Fb, Q)
+        edges[row[keep], col[keep]] = _safe_midpoints(lo, hi)
+    return edges, count + 1
+
+
 def compute_bin_edges(X: Tensor, *, n_bins: int = 255, sample_count: int = 200_000, seed: int = 0):
     """Upper bin edges per feature.
 
@@ -113,6 +166,10 @@ def compute_bin_edges(X: Tensor, *, n_bins: int = 255, sample_count: int = 200_0
 
     Returns:
         ``(edges (F, B), num_bins (F,) int64)`` with ``B = max(num_bins)``.
+
+    Features are processed in blocks (vectorised within a block; blocks bound the (block, ns)
+    temporaries): each block is transposed to contiguous rows and sorted along them (faster
+    than sorting along dim 0, same values).
     """
     n, F = X.shape
     if n > sample_count:
@@ -121,32 +178,17 @@ def compute_bin_edges(X: Tensor, *, n_bins: int = 255, sample_count: int = 200_0
         S = X.index_select(0, idx)
     else:
         S = X
-    S = torch.sort(S, dim=0).values  # NaN sorts last
-    n_valid = (~torch.isnan(S)).sum(0).tolist()
-    edge_list = []
-    for f in range(F):
-        col = S[: n_valid[f], f]
-        if col.numel() == 0:
-            edge_list.append(col.new_empty(0))
-            continue
-        u, c = torch.unique_consecutive(col, return_counts=True)
-        k = u.numel()
-        if k <= n_bins:
-            b = _safe_midpoints(u[:-1], u[1:])
-        else:
-            cc = torch.cumsum(c, 0)
-            targets = torch.arange(1, n_bins, device=X.device, dtype=torch.float64) * (col.numel() / n_bins)
-            j = torch.searchsorted(cc.double(), targets, side="left").clamp_(max=k - 2)
-            j = torch.unique(j)  # sorted
-            b = _safe_midpoints(u[j], u[j + 1])
-        edge_list.append(b)
-    num_bins = torch.tensor([e.numel() + 1 for e in edge_list], dtype=torch.int64, device=X.device)
+    ns = S.shape[0]
+    edges = torch.full((F, n_bins), float("inf"), dtype=X.dtype, device=X.device)
+    num_bins = torch.ones(F, dtype=torch.int64, device=X.device)
+    blk = max(1, min(F, _EDGE_BLOCK // max(ns, 1)))
+    for f0 in range(0, F, blk):
+        St = torch.sort(S[:, f0 : f0 + blk].t().contiguous(), dim=1).values  # (Fb, ns), NaN last
+        e, nb = _edges_block(St, n_bins)
+        edges[f0 : f0 + blk] = e
+        num_bins[f0 : f0 + blk] = nb
     B = int(num_bins.max().item()) if F > 0 else 1
-    edges = torch.full((F, B), float("inf"), dtype=X.dtype, device=X.device)
-    for f, e in enumerate(edge_list):
-        if e.numel():
-            edges[f, : e.numel()] = e
-    return edges, num_bins
+    return edges[:, :B].contiguous(), num_bins
 
 
 def _code_dtype(n_bins: int):
