@@ -102,3 +102,56 @@ def test_quantiles_match_numpy_on_distinct_values():
     b = bin_features(torch.from_numpy(x).unsqueeze(1), n_bins=10)
     counts = np.bincount(b.codes[:, 0].numpy(), minlength=10)
     assert counts.tolist() == [100] * 10
+
+
+def _reference_edges(X, n_bins, sample_count=200_000, seed=0):
+    """The per-feature loop (unique_consecutive + searchsorted on cumulative counts) that the
+    vectorised compute_bin_edges replaced; edges must agree bit for bit."""
+    from torchrankboost.boosting.binning import _safe_midpoints
+
+    n, F = X.shape
+    if n > sample_count:
+        g = torch.Generator().manual_seed(int(seed))
+        S = X.index_select(0, torch.randperm(n, generator=g)[:sample_count].sort().values)
+    else:
+        S = X
+    S = torch.sort(S, dim=0).values
+    n_valid = (~torch.isnan(S)).sum(0).tolist()
+    out = []
+    for f in range(F):
+        col = S[: n_valid[f], f]
+        if col.numel() == 0:
+            out.append(col.new_empty(0))
+            continue
+        u, c = torch.unique_consecutive(col, return_counts=True)
+        k = u.numel()
+        if k <= n_bins:
+            out.append(_safe_midpoints(u[:-1], u[1:]))
+        else:
+            targets = torch.arange(1, n_bins, dtype=torch.float64) * (col.numel() / n_bins)
+            j = torch.searchsorted(torch.cumsum(c, 0).double(), targets, side="left").clamp_(max=k - 2)
+            j = torch.unique(j)
+            out.append(_safe_midpoints(u[j], u[j + 1]))
+    return out
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_vectorised_edges_match_per_feature_loop(dtype):
+    g = torch.Generator().manual_seed(3)
+    for n, n_bins, sc in [(1, 4, 100), (7, 2, 100), (400, 3, 100), (3000, 16, 1000), (3000, 255, 200_000),
+                          (2500, 600, 200_000)]:
+        X = torch.randn(n, 7, generator=g, dtype=torch.float64)
+        X[:, 0] = torch.round(X[:, 0] * 20)  # ties
+        X[torch.rand(n, generator=g) < 0.3, 1] = float("nan")
+        X[:, 2] = float("nan")  # all missing
+        X[:, 3] = X[:, 3] * 1e-30 + 1.0  # adjacent floats
+        X[:, 4] = torch.where(torch.rand(n, generator=g) < 0.6, 0.0, torch.round(X[:, 4] * 3))  # heavy value
+        X[:, 5] = torch.where(torch.rand(n, generator=g) < 0.5, -0.0, X[:, 5])
+        X = X.to(dtype)
+        edges, num_bins = compute_bin_edges(X, n_bins=n_bins, sample_count=sc, seed=5)
+        ref = _reference_edges(X, n_bins, sample_count=sc, seed=5)
+        assert num_bins.tolist() == [e.numel() + 1 for e in ref]
+        assert edges.shape[1] == max(e.numel() + 1 for e in ref)
+        for f, e in enumerate(ref):
+            assert torch.equal(edges[f, : e.numel()], e)
+            assert torch.isinf(edges[f, e.numel() :]).all()

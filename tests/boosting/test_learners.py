@@ -447,3 +447,55 @@ def test_feature_rankers_correlation_and_sums(device):
     assert m.coef.tolist() == [0.0, 1.0]
     raw = FeatureRankers(normalize=False).prepare(X)
     assert torch.equal(raw.values[:, 0], X[:, 0])
+
+
+def test_tree_histogram_matches_node_histogram_bitwise(device):
+    """The tree's (3, F, 256) histogram (all-rows path, cached counts, unit-weight counts) equals
+    node_histogram bit for bit (same accumulation order)."""
+    from torchrankboost.boosting.learners import _tree_histogram
+
+    X, y, w = _data(n=3000, F=6, seed=11)
+    p = RegressionTree().prepare(X.to(device))
+    vals = torch.stack([(w * y), w], 1).to(device)
+    pk = torch.complex(vals[:, 0], vals[:, 1])
+    rows = torch.arange(3000, device=device)
+    sub = rows[p.codes[:, 1].long() <= 60]
+    for r, all_rows in ((rows, True), (sub, False)):
+        h, c = node_histogram(p.codes, r, vals, slots=256, packed=pk)
+        ref = torch.cat([h.permute(2, 0, 1), c.unsqueeze(0)])
+        got = _tree_histogram(p.codes, None if all_rows else r, vals, pk, 256)
+        assert torch.equal(got, ref)
+        got = _tree_histogram(p.codes, None if all_rows else r, vals, pk, 256, count=c)
+        assert torch.equal(got, ref)
+    ones = torch.ones(3000, dtype=torch.float64, device=device)
+    v1 = torch.stack([y.to(device), ones], 1)
+    h, c = node_histogram(p.codes, sub, v1, slots=256, packed=torch.complex(v1[:, 0], v1[:, 1]))
+    got = _tree_histogram(p.codes, sub, v1, torch.complex(v1[:, 0], v1[:, 1]), 256, unit_weight=True)
+    assert torch.equal(got[2], c) and torch.equal(got[:2], h.permute(2, 0, 1))
+
+
+def test_tree_cached_root_counts_and_unit_weights():
+    """Fits with rows=None reuse cached all-rows counts; a rows subset or unit weights give the
+    same tree as without the shortcuts (weights of exactly 1 vs 1 + 0 perturbation)."""
+    X, y, w = _data(n=1500, F=5, seed=12)
+    tree = RegressionTree(max_leaves=12, min_samples_leaf=10)
+    p = tree.prepare(X)
+    a = tree.fit(p, y, w)
+    assert ("count", 256) in p.cache
+    rows = torch.arange(0, 1500, 2)
+    b = tree.fit(p, y, w, rows=rows)  # subset: counts from the rows, not the cache
+    p2 = tree.prepare(X)
+    b2 = tree.fit(p2, y, w, rows=rows)
+    assert torch.equal(b.leaf_value, b2.leaf_value) and torch.equal(b.split_feature, b2.split_feature)
+    a2 = tree.fit(p, y, w)
+    assert torch.equal(a.leaf_value, a2.leaf_value) and torch.equal(a.threshold_bin, a2.threshold_bin)
+    # unit weights (count channel copied from Σ w) against the brute-force reference
+    X, y, _ = _data(n=250, seed=3)
+    tree = RegressionTree(max_leaves=10, min_samples_leaf=7, n_bins=12)
+    p = tree.prepare(X)
+    m = tree.fit(p, y)
+    one = np.ones(250)
+    pred, splits = brute_tree(p.codes.numpy().astype(np.int64), y.numpy(), one, p.num_bins.tolist(), max_leaves=10,
+                              lam=0.0, msl=7, mcw=1e-3)
+    assert list(zip(m.split_feature.tolist(), m.threshold_bin.tolist(), m.default_left.tolist())) == splits
+    assert np.allclose(m.predict_prepared(p).numpy(), pred, rtol=1e-10, atol=1e-12)

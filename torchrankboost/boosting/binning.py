@@ -35,7 +35,7 @@ a batched ``torch.searchsorted`` and chunked over rows to bound memory.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor
@@ -59,6 +59,8 @@ class BinnedFeatures:
         has_missing: (F,) bool, whether the feature has NaNs in the training data.
         missing_code: int, the code of NaN.
         n_bins: the requested maximum number of value bins.
+        cache: derived data that learners keep between fits (e.g. the all-rows count
+            histogram of the codes); never part of equality or the repr.
     """
 
     codes: Tensor
@@ -67,6 +69,7 @@ class BinnedFeatures:
     has_missing: Tensor
     missing_code: int
     n_bins: int
+    cache: dict = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def num_rows(self) -> int:

@@ -171,10 +171,57 @@ def node_histogram(codes: Tensor, rows: Optional[Tensor], values: Tensor, *, slo
     return hist.permute(1, 2, 0), cnt
 
 
-def _tree_histogram(codes: Tensor, rows: Tensor, values: Tensor, packed: Optional[Tensor], slots: int) -> Tensor:
-    """(3, F, slots) float64 node histogram: channels Σ w·t, Σ w, row count."""
-    h, c = node_histogram(codes, rows, values, slots=slots, packed=packed)
-    return torch.cat([h.permute(2, 0, 1), c.unsqueeze(0)], 0)
+def _tree_histogram(codes: Tensor, rows: Optional[Tensor], values: Tensor, packed: Optional[Tensor], slots: int,
+                    count: Optional[Tensor] = None, unit_weight: bool = False) -> Tensor:
+    """(3, F, slots) float64 node histogram: channels Σ w·t, Σ w, row count.
+
+    Same accumulation order as :func:`node_histogram` (row order within every bin), so the
+    same values bit for bit. ``rows`` None = all rows (no gather). ``count`` (F, slots):
+    the count channel when already known (all-rows counts cached per prepared data); the
+    count scatter is then skipped. ``unit_weight``: all weights are 1, the count channel is
+    copied from Σ w (exact: sums of ones below 2^53).
+    """
+    n, F = codes.shape
+    dev = codes.device
+    m = n if rows is None else rows.numel()
+    out = torch.zeros((3, F, slots), dtype=torch.float64, device=dev)
+    if m == 0:
+        return out
+    use_complex = packed is not None and dev.type == "cpu"
+    hc = torch.zeros((F, slots), dtype=torch.complex128, device=dev) if use_complex else None
+    chunk = _CPU_CHUNK if dev.type == "cpu" else _DEV_CHUNK
+    idx_buf = torch.empty((F, min(chunk, m)), dtype=torch.int64, device=dev)
+    count_scatter = count is None and not unit_weight
+    ones = torch.ones(min(chunk, m), dtype=torch.float64, device=dev) if count_scatter else None
+    for s in range(0, m, chunk):
+        if rows is None:
+            c = codes[s : s + chunk]
+            mc = c.shape[0]
+            pk = packed[s : s + mc] if use_complex else None
+            vals = None if use_complex else values[s : s + mc]
+        else:
+            r = rows[s : s + chunk]
+            c = codes.index_select(0, r)
+            mc = c.shape[0]
+            pk = packed.index_select(0, r) if use_complex else None
+            vals = None if use_complex else values.index_select(0, r)
+        idx = idx_buf[:, :mc]
+        idx.copy_(c.t())
+        if use_complex:
+            hc.scatter_add_(1, idx, pk.unsqueeze(0).expand(F, mc))
+        else:
+            for j in range(2):
+                out[j].scatter_add_(1, idx, vals[:, j].unsqueeze(0).expand(F, mc))
+        if count_scatter:
+            out[2].scatter_add_(1, idx, ones[:mc].unsqueeze(0).expand(F, mc))
+    if use_complex:
+        out[0] = hc.real
+        out[1] = hc.imag
+    if count is not None:
+        out[2] = count
+    elif unit_weight:
+        out[2] = out[1]
+    return out
 
 
 # ----------------------------------------------------------------------------- trees
@@ -455,6 +502,7 @@ class RegressionTree:
             feat_ok[perm[:k]] = True
         self._num_fits += 1
 
+        rows_all = rows is None
         if rows is None:
             rows = torch.arange(n, device=dev)
         max_depth = self.max_depth if self.max_depth is not None else 1 << 30
@@ -462,10 +510,22 @@ class RegressionTree:
 
         cand = self._candidates(prepared, feat_ok)
 
-        def hist_of(r):
-            return _tree_histogram(codes, r, values, packed, slots)  # (3, F, 256)
+        # Unit weights: the count channel equals Σ w exactly (sums of 1.0 below 2^53).
+        unit = bool((w == 1.0).all()) if n else False
 
-        root = _Leaf(0, rows, hist_of(rows), None, 0, -1, True)
+        def hist_of(r, all_rows=False):
+            return _tree_histogram(codes, None if all_rows else r, values, packed, slots,
+                                   count=root_count if all_rows else None, unit_weight=unit)  # (3, F, 256)
+
+        root_count = None
+        if rows_all:
+            # all-rows count histogram: the same for every fit on this prepared data
+            root_count = prepared.cache.get(("count", slots))
+            if root_count is None or root_count.device != dev:
+                ones = torch.ones(n, dtype=torch.float64, device=dev)
+                root_count = _tree_histogram(codes, None, torch.stack([ones, ones], 1), None, slots)[2]
+                prepared.cache[("count", slots)] = root_count
+        root = _Leaf(0, rows, hist_of(rows, all_rows=rows_all), None, 0, -1, True)
         leaves = [root]
 
         def evaluate(*lvs):
