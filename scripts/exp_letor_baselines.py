@@ -106,7 +106,8 @@ def run_qbrank(tr, va, args):
 
 def run_rb(variant, tr, va, args):
     st = Stumps(max_thresholds=255, seed=0)
-    algo = (RankBoostPlus(rankers=st, n_rounds=args.rb_rounds, seed=0) if variant == "rb+"
+    algo = (RankBoostPlus(rankers=st, n_rounds=args.rb_rounds, seed=0,
+                          max_pair_entries=400_000_000) if variant == "rb+"
             else RankBoost(variant, rankers=st, n_rounds=args.rb_rounds))
     model = algo.fit(tr.X, tr.labels, tr.groups)
     best, best_t = -1.0, 0
