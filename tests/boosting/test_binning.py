@@ -155,3 +155,21 @@ def test_vectorised_edges_match_per_feature_loop(dtype):
         for f, e in enumerate(ref):
             assert torch.equal(edges[f, : e.numel()], e)
             assert torch.isinf(edges[f, e.numel() :]).all()
+
+
+@pytest.mark.parametrize("sample_count", [200_000, 700])
+def test_codes_read_off_the_sort_equal_apply_bins(device, sample_count):
+    """Sampled rows are coded from the sort permutation, the rest by search: both equal
+    apply_bins on every row (NaN, ±inf, ties, heavy values)."""
+    g = torch.Generator().manual_seed(9)
+    X = torch.randn(2000, 6, generator=g)
+    X[:, 0] = torch.round(X[:, 0] * 4)
+    X[torch.rand(2000, generator=g) < 0.25, 1] = float("nan")
+    X[torch.rand(2000, generator=g) < 0.1, 2] = float("inf")
+    X[torch.rand(2000, generator=g) < 0.1, 3] = -float("inf")
+    X[:, 4] = torch.where(torch.rand(2000, generator=g) < 0.8, 0.0, X[:, 4])
+    X = X.to(device)
+    for n_bins in (4, 255, 1000):
+        b = bin_features(X, n_bins=n_bins, sample_count=sample_count, seed=1, max_bins=32766)
+        ref = apply_bins(X, b.edges, missing_code=b.missing_code, dtype=b.codes.dtype)
+        assert torch.equal(b.codes, ref)

@@ -174,24 +174,57 @@ def compute_bin_edges(X: Tensor, *, n_bins: int = 255, sample_count: int = 200_0
     temporaries): each block is transposed to contiguous rows and sorted along them (faster
     than sorting along dim 0, same values).
     """
+    edges, num_bins, _, _ = _edges_and_sample_codes(X, n_bins, sample_count, seed, None, None)
+    return edges, num_bins
+
+
+def _sample_rows(n: int, sample_count: int, seed: int, device):
+    if n <= sample_count:
+        return None
+    g = torch.Generator().manual_seed(int(seed))
+    return torch.randperm(n, generator=g)[:sample_count].sort().values.to(device)
+
+
+def _edges_and_sample_codes(X: Tensor, n_bins: int, sample_count: int, seed: int, missing_code, dtype):
+    """Edges (as :func:`compute_bin_edges`) and, when ``dtype`` is given, the codes of the
+    sampled rows read off the sort: with ``b_j = #{i : S_(i) <= edge_j}`` (searchsorted of the
+    few edges in the sorted column), the sorted value ``S_(i)`` has code
+    ``#{j : edge_j < S_(i)} = #{j : b_j <= i}`` (a cumulative count), scattered back through the
+    sort permutation. Equal to ``apply_bins`` on those rows, at a fraction of its cost.
+
+    Returns ``(edges, num_bins, sample_idx or None (all rows), codes (ns, F) or None)``.
+    """
     n, F = X.shape
-    if n > sample_count:
-        g = torch.Generator().manual_seed(int(seed))
-        idx = torch.randperm(n, generator=g)[:sample_count].sort().values.to(X.device)
-        S = X.index_select(0, idx)
-    else:
-        S = X
+    dev = X.device
+    idx = _sample_rows(n, sample_count, seed, dev)
+    S = X if idx is None else X.index_select(0, idx)
     ns = S.shape[0]
-    edges = torch.full((F, n_bins), float("inf"), dtype=X.dtype, device=X.device)
-    num_bins = torch.ones(F, dtype=torch.int64, device=X.device)
+    edges = torch.full((F, n_bins), float("inf"), dtype=X.dtype, device=dev)
+    num_bins = torch.ones(F, dtype=torch.int64, device=dev)
+    codes = torch.empty((ns, F), dtype=dtype, device=dev) if dtype is not None else None
     blk = max(1, min(F, _EDGE_BLOCK // max(ns, 1)))
     for f0 in range(0, F, blk):
-        St = torch.sort(S[:, f0 : f0 + blk].t().contiguous(), dim=1).values  # (Fb, ns), NaN last
+        St, order = torch.sort(S[:, f0 : f0 + blk].t().contiguous(), dim=1)  # (Fb, ns), NaN last
         e, nb = _edges_block(St, n_bins)
         edges[f0 : f0 + blk] = e
         num_bins[f0 : f0 + blk] = nb
+        if codes is not None:
+            Fb = St.shape[0]
+            nan = torch.isnan(St)
+            # (searchsorted needs NaN-free rows: NaN -> +inf keeps them last; their codes are
+            # overwritten with the missing code below)
+            Sk = torch.where(nan, torch.full_like(St, float("inf")), St)
+            bnd = torch.searchsorted(Sk, e, side="right")  # (Fb, n_bins) in [0, ns]
+            del Sk
+            cnt = torch.zeros((Fb, ns + 1), dtype=torch.int32, device=dev)
+            cnt.scatter_add_(1, bnd, torch.ones_like(bnd, dtype=torch.int32))
+            cs = torch.cumsum(cnt[:, :ns], 1, dtype=torch.int32)
+            cs.masked_fill_(nan, missing_code)
+            ct = torch.empty((Fb, ns), dtype=dtype, device=dev)
+            ct.scatter_(1, order, cs.to(dtype))
+            codes[:, f0 : f0 + blk] = ct.t()
     B = int(num_bins.max().item()) if F > 0 else 1
-    return edges[:, :B].contiguous(), num_bins
+    return edges[:, :B].contiguous(), num_bins, idx, codes
 
 
 def _code_dtype(n_bins: int):
@@ -243,9 +276,19 @@ def bin_features(X: Tensor, *, n_bins: int = 255, sample_count: int = 200_000, s
     _check_n_bins(n_bins, min(max_bins, _MAX_INT16_BINS))
     if isinstance(sample_count, bool) or not isinstance(sample_count, int) or sample_count < 2:
         raise ValueError(f"sample_count: expected an int >= 2, got {sample_count!r}")
-    edges, num_bins = compute_bin_edges(X, n_bins=n_bins, sample_count=sample_count, seed=seed)
     dtype, missing = _code_dtype(n_bins)
-    codes = apply_bins(X, edges, missing_code=missing, dtype=dtype)
+    edges, num_bins, idx, scodes = _edges_and_sample_codes(X, n_bins, sample_count, seed, missing, dtype)
+    if torch.isnan(edges).any():  # degenerate edges (midpoint of -inf and +inf): code every row by search
+        codes = apply_bins(X, edges, missing_code=missing, dtype=dtype)
+    elif idx is None:  # every row was in the sample: codes read off the sort
+        codes = scodes
+    else:
+        codes = torch.empty((X.shape[0], X.shape[1]), dtype=dtype, device=X.device)
+        codes[idx] = scodes
+        rest = torch.ones(X.shape[0], dtype=torch.bool, device=X.device)
+        rest[idx] = False
+        rest = rest.nonzero().squeeze(1)
+        codes[rest] = apply_bins(X.index_select(0, rest), edges, missing_code=missing, dtype=dtype)
     has_missing = torch.isnan(X).any(0)
     return BinnedFeatures(codes=codes, edges=edges, num_bins=num_bins, has_missing=has_missing,
                           missing_code=missing, n_bins=n_bins)
