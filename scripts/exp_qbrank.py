@@ -203,8 +203,12 @@ def main():
     ap.add_argument("--folds", type=lambda s: [int(x) for x in s.split(",")], default=[1])
     ap.add_argument("--no-pairs-only", action="store_true", help="skip the w=1 QBRank-P run")
     ap.add_argument("--report", action="store_true", help="only rebuild tables/plot from the CSVs")
+    ap.add_argument("--out", default=None, help="output folder (default results/qbrank)")
     ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args()
+    global OUT
+    if args.out:
+        OUT = Path(args.out)
     torch.set_num_threads(args.threads)
     OUT.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
