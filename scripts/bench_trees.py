@@ -1,15 +1,18 @@
 """Benchmark: time to fit one 31-leaf histogram tree, torchrankboost vs LightGBM, same process.
 
-Synthetic data (default 800k rows x 136 float32 features, like MSLR-WEB30K), random
-gradients/hessians. LightGBM trains one boosting round with a custom objective returning the
-same gradients/hessians (num_threads = torch threads, max_bin 255, same leaves and
-min_data_in_leaf, no bagging / feature sampling), with the Dataset constructed beforehand
-(binning excluded on both sides). Prints medians of ``--repeat`` runs and the ratio.
+Synthetic data (default 800k rows x 136 float32 features, like MSLR-WEB30K) or a LETOR fold's
+training features (``--letor DIR``, e.g. MQ2008 Fold1: the small-data / per-split overhead
+case), random gradients/hessians. LightGBM trains one boosting round with a custom objective
+returning the same gradients/hessians (max_bin 255, same leaves and min_data_in_leaf, no
+bagging / feature sampling), timed with ``num_threads`` = each value of ``--lgb-threads``; the
+Dataset is constructed beforehand (binning timed apart on both sides, once). torch runs with
+``--threads`` threads. Prints medians of ``--repeat`` runs and the ratios.
 
 Also times histogram-kernel alternatives on the root node (``--kernels``).
 
-    python scripts/bench_trees.py                 # full size
-    python scripts/bench_trees.py --rows 200000   # quicker
+    python scripts/bench_trees.py                         # full size
+    python scripts/bench_trees.py --rows 200000           # quicker
+    python scripts/bench_trees.py --letor /work/shared/data/mq2008/Fold1 --repeat 9
 """
 
 from __future__ import annotations
@@ -99,18 +102,26 @@ def main():
     ap.add_argument("--features", type=int, default=136)
     ap.add_argument("--leaves", type=int, default=31)
     ap.add_argument("--min-data", type=int, default=20)
-    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=1, help="torch threads")
+    ap.add_argument("--lgb-threads", default="1,2", help="comma-separated LightGBM num_threads values")
+    ap.add_argument("--letor", default=None, help="LETOR fold directory: use its training features instead")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--kernels", action="store_true", help="also time histogram kernel alternatives")
     ap.add_argument("--no-lightgbm", action="store_true")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     g = torch.Generator().manual_seed(0)
-    n, F = args.rows, args.features
-    # mixture of continuous, low-cardinality and sparse-ish features
-    X = torch.randn(n, F, generator=g)
-    X[:, F // 2 :] = torch.floor(X[:, F // 2 :] * 3)
-    grad = torch.randn(n, generator=g) + 0.5 * X[:, 0]
+    if args.letor:
+        from torchrankboost.data import load_letor_fold
+
+        X = load_letor_fold(args.letor)[0].X.float()
+        n, F = X.shape
+    else:
+        n, F = args.rows, args.features
+        # mixture of continuous, low-cardinality and sparse-ish features
+        X = torch.randn(n, F, generator=g)
+        X[:, F // 2 :] = torch.floor(X[:, F // 2 :] * 3)
+    grad = torch.randn(n, generator=g) + 0.5 * torch.nan_to_num(X[:, 0])
     hess = torch.rand(n, generator=g) + 0.1
     print(f"data {n} x {F}, {args.leaves} leaves, min_data_in_leaf {args.min_data}, "
           f"{args.threads} threads, torch {torch.__version__}")
@@ -123,8 +134,8 @@ def main():
     tree.fit(prepared, target, hess)  # warm-up
     t_ours, model = timed(lambda: tree.fit(prepared, target, hess), args.repeat)
     t_pred, _ = timed(lambda: model.predict_prepared(prepared), args.repeat)
-    print(f"torchrankboost: binning {t_bin:.3f} s (once), fit tree median {t_ours:.3f} s "
-          f"({model.num_leaves} leaves, depth {model.depth}), predict_prepared {t_pred:.3f} s")
+    print(f"torchrankboost: binning {t_bin:.3f} s (once), fit tree median {t_ours * 1e3:.1f} ms "
+          f"({model.num_leaves} leaves, depth {model.depth}), predict_prepared {t_pred * 1e3:.1f} ms")
 
     if args.kernels:
         for name, t in kernels(prepared.codes, grad, hess, max(1, args.repeat // 2)).items():
@@ -135,24 +146,26 @@ def main():
 
         Xn = X.numpy()
         gn, hn = grad.double().numpy(), hess.double().numpy()
-        t0 = time.perf_counter()
-        ds = lgb.Dataset(Xn, label=np.zeros(n), params={"max_bin": 255, "verbose": -1,
-                                                        "num_threads": args.threads}, free_raw_data=False)
-        ds.construct()
-        t_lbin = time.perf_counter() - t0
-        params = {"num_leaves": args.leaves, "min_data_in_leaf": args.min_data, "min_sum_hessian_in_leaf": 1e-3,
-                  "lambda_l2": 0.0, "learning_rate": 1.0, "num_threads": args.threads, "verbose": -1,
-                  "max_bin": 255, "objective": "none", "deterministic": True}
-        booster = lgb.Booster(params=params, train_set=ds)
+        for th in [int(v) for v in args.lgb_threads.split(",")]:
+            t0 = time.perf_counter()
+            ds = lgb.Dataset(Xn, label=np.zeros(n), params={"max_bin": 255, "verbose": -1, "num_threads": th},
+                             free_raw_data=False)
+            ds.construct()
+            t_lbin = time.perf_counter() - t0
+            params = {"num_leaves": args.leaves, "min_data_in_leaf": args.min_data, "min_sum_hessian_in_leaf": 1e-3,
+                      "lambda_l2": 0.0, "learning_rate": 1.0, "num_threads": th, "verbose": -1,
+                      "max_bin": 255, "objective": "none", "deterministic": True}
+            booster = lgb.Booster(params=params, train_set=ds)
 
-        def fobj(preds, data):
-            return gn, hn
+            def fobj(preds, data):
+                return gn, hn
 
-        booster.update(fobj=fobj)  # warm-up; every update() grows one tree on the same gradients
-        t_lgb, _ = timed(lambda: booster.update(fobj=fobj), args.repeat)
-        print(f"LightGBM {lgb.__version__}: Dataset {t_lbin:.3f} s (once), one round (tree) median {t_lgb:.3f} s "
-              f"({booster.dump_model()['tree_info'][-1]['num_leaves']} leaves)")
-        print(f"ratio torchrankboost / LightGBM per tree: {t_ours / t_lgb:.2f}x")
+            booster.update(fobj=fobj)  # warm-up; every update() grows one tree on the same gradients
+            t_lgb, _ = timed(lambda: booster.update(fobj=fobj), args.repeat)
+            print(f"LightGBM {lgb.__version__} num_threads={th}: Dataset {t_lbin:.3f} s (once), one round (tree) "
+                  f"median {t_lgb * 1e3:.1f} ms ({booster.dump_model()['tree_info'][-1]['num_leaves']} leaves); "
+                  f"ratio torchrankboost ({args.threads} thread) / LightGBM per tree {t_ours / t_lgb:.2f}x, "
+                  f"binning {t_bin / t_lbin:.2f}x")
 
 
 if __name__ == "__main__":

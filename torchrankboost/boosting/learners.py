@@ -413,7 +413,8 @@ class RegressionTree:
         feat = torch.div(pos, Vm, rounding_mode="floor")
         thr = pos - feat * Vm
         info = torch.stack([feat, thr, first.to(torch.int64)], 1).double()
-        return {"pos": pos, "feat": feat, "nan_left": first, "info": info, "Vm": Vm}
+        return {"pos": pos, "feat": feat, "nan_left": first, "info": info, "Vm": Vm,
+                "any_missing": bool(miss.any()) if F else False}
 
     def _best_splits(self, hists: Tensor, cand: dict):
         """Best split of each node in a batch.
@@ -444,9 +445,12 @@ class RegressionTree:
         Q = pos.numel()
         cs = torch.gather(c.reshape(Bn * 3, F * Vm), 1, pos.expand(Bn * 3, Q))  # (B·3, Q)
         fq = cand["feat"].expand(Bn * 3, Q)
-        ms = torch.gather(miss.reshape(Bn * 3, F), 1, fq)
         ts = torch.gather(tot.reshape(Bn * 3, F), 1, fq)
-        left = torch.where(cand["nan_left"], cs + ms, cs).view(Bn, 3, Q)
+        if cand["any_missing"]:
+            ms = torch.gather(miss.reshape(Bn * 3, F), 1, fq)
+            left = torch.where(cand["nan_left"], cs + ms, cs).view(Bn, 3, Q)
+        else:  # no NaN in the training data: the missing slot is exactly 0, left = cs
+            left = cs.view(Bn, 3, Q)
         right = ts.view(Bn, 3, Q) - left
         gl, hl, nl = left.unbind(1)
         gr, hr, nr = right.unbind(1)
@@ -455,9 +459,9 @@ class RegressionTree:
         gain = gl * gl / dl + gr * gr / dr  # (B, Q)
         mn = self.min_samples_leaf - 0.5
         mcw = self.min_child_weight
-        ok = (nl >= mn) & (nr >= mn) & (hl >= mcw) & (hr >= mcw)
+        ok = (torch.minimum(nl, nr) >= mn) & (torch.minimum(hl, hr) >= mcw)
         if not mcw > 0:  # otherwise h >= mcw > 0 and λ >= 0 imply d > 0
-            ok &= (dl > 0) & (dr > 0)
+            ok &= torch.minimum(dl, dr) > 0
         gain = torch.where(ok, gain, torch.full_like(gain, -math.inf))
         best, flat = torch.max(gain, 1)
         T0 = tot[:, :, 0]  # (B, 3)
