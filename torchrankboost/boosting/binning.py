@@ -288,7 +288,9 @@ def bin_features(X: Tensor, *, n_bins: int = 255, sample_count: int = 200_000, s
         rest = torch.ones(X.shape[0], dtype=torch.bool, device=X.device)
         rest[idx] = False
         rest = rest.nonzero().squeeze(1)
-        codes[rest] = apply_bins(X.index_select(0, rest), edges, missing_code=missing, dtype=dtype)
+        for s in range(0, rest.numel(), _CODE_CHUNK):  # chunks: no full copy of the other rows
+            r = rest[s : s + _CODE_CHUNK]
+            codes[r] = apply_bins(X.index_select(0, r), edges, missing_code=missing, dtype=dtype)
     has_missing = torch.isnan(X).any(0)
     return BinnedFeatures(codes=codes, edges=edges, num_bins=num_bins, has_missing=has_missing,
                           missing_code=missing, n_bins=n_bins)
