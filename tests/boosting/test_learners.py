@@ -499,3 +499,20 @@ def test_tree_cached_root_counts_and_unit_weights():
                               lam=0.0, msl=7, mcw=1e-3)
     assert list(zip(m.split_feature.tolist(), m.threshold_bin.tolist(), m.default_left.tolist())) == splits
     assert np.allclose(m.predict_prepared(p).numpy(), pred, rtol=1e-10, atol=1e-12)
+
+
+def test_nan_only_outside_fit_rows_matches_nan_free_data():
+    """A feature whose NaNs all lie outside `rows` behaves as a NaN-free feature (NaN-left)."""
+    X, y, w = _data(n=600, F=4, seed=13, nan=False)
+    X = torch.round(X * 2).clamp(-4, 4)  # few distinct values: exact bins, same edges on the subset
+    X[::3, 1] = float("nan")
+    keep = torch.arange(600)[~torch.isnan(X[:, 1])]
+    tree = RegressionTree(max_leaves=10, min_samples_leaf=5)
+    pa, pb = tree.prepare(X), tree.prepare(X[keep])
+    assert torch.equal(pa.edges, pb.edges) and bool(pa.has_missing[1]) and not bool(pb.has_missing.any())
+    a = tree.fit(pa, y, w, rows=keep)
+    b = tree.fit(pb, y[keep], w[keep])
+    for k in ("split_feature", "threshold_bin", "threshold", "default_left", "left_child", "right_child",
+              "leaf_value"):
+        assert torch.equal(getattr(a, k), getattr(b, k)), k
+    assert torch.allclose(a.split_gain, b.split_gain, rtol=1e-12)

@@ -384,13 +384,14 @@ class RegressionTree:
         return bin_features(X, n_bins=self.n_bins, sample_count=self.bin_sample_count, seed=self.seed)
 
     # -- split search -----------------------------------------------------------------------
-    def _candidates(self, prepared: BinnedFeatures, feat_ok: Tensor):
+    def _candidates(self, prepared: BinnedFeatures, feat_ok: Tensor, miss: Tensor):
         """Compact list of the split candidates of one fit, in (feature, bin, direction) order.
 
         A candidate is a threshold bin ``t < num_bins[f]`` of a sampled feature ``f``, with NaN
-        going left (direction 0) and, for features that have NaNs in the training data, also
-        with NaN going right (direction 1). Features without NaNs send NaN left (both directions
-        give the same gain there and the tie rule prefers NaN-left). Returns a dict of (Q,)
+        going left (direction 0) and, for features with NaNs among the fit's rows (``miss``
+        (F,) bool, from the root's missing slot), also with NaN going right (direction 1).
+        Features without NaNs send NaN left (both directions give the same gain there and the
+        tie rule prefers NaN-left). Returns a dict of (Q,)
         tensors: ``pos`` (flat index ``f·Vm + t`` into cumulative sums of width ``Vm``),
         ``feat``, ``nan_left`` (bool), ``info`` (Q, 3) float64 = (f, t, default_left), and
         ``Vm`` = max number of value bins.
@@ -402,7 +403,6 @@ class RegressionTree:
         Vm = min(Vm, prepared.missing_code)
         t_ar = torch.arange(Vm, device=dev)
         ok = (t_ar.unsqueeze(0) < num_bins.unsqueeze(1)) & feat_ok.unsqueeze(1)  # (F, Vm)
-        miss = prepared.has_missing.to(dev)
         ndir = torch.where(miss, 2, 1).unsqueeze(1).expand(F, Vm)
         reps = torch.where(ok, ndir, torch.zeros_like(ndir)).reshape(-1)
         pos = torch.repeat_interleave(torch.arange(F * Vm, device=dev), reps)
@@ -512,7 +512,6 @@ class RegressionTree:
         max_depth = self.max_depth if self.max_depth is not None else 1 << 30
         msl = self.min_samples_leaf
 
-        cand = self._candidates(prepared, feat_ok)
 
         # Unit weights: the count channel equals Σ w exactly (sums of 1.0 below 2^53).
         unit = bool((w == 1.0).all()) if n else False
@@ -530,6 +529,9 @@ class RegressionTree:
                 root_count = _tree_histogram(codes, None, torch.stack([ones, ones], 1), None, slots)[2]
                 prepared.cache[("count", slots)] = root_count
         root = _Leaf(0, rows, hist_of(rows, all_rows=rows_all), None, 0, -1, True)
+        # features with NaNs among the fit's rows (exact counts in the missing slot): only they
+        # need the NaN-right direction; every node's rows are a subset of the root's
+        cand = self._candidates(prepared, feat_ok, root.hist[2, :, slots - 1] > 0)
         leaves = [root]
 
         def evaluate(*lvs):
