@@ -25,7 +25,7 @@ tree and at the last. Output: ``results/qbrank/``.
 Run::
 
     python scripts/exp_qbrank.py            # fold 1, 400 trees
-    python scripts/exp_qbrank.py --quick    # fold 1, 60 trees, no QBRank-P
+    python scripts/exp_qbrank.py --quick    # fold 1, 60 trees, no QBRank-P (writes to $TMPDIR)
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ import csv
 import json
 import os
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -172,6 +173,7 @@ def report():
     md.append("Fit time (s, per fold; 2 shared, loaded cores, 1 torch thread): "
               + ", ".join(f"{m} {np.mean(v):.0f}" for m, v in times.items()) + ". "
               + "RankSVM: " + ", ".join(r["note"] for r in at("RankSVM", T)) + ".\n")
+    md += supplementary(fin, cur, methods)
     (OUT / "tables.md").write_text("\n".join(md) + "\n")
     print("\n".join(md))
     try:
@@ -196,6 +198,44 @@ def report():
     plt.close(fig)
 
 
+def supplementary(fin, cur, methods, t=200):
+    """Five folds at ``t`` trees: this run's folds plus any ``OUT/folds_*`` sub-runs
+    (``--folds 2,3 --rounds 200 --no-pairs-only --out results/qbrank/folds_23_200``)."""
+    subs = sorted(p for p in OUT.glob("folds_*") if (p / "precision.csv").exists())
+    if not subs:
+        return []
+    for p in subs:
+        fin = fin + read_csv(p / "precision.csv")
+        cur = cur + read_csv(p / "curves.csv")
+    ms = [m for m in methods if m != "QBRank-P"]
+    at = {m: [r for r in fin if r["method"] == m and (int(r["round"]) == t or m == "RankSVM")]
+          for m in ms}  # RankSVM is one fixed model per fold (its row carries the run's T)
+    folds = sorted({int(r["fold"]) for r in at[ms[0]]})
+    md = ["", f"### Supplementary: folds {folds} at {t} trees (mean ± std over folds)\n",
+          "| metric | " + " | ".join(ms) + " |", "|---|" + "---|" * len(ms)]
+    for key in [f"P@{k}%" for k in (10, 30, 50, 70, 90, 100)] + ["DCG@5", "NDCG@5"]:
+        cells = []
+        for m in ms:
+            v = np.array([float(r[key]) for r in at[m]])
+            cells.append(f"{v.mean():.4f} ± {v.std(ddof=1) if len(v) > 1 else 0:.4f}")
+        md.append(f"| {key} | " + " | ".join(cells) + " |")
+    # best NDCG@5 over the first t trees (an oracle round, for orientation only)
+    cells = []
+    for m in ms:
+        best = [max(float(r["NDCG@5"]) for r in cur if r["method"] == m and int(r["fold"]) == f
+                    and int(r["round"]) <= t) for f in folds]
+        cells.append(f"{np.mean(best):.4f}")
+    md.append("| NDCG@5 at each fold's best round ≤ %d (test-oracle, orientation only) | " % t
+              + " | ".join(cells) + " |")
+    qb = {int(r["fold"]): float(r["P@100%"]) for r in at["QBRank"]}
+    wins = {m: sum(qb[int(r["fold"])] > float(r["P@100%"]) for r in at[m])
+            for m in ms if m != "QBRank"}
+    md.append("")
+    md.append("QBRank's precision at 100% is above " + ", ".join(
+        f"{m}'s on {w} of {len(folds)} folds" for m, w in wins.items()) + ".\n")
+    return md
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--quick", action="store_true", help="60 trees, no QBRank-P")
@@ -209,6 +249,8 @@ def main():
     global OUT
     if args.out:
         OUT = Path(args.out)
+    elif args.quick:  # never overwrite the committed results with a quick run
+        OUT = Path(tempfile.gettempdir()) / "torchrankboost_exp_qbrank_quick"
     torch.set_num_threads(args.threads)
     OUT.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
