@@ -32,7 +32,7 @@ file order). The ``empty = 1`` convention of LightGBM/XGBoost is in the CSV too.
 Run::
 
     python scripts/exp_letor_baselines.py            # 5 folds → results/letor_baselines/
-    python scripts/exp_letor_baselines.py --quick    # fold 1, 30 rounds
+    python scripts/exp_letor_baselines.py --quick    # fold 1, 30 rounds (writes to $TMPDIR)
     python scripts/exp_letor_baselines.py --folds 1,2 ; ... --folds 3,4,5 ; ... --report
                                                      # split over processes, then merge
 """
@@ -43,6 +43,7 @@ import argparse
 import csv
 import json
 import os
+import tempfile
 import time
 from pathlib import Path
 
@@ -259,7 +260,13 @@ def main():
     ap.add_argument("--with-rb", action="store_true", help="add RB-D and RankBoost+ (slow)")
     ap.add_argument("--report", action="store_true", help="only rebuild tables.md from the CSVs")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--out", default=None, help="output folder (default results/letor_baselines)")
     args = ap.parse_args()
+    global OUT
+    if args.out:
+        OUT = Path(args.out)
+    elif args.quick:  # never overwrite the committed results with a quick run
+        OUT = Path(tempfile.gettempdir()) / "torchrankboost_exp_letor_baselines_quick"
     args.folds = args.folds or ([1] if args.quick else [1, 2, 3, 4, 5])
     args.rounds = args.rounds or (30 if args.quick else 100)
     args.rb_rounds = args.rb_rounds or (30 if args.quick else 100)
