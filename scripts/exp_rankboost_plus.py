@@ -24,7 +24,7 @@ Two parts, both with binary threshold stumps (``Stumps(max_thresholds=255)``):
 Run (from the repository root, venv active)::
 
     python scripts/exp_rankboost_plus.py                 # everything, writes results/rankboost_plus/
-    python scripts/exp_rankboost_plus.py --quick         # 2 folds, 30 rounds, 12 users
+    python scripts/exp_rankboost_plus.py --quick         # 2 folds, 30 rounds, 12 users ($TMPDIR)
     python scripts/exp_rankboost_plus.py --part mq2008   # one part; --part report rebuilds
                                                          # the Markdown/plots from the CSVs
 
@@ -41,6 +41,7 @@ import math
 import os
 import statistics
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -59,6 +60,8 @@ OUT = ROOT / "results" / "rankboost_plus"
 
 ALGOS = ("RankBoost+", "RB-C", "RB-D")
 METRICS = ("R1", "R2", "NDCG@3", "NDCG@5", "NDCG@7")
+# MovieLens also: NDCG with linear gain (gain = rating), the paper does not give its gain
+ML_EXTRA = ("linNDCG@3", "linNDCG@5", "linNDCG@7")
 
 # Connamacher et al. 2019, Table 4 (MQ2008 rows) and Tables 1/3 (MovieLens rows)
 PAPER_T4_MQ2008 = {
@@ -87,8 +90,14 @@ Q05_K3 = 2.343  # Nemenyi q_0.05 for k = 3 (Demšar 2006)
 def make_algo(name, rounds, seed):
     st = Stumps(max_thresholds=255, seed=seed)
     if name == "RankBoost+":
-        return RankBoostPlus(rankers=st, n_rounds=rounds, seed=seed)
-    return RankBoost({"RB-C": "rb-c", "RB-D": "rb-d"}[name], rankers=st, n_rounds=rounds)
+        # MQ2008 folds: ~52k training pairs x ~5.3k stump columns (2.2 GB of float64), above
+        # the library's default guard of 5e7 entries
+        return RankBoostPlus(rankers=st, n_rounds=rounds, seed=seed, max_pair_entries=400_000_000)
+    # RB-D as in Connamacher et al. (eq. 13 with signed α, as their reference code: the ranker
+    # with the largest |ε⁺ - ε⁻|, α = ½ ln(ε⁺/ε⁻), halt before a step with ε⁻ = 0) is the
+    # library's variant="coordinate"; its variant="rb-d" picks the exact Z-minimiser
+    # ε⁰ + 2√(ε⁺ε⁻) instead (Rudin-Schapire rule (5)), a different algorithm.
+    return RankBoost({"RB-C": "rb-c", "RB-D": "coordinate"}[name], rankers=st, n_rounds=rounds)
 
 
 def curves(model, T, parts, *, ndcg_empty, with_map):
@@ -130,15 +139,19 @@ def curves_single(model, T, parts, *, check=True):
         order = np.argsort(-S, axis=1, kind="stable")
         gain = 2.0 ** yy - 1.0
         ideal = np.sort(gain)[::-1]
-        for k in (3, 5, 7):
-            disc = 1.0 / np.log2(np.arange(2, min(k, len(yy)) + 2))
-            dcg = (gain[order[:, :len(disc)]] * disc).sum(1)
-            idcg = (ideal[:len(disc)] * disc).sum()
-            r[f"NDCG@{k}"] = dcg / idcg if idcg > 0 else np.zeros_like(dcg)
+        for pre, gn in (("", gain), ("lin", yy)):
+            ideal = np.sort(gn)[::-1]
+            for k in (3, 5, 7):
+                disc = 1.0 / np.log2(np.arange(2, min(k, len(yy)) + 2))
+                dcg = (gn[order[:, :len(disc)]] * disc).sum(1)
+                idcg = (ideal[:len(disc)] * disc).sum()
+                r[f"{pre}NDCG@{k}"] = dcg / idcg if idcg > 0 else np.zeros_like(dcg)
         if check:
             s = torch.from_numpy(S[-1])
             ref = {"R1": M.pair_error(s, y, g, ties="error"), "R2": M.pair_error(s, y, g, ties="half"),
-                   **{f"NDCG@{k}": M.ndcg_at_k(s, y, g, k=k, empty=0.0) for k in (3, 5, 7)}}
+                   **{f"NDCG@{k}": M.ndcg_at_k(s, y, g, k=k, empty=0.0) for k in (3, 5, 7)},
+                   **{f"linNDCG@{k}": M.ndcg_at_k(s, y, g, k=k, gain="linear", empty=0.0)
+                      for k in (3, 5, 7)}}
             for key, v in ref.items():
                 assert abs(float(v) - r[key][-1]) < 1e-9, (key, float(v), r[key][-1])
         out[pname] = {k: np.concatenate([v, np.full(max(0, T - len(v)), v[-1])]) for k, v in r.items()}
@@ -230,8 +243,8 @@ def run_movielens(args):
         perm = np.random.default_rng(int(u)).permutation(n)
         fold_of = np.empty(n, dtype=np.int64)
         fold_of[perm] = np.arange(n) % 5
-        per = {a: {m: [] for m in METRICS} for a in ALGOS}
-        rnd = {a: {m: [] for m in METRICS} for a in ALGOS}
+        per = {a: {m: [] for m in METRICS + ML_EXTRA} for a in ALGOS}
+        rnd = {a: {m: [] for m in METRICS + ML_EXTRA} for a in ALGOS}
         t0 = time.perf_counter()
         for f in range(5):
             te_m, va_m = fold_of == f, fold_of == (f + 1) % 5
@@ -245,15 +258,15 @@ def run_movielens(args):
                 Xt, yt, gt = parts["train"]
                 model = algo.fit(Xt, yt, gt)
                 c = curves_single(model, T, {"vali": parts["vali"], "test": parts["test"]})
-                for m in METRICS:
+                for m in METRICS + ML_EXTRA:
                     v, i = select(c["vali"], c["test"], m)
                     per[name][m].append(v)
                     rnd[name][m].append(i)
         for name in ALGOS:
             rows.append({"user": int(u) + 1, "n_movies": n, "n_features": X.shape[1],
                          "algo": name,
-                         **{m: float(np.mean(per[name][m])) for m in METRICS},
-                         **{f"{m}_round": float(np.median(rnd[name][m])) for m in METRICS}})
+                         **{m: float(np.mean(per[name][m])) for m in METRICS + ML_EXTRA},
+                         **{f"{m}_round": float(np.median(rnd[name][m])) for m in METRICS + ML_EXTRA}})
         el = time.perf_counter() - t_start
         print(f"[movielens] {ti + 1}/{len(users)} user {u + 1}: {n} movies, {X.shape[1]} features, "
               f"{time.perf_counter() - t0:.1f}s (total {el:.0f}s) "
@@ -337,7 +350,7 @@ def report():
                       + " / ".join(f"{v:.1f}" for v in PAPER_T2_LETOR[m]) + f" | {p:.3f} | {cd:.3f} |")
         md.append("")
         md.append("Fit time per fold (s, median over folds; 2 shared cores): "
-                  + ", ".join(f"{a} {statistics.median(float(r['fit_s']) for r in rows if r['algo'] == a):.0f}"
+                  + ", ".join(f"{a} {statistics.median(float(r['fit_s']) for r in rows if r['algo'] == a):.1f}"
                               for a in ALGOS)
                   + "; rounds actually run (per fold): "
                   + ", ".join(f"{a} {[int(r['rounds_run']) for r in rows if r['algo'] == a]}" for a in ALGOS)
@@ -355,7 +368,8 @@ def report():
         md.append("| metric | RankBoost+ | RB-C | RB-D | paper RankBoost+ | paper RB-C | paper RB-D | Friedman p | CD ours (paper) |")
         md.append("|---|---|---|---|---|---|---|---|---|")
         by = {(int(r["user"]), r["algo"]): r for r in rows}
-        for m in METRICS:
+        extra = [m for m in ML_EXTRA if m in rows[0]]
+        for m in METRICS + tuple(extra):
             vals = np.array([[float(by[(u, a)][m]) for a in ALGOS] for u in users])
             med = [statistics.median(float(by[(u, a)][f"{m}_round"]) for u in users) for a in ALGOS]
             ar, stat, p, cd = friedman_nemenyi(vals, m.startswith("R"))
@@ -363,7 +377,7 @@ def report():
             sig = sorted(ar)[1] - ar[best] >= cd
             cells = [f"{'**' if (i == best and sig) else ''}{ar[i]:.3f}{'**' if (i == best and sig) else ''} ({med[i]:g})"
                      for i in range(3)]
-            pap = PAPER_T1_ML[m]
+            pap = PAPER_T1_ML.get(m.replace("lin", ""))
             md.append(f"| {m} | " + " | ".join(cells) + " | "
                       + " | ".join(f"{r_:.3f} ({it})" for r_, it in pap)
                       + f" | {p:.2g} | {cd:.3f} (0.1754) |")
@@ -371,10 +385,10 @@ def report():
         md.append("Raw means over tasks (Table 3 layout):\n")
         md.append("| metric | RankBoost+ | RB-C | RB-D | paper RankBoost+ | paper RB-C | paper RB-D |")
         md.append("|---|---|---|---|---|---|---|")
-        for m in METRICS:
+        for m in METRICS + tuple(extra):
             vals = np.array([[float(by[(u, a)][m]) for a in ALGOS] for u in users])
             md.append(f"| {m} | " + " | ".join(f"{v:.4f}" for v in vals.mean(0)) + " | "
-                      + " | ".join(f"{v:.4f}" for v in PAPER_T3_ML[m]) + " |")
+                      + " | ".join(f"{v:.4f}" for v in PAPER_T3_ML[m.replace("lin", "")]) + " |")
         md.append("")
         nf = [int(by[(u, ALGOS[0])]["n_features"]) for u in users]
         nm = [int(by[(u, ALGOS[0])]["n_movies"]) for u in users]
@@ -440,13 +454,19 @@ def main():
     ap.add_argument("--quick", action="store_true", help="2 folds, 30 rounds, 12 MovieLens users")
     ap.add_argument("--rounds", type=int, default=None, help="MQ2008 rounds (default 100)")
     ap.add_argument("--ml-rounds", type=int, default=None, help="MovieLens rounds (default 50)")
-    ap.add_argument("--users", type=int, default=100,
+    ap.add_argument("--users", type=int, default=0,
                     help="MovieLens: a seeded random subset of this many eligible users "
-                         "(default 100; 0 runs all 360)")
+                         "(default 0 = all 360 tasks)")
+    ap.add_argument("--out", default=None, help="output folder (default results/rankboost_plus)")
     ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args()
     if args.users == 0:
         args.users = None
+    global OUT
+    if args.out:
+        OUT = Path(args.out)
+    elif args.quick:  # never overwrite the committed results with a quick run
+        OUT = Path(tempfile.gettempdir()) / "torchrankboost_exp_rankboost_plus_quick"
     torch.set_num_threads(args.threads)
     OUT.mkdir(parents=True, exist_ok=True)
     t0 = time.perf_counter()
