@@ -7,6 +7,12 @@ r"""The papers' RankBoost-family algorithms, exactly as published (issue 5).
   and ``"coordinate"`` (coordinate descent RankBoost, Rudin & Schapire Fig. 1: ``argmax``
   edge ``r = ε⁺ - ε⁻``, exact line search ``α = ½ ln(ε⁺/ε⁻)`` for binary rankers, a 1-D
   convex line search for real-valued ones).
+
+  Which one is "RB-D" depends on the paper: Freund et al. and Rudin & Schapire's RankBoost
+  choose the ranker by the smallest ``Z`` (``variant="rb-d"`` here), while Connamacher et al.
+  (2019) print the rule ``argmax |ε⁺ - ε⁻|`` with the same ``α = ½ ln(ε⁺/ε⁻)`` — for binary
+  rankers that is exactly ``variant="coordinate"``, which is what reproduces their Table 4
+  (``scripts/exp_rankboost_plus.py``).
 * :class:`RankBoostPlus` — Connamacher et al.'s RankBoost+ (Ê2 with the cosh tie cost,
   accumulated per-ranker weights α′, the efficient Algorithm 2 with the pair-space
   independent set and pruning). Pairs are materialised here (the tie factor is pair-specific).
