@@ -228,12 +228,6 @@ def _int_levels(y: Tensor, max_value: int = 1 << 16):
     return lvl_of[yl], values
 
 
-def _label_levels(y: Tensor) -> Tensor:
-    """Distinct label values, ascending."""
-    il = _int_levels(y)
-    return il[1] if il is not None else torch.unique(y)
-
-
 def _discount_table(L: int, device) -> Tensor:
     """``D[m] = Σ_{r<m} 1/log2(r+2)`` for ``m = 0..L``."""
     d = torch.zeros(L + 1, dtype=F64, device=device)
@@ -373,6 +367,7 @@ def roc_curve(scores, labels, *, threshold: float = 0.0) -> Tuple[Tensor, Tensor
 
 # ----------------------------------------------------------------------------- pair errors
 def _label_levels(y: Tensor) -> Tensor:
+    """Distinct label values, ascending."""
     return torch.unique(y)
 
 
