@@ -17,16 +17,6 @@ from torchrankboost.cli import load_builtin, main, parse_params, CLIError
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """One intra-op thread: on a shared, oversubscribed CPU the 2-thread pool's spin-waits
-    make these small problems ~10x slower (measured); results do not depend on it."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 def run_cli(args, cwd, timeout=120, *, console_script=False):
     """Run the command in a fresh process: ``python -m torchrankboost`` or, with
     ``console_script``, the installed ``torchrankboost`` script next to this Python (as the

@@ -14,16 +14,6 @@ from torchrankboost.data import make_letor
 SMALL = dict(n_rounds=6, max_leaves=4, learner_params={"min_samples_leaf": 5})
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """One intra-op thread: on a shared, oversubscribed CPU the 2-thread pool's spin-waits
-    make these small problems ~10x slower (measured); results do not depend on it."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 @pytest.fixture(scope="module")
 def letor():
     d = make_letor(45, 12, 6, 3, seed=3)

@@ -10,14 +10,6 @@ from torchrankboost.linear import LinearRanker, RankSVM
 F64 = torch.float64
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 def _pairs(y, g):
     out = []
     off = g.offsets.tolist()

@@ -14,15 +14,6 @@ from conftest import require_data
 ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """One intra-op thread (small problems; a shared CPU makes the 2-thread pool spin)."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 @pytest.fixture(scope="module")
 def script():
     spec = importlib.util.spec_from_file_location("train_neural", ROOT / "scripts" / "train_neural.py")

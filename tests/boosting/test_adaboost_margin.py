@@ -11,31 +11,11 @@ from torchrankboost.boosting.rankboost import (AdaBoost, MatrixRankers, RankBoos
                                                SmoothMarginRanking, smooth_margin_alpha,
                                                with_zero_skew_intercept)
 from torchrankboost.groups import Groups
+from paper_fixtures import M88, ranking_8x8  # noqa: F401
 
 F64 = torch.float64
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """These tests run many rounds of small tensor ops: with 2 OpenMP threads on a loaded
-    2-core machine each op can stall for milliseconds (measured 10x slower)."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-M88 = torch.tensor([
-    [-1, 1, 1, 1, 1, -1, -1, 1], [-1, 1, 1, -1, -1, 1, 1, 1], [1, -1, 1, 1, 1, -1, 1, 1],
-    [1, -1, 1, 1, -1, 1, 1, 1], [1, -1, 1, -1, 1, 1, 1, -1], [1, 1, -1, 1, 1, 1, 1, -1],
-    [1, 1, -1, 1, 1, 1, -1, 1], [1, 1, 1, 1, -1, -1, 1, -1]], dtype=F64)
-
-
-def ranking_8x8():
-    """Spec §6.1 as a ranking problem: pairs (a_p, b_p), h_j(a_p) = (1 + M_pj)/2."""
-    H = torch.empty(16, 8, dtype=F64)
-    H[0::2] = (1 + M88) / 2
-    H[1::2] = (1 - M88) / 2
-    return H, torch.tensor([1.0, 0.0] * 8, dtype=F64), Groups.from_sizes([2] * 8)
 
 
 def _discrete_fixture():

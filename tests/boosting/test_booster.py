@@ -27,16 +27,6 @@ from torchrankboost.losses import ExponentialPairwiseLoss, SquaredErrorLoss
 F64 = torch.float64
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """These problems are tiny: a single intra-op thread is much faster (and immune to the
-    thread-pool stalls of a shared, oversubscribed machine)."""
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
-
-
 # ----------------------------------------------------------------------------- data
 def regression_data(n=600, F=4, seed=0, device="cpu"):
     gen = torch.Generator().manual_seed(seed)

@@ -18,14 +18,6 @@ from torchrankboost.losses import ExponentialPairwiseLoss, SquaredErrorLoss
 F64 = torch.float64
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    old = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(old)
-
-
 def _fit(learner, device="cpu", n_rounds=6, seed=0):
     gen = torch.Generator().manual_seed(seed)
     g = Groups.from_sizes([10] * 20)

@@ -16,16 +16,6 @@ from conftest import require_data
 F64 = torch.float64
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """These tests run many rounds of small tensor ops: with 2 OpenMP threads on a loaded
-    2-core machine each op can stall for milliseconds (measured 10x slower)."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 def brute_log_fp(s, y, p):
     pos, neg = s[y > 0], s[y <= 0]
     inner = torch.exp(-(pos[:, None] - neg[None, :])).sum(0)  # Σ_i e^{-(s_i - t_k)} per negative

@@ -11,14 +11,6 @@ from torchrankboost.losses import QBRankLoss
 F64 = torch.float64
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 class Record:
     def __init__(self):
         self.rounds = []

@@ -12,32 +12,11 @@ from torchrankboost.boosting._pair_stats import CodesDictionary, make_pair_stats
 from torchrankboost.boosting.rankboost import MatrixRankers, RankBoost, label_pairs
 from torchrankboost.groups import Groups
 from torchrankboost.pairs import Bipartite, ExplicitPairs, Graded
+from paper_fixtures import M88, ranking_8x8  # noqa: F401
 
 F64 = torch.float64
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """These tests run many rounds of small tensor ops: with 2 OpenMP threads on a loaded
-    2-core machine each op can stall for milliseconds (measured 10x slower)."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-# the 8x8 matrix of Rudin, Daubechies & Schapire (spec rankboost_adaboost_smooth_margin.md §6.1)
-M88 = torch.tensor([
-    [-1, 1, 1, 1, 1, -1, -1, 1], [-1, 1, 1, -1, -1, 1, 1, 1], [1, -1, 1, 1, 1, -1, 1, 1],
-    [1, -1, 1, 1, -1, 1, 1, 1], [1, -1, 1, -1, 1, 1, 1, -1], [1, 1, -1, 1, 1, 1, 1, -1],
-    [1, 1, -1, 1, 1, 1, -1, 1], [1, 1, 1, 1, -1, -1, 1, -1]], dtype=F64)
-
-
-def ranking_8x8():
-    """16 instances a_p, b_p; crucial pairs (a_p, b_p) in 8 queries; h_j(a_p) = (1+M_pj)/2."""
-    H = torch.empty(16, 8, dtype=F64)
-    H[0::2] = (1 + M88) / 2
-    H[1::2] = (1 - M88) / 2
-    return H, torch.tensor([1.0, 0.0] * 8, dtype=F64), Groups.from_sizes([2] * 8)
 
 
 def brute_pairs(labels, groups, pairs):

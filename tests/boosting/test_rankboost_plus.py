@@ -13,16 +13,6 @@ from torchrankboost.pairs import ExplicitPairs
 F64 = torch.float64
 
 
-@pytest.fixture(autouse=True, scope="module")
-def _one_thread():
-    """These tests run many rounds of small tensor ops: with 2 OpenMP threads on a loaded
-    2-core machine each op can stall for milliseconds (measured 10x slower)."""
-    n = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(n)
-
-
 def subsets_data():
     """All 8 subsets of {a,b,c}; crucial pairs x ⊊ y (the superset is preferred): 19 pairs."""
     subs = [frozenset(c) for k in range(4) for c in itertools.combinations("abc", k)]

@@ -1,0 +1,22 @@
+"""Fixtures from the papers shared by the algorithm tests."""
+
+import torch
+
+from torchrankboost.groups import Groups
+
+F64 = torch.float64
+
+# the 8x8 matrix of Rudin, Daubechies & Schapire (spec rankboost_adaboost_smooth_margin.md §6.1)
+M88 = torch.tensor([
+    [-1, 1, 1, 1, 1, -1, -1, 1], [-1, 1, 1, -1, -1, 1, 1, 1], [1, -1, 1, 1, 1, -1, 1, 1],
+    [1, -1, 1, 1, -1, 1, 1, 1], [1, -1, 1, -1, 1, 1, 1, -1], [1, 1, -1, 1, 1, 1, 1, -1],
+    [1, 1, -1, 1, 1, 1, -1, 1], [1, 1, 1, 1, -1, -1, 1, -1]], dtype=F64)
+
+
+def ranking_8x8():
+    """Spec §6.1 as a ranking problem: 16 instances a_p, b_p; crucial pairs (a_p, b_p) in 8
+    queries; h_j(a_p) = (1 + M_pj)/2, h_j(b_p) = (1 - M_pj)/2."""
+    H = torch.empty(16, 8, dtype=F64)
+    H[0::2] = (1 + M88) / 2
+    H[1::2] = (1 - M88) / 2
+    return H, torch.tensor([1.0, 0.0] * 8, dtype=F64), Groups.from_sizes([2] * 8)
