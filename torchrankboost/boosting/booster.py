@@ -298,7 +298,9 @@ class Booster:
             shrinkage makes high accuracy pointless).
 
     After :meth:`fit`: ``ensemble_``, ``best_round_``, ``best_score_``, ``evals_result_``,
-    ``stop_reason_`` (``None`` or a message), ``n_rounds_`` (rounds kept).
+    ``stop_reason_`` (``None`` or a message), ``n_rounds_`` (rounds kept); during and after
+    the fit ``scores_`` holds the current training scores (float64, ``(n,)``; callbacks read
+    it, e.g. for score histograms).
 
     Example::
 
@@ -504,6 +506,7 @@ class Booster:
         else:
             base = self._auto_base(n, labels, groups, dev)
         s = torch.full((n,), base, dtype=F64, device=dev)
+        self.scores_ = s
         loss_now = float(self._value(s, labels, groups))
         if not math.isfinite(loss_now):
             raise ValueError(f"the loss is {loss_now} at the initial scores (base score {base})")
@@ -639,6 +642,7 @@ class Booster:
             sync()
             t3 = time.perf_counter()
             s = s_new
+            self.scores_ = s  # current training scores, for callbacks (score histograms)
             loss_before, loss_now = loss_now, loss_new
             ensemble.append(model, w_round)
 
