@@ -373,7 +373,8 @@ class TensorBoardLogger:
         if ensemble is None:
             ensemble = getattr(booster, "model_", None) or getattr(booster, "ensemble_", None)
         scores = _current_scores(booster)
-        if scores is not None and self._last_round is not None:
+        if scores is not None and self._last_round is not None and \
+                getattr(self, "_hist_round", None) != self._last_round:
             self.log_histograms(self._last_round, {"train/scores": scores})
         vectors = getattr(self, "_pending_vectors", None)
         if vectors and self._last_round is not None and \
