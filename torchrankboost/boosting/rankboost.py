@@ -810,6 +810,14 @@ def label_pairs(labels: Tensor, groups: Groups, pairs=None):
     return rep[keep], partner[keep], None
 
 
+def _int8_vecmat(v: Tensor, M: Tensor, chunk: int = 1024) -> Tensor:
+    """``v @ M`` for a float64 vector and an int8 matrix, widening ``chunk`` columns at a time."""
+    out = torch.empty(M.shape[1], dtype=v.dtype, device=v.device)
+    for c in range(0, M.shape[1], chunk):
+        out[c:c + chunk] = v @ M[:, c:c + chunk].to(v.dtype)
+    return out
+
+
 class RankBoostPlus(_Base):
     r"""RankBoost+ (Connamacher, Pancha, Liu & Ray 2019), efficient Algorithm 2.
 
@@ -823,7 +831,8 @@ class RankBoostPlus(_Base):
     (QR of ``[S, permute(R)]``, seeded) and ``S`` becomes static (greedy regime ends).
 
     Pairs are materialised (the tie factor is pair-specific): the candidate pair vectors
-    ``(m, C)`` (float64; at most ``max_pair_entries`` entries, else ``ValueError``) are
+    ``(m, C)`` (int8 entries in {-1, 0, 1}, one byte each; at most ``max_pair_entries``
+    entries, default 4e8 ≈ 400 MB, else ``ValueError``) are
     deduplicated first (identical or negated columns, zero columns). The span test uses an
     incrementally orthonormalised basis of ``S`` (Gram–Schmidt twice, float64, relative
     tolerance ``rank_tol``) instead of the paper's least squares; pruning adds the remaining
@@ -836,7 +845,7 @@ class RankBoostPlus(_Base):
 
     def __init__(self, *, rankers=None, n_rounds: int = 100, pairs=None, seed: int = 0,
                  rank_tol: float = 1e-9, on_undefined: str = "stop", alpha_cap: float = 50.0,
-                 max_pair_entries: int = 50_000_000, callbacks=()):
+                 max_pair_entries: int = 400_000_000, callbacks=()):
         super().__init__(rankers=rankers, n_rounds=n_rounds, pairs=pairs, callbacks=callbacks,
                          on_undefined=on_undefined, alpha_cap=alpha_cap)
         self.seed = int(seed)
@@ -864,10 +873,13 @@ class RankBoostPlus(_Base):
                 f"{cand.numel()} candidates exceeds max_pair_entries={self.max_pair_entries}; "
                 "use fewer thresholds (Stumps(max_thresholds=...)), per-query tasks as in the "
                 "paper, or raise max_pair_entries")
-        R = (cols[hi] - cols[lo]).to(torch.float64)  # (m, C)
-        nz = R.abs().sum(0) > 0
+        # pair x candidate matrix, entries h(hi) - h(lo) in {-1, 0, 1}: stored as int8 (8x less
+        # memory than float64); columns are widened to float64 only where arithmetic needs it
+        cols = cols.to(torch.int8)
+        R = cols[hi] - cols[lo]  # (m, C) int8
+        nz = (R != 0).any(0)
         R, cand = R[:, nz], cand[nz]
-        first_nz = (R != 0).to(torch.int64).argmax(0)
+        first_nz = (R != 0).to(torch.int8).argmax(0)
         sgn = torch.gather(R, 0, first_nz[None]).squeeze(0)
         Rc = (R * sgn).to(torch.int8).T.contiguous()  # canonical orientation
         _, inv = torch.unique(Rc, dim=0, return_inverse=True)
@@ -894,11 +906,13 @@ class RankBoostPlus(_Base):
         def in_span(col):
             if Q.shape[1] == 0:
                 return False
+            col = col.to(torch.float64)
             res = col - Q @ (Q.T @ col)
             return float(res.norm()) <= self.rank_tol * max(1.0, float(col.norm()))
 
         def add_basis(col):
             nonlocal Q
+            col = col.to(torch.float64)
             v = col - Q @ (Q.T @ col)
             v = v - Q @ (Q.T @ v)
             Q = torch.cat([Q, (v / v.norm())[:, None]], 1)
@@ -917,7 +931,7 @@ class RankBoostPlus(_Base):
                 best_s = -1.0
             choice = None  # ("new", col) or ("S", idx)
             if greedy:
-                gr = (Dw @ R).abs()
+                gr = _int8_vecmat(Dw, R).abs()
                 gr = torch.where(available, gr, torch.full_like(gr, -1.0))
                 j = int(torch.argmax(gr))
                 if float(gr[j]) > best_s and float(gr[j]) >= 0:
