@@ -1,7 +1,8 @@
 """Benchmark: torchrankboost's pairwise losses vs a dense padded all-pairs implementation.
 
 For every loss torchrankboost exports at run time (exponential pairwise, p-norm push, smooth
-margin, AdaBoost, and the pairwise hinge / QBRank losses when present), measure
+margin, AdaBoost, the pairwise hinge and squared hinge, and QBRank with the grade-difference
+margin, when present), measure
 forward + backward wall time (median of ``--repeats`` after one warm-up) and peak memory,
 for query lists of 100, 1,000 and 10,000 documents at a fixed total (100k documents by
 default), plus one query of 10^6 documents with 5 grades (10^12 pairs: infeasible densely).
@@ -56,8 +57,9 @@ def our_losses():
         out["adaboost"] = (lambda: L.AdaBoostLoss(threshold=1.5), None)
     if hasattr(L, "PairwiseHingeLoss"):
         out["pairwise_hinge"] = (lambda: L.PairwiseHingeLoss(), dense_hinge)
+        out["sq_hinge"] = (lambda: L.PairwiseHingeLoss(squared=True), dense_squared_hinge)
     if hasattr(L, "QBRankLoss"):
-        out["qbrank"] = (lambda: L.QBRankLoss(), None)
+        out["qbrank_gd"] = (lambda: L.QBRankLoss(tau="grade_difference"), dense_qbrank)
     return out
 
 
@@ -92,6 +94,23 @@ def dense_smooth_margin(sp, yp, mask):
 def dense_hinge(sp, yp, mask):
     diff, pm = _dense_pairs(sp, yp, mask)
     return torch.where(pm, torch.relu(1 - diff), torch.zeros_like(diff)).sum()
+
+
+def dense_squared_hinge(sp, yp, mask):
+    diff, pm = _dense_pairs(sp, yp, mask)
+    r = torch.relu(1 - diff)
+    return torch.where(pm, r * r, torch.zeros_like(diff)).sum()
+
+
+def dense_qbrank(sp, yp, mask, w=0.5, c=1.0):
+    """QBRank (Zheng et al.) with the grade-difference margin ``τ_ij = c (l_i − l_j)``:
+    ``w/2 Σ_{l_i > l_j} max(0, τ_ij − (s_i − s_j))² + (1 − w)/2 Σ (l − s)²``."""
+    diff, pm = _dense_pairs(sp, yp, mask)
+    tau = c * (yp.unsqueeze(2) - yp.unsqueeze(1))
+    r = torch.relu(tau - diff)
+    pair = torch.where(pm, r * r, torch.zeros_like(diff)).sum()
+    point = torch.where(mask, (yp - sp) ** 2, torch.zeros_like(sp)).sum()
+    return (w / 2) * pair + ((1 - w) / 2) * point
 
 
 def peer_baselines():
