@@ -690,6 +690,20 @@ def _rows_vector(n, dev, rows, v: Tensor) -> Tensor:
     return out.index_add_(0, rows, v.index_select(0, rows))
 
 
+def _weighted_channels(n, dev, target, weight, rows):
+    """Validated fit inputs as ``(out_dtype, w, w·target)``: float64 ``(n,)`` channels restricted
+    to ``rows`` (zero elsewhere, duplicates add up)."""
+    target, weight, rows = _check_fit_inputs(n, dev, target, weight, rows)
+    w = weight.double()
+    return (_out_dtype(target), _rows_vector(n, dev, rows, w),
+            _rows_vector(n, dev, rows, w * target.double()))
+
+
+def _correlation_score(S: Tensor, valid: Tensor) -> Tensor:
+    """|Σ w·t·h| per candidate, ``-1`` where the candidate is not valid."""
+    return torch.where(valid, S.abs(), torch.full_like(S, -1.0))
+
+
 class Stumps:
     """Binary weak rankers ``h(x) = 1[x_f > θ]``, the best one over all features and thresholds.
 
@@ -803,14 +817,10 @@ class Stumps:
         codes = prepared.codes
         n, F = codes.shape
         dev = codes.device
-        target, weight, rows = _check_fit_inputs(n, dev, target, weight, rows)
-        out_dtype = _out_dtype(target)
-        w = _rows_vector(n, dev, rows, weight.double())
-        wt = _rows_vector(n, dev, rows, weight.double() * target.double())
+        out_dtype, w, wt = _weighted_channels(n, dev, target, weight, rows)
         valid = prepared.valid
         if self.criterion == "correlation":
-            S = self.threshold_sums(prepared, wt)
-            score = torch.where(valid, S.abs(), torch.full_like(S, -1.0))
+            score = _correlation_score(self.threshold_sums(prepared, wt), valid)
         else:
             S = self.threshold_sums(prepared, torch.stack([wt, w], 1))
             Y1, W1 = S[..., 0], S[..., 1]
@@ -983,14 +993,10 @@ class FeatureRankers:
         Hm = prepared.values
         n, F = Hm.shape
         dev = Hm.device
-        target, weight, rows = _check_fit_inputs(n, dev, target, weight, rows)
-        out_dtype = _out_dtype(target)
-        w = _rows_vector(n, dev, rows, weight.double())
-        wt = _rows_vector(n, dev, rows, weight.double() * target.double())
+        out_dtype, w, wt = _weighted_channels(n, dev, target, weight, rows)
         valid = prepared.valid
         if self.criterion == "correlation":
-            S = self.feature_sums(prepared, wt)
-            score = torch.where(valid, S.abs(), torch.full_like(S, -1.0))
+            score = _correlation_score(self.feature_sums(prepared, wt), valid)
         else:
             S = self.feature_sums(prepared, torch.stack([wt, w], 1))
             Sht, Sh = S[:, 0], S[:, 1]
