@@ -58,6 +58,7 @@ from torchrankboost.boosting.rankboost import RankBoost, RankBoostPlus
 from torchrankboost.data import load_letor_fold
 from torchrankboost.linear import RankSVM
 from torchrankboost.losses.pointwise import SquaredErrorLoss
+from _results_io import read_csv, write_csv  # noqa: E402,F401 (scripts/ is on sys.path)
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(os.environ.get("TORCHRANKBOOST_DATA", ROOT.parent / "shared" / "data"))
@@ -201,16 +202,6 @@ def run(args):
          "leaves": LEAVES, "learning_rate": LR, "min_data_in_leaf": MIN_LEAF}, indent=1) + "\n")
 
 
-def write_csv(path, rows):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    keys = []
-    for r in rows:
-        keys += [k for k in r if k not in keys]
-    with open(path, "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=keys)
-        w.writeheader()
-        for r in rows:
-            w.writerow({k: (f"{v:.6f}" if isinstance(v, float) else v) for k, v in r.items()})
 
 
 def report():

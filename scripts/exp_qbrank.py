@@ -47,6 +47,7 @@ from torchrankboost.boosting import RegressionTree
 from torchrankboost.boosting.qbrank import GBT, QBRank
 from torchrankboost.data import load_letor_fold
 from torchrankboost.linear import RankSVM
+from _results_io import read_csv, write_csv  # noqa: E402,F401 (scripts/ is on sys.path)
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(os.environ.get("TORCHRANKBOOST_DATA", ROOT.parent / "shared" / "data"))
@@ -124,18 +125,8 @@ def run(args):
                                                 indent=1) + "\n")
 
 
-def write_csv(path, rows):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(rows[0].keys()))
-        w.writeheader()
-        for r in rows:
-            w.writerow({k: (f"{v:.6f}" if isinstance(v, float) else v) for k, v in r.items()})
 
 
-def read_csv(path):
-    with open(path) as fh:
-        return list(csv.DictReader(fh))
 
 
 def report():

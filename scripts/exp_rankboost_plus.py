@@ -53,6 +53,7 @@ from torchrankboost.boosting import Stumps
 from torchrankboost.boosting.rankboost import RankBoost, RankBoostPlus
 from torchrankboost.data import load_letor_fold
 from torchrankboost.groups import Groups
+from _results_io import read_csv, write_csv  # noqa: E402,F401 (scripts/ is on sys.path)
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = Path(os.environ.get("TORCHRANKBOOST_DATA", ROOT.parent / "shared" / "data"))
@@ -279,18 +280,8 @@ def run_movielens(args):
 
 
 # ----------------------------------------------------------------------------- report
-def write_csv(path, rows):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=list(rows[0].keys()))
-        w.writeheader()
-        for r in rows:
-            w.writerow({k: (f"{v:.6f}" if isinstance(v, float) else v) for k, v in r.items()})
 
 
-def read_csv(path):
-    with open(path) as fh:
-        return list(csv.DictReader(fh))
 
 
 def rank_rows(values, lower_better):
