@@ -20,3 +20,14 @@ def ranking_8x8():
     H[0::2] = (1 + M88) / 2
     H[1::2] = (1 - M88) / 2
     return H, torch.tensor([1.0, 0.0] * 8, dtype=F64), Groups.from_sizes([2] * 8)
+
+
+def discrete_fixture():
+    """Spec T5: one discrete feature, both classes at every value."""
+    npos = [2, 3, 5, 4, 8, 6, 9, 12]
+    nneg = [10, 9, 7, 8, 4, 6, 3, 2]
+    x, y = [], []
+    for v, (a, b) in enumerate(zip(npos, nneg)):
+        x += [v] * (a + b)
+        y += [1.0] * a + [0.0] * b
+    return torch.tensor(x, dtype=torch.float32)[:, None], torch.tensor(y, dtype=F64)

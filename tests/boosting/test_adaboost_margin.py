@@ -12,21 +12,13 @@ from torchrankboost.boosting.rankboost import (AdaBoost, MatrixRankers, RankBoos
                                                with_zero_skew_intercept)
 from torchrankboost.groups import Groups
 from paper_fixtures import M88, ranking_8x8  # noqa: F401
+from paper_fixtures import discrete_fixture as _discrete_fixture
 
 F64 = torch.float64
 
 
 
 
-def _discrete_fixture():
-    """Spec T5: one discrete feature, both classes at every value."""
-    npos = [2, 3, 5, 4, 8, 6, 9, 12]
-    nneg = [10, 9, 7, 8, 4, 6, 3, 2]
-    x, y = [], []
-    for v, (a, b) in enumerate(zip(npos, nneg)):
-        x += [v] * (a + b)
-        y += [1.0] * a + [0.0] * b
-    return torch.tensor(x, dtype=torch.float32)[:, None], torch.tensor(y, dtype=F64)
 INF_F = 85.98641713612714  # spec T5: inf F = 2 Σ_v sqrt(n⁺_v n⁻_v)
 INF_FT = 1848.415982977015  # inf F̃ = (Σ_v sqrt(n⁺_v n⁻_v))²
 

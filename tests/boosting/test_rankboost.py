@@ -13,6 +13,7 @@ from torchrankboost.boosting.rankboost import MatrixRankers, RankBoost, label_pa
 from torchrankboost.groups import Groups
 from torchrankboost.pairs import Bipartite, ExplicitPairs, Graded
 from paper_fixtures import M88, ranking_8x8  # noqa: F401
+from paper_fixtures import discrete_fixture as _discrete_fixture
 
 F64 = torch.float64
 
@@ -139,15 +140,6 @@ def test_rules_differ_coordinate_vs_rankboost():
     assert a["Z"] == pytest.approx(0.97460, abs=1e-5)
 
 
-def _discrete_fixture():
-    """Spec T5: one discrete feature, both classes at every value."""
-    npos = [2, 3, 5, 4, 8, 6, 9, 12]
-    nneg = [10, 9, 7, 8, 4, 6, 3, 2]
-    x, y = [], []
-    for v, (a, b) in enumerate(zip(npos, nneg)):
-        x += [v] * (a + b)
-        y += [1.0] * a + [0.0] * b
-    return torch.tensor(x, dtype=torch.float32)[:, None], torch.tensor(y, dtype=F64)
 
 
 def test_rankboost_reaches_closed_form_minimum_T5():
