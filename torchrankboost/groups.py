@@ -206,6 +206,17 @@ class Groups:
             - self.offsets[:-1][self.group_index],
         )
 
+    @property
+    def doc_start(self) -> Tensor:
+        """``(n,)`` int64: the offset of the first document of each document's group."""
+        return self._cached("doc_start", lambda: self.offsets.index_select(0, self.group_index))
+
+    @property
+    def doc_end(self) -> Tensor:
+        """``(n,)`` int64: one past the offset of the last document of each document's group."""
+        return self._cached("doc_end",
+                            lambda: self.offsets.index_select(0, self.group_index + 1))
+
     def to(self, device) -> "Groups":
         """The same groups with offsets on ``device``."""
         device = torch.device(device)

@@ -120,8 +120,10 @@ def _value_order(a: Tensor, b: Tensor) -> Tensor:
     """Stable order of the ``2n`` items ``(b_1..b_n, a_1..a_n)`` by value, with ``b``-items
     before ``a``-items at equal values (an integer sort of the float64 bit patterns, which
     is several times faster than a floating-point sort on CPU)."""
-    keys = _sortable_bits64(torch.cat([b.detach(), a.detach()]))
-    return torch.argsort(keys, stable=True)
+    keys = torch.cat([b.detach(), a.detach()]).to(torch.float64).add_(0.0)  # -0.0 -> +0.0
+    bits = keys.view(torch.int64)
+    bits ^= (bits >> 63) & 0x7FFFFFFFFFFFFFFF  # negative floats: reverse magnitude order
+    return torch.argsort(bits, stable=True)
 
 
 def active_pair_sums(a: Tensor, b: Tensor, lev: Tensor, K: int, groups: Groups,
@@ -215,115 +217,201 @@ def _sums_bits(a, b, lev, K, groups, lower, upper):
     return [_take(acc, ia_doc) for acc in acc_lo], [_take(acc, ib_doc) for acc in acc_up]
 
 
-# hinge_terms uses the (K - 1)-row kernel for 3 <= K <= 6 levels. Measured (100 lists x
-# 1,000 docs, 1 thread, min of 12): 18-24 ms vs 24-35 ms for the bit passes at K = 3..6;
-# slower at K = 2 (one bit pass, 16 ms vs 18 ms) and no better in medians at K = 8.
+# hinge_terms uses the (K - 1)-row kernel for 3 <= K <= 6 levels (see hinge_terms).
 _LEVELS_MIN_K, _LEVELS_MAX_K = 3, 6
+
+
+def _query_value_order(a: Tensor, b: Tensor, groups: Groups) -> Tensor:
+    """Stable order of the ``2n`` items ``(b_1..b_n, a_1..a_n)`` by (query, value), ``b``
+    before ``a`` at equal values: the value sort of :func:`_value_order`, then a stable
+    sort by query id in the narrowest integer type (radix-style sorts of int16 keys are
+    ~3x faster than of int64 ones on CPU)."""
+    order = _value_order(a, b)
+    G = groups.num_groups
+    if G > 1:
+        kdt = torch.int16 if G <= 2 ** 15 else torch.int32 if G <= 2 ** 31 else torch.int64
+        gk = groups.group_index.to(device=a.device, dtype=kdt)
+        perm = torch.argsort(_take(torch.cat([gk, gk]), order), stable=True)
+        order = _take(order, perm)
+    return order
+
+
+def _level_slices(levels: Tensor, K: int) -> Tuple[Tensor, List[int]]:
+    """Stable grouping of ``levels`` (``(n,)`` ints in ``[0, K)``) by level: ``(perm,
+    cuts)`` with ``levels[perm[cuts[k]:cuts[k+1]]] == k`` (a uint8 radix-style sort)."""
+    kdt = torch.uint8 if K <= 256 else torch.int16 if K <= 2 ** 15 else torch.int64
+    perm = torch.argsort(levels if levels.dtype == kdt else levels.to(kdt), stable=True)
+    counts = torch.bincount(levels, minlength=K)
+    cuts = [0] + torch.cumsum(counts, 0).tolist()
+    return perm, cuts
+
+
+class _RowPrefix:
+    """Exclusive prefix sums of ``mask * x`` over one list, one threshold row at a time:
+    ``table(mask, x)`` returns ``P`` ``(n + 1,)`` with ``Σ_{k in [lo, hi)} (mask x)_k =
+    P[hi] − P[lo]``. Without autograd it refills one buffer per channel (few, small
+    temporaries: on CPU the allocator's page faults on fresh large blocks cost as much as
+    the sums themselves); otherwise it builds differentiable tensors."""
+
+    def __init__(self, n: int, like: Tensor, inplace: bool):
+        self.n, self.like, self.inplace = n, like, inplace
+        self.bufs = {}
+
+    def table(self, key, mask: Tensor, x: Optional[Tensor]) -> Tensor:
+        if not self.inplace:
+            body = mask.to(self.like.dtype) if x is None else mask * x
+            return torch.cat([body.new_zeros(1), body.cumsum(0)])
+        buf = self.bufs.get(key)
+        if buf is None:
+            buf = self.bufs[key] = self.like.new_empty(self.n + 1)
+            buf[0] = 0
+        body = buf[1:]
+        if x is None:
+            body.copy_(mask)
+        else:
+            torch.mul(mask, x, out=body)
+        body.cumsum_(0)
+        return buf
 
 
 def _hinge_terms_levels(a, b, lev, K, groups, w, *, squared, need_loss, need_hess):
     """:func:`hinge_terms` for a few levels (``K <= _LEVELS_MAX_K``), ``O(n log n + nK)``.
 
-    The ``2n`` items are sorted by (query, value) (two stable integer sorts; ``b`` before
-    ``a`` at equal values, so kink ties are inactive) and split into the ``a``-list and the
-    ``b``-list, each then ordered by (query, value) with query ``g`` at positions
-    ``offsets[g]:offsets[g+1]``. An ``a``-item's later lower partners are the ``b``-list
-    entries from (number of ``b``-items before it) to its query's end; a ``b``-item's earlier
-    upper partners are the ``a``-list entries from its query's start to (number of
-    ``a``-items before it). Level constraints by thresholds ``r = 0..K-2``: row ``r`` of the
-    lower table is the exclusive prefix sum over the ``b``-list of the channels masked to
-    ``lev <= r`` (read at row ``lev - 1`` by ``a``-items), row ``r`` of the upper table that
-    over the ``a``-list masked to ``lev > r`` (read at row ``lev`` by ``b``-items). All rows
-    are one flat float64 cumulative sum per channel (differenced inside a row). No compaction by level,
-    no per-level sort.
+    The ``2n`` items are sorted by (query, value) (``b`` before ``a`` at equal values, so
+    kink ties are inactive) and split into the ``a``-list and the ``b``-list, each then
+    ordered by (query, value) with query ``g`` at positions ``offsets[g]:offsets[g+1]``
+    (a query has as many ``a``- as ``b``-items). An ``a``-item's later lower partners are the
+    ``b``-list entries from (number of ``b``-items before it) to its query's end; a
+    ``b``-item's earlier upper partners are the ``a``-list entries from its query's start to
+    (number of ``a``-items before it). Level constraints by thresholds ``r = 0..K-2``: the
+    ``a``-items of level ``r + 1`` read the prefix sums over the ``b``-list of the channels
+    masked to ``lev <= r``; the ``b``-items of level ``r`` read those over the ``a``-list
+    masked to ``lev > r``. The readers are grouped by level once (a stable uint8 sort), so
+    each threshold row is one ``(n + 1,)`` float64 cumulative sum read by its own readers
+    only: ``O(n)`` memory per row, no compaction, no per-level sort of the values.
     """
     n = a.numel()
     dev = a.device
     G = groups.num_groups
     R = K - 1
-    order = _value_order(a, b)
-    gi = groups.group_index.to(dev)
-    if G > 1:
-        # stable sort by query id in the narrowest integer type (radix-style sorts of
-        # int16 keys are ~3x faster than of int64 ones on CPU)
-        kdt = torch.int16 if G <= 2 ** 15 else torch.int32 if G <= 2 ** 31 else torch.int64
-        gk = gi.to(kdt)
-        perm = torch.argsort(_take(torch.cat([gk, gk]), order), stable=True)
-        order = _take(order, perm)
+    inplace = not (torch.is_grad_enabled() and (
+        a.requires_grad or b.requires_grad or (w is not None and w.requires_grad)))
+    order = _query_value_order(a, b, groups)
     is_a = order >= n
     pa = torch.nonzero(is_a).flatten()
-    pb = torch.nonzero(~is_a).flatten()
-    ar = torch.arange(n, device=dev)
-    doc_a = _take(order, pa) - n
+    pb = torch.nonzero(is_a.logical_not_()).flatten()
+    del is_a
+    doc_a = _take(order, pa).sub_(n)  # a-list (query, value order) -> document
     doc_b = _take(order, pb)
-    nb_before = pa - ar  # b-items before each a-item (same query ones included)
-    na_before = pb - ar  # a-items before each b-item
-    off = groups.offsets.to(dev)
-    # the j-th entry of either list lies in query gi[j]
-    end = _take(off, gi + 1)
-    start = _take(off, gi)
-    xa = _take(a, doc_a)
+    del order
+    ar = torch.arange(n, device=dev)
+    nb_before = pa.sub_(ar)  # b-items before each a-item (same query ones included)
+    na_before = pb.sub_(ar)  # a-items before each b-item
+    del ar
+    lev8 = lev.to(torch.uint8)  # K <= _LEVELS_MAX_K: narrow gathers and compares
+    la = _take(lev8, doc_a)
+    lb = _take(lev8, doc_b)
+    rows = _RowPrefix(n, a, inplace)
+
+    def read(tab, hi, lo):
+        return _take(tab, hi).sub_(_take(tab, lo)) if inplace else _take(tab, hi) - _take(tab, lo)
+
+    def by_row(pieces, cuts, first, last):  # per-reader values, zero for readers of no row
+        out = [a.new_zeros(cuts[first])] + pieces + [a.new_zeros(cuts[-1] - cuts[last])]
+        return torch.cat(out)
+
+    # lower side: the a-items of level r + 1 read row r (b-list channels, lev <= r) over
+    # [nb_before, query end). Readers in level order: ra_* (level 0 reads nothing).
+    perm, ca = _level_slices(la, K)
+    ra_doc = _take(doc_a, perm)
+    ra_lo = _take(nb_before, perm)
+    ra_hi = _take(groups.doc_end.to(dev), ra_doc) if G > 1 else None
+    del nb_before
     xb = _take(b, doc_b)
-    la = _take(lev, doc_a)
-    lb = _take(lev, doc_b)
-    wa = None if w is None else _take(w, doc_a)
     wb = None if w is None else _take(w, doc_b)
-    r = torch.arange(R, device=dev).unsqueeze(1)  # (R, 1)
-    zero = a.new_zeros(())
-
-    def table(mask, chans):  # flat inclusive prefix sums of the masked channels, rows of n
-        m = mask.to(a.dtype)
-        return [(m * c).reshape(-1).cumsum_(0) for c in chans]  # in place: less memory
-
-    def ranges(tab, i_hi, i_lo):  # Σ over the flat range [i_lo, i_hi) (0 <= i_lo <= i_hi)
-        j_hi, j_lo = (i_hi - 1).clamp_min(0), (i_lo - 1).clamp_min(0)
-        p_hi, p_lo = i_hi > 0, i_lo > 0
-        return [torch.where(p_hi, _take(t, j_hi), zero) - torch.where(p_lo, _take(t, j_lo), zero)
-                for t in tab]
-
-    # lower side (channels on the b-list), read by a-items at row la - 1
-    vb = torch.ones_like(xb) if wb is None else wb
-    lo_ch = [vb, vb * xb] if (squared or need_loss) else [vb]
-    if squared and need_loss:
-        lo_ch.append(lo_ch[1] * xb)
-    lo_tab = table(lb.unsqueeze(0) <= r, lo_ch)
-    ok = la > 0
-    row = (la - 1).clamp_min(0) * n
-    i_hi = torch.where(ok, row + end, 0)
-    i_lo = torch.where(ok, row + nb_before, 0)
-    lo_q = ranges(lo_tab, i_hi, i_lo)  # N, S1[, S2] per a-item
-    # upper side (channels on the a-list), read by b-items at row lb
-    ua = torch.ones_like(xa) if wa is None else wa
-    up_ch = [ua, ua * xa] if squared else [ua]
-    up_tab = table(la.unsqueeze(0) > r, up_ch)
-    ok = lb < R
-    row = lb.clamp_max(R - 1) * n
-    i_hi = torch.where(ok, row + na_before, 0)
-    i_lo = torch.where(ok, row + start, 0)
-    up_q = ranges(up_tab, i_hi, i_lo)  # M[, T1] per b-item
-    N = lo_q[0]
-    M = up_q[0]
+    vbx = xb if wb is None else wb * xb
+    want_s1 = squared or need_loss
+    want_s2 = squared and need_loss
+    if want_s2:
+        vbx2 = vbx * xb
+    Np, S1p, S2p = [], [], []
+    for r in range(R):
+        lo_, hi_ = ca[r + 1], ca[r + 2]
+        if hi_ == lo_:
+            continue
+        mask = lb <= r
+        lo = ra_lo[lo_:hi_]
+        hi = ra_hi[lo_:hi_] if ra_hi is not None else torch.full_like(lo, n)
+        Np.append(read(rows.table("w", mask, wb), hi, lo))
+        if want_s1:
+            S1p.append(read(rows.table("wx", mask, vbx), hi, lo))
+        if want_s2:
+            S2p.append(read(rows.table("wx2", mask, vbx2), hi, lo))
+    N = by_row(Np, ca, 1, K)
+    S1 = by_row(S1p, ca, 1, K) if want_s1 else None
+    S2 = by_row(S2p, ca, 1, K) if want_s2 else None
+    del ra_lo, ra_hi, Np, S1p, S2p
+    # upper side: the b-items of level r read row r (a-list channels, lev > r) over
+    # [query start, na_before). Readers in level order: rb_* (level K - 1 reads nothing).
+    perm, cb = _level_slices(lb, K)
+    rb_doc = _take(doc_b, perm)
+    rb_hi = _take(na_before, perm)
+    rb_lo = _take(groups.doc_start.to(dev), rb_doc) if G > 1 else None
+    del na_before, lb
+    xa = _take(a, doc_a)
+    wa = None if w is None else _take(w, doc_a)
     if squared:
-        ga = -2 * ua * (lo_q[1] - xa * N)
-        gb = 2 * vb * (xb * M - up_q[1])
+        uax = xa if wa is None else wa * xa
+    Mp, T1p = [], []
+    for r in range(R):
+        lo_, hi_ = cb[r], cb[r + 1]
+        if hi_ == lo_:
+            continue
+        mask = la > r
+        hi = rb_hi[lo_:hi_]
+        lo = rb_lo[lo_:hi_] if rb_lo is not None else torch.zeros_like(hi)
+        Mp.append(read(rows.table("u", mask, wa), hi, lo))
+        if squared:
+            T1p.append(read(rows.table("ux", mask, uax), hi, lo))
+    M = by_row(Mp, cb, 0, R)
+    T1 = by_row(T1p, cb, 0, R) if squared else None
+    del rb_hi, rb_lo, Mp, T1p, rows
+    # per reader: gradient (a-readers: upper role; b-readers: lower role), then per document
+    xa = _take(a, ra_doc)
+    xb = _take(b, rb_doc)
+    wa = None if w is None else _take(w, ra_doc)
+    wb = None if w is None else _take(w, rb_doc)
+    if squared:
+        ga = (S1 - xa * N) * (-2.0)
+        gb = (xb * M - T1) * 2.0
     else:
-        ga = -ua * N
-        gb = vb * M
-    g = a.new_zeros(n).index_add(0, doc_a, ga).index_add(0, doc_b, gb)
+        ga = -N
+        gb = M
+    if wa is not None:
+        ga = ga * wa
+        gb = gb * wb
+    g = a.new_zeros(n).index_add(0, ra_doc, ga).index_add(0, rb_doc, gb)
     h = None
     if need_hess:
         if squared:
-            h = a.new_zeros(n).index_add(0, doc_a, 2 * ua * N).index_add(0, doc_b, 2 * vb * M)
+            ha = 2.0 * N if wa is None else 2.0 * wa * N
+            hb = 2.0 * M if wb is None else 2.0 * wb * M
+            h = a.new_zeros(n).index_add(0, ra_doc, ha).index_add(0, rb_doc, hb)
         else:
             h = torch.zeros_like(a)
     loss = None
     if need_loss:
+        # per-a-reader loss share Σ_active φ(b_j − a_d) (≥ 0; clamp the rounding of the
+        # cancellation), summed per query
         if squared:
-            li = ua * (lo_q[2] - 2 * xa * lo_q[1] + xa * xa * N)
+            li = S2 - 2.0 * xa * S1 + xa * xa * N
         else:
-            li = ua * (lo_q[1] - xa * N)
+            li = S1 - xa * N
         li = li.clamp_min(0)
-        loss = li.sum().reshape(1) if G == 1 else a.new_zeros(G).index_add(0, gi, li)
+        if wa is not None:
+            li = li * wa
+        loss = li.sum().reshape(1) if G == 1 else a.new_zeros(G).index_add(
+            0, _take(groups.group_index.to(dev), ra_doc), li)
     return loss, g, h
 
 
