@@ -9,7 +9,8 @@ from hypothesis import given, strategies as st
 import torchrankboost as trb
 from torchrankboost import Bipartite, ExplicitPairs, Graded, Groups, PairwiseHingeLoss
 from torchrankboost import functional as F
-from torchrankboost.losses._sorted_pairs import active_pair_sums, label_levels
+import torchrankboost.losses._sorted_pairs as sorted_pairs
+from torchrankboost.losses._sorted_pairs import active_pair_sums, hinge_terms, label_levels
 
 from dense_oracle import dense_pairs, pair_group
 
@@ -82,6 +83,50 @@ def test_active_pair_sums_match_dense(sizes, seed, levels, delta):
                             for o0, o1 in zip(g.offsets[:-1].tolist(), g.offsets[1:].tolist())],
                            dtype=torch.bool)
     assert torch.equal(has.cpu(), exp_has)
+
+
+KERNELS = {"rows": (2, 10**9), "bits": (10**9, 10**9)}  # (_LEVELS_MIN_K, _LEVELS_MAX_K)
+
+
+@pytest.mark.parametrize("kernel", list(KERNELS))
+@pytest.mark.parametrize("squared", [False, True])
+@given(sizes_st, st.integers(0, 10**6), st.sampled_from([1, 2, 3, 5, 9, 70]),
+       st.sampled_from([-0.5, 0.0, 1.0]), st.booleans())
+def test_hinge_terms_both_kernels_match_dense(kernel, squared, sizes, seed, levels, delta,
+                                              weighted):
+    """Both implementations of ``hinge_terms`` (threshold rows for few label levels, bit
+    passes for many) give the dense loss per query, gradient and Hessian diagonal, with
+    pairs exactly at the kink (half-integer grid) inactive."""
+    g, a, labels, w = make_case(sizes, seed, levels=levels)
+    w = w if weighted else None
+    b = a + delta
+    lev, K, _ = label_levels(labels, g, Graded())
+    old = sorted_pairs._LEVELS_MIN_K, sorted_pairs._LEVELS_MAX_K
+    sorted_pairs._LEVELS_MIN_K, sorted_pairs._LEVELS_MAX_K = KERNELS[kernel]
+    try:
+        loss, gr, hd = hinge_terms(a, b, lev, K, g, w, squared=squared, need_hess=True)
+        ad = a.clone().requires_grad_()  # differentiable inputs: the autograd-friendly path
+        loss2, _, _ = hinge_terms(ad, ad + delta, lev, K, g, w, squared=squared)
+        # (no pairs at all: a constant zero loss, zero gradient)
+        (gr2,) = (torch.autograd.grad(loss2.sum(), ad) if loss2.requires_grad
+                  else (torch.zeros_like(a),))
+    finally:
+        sorted_pairs._LEVELS_MIN_K, sorted_pairs._LEVELS_MAX_K = old
+    gi = g.group_index
+    ww = torch.ones_like(a) if w is None else w
+    c = ((gi[:, None] == gi[None, :]) & (labels[:, None] > labels[None, :])).double()
+    c = c * ww[:, None] * ww[None, :]
+    x = torch.relu(b[None, :] - a[:, None])  # pair (i upper, j lower)
+    act = (x > 0).double()
+    phi, d1, d2 = (x * x, 2 * x, 2 * act) if squared else (x, act, torch.zeros_like(x))
+    ref = torch.zeros(g.num_groups, dtype=torch.float64).index_add(0, gi, (c * phi).sum(1))
+    gref = -(c * d1).sum(1) + (c * d1).sum(0)
+    href = (c * d2).sum(1) + (c * d2).sum(0)
+    torch.testing.assert_close(loss, ref, rtol=1e-11, atol=1e-11)
+    torch.testing.assert_close(gr, gref, rtol=1e-11, atol=1e-11)
+    torch.testing.assert_close(hd, href, rtol=1e-11, atol=1e-11)
+    torch.testing.assert_close(loss2, ref, rtol=1e-11, atol=1e-11)
+    torch.testing.assert_close(gr2, gref, rtol=1e-11, atol=1e-11)
 
 
 # ----------------------------------------------------------------------------- values + gradients
