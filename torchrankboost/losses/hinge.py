@@ -44,9 +44,10 @@ class PairwiseHingeLoss(RankingLoss):
     Computation: label-induced pairs are never materialised. One sort of the ``2n`` values
     ``a = s`` (upper role) and ``b = s + m`` (lower role) and prefix sums of ``(w, w b,
     w b²)`` give every document's active-partner sums ``N, S1, S2`` (and ``M, T1`` for the
-    lower role) — spec (C15)–(C18), §D.2–D.3. Graded labels with ``K`` distinct levels are
-    handled by ``⌈log2 K⌉`` bipartite passes (one integer sort each), so the cost is
-    ``O(n log n · ⌈log2 K⌉)`` time and ``O(n)`` memory; bipartite pairs take one pass.
+    lower role) — spec (C15)–(C18), §D.2–D.3. Graded labels with ``K ≤ 64`` distinct
+    levels take ``K − 1`` threshold rows of prefix sums over that one order,
+    ``O(n log n + nK)`` time; more levels (real-valued labels) take ``⌈log2 K⌉`` bipartite
+    passes (one integer sort each), ``O(n log n · ⌈log2 K⌉)``. Memory is ``O(n)`` either way.
     Explicit pairs cost ``O(#pairs)`` by gather/scatter. No Python loop over queries.
 
     Numerics: sums are accumulated in float64 on query-centred values (``b − a`` is

@@ -55,7 +55,8 @@ class QBRankLoss(RankingLoss):
 
     Computation: the pair part uses the sort + prefix-sum kernel of
     :class:`~torchrankboost.losses.PairwiseHingeLoss` with ``a = s − c·l`` and
-    ``b = a + τ₀`` (an additive margin), ``O(n log n · ⌈log2 K⌉)`` for ``K`` distinct grades,
+    ``b = a + τ₀`` (an additive margin), ``O(n log n + nK)`` for ``K ≤ 64`` distinct grades
+    (``O(n log n · ⌈log2 K⌉)`` beyond),
     float64 accumulation, query centring; ties exactly at the kink are inactive (gradient
     0, like ``relu'(0)``), and autograd's gradient equals the closed form.
 
