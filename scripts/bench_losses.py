@@ -9,14 +9,20 @@ default), plus one query of 10^6 documents with 5 grades (10^12 pairs: infeasibl
 
 The dense baseline is written the way allRank / pytorchltr / PT-Ranking do it: scores padded
 to ``(B, L)`` with a mask, all pair differences materialised as a ``(B, L, L)`` tensor, a
-pair mask from label differences, then the elementwise pair loss and a masked sum. allRank
-and pytorchltr themselves are run when importable (they are not installed here: reported
-as skipped).
+pair mask from label differences, then the elementwise pair loss and a masked sum. The
+peers themselves are run when importable (a row "vs <peer>" under our loss, with our speed-up
+and memory ratio): pytorchltr's ``PairwiseHingeLoss`` against our pairwise hinge (the same
+loss), allRank's ``rankNet`` (logistic, not factorisable) against our exponential pair loss.
+Neither is a dependency; on this machine ``pip install allRank`` imports only with
+torchvision, and pytorchltr 0.2.1 builds no wheel for Python 3.11, but its pure-Python loss
+modules import from an unpacked sdist on ``PYTHONPATH``.
 
 Memory: each case runs in a fresh subprocess; the reported figure is the increase of the
-process's peak resident set size (``resource.getrusage(RUSAGE_SELF).ru_maxrss``) during the
-timed loss computations, over the peak after the inputs were built. ``tracemalloc`` does not
-see torch's allocator; maxrss does, and a subprocess per case keeps peaks independent. A dense
+process's peak resident set size (``VmHWM`` in ``/proc/self/status``, reset through
+``/proc/self/clear_refs`` once the inputs are built) during the timed loss computations, over
+the resident size at that point. ``tracemalloc`` does not see torch's allocator; the RSS
+does, and a subprocess per case keeps peaks independent. (``ru_maxrss`` is not used: Linux
+carries it over from the forking parent, hiding any growth below the parent's size.) A dense
 case whose estimated footprint (``B·L²`` elements × 4 bytes × 8 live temporaries) exceeds
 ``--mem-cap-gb`` is not run and reported as ``OOM-skipped``.
 
@@ -113,26 +119,76 @@ def dense_qbrank(sp, yp, mask, w=0.5, c=1.0):
     return (w / 2) * pair + ((1 - w) / 2) * point
 
 
-def peer_baselines():
-    """Peer libraries' pairwise losses when importable, else a reason string."""
+# Peer implementations, run when importable: (peer label, impl key, which of our losses it
+# is set against). pytorchltr's PairwiseHingeLoss is RankSVM's hinge with margin 1, the same
+# loss as ours; allRank's rankNet is the logistic pair loss (not factorisable, so not one of
+# ours): it is set against our exponential pair loss, the closest factorised pair loss.
+PEERS = [("pytorchltr PairwiseHingeLoss", "pytorchltr", "pairwise_hinge"),
+         ("allRank rankNet", "allrank", "exponential")]
+
+
+def peer_fn(impl):
+    """``fn(scores (B, L), labels (B, L)) -> scalar`` of a peer library (raises if not
+    importable)."""
+    if impl == "pytorchltr":
+        from pytorchltr.loss import PairwiseHingeLoss
+
+        mod = PairwiseHingeLoss()
+
+        def fn(sp, yp):
+            n = torch.full((sp.shape[0],), sp.shape[1], dtype=torch.long)
+            return mod(sp, yp.long(), n).sum()
+        return fn
+    if impl == "allrank":
+        from allrank.models.losses import rankNet
+
+        return lambda sp, yp: rankNet(sp, yp)
+    raise ValueError(impl)
+
+
+def peer_status():
+    """``impl -> None`` when importable, else the reason it is skipped."""
     out = {}
-    try:
-        from allrank.models.losses import rankNet  # noqa: F401
-
-        out["allRank rankNet"] = "available (logistic loss; timing only)"
-    except Exception as exc:  # noqa: BLE001
-        out["allRank"] = f"not importable ({type(exc).__name__}) - skipped"
-    try:
-        import pytorchltr  # noqa: F401
-
-        out["pytorchltr"] = "available"
-    except Exception as exc:  # noqa: BLE001
-        out["pytorchltr"] = f"not importable ({type(exc).__name__}) - skipped"
+    for _, impl, _ in PEERS:
+        try:
+            peer_fn(impl)
+            out[impl] = None
+        except Exception as exc:  # noqa: BLE001
+            out[impl] = f"not importable ({type(exc).__name__}: {str(exc)[:60]}) - skipped"
     return out
 
 
 # ----------------------------------------------------------------------------- one case
+def _status_mb(field: str):
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(field + ":"):
+                    return int(line.split()[1]) / 1024.0  # kB
+    except OSError:
+        pass
+    return None
+
+
+def reset_peak_rss() -> float:
+    """Reset the peak RSS (``VmHWM``) to the current RSS where Linux allows it
+    (``/proc/self/clear_refs``) and return the current RSS in MB. ``ru_maxrss`` cannot be
+    used: Linux carries it over from the parent across fork + exec, so a child forked from
+    a large parent would report no growth at all."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+    except OSError:
+        pass
+    cur = _status_mb("VmRSS")
+    return maxrss_mb() if cur is None else cur
+
+
 def maxrss_mb() -> float:
+    """Peak RSS in MB: ``VmHWM`` (resettable), else ``ru_maxrss``."""
+    hwm = _status_mb("VmHWM")
+    if hwm is not None:
+        return hwm
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0  # Linux: KiB
 
 
@@ -152,7 +208,16 @@ def run_case(loss: str, impl: str, n_queries: int, length: int, grades: int, rep
     factory, dense = our_losses()[loss]
     s, y = make_data(n_queries, length, grades)
     groups = Groups.from_sizes([length] * n_queries)
-    if impl == "dense":
+    if impl in ("pytorchltr", "allrank"):
+        fn = peer_fn(impl)
+        sp = s.view(n_queries, length)
+        yp = y.view(n_queries, length)
+
+        def step():
+            x = sp.clone().requires_grad_()
+            fn(x, yp).backward()
+            return x.grad
+    elif impl == "dense":
         sp = s.view(n_queries, length)
         yp = y.view(n_queries, length)
         mask = torch.ones(n_queries, length, dtype=torch.bool)
@@ -169,7 +234,7 @@ def run_case(loss: str, impl: str, n_queries: int, length: int, grades: int, rep
             mod(x, y, groups).backward()
             return x.grad
 
-    base = maxrss_mb()
+    base = reset_peak_rss()
     step()  # warm-up
     times = []
     for _ in range(repeats):
@@ -177,8 +242,13 @@ def run_case(loss: str, impl: str, n_queries: int, length: int, grades: int, rep
         gr = step()
         times.append(time.perf_counter() - t0)
     ok = bool(torch.isfinite(gr).all())
-    return {"median_s": statistics.median(times), "min_s": min(times),
-            "peak_mb": max(0.0, maxrss_mb() - base), "finite_grad": ok}
+    out = {"median_s": statistics.median(times), "min_s": min(times),
+           "peak_mb": max(0.0, maxrss_mb() - base), "finite_grad": ok}
+    if impl == "pytorchltr":  # the same loss as ours: check that the values agree
+        ref = float(fn(sp.double(), yp))
+        mine = float(our_losses()[loss][0]()(s.double(), y, groups))
+        out["rel_diff"] = abs(ref - mine) / max(abs(ref), 1e-300)
+    return out
 
 
 def child(args) -> dict:
@@ -220,8 +290,10 @@ def main(argv=None):
     losses = our_losses()
     print(f"torch {torch.__version__}, threads={a.threads}, total={a.total} docs, "
           f"grades={a.grades}, repeats={a.repeats} (median of forward+backward)")
-    for k, v in peer_baselines().items():
-        print(f"peer {k}: {v}")
+    peers_ok = peer_status()
+    for label, impl, ours_name in PEERS:
+        why = peers_ok[impl]
+        print(f"peer {label} (against our {ours_name}): {why or 'importable - run'}")
     print(f"losses: {', '.join(losses)}\n")
     print(f"{'loss':16s} {'L':>7s} {'B':>6s} | {'torchrankboost':>24s} | "
           f"{'dense (B,L,L)':>24s} | speed-up  mem ratio")
@@ -247,6 +319,22 @@ def main(argv=None):
                 mr = f"{dn['peak_mb'] / max(ours['peak_mb'], 1.0):8.1f}x"
             print(f"{name:16s} {L:7d} {B:6d} | {fmt_t(ours):>24s} | {fmt_t(dn):>24s} | {sp} {mr}")
             rows.append((name, L, ours, dn))
+            for label, impl, ours_name in PEERS:
+                if ours_name != name or peers_ok[impl] is not None:
+                    continue
+                est_gb = B * L * L * 4 * 16 / 2 ** 30  # pair tensors of (B, L, L, 2)
+                if est_gb > a.mem_cap_gb:
+                    pr = {"skipped": f"OOM-skipped (~{est_gb:.0f} GB)"}
+                else:
+                    pr = child(dict(common, impl=impl,
+                                    repeats=max(1, min(a.repeats, 3 if L >= 1000 else a.repeats))))
+                ratio = ""
+                if "median_s" in pr and "median_s" in ours:
+                    ratio = (f"{pr['median_s'] / ours['median_s']:8.1f}x "
+                             f"{pr['peak_mb'] / max(ours['peak_mb'], 1.0):8.1f}x")
+                same = (f"  (same value: rel. diff {pr['rel_diff']:.0e})"
+                        if "rel_diff" in pr else "")
+                print(f"{'  vs ' + label:40s} | {fmt_t(pr):>24s} | {ratio}{same}")
     if a.big:
         n = a.big
         print(f"\none query of {n:,} documents, {a.grades} grades "
