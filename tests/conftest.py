@@ -10,6 +10,8 @@ try:
     from hypothesis import settings
 
     settings.register_profile("ci", deadline=None, max_examples=40, derandomize=True)
+    # HYPOTHESIS_PROFILE=thorough: ten times the examples, random seeds (after kernel changes)
+    settings.register_profile("thorough", deadline=None, max_examples=400)
     settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 except ImportError:  # pragma: no cover
     pass
