@@ -498,3 +498,37 @@ def test_stumps_learner_runs():
                   learning_rate=1.0, callbacks=[hist]).fit(X, y, g)
     assert ens.n_rounds == 5
     assert all(b <= a for a, b in zip([hist.info["initial_loss"]] + hist["loss"], hist["loss"]))
+
+
+# ----------------------------------------------------------------------------- loss diagnostics
+def test_adaboost_loss_f_skew_in_round_diagnostics():
+    """A loss's ``round_diagnostics`` reach the callbacks: with ``AdaBoostLoss`` every round
+    carries F₊, F₋ and the F-skew of the current training scores (pooled over queries)."""
+    X, y, g = ranking_data(G=6, size=10, seed=3)
+    hist = HistoryCallback()
+
+    class Scores:  # the booster's training scores after each round
+        def __init__(self):
+            self.s = []
+
+        def on_round_end(self, booster, rnd, diag):
+            self.s.append(booster.scores_.clone())
+
+    sc = Scores()
+    loss = L.AdaBoostLoss(threshold=1.5)
+    Booster(loss, Stumps(), n_rounds=5, callbacks=[hist, sc]).fit(X, y, g)
+    assert len(hist.rounds) == 5
+    for d, s in zip(hist.rounds, sc.s):
+        fp = float(torch.exp(-s[y > 1.5]).sum())
+        fm = float(torch.exp(s[y <= 1.5]).sum())
+        assert math.isclose(d["F_plus"], fp, rel_tol=1e-9)
+        assert math.isclose(d["F_minus"], fm, rel_tol=1e-9)
+        assert math.isclose(d["f_skew"], float(L.f_skew(s, y, g, threshold=1.5).sum()),
+                            rel_tol=1e-9, abs_tol=1e-9)
+        assert math.isclose(d["relative_f_skew"], (fp - fm) / (fp + fm), rel_tol=1e-9,
+                            abs_tol=1e-12)
+        assert math.isclose(d["F"], d["loss"], rel_tol=1e-9)  # F = F₊ + F₋ is the loss
+    # other losses add nothing of the kind
+    hist2 = HistoryCallback()
+    Booster(ExponentialPairwiseLoss(), Stumps(), n_rounds=2, callbacks=[hist2]).fit(X, y, g)
+    assert "f_skew" not in hist2.rounds[0]

@@ -685,6 +685,10 @@ class Booster:
             }
             if best_key is not None:
                 diag["best_round"], diag["best_score"] = self.best_round_, self.best_score_
+            extra = getattr(self.loss, "round_diagnostics", None)
+            if callable(extra):  # e.g. AdaBoostLoss: F₊, F₋ and the F-skew
+                for k, v in extra(s, labels, groups).items():
+                    diag.setdefault(k, v)
             want_stop = False
             for cb in callbacks:
                 if hasattr(cb, "on_round_end") and cb.on_round_end(self, rnd, diag):

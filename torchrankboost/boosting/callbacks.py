@@ -26,6 +26,8 @@ A callback is any object with some of these methods (missing ones are skipped)::
 * ``learner``: the weak model's summary (``model.summary()`` when it has one, else its
   ``meta`` plus its small tensors as lists: e.g. chosen feature/threshold, leaf values);
 * ``best_round``/``best_score`` so far when early stopping is on.
+* whatever the loss's ``round_diagnostics(scores, labels, groups)`` returns, when it has one
+  (``AdaBoostLoss``: ``F_plus``, ``F_minus``, ``F``, ``f_skew``, ``relative_f_skew``...).
 
 A TensorBoard logger only needs to walk ``loss``, ``step``, ``metrics`` and the norms.
 """

@@ -63,6 +63,7 @@ from torch import Tensor
 
 from ..groups import Groups, as_groups
 from ..pairs import Bipartite, ExplicitPairs, resolve_pairs
+from ..losses.exponential import f_skew_summary
 from ._dictionaries import MatrixRankers, make_source  # noqa: F401 (re-exported)
 from ._pair_stats import (LabelPairStats, PairMatrixDictionary, bucket_logsumexp,
                           line_search_convex, make_pair_stats)
@@ -563,15 +564,7 @@ def with_zero_skew_intercept(model, X, labels, *, threshold: float = 0.0):
 def _fskew_stats(s: Tensor, pos: Tensor):
     lfp = float(torch.logsumexp(-s[pos], 0))
     lfm = float(torch.logsumexp(s[~pos], 0))
-    m = max(lfp, lfm)
-    fp, fm = math.exp(lfp - m), math.exp(lfm - m)
-    return {"log_F_plus": lfp, "log_F_minus": lfm,
-            "F_plus": math.exp(lfp) if lfp < 700 else float("inf"),
-            "F_minus": math.exp(lfm) if lfm < 700 else float("inf"),
-            "F": math.exp(m) * (fp + fm) if m < 700 else float("inf"),
-            "f_skew": (math.exp(lfp) - math.exp(lfm)) if m < 700 else float("nan"),
-            "relative_f_skew": (fp - fm) / (fp + fm),
-            "log_F_tilde_bipartite": lfp + lfm}
+    return dict(f_skew_summary(lfp, lfm), log_F_tilde_bipartite=lfp + lfm)
 
 
 class AdaBoost(_Base):

@@ -29,7 +29,7 @@ Both ``(n,)``, closed form, no autograd.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional, Tuple
+from typing import Dict, Optional, Tuple
 
 import torch
 from torch import Tensor, nn
@@ -199,6 +199,12 @@ class RankingLoss(nn.Module):
             raise ValueError(f"hess must be 'diag' or 'bound', got {hess!r}")
         inp = prepare_inputs(scores.detach(), labels, groups, pairs=pairs, weights=weights)
         return self._grad_hess(inp, hess)
+
+    def round_diagnostics(self, scores: Tensor, labels: Optional[Tensor] = None,
+                          groups: Optional[Groups] = None) -> Dict[str, float]:
+        """Scalars a boosting driver logs each round for this loss, besides the loss itself
+        (plain floats keyed by name). None by default; ``AdaBoostLoss`` gives the F-skew."""
+        return {}
 
     def extra_repr(self) -> str:
         return f"reduction={self.reduction!r}"

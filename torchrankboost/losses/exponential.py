@@ -23,12 +23,12 @@ F-skew ``(F₊ − F₋)/(F₊ + F₋) = tanh(b)``.
 from __future__ import annotations
 
 import math
-from typing import Optional, Tuple
+from typing import Dict, Optional, Tuple
 
 import torch
 from torch import Tensor
 
-from ..groups import Groups, as_groups
+from ..groups import Groups
 from ..pairs import Bipartite, PairSpec, resolve_pairs, Graded
 from . import _levels as K
 from .base import Prepared, RankingLoss, prepare_inputs, reduce_per_group
@@ -224,8 +224,35 @@ class AdaBoostLoss(RankingLoss):
             g, h = g / k, h / k
         return g.to(scores.dtype), h.to(scores.dtype)
 
+    def round_diagnostics(self, scores: Tensor, labels: Optional[Tensor] = None,
+                          groups: Optional[Groups] = None) -> Dict[str, float]:
+        """Rudin & Schapire's §5 quantities of the current scores, for a boosting driver's
+        per-round log: ``F_plus``, ``F_minus``, ``F``, ``f_skew`` (``F₊ − F₋``),
+        ``relative_f_skew`` (``(F₊ − F₋)/(F₊ + F₋)``), ``log_F_plus``, ``log_F_minus``,
+        with ``F₊``, ``F₋`` summed over all queries (the constructor's ``threshold``)."""
+        lp, ln = _class_logs(scores.detach(), labels, groups, self.threshold, None, False)
+        return f_skew_summary(float(lp), float(ln))
+
     def extra_repr(self) -> str:
         return f"threshold={self.threshold}, log={self.log}, reduction={self.reduction!r}"
+
+
+def f_skew_summary(log_f_plus: float, log_f_minus: float) -> Dict[str, float]:
+    """``F₊``, ``F₋``, ``F``, the F-skew and the relative F-skew from ``ln F₊`` and ``ln F₋``
+    (``inf`` past float64's range; the relative skew stays finite)."""
+    lfp, lfm = float(log_f_plus), float(log_f_minus)
+    m = max(lfp, lfm)
+    if m == -math.inf:  # no documents at all
+        return {"log_F_plus": lfp, "log_F_minus": lfm, "F_plus": 0.0, "F_minus": 0.0,
+                "F": 0.0, "f_skew": 0.0, "relative_f_skew": 0.0}
+    fp, fm = math.exp(lfp - m), math.exp(lfm - m)
+    big = m >= 700
+    return {"log_F_plus": lfp, "log_F_minus": lfm,
+            "F_plus": math.inf if lfp >= 700 else math.exp(lfp),
+            "F_minus": math.inf if lfm >= 700 else math.exp(lfm),
+            "F": math.inf if big else math.exp(m) * (fp + fm),
+            "f_skew": math.nan if big else math.exp(lfp) - math.exp(lfm),
+            "relative_f_skew": (fp - fm) / (fp + fm)}
 
 
 def _bipartite_threshold(pairs, default: float) -> float:
