@@ -320,9 +320,25 @@ def _hinge_terms_levels(a, b, lev, K, groups, w, *, squared, need_loss, need_hes
     def read(tab, hi, lo):
         return _take(tab, hi).sub_(_take(tab, lo)) if inplace else _take(tab, hi) - _take(tab, lo)
 
-    def by_row(pieces, cuts, first, last):  # per-reader values, zero for readers of no row
-        out = [a.new_zeros(cuts[first])] + pieces + [a.new_zeros(cuts[-1] - cuts[last])]
-        return torch.cat(out)
+    def read_rows(cuts, first, lo_all, hi_all, mask_of, chans):
+        """The readers of level ``first + r`` (slice ``cuts[first + r]:cuts[first + r + 1]``
+        of the level order) read row ``r`` (masked by ``mask_of(r)``) of every channel
+        ``(key, x)`` over ``[lo, hi)`` (``lo_all``/``hi_all`` per reader; ``None``: 0 / n).
+        Returns one ``(n,)`` tensor per channel, in reader order, 0 for readers of no row."""
+        pieces = [[] for _ in chans]
+        for r in range(R):
+            s0, s1 = cuts[first + r], cuts[first + r + 1]
+            if s1 == s0:
+                continue
+            mask = mask_of(r)
+            lo = lo_all[s0:s1] if lo_all is not None else None
+            hi = hi_all[s0:s1] if hi_all is not None else torch.full_like(lo, n)
+            if lo is None:
+                lo = torch.zeros_like(hi)
+            for out, (key, x) in zip(pieces, chans):
+                out.append(read(rows.table(key, mask, x), hi, lo))
+        return [torch.cat([a.new_zeros(cuts[first])] + p
+                          + [a.new_zeros(cuts[-1] - cuts[first + R])]) for p in pieces]
 
     # lower side: the a-items of level r + 1 read row r (b-list channels, lev <= r) over
     # [nb_before, query end). Readers in level order: ra_* (level 0 reads nothing).
@@ -332,48 +348,29 @@ def _hinge_terms_levels(a, b, lev, K, groups, w, *, squared, need_loss, need_hes
     ra_hi = _take(groups.doc_end.to(dev), ra_doc) if G > 1 else None
     del nb_before, perm
     wb = None if w is None else _take(w, doc_b)
+    chans = [("w", wb)]
     if squared:
         xb = _take(b, doc_b)
-        vbx = xb if wb is None else wb * xb
-    Np, S1p = [], []
-    for r in range(R):
-        lo_, hi_ = ca[r + 1], ca[r + 2]
-        if hi_ == lo_:
-            continue
-        mask = lb <= r
-        lo = ra_lo[lo_:hi_]
-        hi = ra_hi[lo_:hi_] if ra_hi is not None else torch.full_like(lo, n)
-        Np.append(read(rows.table("w", mask, wb), hi, lo))
-        if squared:
-            S1p.append(read(rows.table("wx", mask, vbx), hi, lo))
-    N = by_row(Np, ca, 1, K)
-    S1 = by_row(S1p, ca, 1, K) if squared else None
-    del ra_lo, ra_hi, Np, S1p
+        chans.append(("wx", xb if wb is None else wb * xb))
+    N, *S1 = read_rows(ca, 1, ra_lo, ra_hi, lambda r: lb <= r, chans)
+    S1 = S1[0] if squared else None
+    del ra_lo, ra_hi, chans
     # upper side: the b-items of level r read row r (a-list channels, lev > r) over
     # [query start, na_before). Readers in level order: rb_* (level K - 1 reads nothing).
     perm, cb = _level_slices(lb, K)
     rb_doc = _take(doc_b, perm)
     rb_hi = _take(na_before, perm)
     rb_lo = _take(groups.doc_start.to(dev), rb_doc) if G > 1 else None
-    del na_before, lb, perm, doc_b
+    del na_before, perm, doc_b
     wa = None if w is None else _take(w, doc_a)
+    chans = [("u", wa)]
     if squared:
         xa = _take(a, doc_a)
-        uax = xa if wa is None else wa * xa
-    Mp, T1p = [], []
-    for r in range(R):
-        lo_, hi_ = cb[r], cb[r + 1]
-        if hi_ == lo_:
-            continue
-        mask = la > r
-        hi = rb_hi[lo_:hi_]
-        lo = rb_lo[lo_:hi_] if rb_lo is not None else torch.zeros_like(hi)
-        Mp.append(read(rows.table("u", mask, wa), hi, lo))
-        if squared:
-            T1p.append(read(rows.table("ux", mask, uax), hi, lo))
-    M = by_row(Mp, cb, 0, R)
-    T1 = by_row(T1p, cb, 0, R) if squared else None
-    del rb_hi, rb_lo, Mp, T1p, rows, doc_a, la
+        chans.append(("ux", xa if wa is None else wa * xa))
+    M, *T1 = read_rows(cb, 0, rb_lo, rb_hi, lambda r: la > r, chans)
+    T1 = T1[0] if squared else None
+    del rb_hi, rb_lo, chans, doc_a
+    rows.bufs.clear()
     # per reader: gradient (a-readers: upper role; b-readers: lower role), then per document
     xa = _take(a, ra_doc)
     xb = _take(b, rb_doc)
