@@ -372,8 +372,9 @@ def _hinge_terms_levels(a, b, lev, K, groups, w, *, squared, need_loss, need_hes
     del rb_hi, rb_lo, chans, doc_a
     rows.bufs.clear()
     # per reader: gradient (a-readers: upper role; b-readers: lower role), then per document
-    xa = _take(a, ra_doc)
-    xb = _take(b, rb_doc)
+    if squared or need_loss:
+        xa = _take(a, ra_doc)
+        xb = _take(b, rb_doc)
     wa = None if w is None else _take(w, ra_doc)
     wb = None if w is None else _take(w, rb_doc)
     if squared:
