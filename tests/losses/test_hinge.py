@@ -129,6 +129,27 @@ def test_hinge_terms_both_kernels_match_dense(kernel, squared, sizes, seed, leve
     torch.testing.assert_close(gr2, gref, rtol=1e-11, atol=1e-11)
 
 
+@given(sizes_st, st.integers(0, 10**6), st.sampled_from([1, 2, 5, 70]), st.booleans())
+def test_pair_degree_both_paths_match_dense(sizes, seed, levels, weighted):
+    """The score-free pair degree behind the curvature bounds: the (query, level) table and
+    the all-pairs-active dominance sums both equal the dense degree."""
+    g, _, labels, w = make_case(sizes, seed, levels=levels)
+    u = w if weighted else None
+    lev, K, _ = label_levels(labels, g, Graded())
+    gi = g.group_index
+    ww = torch.ones(g.num_docs, dtype=torch.float64) if u is None else u
+    c = ((gi[:, None] == gi[None, :]) & (labels[:, None] > labels[None, :])).double()
+    c = c * ww[:, None] * ww[None, :]
+    ref = c.sum(1) + c.sum(0)
+    like = torch.zeros(g.num_docs, dtype=torch.float64)
+    ones = torch.ones_like(like)
+    uu = ones if u is None else u
+    torch.testing.assert_close(sorted_pairs.pair_degree(lev, K, g, u, u, like), ref)
+    torch.testing.assert_close(sorted_pairs._pair_degree_sorted(lev, K, g, uu, uu), ref)
+    if g.num_docs:
+        torch.testing.assert_close(sorted_pairs._pair_degree_table(lev, K, g, uu, uu), ref)
+
+
 # ----------------------------------------------------------------------------- values + gradients
 @pytest.mark.parametrize("squared", [False, True])
 @pytest.mark.parametrize("pairs", PAIRS, ids=["graded", "bipartite"])

@@ -527,12 +527,38 @@ def pair_degree(lev: Tensor, K: int, groups: Groups, u: Optional[Tensor],
                 v: Optional[Tensor], like: Tensor) -> Tensor:
     """Weighted pair degree ``deg_d = u_d Σ_{lev_j < lev_d} v_j + v_d Σ_{lev_i > lev_d} u_i``
     over *all* label-induced pairs of ``d``'s query (active or not), ``(n,)`` in ``like``'s
-    dtype: the diagonal of the all-pairs degree matrix used by the global Hessian bounds."""
+    dtype: the diagonal of the all-pairs degree matrix used by the global Hessian bounds.
+
+    It does not depend on the scores: per-(query, level) weight totals and their prefix sums
+    over the levels when that ``G × K`` table is small (``O(n + GK)``), else the dominance
+    sums of :func:`active_pair_sums` with every pair active."""
     n = lev.numel()
-    one = like.new_ones(n)
-    uu = one if u is None else u
-    vv = one if v is None else v
-    zero = like.new_zeros(n)
+    uu = like.new_ones(n) if u is None else u
+    vv = like.new_ones(n) if v is None else v
+    if n and groups.num_groups * K <= 4 * n + 4096:
+        return _pair_degree_table(lev, K, groups, uu, vv)
+    return _pair_degree_sorted(lev, K, groups, uu, vv)
+
+
+def _pair_degree_table(lev, K, groups, uu, vv):
+    G = groups.num_groups
+    key = groups.group_index.to(lev.device) * K + lev  # (query, level) cell of each document
+
+    def cells(x):  # (G, K) totals of x and their inclusive prefix sums over the levels
+        t = x.new_zeros(G * K).index_add_(0, key, x).view(G, K)
+        return t, t.cumsum(1)
+
+    tv, cv = cells(vv)
+    _, cu = cells(uu)
+    v_below = (cv - tv).reshape(-1).index_select(0, key)  # Σ v over lower levels, same query
+    u_above = (cu[:, -1:] - cu).reshape(-1).index_select(0, key)  # Σ u over higher levels
+    return uu * v_below + vv * u_above
+
+
+def _pair_degree_sorted(lev, K, groups, uu, vv):
+    n = lev.numel()
+    one = uu.new_ones(n)
+    zero = uu.new_zeros(n)
     # a = 0 < b = 1 makes every label-induced pair active
     lo, up = active_pair_sums(zero, one, lev, K, groups, [vv], [uu])
     return uu * lo[0] + vv * up[0]
