@@ -91,22 +91,26 @@ KERNELS = {"rows": (2, 10**9), "bits": (10**9, 10**9)}  # (_LEVELS_MIN_K, _LEVEL
 @pytest.mark.parametrize("kernel", list(KERNELS))
 @pytest.mark.parametrize("squared", [False, True])
 @given(sizes_st, st.integers(0, 10**6), st.sampled_from([1, 2, 3, 5, 9, 70]),
-       st.sampled_from([-0.5, 0.0, 1.0]), st.booleans())
+       st.sampled_from([-0.5, 0.0, "same", 1.0]), st.booleans())
 def test_hinge_terms_both_kernels_match_dense(kernel, squared, sizes, seed, levels, delta,
                                               weighted):
     """Both implementations of ``hinge_terms`` (threshold rows for few label levels, bit
     passes for many) give the dense loss per query, gradient and Hessian diagonal, with
-    pairs exactly at the kink (half-integer grid) inactive."""
+    pairs exactly at the kink (half-integer grid) inactive. ``"same"`` passes ``b`` as the
+    very tensor ``a`` (QBRank's grade-difference margin), which takes an n-item sort."""
     g, a, labels, w = make_case(sizes, seed, levels=levels)
     w = w if weighted else None
-    b = a + delta
+    alias = delta == "same"
+    delta = 0.0 if alias else delta
+    b = a if alias else a + delta
     lev, K, _ = label_levels(labels, g, Graded())
     old = sorted_pairs._LEVELS_MIN_K, sorted_pairs._LEVELS_MAX_K
     sorted_pairs._LEVELS_MIN_K, sorted_pairs._LEVELS_MAX_K = KERNELS[kernel]
     try:
         loss, gr, hd = hinge_terms(a, b, lev, K, g, w, squared=squared, need_hess=True)
         ad = a.clone().requires_grad_()  # differentiable inputs: the autograd-friendly path
-        loss2, _, _ = hinge_terms(ad, ad + delta, lev, K, g, w, squared=squared)
+        loss2, _, _ = hinge_terms(ad, ad if alias else ad + delta, lev, K, g, w,
+                                  squared=squared)
         # (no pairs at all: a constant zero loss, zero gradient)
         (gr2,) = (torch.autograd.grad(loss2.sum(), ad) if loss2.requires_grad
                   else (torch.zeros_like(a),))
