@@ -532,3 +532,24 @@ def test_adaboost_loss_f_skew_in_round_diagnostics():
     hist2 = HistoryCallback()
     Booster(ExponentialPairwiseLoss(), Stumps(), n_rounds=2, callbacks=[hist2]).fit(X, y, g)
     assert "f_skew" not in hist2.rounds[0]
+
+
+def test_line_search_order_option():
+    """``line_search_order=1`` (secant on φ' alone) reaches the same fit as Newton steps on a
+    piecewise-quadratic loss; other values are refused."""
+    X, y, g = ranking_data(G=8, size=10, seed=4)
+    fits = {}
+    for order in (1, 2):
+        hist = HistoryCallback()
+        Booster(L.QBRankLoss(), RegressionTree(max_leaves=6), n_rounds=6, learning_rate=0.5,
+                line_search_tol=1e-8, line_search_order=order, callbacks=[hist]).fit(X, y, g)
+        fits[order] = hist["loss"]
+    for a, b in zip(fits[1], fits[2]):
+        assert math.isclose(a, b, rel_tol=1e-6)
+    for bad in (0, 3, True, "newton"):
+        with pytest.raises(ValueError, match="line_search_order"):
+            Booster(L.QBRankLoss(), Stumps(), line_search_order=bad)
+    from torchrankboost import QBRank
+    qb = QBRank(n_rounds=1)
+    qb.fit(X, y, g)
+    assert qb.booster_.line_search_order == 1

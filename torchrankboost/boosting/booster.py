@@ -296,6 +296,10 @@ class Booster:
         eval_train: also evaluate ``eval_metric`` on the training set each round.
         line_search_tol: relative tolerance on ``α`` of the line search (``xtol``; the
             shrinkage makes high accuracy pointless).
+        line_search_order: 2 (default): safeguarded Newton steps with ``φ''`` by double
+            backward; 1: secant/bisection on ``φ'`` alone (no second derivative: cheaper
+            evaluations, and fewer of them where ``φ''`` jumps at kinks, as for QBRank at a
+            tight tolerance; the smooth losses need more evaluations with it).
 
     After :meth:`fit`: ``ensemble_``, ``best_round_``, ``best_score_``, ``evals_result_``,
     ``stop_reason_`` (``None`` or a message), ``n_rounds_`` (rounds kept); during and after
@@ -319,7 +323,7 @@ class Booster:
                  hess_floor: float = 1e-6, exact_hess_max_n: int = 2048,
                  on_unbounded: str = "stop", max_step_ratio: float = 100.0,
                  base_score: Union[str, float] = "auto", eval_train: bool = False,
-                 line_search_tol: float = 1e-3):
+                 line_search_tol: float = 1e-3, line_search_order: int = 2):
         if not callable(loss):
             raise ValueError("loss must be callable: loss(scores, labels, groups) -> scalar")
         for meth in ("prepare", "fit"):
@@ -370,6 +374,9 @@ class Booster:
         if not (0 < line_search_tol < 1):
             raise ValueError(f"line_search_tol must be in (0, 1), got {line_search_tol}")
         self.line_search_tol = float(line_search_tol)
+        if line_search_order not in (1, 2) or isinstance(line_search_order, bool):
+            raise ValueError(f"line_search_order must be 1 or 2, got {line_search_order!r}")
+        self.line_search_order = int(line_search_order)
         self._has_gh = has_gh
         self.ensemble_: Optional[Ensemble] = None
         self.best_round_: Optional[int] = None
@@ -600,6 +607,7 @@ class Booster:
                 a0 = abs(gf) / hff if (hff > 0 and gf != 0.0) else 1.0
                 try:
                     res = line_search(phi, max_ratio=self.max_step_ratio,
+                                      order=self.line_search_order,
                                       xtol=self.line_search_tol, value0=loss_now,
                                       deriv0=gf, alpha0=a0 if math.isfinite(a0) and a0 > 0
                                       else 1.0)

@@ -68,7 +68,7 @@ class _ZhengBase:
             loss, self.learner, n_rounds=self.n_rounds, learning_rate=self.shrinkage,
             step="line_search", curvature=self._curv, callbacks=self.callbacks, seed=self.seed,
             base_score=self.base_score, line_search_tol=self.line_search_tol,
-            verbose=self.verbose)
+            line_search_order=self._line_search_order, verbose=self.verbose)
         self.model_ = self.booster_.fit(X, labels, groups, eval_set=eval_set,
                                         early_stopping_rounds=early_stopping_rounds,
                                         eval_metric=eval_metric)
@@ -95,7 +95,15 @@ class QBRank(_ZhengBase):
 
     ``fit(X, labels, groups=None, *, eval_set=None, early_stopping_rounds=None,
     eval_metric="ndcg@10")`` returns the :class:`Ensemble`.
+
+    The exact line search runs on the first derivative alone (``line_search_order=1`` of the
+    driver): along a tree the objective is piecewise quadratic, its second derivative jumps
+    at every pair's kink, and at the tolerance 1e-6 Newton steps took 15.8 evaluations per
+    round on MQ2008 Fold 1 against 9.3 for the secant, with the same models (the fit 2.3×
+    faster).
     """
+
+    _line_search_order = 1
 
     def __init__(self, *, w: float = 0.5, tau: Union[float, str] = "grade_difference",
                  shrinkage: float = 0.05, learner=None, n_rounds: int = 100,
@@ -153,7 +161,10 @@ class GBT(_ZhengBase):
 
     Args as :class:`QBRank` (``shrinkage`` default 0.05, ``learner`` default a 20-leaf tree);
     ``base_score`` default ``"auto"`` (the mean label) — pass 0.0 for Algorithm 1's ``h_0``.
+    (The objective is one quadratic: its Newton line search ends in one step.)
     """
+
+    _line_search_order = 2
 
     def __init__(self, *, shrinkage: float = 0.05, learner=None, n_rounds: int = 100,
                  base_score: Union[str, float] = "auto", callbacks: Sequence = (), seed: int = 0,
