@@ -202,8 +202,7 @@ class Groups:
     def position(self) -> Tensor:
         return self._cached(
             "position",
-            lambda: torch.arange(self.num_docs, device=self.device)
-            - self.offsets[:-1][self.group_index],
+            lambda: torch.arange(self.num_docs, device=self.device) - self.doc_start,
         )
 
     @property

@@ -222,6 +222,14 @@ class _Base:
             raise ArithmeticError(f"undefined step: {reason}")
         self.stop_reason_ = reason
 
+    def _atanh_step(self, x: float, reason: str) -> Optional[float]:
+        """``atanh(x)`` (AdaBoost's and smooth margin ranking's step); at ``|x| >= 1`` the
+        halting policy: the capped step ``±alpha_cap`` under ``"cap"``, else ``None`` (stop)."""
+        if abs(x) < 1:
+            return math.atanh(x)
+        self._undefined(reason)
+        return math.copysign(self.alpha_cap, x) if self.on_undefined == "cap" else None
+
     def _select(self, score: Tensor, valid: Tensor, signed: bool) -> int:
         """Index of the best candidate (lowest index on ties)."""
         sc = score.abs() if signed else score.clone()
@@ -616,13 +624,9 @@ class AdaBoost(_Base):
             const = self.include_constant and abs(c0) > abs(r)
             if const:
                 r = c0
-            if abs(r) >= 1:
-                self._undefined("perfect weak classifier (|r| = 1)")
-                if self.on_undefined != "cap":
-                    break
-                alpha = math.copysign(self.alpha_cap, r)
-            else:
-                alpha = math.atanh(r)
+            alpha = self._atanh_step(r, "perfect weak classifier (|r| = 1)")
+            if alpha is None:
+                break
             if const:
                 s = s + alpha
                 builder.add_intercept(alpha)
@@ -966,13 +970,9 @@ class RankBoostPlus(_Base):
                 ep, em, e0 = float(ep_s[i]), float(em_s[i]), float(e0_s[i])
                 ap = eta[i]
             arg = ep - em - e0 * math.tanh(ap)  # = -δ
-            if abs(arg) >= 1:
-                self._undefined("perfect ranker (atanh argument = ±1)")
-                if self.on_undefined != "cap":
-                    break
-                alpha = math.copysign(self.alpha_cap, arg)
-            else:
-                alpha = math.atanh(arg)
+            alpha = self._atanh_step(arg, "perfect ranker (atanh argument = ±1)")
+            if alpha is None:
+                break
             if choice[0] == "new":
                 add_basis(col)
                 S.append(choice[1])
