@@ -1,0 +1,170 @@
+r"""The ranker contract: what every training algorithm of the library promises.
+
+Every algorithm — the stagewise :class:`~torchrankboost.boosting.Booster` and the papers'
+algorithms (``RankBoost``, ``RankBoostPlus``, ``AdaBoost``, ``SmoothMarginRanking``,
+``PNormPush``, ``QBRank``, ``GBT``, ``RankSVM``) — is a :class:`Ranker`::
+
+    model = ranker.fit(X, labels, groups=None, *, eval_set=None, eval_metric="ndcg@10",
+                       early_stopping_rounds=None, callbacks=())
+    scores = model.predict(X_test)
+    model.save("model.safetensors"); same = type(model).load("model.safetensors")
+
+and after ``fit`` exposes ``model_`` (the fitted :class:`RankingModel`, also returned),
+``history_`` (one :class:`RoundRecord` per round run), ``evals_result_``
+(``{set name: {metric name: [value per round]}}``), ``best_round_`` / ``best_score_``
+(``None`` without an evaluation set) and ``stop_reason_`` (``None`` or a message).
+
+Callbacks see the same things from every algorithm: ``on_fit_start(ranker, info)`` with a
+:class:`FitInfo`, ``on_round_end(ranker, record)`` with a :class:`RoundRecord` (return
+``True`` to stop), and ``on_fit_end(ranker, model)``.
+
+Runtime numerical failures (a NaN gradient, a step that is undefined or unbounded) raise
+:class:`NumericalError`; bad arguments and bad data raise ``ValueError``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Mapping, Optional, Protocol, Sequence, runtime_checkable
+
+from torch import Tensor
+
+__all__ = [
+    "NumericalError",
+    "UnboundedDirectionError",
+    "FitInfo",
+    "RoundRecord",
+    "Callback",
+    "RankingModel",
+    "Ranker",
+]
+
+
+class NumericalError(ArithmeticError):
+    """A training run met a numerical failure it cannot continue from.
+
+    Examples: the loss or its gradient became NaN/inf, the step along a weak learner is
+    undefined (RankBoost's RB-D with no misordered pair) or unbounded (separable data under an
+    exponential loss, with ``on_unbounded="raise"``).
+
+    Attributes:
+        round: the 1-based round where it happened (``None`` before the first round).
+        model: the model of the last good round, when there is one (``None`` otherwise).
+    """
+
+    def __init__(self, message: str, *, round: Optional[int] = None, model: Any = None):
+        super().__init__(message)
+        self.round = round
+        self.model = model
+
+
+class UnboundedDirectionError(NumericalError):
+    """The loss decreases without bound along the chosen weak learner
+    (``on_unbounded="raise"``)."""
+
+
+@dataclass
+class FitInfo:
+    """What a run is about, given to ``on_fit_start``.
+
+    ``algorithm`` is the name the user chose (e.g. ``"rankboost"``, ``"boost"``);
+    ``params`` the hyperparameters a person tunes (plain JSON-able values).
+    """
+
+    algorithm: str
+    n_docs: int
+    n_queries: int
+    n_features: int
+    n_rounds: int
+    eval_names: List[str] = field(default_factory=list)
+    metric_names: List[str] = field(default_factory=list)
+    params: Dict[str, Any] = field(default_factory=dict)
+    initial_loss: Optional[float] = None
+
+
+@dataclass
+class RoundRecord:
+    """One round of any algorithm, given to ``on_round_end`` and kept in ``history_``.
+
+    Fields:
+        round: 1-based round number.
+        loss: the training objective after the round (the algorithm's own objective; ``None``
+            when it has none).
+        step: the step size chosen this round (α of the line search / closed form).
+        weight: the round's weight in the model (``learning_rate × step`` for the driver).
+        metrics: ``{set name: {metric name: value}}``, e.g.
+            ``{"train": {"loss": 1.2}, "valid_0": {"ndcg@10": 0.77}}``.
+        seconds: wall time of the round.
+        best_round, best_score: the best evaluation so far (``None`` without an eval set).
+        extra: algorithm-specific diagnostics (plain numbers, strings, lists, dicts), e.g.
+            the line search's status, curvature norms, the weak model's summary, AdaBoost's
+            F-skew.
+    """
+
+    round: int
+    loss: Optional[float] = None
+    step: float = 0.0
+    weight: float = 0.0
+    metrics: Dict[str, Dict[str, float]] = field(default_factory=dict)
+    seconds: float = 0.0
+    best_round: Optional[int] = None
+    best_score: Optional[float] = None
+    extra: Dict[str, Any] = field(default_factory=dict)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """A field or an ``extra`` entry by name (``record.get("grad_norm")``)."""
+        if key in self.__dataclass_fields__:
+            return getattr(self, key)
+        return self.extra.get(key, default)
+
+    def __getitem__(self, key: str) -> Any:
+        if key in self.__dataclass_fields__:
+            return getattr(self, key)
+        return self.extra[key]
+
+    def __contains__(self, key: str) -> bool:
+        return key in self.__dataclass_fields__ or key in self.extra
+
+
+@runtime_checkable
+class Callback(Protocol):
+    """Hooks called by every algorithm (a callback may define any subset; subclass
+    :class:`~torchrankboost.boosting.callbacks.Callback` for no-op defaults)."""
+
+    def on_fit_start(self, ranker: Any, info: FitInfo) -> None: ...
+
+    def on_round_end(self, ranker: Any, record: RoundRecord) -> Optional[bool]: ...
+
+    def on_fit_end(self, ranker: Any, model: Any) -> None: ...
+
+
+@runtime_checkable
+class RankingModel(Protocol):
+    """A fitted model: scores for feature rows, saved as tensors + JSON (no pickle)."""
+
+    num_features: int
+
+    def predict(self, X: Any) -> Tensor: ...
+
+    def save(self, path: Any) -> None: ...
+
+    @classmethod
+    def load(cls, path: Any, *, device: Any = None) -> "RankingModel": ...
+
+
+@runtime_checkable
+class Ranker(Protocol):
+    """A training algorithm (see the module docstring for the whole contract)."""
+
+    model_: Optional[RankingModel]
+    history_: List[RoundRecord]
+    evals_result_: Dict[str, Dict[str, List[float]]]
+    best_round_: Optional[int]
+    stop_reason_: Optional[str]
+
+    def fit(self, X: Any, labels: Any, groups: Any = None, *,
+            eval_set: Optional[Sequence] = None, eval_metric: Any = "ndcg@10",
+            early_stopping_rounds: Optional[int] = None,
+            callbacks: Sequence[Any] = ()) -> RankingModel: ...
+
+    def predict(self, X: Any) -> Tensor: ...
