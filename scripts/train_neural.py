@@ -1,17 +1,21 @@
 #!/usr/bin/env python
-"""Train an MLP scorer with any torchrankboost loss on LETOR data (default MQ2008 Fold1).
+"""Train an MLP scorer with any torchrankboost loss on LETOR data (default: built-in data).
 
 The losses are ordinary ``torch.nn.Module``s over flat (ragged) scores, so a neural ranker
 trains with them like with any PyTorch loss. Batches are whole queries packed up to a
 document budget (:func:`torchrankboost.data.iterate_query_batches`), never padded. The run
-is logged to TensorBoard with :class:`torchrankboost.logging.TensorBoardLogger`.
+is logged to TensorBoard with :class:`torchrankboost.tensorboard.TensorBoardLogger`.
 
 Examples::
 
-    python scripts/train_neural.py --loss exponential
+    python scripts/train_neural.py --epochs 2                 # built-in synthetic data
     python scripts/train_neural.py --loss pnorm_push --loss-param p=4 --epochs 30
-    python scripts/train_neural.py --loss hinge --device cuda
-    python scripts/train_neural.py --data synthetic --epochs 2      # no data files needed
+    python scripts/train_neural.py --data "$TORCHRANKBOOST_DATA/mq2008/Fold1" --loss hinge
+    python scripts/train_neural.py --data data/mq2008/Fold1 --device cuda
+
+``--data`` takes a built-in name (``synthetic``, the default, or ``wdbc``) or a LETOR fold
+folder (``train.txt``/``vali.txt``/``test.txt``); see :func:`torchrankboost.datasets.data_root`
+for where the project keeps real data sets.
 
 Prints the test NDCG@10 of the untrained network and of the trained one (the epoch with the
 best validation NDCG@10), and where the TensorBoard logs are.
@@ -28,8 +32,7 @@ from pathlib import Path
 import torch
 from torch import nn
 
-ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_FOLD = ROOT.parent / "shared" / "data" / "mq2008" / "Fold1"
+DEFAULT_DATA = "synthetic"
 
 
 def build_mlp(n_features: int, hidden: int = 64, layers: int = 2, dropout: float = 0.1) -> nn.Module:
@@ -55,37 +58,35 @@ def evaluate(model, data, metrics):
 
 
 def load(args):
-    from torchrankboost.data import load_letor_fold, make_letor
+    """``(train, valid, test)`` from ``--data``: a built-in name or a LETOR fold folder."""
+    from torchrankboost.datasets import BUILTIN, load_builtin, load_data
 
-    if args.data == "synthetic":
-        from torchrankboost.cli import load_builtin
-
-        return load_builtin("synthetic", seed=args.seed, n_queries=args.synthetic_queries,
+    if args.data.strip().lower() in BUILTIN and not Path(args.data).exists():
+        return load_builtin(args.data, seed=args.seed, n_queries=args.synthetic_queries,
                             docs_per_query=20, n_features=30)
-    folder = Path(args.data) if args.data else DEFAULT_FOLD
-    if not folder.is_dir():
-        sys.exit(f"train_neural.py: error: LETOR fold folder not found: {folder}")
-    return load_letor_fold(folder)
+    try:
+        train, valid, test, _ = load_data(args.data, seed=args.seed)
+    except (ValueError, OSError) as exc:
+        sys.exit(f"train_neural.py: error: {exc}")
+    if valid is None or test is None:
+        sys.exit(f"train_neural.py: error: {args.data} is not a LETOR fold folder "
+                 "(train.txt, vali.txt, test.txt)")
+    return train, valid, test
 
 
 def slice_queries(data, n_queries: int):
     """The first ``n_queries`` queries of a RankingData (for quick runs)."""
-    from torchrankboost.cli import _slice_queries
+    from torchrankboost.datasets import slice_queries as slice_range
 
-    return _slice_queries(data, 0, min(n_queries, data.num_queries))
+    return slice_range(data, 0, min(n_queries, data.num_queries))
 
 
-def main(argv=None) -> dict:
-    from torchrankboost import registry
-    from torchrankboost.cli import parse_params
-    from torchrankboost.data import iterate_query_batches
-    from torchrankboost.logging import TensorBoardLogger, default_logdir
-    from torchrankboost.progress import ProgressCallback
-
+def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data", default=None,
-                    help=f"LETOR fold folder (default {DEFAULT_FOLD}) or 'synthetic'")
+    ap.add_argument("--data", default=DEFAULT_DATA,
+                    help="a built-in data set (synthetic, wdbc) or a LETOR fold folder "
+                         f"(default {DEFAULT_DATA})")
     ap.add_argument("--loss", default="exponential",
                     help="loss name (torchrankboost list losses), default exponential")
     ap.add_argument("--loss-param", action="append", default=[], metavar="KEY=VALUE")
@@ -105,56 +106,60 @@ def main(argv=None) -> dict:
     ap.add_argument("--logdir", default=None, help="default runs/neural-<loss>-<timestamp>")
     ap.add_argument("--no-tensorboard", action="store_true")
     ap.add_argument("--quiet", action="store_true")
-    args = ap.parse_args(argv)
+    return ap
+
+
+def make_loss(args):
+    """``(registry entry, loss parameters, loss module)``; bad names exit with one line."""
+    import inspect
+
+    from torchrankboost import registry
+    from torchrankboost.cli import parse_params
 
     try:
         loss_params = parse_params(args.loss_param, "--loss-param")
         entry = registry.lookup("loss", args.loss)
         kwargs = dict(loss_params)
-        import inspect
-
         if "reduction" in inspect.signature(entry.resolve()).parameters:
             kwargs.setdefault("reduction", "mean")  # batch-size independent step sizes
         if entry.name == "smooth_margin":
             kwargs.setdefault("scale", 1.0)  # a network has no ‖λ‖₁: minimise ln F̃ itself
-        loss_fn = entry.create(**kwargs)
+        return entry, loss_params, entry.create(**kwargs)
     except Exception as exc:  # one line, no traceback
         sys.exit(f"train_neural.py: error: {exc}")
+
+
+def make_device(name: str) -> torch.device:
     try:
-        device = torch.device(args.device)
+        device = torch.device(name)
         if device.type == "cuda" and not torch.cuda.is_available():
             raise ValueError("CUDA is not available")
     except (RuntimeError, ValueError) as exc:
-        sys.exit(f"train_neural.py: error: bad --device {args.device!r}: {exc}")
+        sys.exit(f"train_neural.py: error: bad --device {name!r}: {exc}")
+    return device
 
-    torch.manual_seed(args.seed)
-    train, valid, test = load(args)
-    if args.train_queries:
-        train = slice_queries(train, args.train_queries)
-    train, valid, test = (d.to(device) for d in (train, valid, test))
-    loss_fn = loss_fn.to(device) if isinstance(loss_fn, nn.Module) else loss_fn
 
-    model = build_mlp(train.num_features, args.hidden, args.layers, args.dropout).to(device)
-    opt = torch.optim.Adam(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
-    ndcg10 = registry.metric("ndcg@10")
-    metrics = [ndcg10, registry.metric("map"), registry.metric("ndcg@5")]
+def make_logger(args, entry, loss_params, device):
+    from torchrankboost.tensorboard import TensorBoardLogger, default_logdir
 
-    before, _ = evaluate(model, test, [ndcg10])
-    valid0, _ = evaluate(model, valid, [ndcg10])
+    if args.no_tensorboard:
+        return None
+    logdir = args.logdir or default_logdir(f"neural-{entry.name}")
+    return TensorBoardLogger(logdir, hparams={
+        "loss": entry.name, **{f"loss.{k}": v for k, v in loss_params.items()},
+        "lr": args.lr, "weight_decay": args.weight_decay, "hidden": args.hidden,
+        "layers": args.layers, "dropout": args.dropout, "max_docs": args.max_docs,
+        "epochs": args.epochs, "seed": args.seed, "device": str(device)})
 
-    logger = None
-    if not args.no_tensorboard:
-        logdir = args.logdir or default_logdir(f"neural-{entry.name}")
-        logger = TensorBoardLogger(logdir, hparams={
-            "loss": entry.name, **{f"loss.{k}": v for k, v in loss_params.items()},
-            "lr": args.lr, "weight_decay": args.weight_decay, "hidden": args.hidden,
-            "layers": args.layers, "dropout": args.dropout, "max_docs": args.max_docs,
-            "epochs": args.epochs, "seed": args.seed, "device": str(device)})
-        logger.log_step(0, {"valid/ndcg@10": valid0["ndcg@10"], "test/ndcg@10": before["ndcg@10"]})
+
+def train_epochs(args, model, opt, loss_fn, train, valid, metrics, logger, best):
+    """The epoch loop; ``best`` = ``(valid NDCG@10, state dict, epoch)`` of the start.
+    Returns ``(best, steps)``."""
+    from torchrankboost.data import iterate_query_batches
+    from torchrankboost.progress import ProgressCallback
 
     progress = ProgressCallback(total=args.epochs, quiet=args.quiet, desc="epoch", every=1)
     progress.start()
-    best = (valid0["ndcg@10"], copy.deepcopy(model.state_dict()), 0)
     step, t0 = 0, time.perf_counter()
     stop = False
     for epoch in range(args.epochs):
@@ -191,6 +196,37 @@ def main(argv=None) -> dict:
         if stop:
             break
     progress.finish()
+    return best, step
+
+
+def main(argv=None) -> dict:
+    from torchrankboost import registry
+
+    args = build_parser().parse_args(argv)
+    entry, loss_params, loss_fn = make_loss(args)
+    device = make_device(args.device)
+
+    torch.manual_seed(args.seed)
+    train, valid, test = load(args)
+    if args.train_queries:
+        train = slice_queries(train, args.train_queries)
+    train, valid, test = (d.to(device) for d in (train, valid, test))
+    loss_fn = loss_fn.to(device) if isinstance(loss_fn, nn.Module) else loss_fn
+
+    model = build_mlp(train.num_features, args.hidden, args.layers, args.dropout).to(device)
+    opt = torch.optim.Adam(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
+    ndcg10 = registry.metric("ndcg@10")
+    metrics = [ndcg10, registry.metric("map"), registry.metric("ndcg@5")]
+
+    before, _ = evaluate(model, test, [ndcg10])
+    valid0, _ = evaluate(model, valid, [ndcg10])
+    logger = make_logger(args, entry, loss_params, device)
+    if logger is not None:
+        logger.log_step(0, {"valid/ndcg@10": valid0["ndcg@10"], "test/ndcg@10": before["ndcg@10"]})
+
+    t0 = time.perf_counter()
+    best, step = train_epochs(args, model, opt, loss_fn, train, valid, metrics, logger,
+                              (valid0["ndcg@10"], copy.deepcopy(model.state_dict()), 0))
     seconds = time.perf_counter() - t0
     model.load_state_dict(best[1])
     after, ts = evaluate(model, test, metrics)

@@ -1,10 +1,11 @@
 """Shared test fixtures: devices, data folder, hypothesis profile."""
 
 import os
-from pathlib import Path
 
 import pytest
 import torch
+
+from torchrankboost.datasets import data_root
 
 try:
     from hypothesis import settings
@@ -20,9 +21,10 @@ except ImportError:  # pragma: no cover
 # gains (and stalls badly on a shared machine): one thread, deterministic and fast.
 torch.set_num_threads(1)
 
-SHARED_DATA = Path(
-    os.environ.get("TORCHRANKBOOST_DATA", Path(__file__).resolve().parents[1].parent / "shared" / "data")
-)
+# Real data sets (MQ2008, the UCI copies, ...) are found by the library's one rule:
+# $TORCHRANKBOOST_DATA, else ./data (torchrankboost.datasets.data_root). Tests that need them
+# skip when they are absent. Resolved once, so that a test changing directory does not move it.
+DATA_ROOT = data_root().resolve()
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 
@@ -37,15 +39,15 @@ def device(request):
 
 @pytest.fixture
 def shared_data():
-    """Path of ../shared/data; skips the test when it is absent."""
-    if not SHARED_DATA.is_dir():
-        pytest.skip(f"shared data not found at {SHARED_DATA}")
-    return SHARED_DATA
+    """The data folder (``data_root()``); skips the test when it is absent."""
+    if not DATA_ROOT.is_dir():
+        pytest.skip(f"data folder not found at {DATA_ROOT} (set TORCHRANKBOOST_DATA)")
+    return DATA_ROOT
 
 
 def require_data(*parts):
-    """Path under the shared data folder, or skip the calling test if missing."""
-    p = SHARED_DATA.joinpath(*parts)
+    """Path under the data folder, or skip the calling test if missing."""
+    p = DATA_ROOT.joinpath(*parts)
     if not p.exists():
         pytest.skip(f"data not found: {p}")
     return p

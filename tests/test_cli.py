@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from torchrankboost import registry
-from torchrankboost.cli import load_builtin, main, parse_params, CLIError
+from torchrankboost.cli import main, parse_params, CLIError
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -120,14 +120,12 @@ def test_parse_params():
         parse_params(["oops"])
 
 
-def test_builtin_splits():
-    tr, va, te = load_builtin("wdbc")
-    assert len(tr) + len(va) + len(te) == 569
-    assert tr.num_queries == 1 and set(torch.unique(tr.labels).tolist()) == {0.0, 1.0}
-    assert float(tr.labels.mean()) == pytest.approx(212 / 569, abs=0.01)  # stratified
-    tr, va, te = load_builtin("synthetic", n_queries=50, docs_per_query=10, n_features=8)
-    assert tr.num_queries + va.num_queries + te.num_queries == 50
-    assert tr.num_features == 8
+def test_importing_the_package_does_not_import_the_cli():
+    code = "import sys, torchrankboost; print('torchrankboost.cli' in sys.modules)"
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                       env=dict(os.environ, PYTHONPATH=str(ROOT)), timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == "False"
 
 
 # ------------------------------------------------------------------ train on files + evaluate/predict

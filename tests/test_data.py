@@ -1,4 +1,5 @@
-"""Tests for torchrankboost.data: SVMlight/LETOR reading, normalisation, make_letor, batching."""
+"""Tests for torchrankboost.data (SVMlight/LETOR reading, normalisation, make_letor, batching)
+and torchrankboost.datasets (the data folder rule, built-in data, data by name or path)."""
 
 import math
 import re
@@ -10,6 +11,7 @@ from torch.utils.data import DataLoader
 
 from conftest import require_data
 from torchrankboost import Groups
+from torchrankboost.datasets import data_root, dataset_path, load_builtin, load_data
 from torchrankboost.data import (
     QueryBatchSampler,
     QueryDataset,
@@ -432,3 +434,45 @@ def test_iterate_query_batches_seeded():
     assert a == b and a != c
     with pytest.raises(ValueError, match="shuffle"):
         next(iterate_query_batches(*d, max_docs=20, shuffle="maybe"))
+
+
+# ---------------------------------------------------------------------- datasets
+def test_builtin_splits():
+    tr, va, te = load_builtin("wdbc")
+    assert len(tr) + len(va) + len(te) == 569
+    assert tr.num_queries == 1 and set(torch.unique(tr.labels).tolist()) == {0.0, 1.0}
+    assert float(tr.labels.mean()) == pytest.approx(212 / 569, abs=0.01)  # stratified
+    tr, va, te = load_builtin("synthetic", n_queries=50, docs_per_query=10, n_features=8)
+    assert tr.num_queries + va.num_queries + te.num_queries == 50
+    assert tr.num_features == 8
+
+
+def test_data_root_rule(monkeypatch, tmp_path):
+    monkeypatch.setenv("TORCHRANKBOOST_DATA", str(tmp_path / "d"))
+    assert data_root() == tmp_path / "d"
+    assert dataset_path("mq2008", "Fold1") == tmp_path / "d" / "mq2008" / "Fold1"
+    monkeypatch.delenv("TORCHRANKBOOST_DATA")
+    monkeypatch.chdir(tmp_path)
+    assert data_root() == tmp_path / "data"  # the default: ./data
+    monkeypatch.setenv("TORCHRANKBOOST_DATA", "")
+    assert data_root() == tmp_path / "data"
+
+
+def test_load_data_by_name_and_path(tmp_path):
+    tr, va, te, name = load_data("synthetic", seed=1)
+    assert name == "synthetic" and va is not None and te is not None
+    assert tr.num_features == va.num_features == te.num_features
+    with pytest.raises(FileNotFoundError, match="data not found: 'nope'"):
+        load_data("nope")
+    with pytest.raises(FileNotFoundError, match="file not found"):
+        load_data("wdbc", valid=str(tmp_path / "missing.txt"))
+    with pytest.raises(ValueError, match="unknown built-in data"):
+        load_builtin("iris")
+    (tmp_path / "fold").mkdir()
+    with pytest.raises(ValueError, match="not a LETOR fold folder"):
+        load_data(str(tmp_path / "fold"))
+    # files with fewer features are padded to the widest split
+    (tmp_path / "a.txt").write_text("1 qid:1 1:0.5 3:0.2\n0 qid:1 1:0.1\n")
+    (tmp_path / "b.txt").write_text("1 qid:2 1:0.5\n0 qid:2 2:0.1\n")
+    tr, va, te, name = load_data(str(tmp_path / "a.txt"), valid=str(tmp_path / "b.txt"))
+    assert name == "a" and te is None and tr.num_features == va.num_features == 3

@@ -39,6 +39,8 @@ from .data import (  # noqa: F401
     make_letor,
     normalize_per_query,
 )
+from . import datasets  # noqa: F401
+from .datasets import data_root, dataset_path, load_builtin, load_data  # noqa: F401
 
 # --- losses ---
 from .losses import RankingLoss  # noqa: F401
@@ -78,10 +80,9 @@ from .boosting.rankboost import (  # noqa: F401
 from .boosting.qbrank import GBT, QBRank  # noqa: F401
 from .linear import LinearRanker, RankSVM  # noqa: F401
 
-# --- user surface (estimator, logging) ---
+# --- user surface (estimator, TensorBoard logging, progress) ---
 from . import registry  # noqa: F401
-from .cli import load_builtin  # noqa: F401
-from .logging import TensorBoardLogger  # noqa: F401
+from .tensorboard import TensorBoardLogger  # noqa: F401
 from .progress import ProgressCallback  # noqa: F401
 
 

@@ -23,12 +23,13 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence
 
-__all__ = ["main", "build_parser", "parse_params", "load_builtin", "load_data", "CLIError"]
+from .datasets import load_data, load_file, pad_features
+
+__all__ = ["main", "build_parser", "parse_params", "CLIError"]
 
 PROG = "torchrankboost"
-BUILTIN = ("wdbc", "synthetic")
 DEFAULT_REPORT_GRADED = ("ndcg@1", "ndcg@5", "ndcg@10", "map", "auc", "pair_error")
 DEFAULT_REPORT_BINARY = ("auc", "pair_error", "map", "ndcg@10", "pos_above_neg")
 
@@ -79,145 +80,6 @@ def parse_params(items: Optional[Sequence[str]], what: str = "--param") -> Dict[
 
 
 # ============================================================================ data
-def _single_query(X, y):
-    import torch
-
-    from .data import RankingData
-    from .groups import Groups
-
-    n = X.shape[0]
-    return RankingData(X, y, Groups.single(n), torch.zeros(n, dtype=torch.long),
-                       torch.arange(n))
-
-
-def _slice_queries(data, g0: int, g1: int):
-    from .data import RankingData
-    from .groups import Groups
-
-    off = data.groups.offsets
-    a, b = int(off[g0]), int(off[g1])
-    return RankingData(data.X[a:b], data.labels[a:b], Groups.from_sizes(data.groups.sizes[g0:g1]),
-                       data.qid[a:b], None if data.row is None else data.row[a:b])
-
-
-def load_builtin(name: str, *, seed: int = 0, n_queries: int = 300, docs_per_query: float = 30,
-                 n_features: int = 40):
-    """Built-in data split into ``(train, valid, test)`` :class:`~torchrankboost.data.RankingData`.
-
-    * ``"wdbc"``: scikit-learn's breast-cancer data (569 × 30) as one bipartite query per
-      split; relevant (label 1) = malignant. A stratified 60/20/20 split drawn with ``seed``.
-    * ``"synthetic"``: :func:`~torchrankboost.data.make_letor` (``n_queries`` queries of about
-      ``docs_per_query`` documents, ``n_features`` features, grades 0–4), split by query
-      60/20/20.
-    """
-    import numpy as np
-    import torch
-
-    key = name.strip().lower()
-    if key == "wdbc":
-        from sklearn.datasets import load_breast_cancer
-
-        X, target = load_breast_cancer(return_X_y=True)
-        y = (target == 0).astype(np.float32)  # malignant = relevant
-        rng = np.random.default_rng(seed)
-        parts = ([], [], [])
-        for cls in (0.0, 1.0):
-            idx = rng.permutation(np.flatnonzero(y == cls))
-            n = idx.size
-            a, b = int(round(0.6 * n)), int(round(0.8 * n))
-            for p, sl in zip(parts, (idx[:a], idx[a:b], idx[b:])):
-                p.append(sl)
-        out = []
-        for p in parts:
-            idx = np.sort(np.concatenate(p))
-            out.append(_single_query(torch.as_tensor(X[idx], dtype=torch.float32),
-                                     torch.as_tensor(y[idx])))
-        return tuple(out)
-    if key == "synthetic":
-        from .data import make_letor
-
-        data = make_letor(n_queries, docs_per_query, n_features, 5, seed=seed)
-        G = data.groups.num_groups
-        a, b = int(round(0.6 * G)), int(round(0.8 * G))
-        return _slice_queries(data, 0, a), _slice_queries(data, a, b), _slice_queries(data, b, G)
-    raise CLIError(f"unknown built-in data {name!r}; valid choices: {', '.join(BUILTIN)} "
-                   "(or a LETOR fold folder / an SVMlight file)")
-
-
-def _load_file(path: str, *, n_features: Optional[int] = None):
-    from .data import load_svmlight
-
-    p = Path(path)
-    if not p.exists():
-        raise CLIError(f"file not found: {path}")
-    if p.is_dir():
-        raise CLIError(f"expected a file, got a folder: {path}")
-    try:
-        return load_svmlight(p, n_features=n_features)
-    except (ValueError, OSError, UnicodeDecodeError) as exc:
-        msg = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        if str(p) not in msg:
-            msg = f"{path}: {msg}"
-        raise CLIError(f"cannot read {msg}" if not msg.startswith(str(path)) else msg) from None
-
-
-def load_data(spec: str, *, valid: Optional[str] = None, test: Optional[str] = None,
-              seed: int = 0):
-    """``(train, valid or None, test or None, name)`` from ``--data`` / ``--valid`` / ``--test``.
-
-    ``spec`` is a built-in name (``wdbc``, ``synthetic``), a LETOR fold folder (``train.txt``,
-    ``vali.txt``, ``test.txt``) or an SVMlight/LETOR file with ``qid:``. Files given with
-    ``--valid``/``--test`` replace the fold's or built-in split.
-    """
-    from .data import load_letor_fold
-
-    p = Path(spec)
-    if spec.strip().lower() in BUILTIN and not p.exists():
-        tr, va, te = load_builtin(spec, seed=seed)
-        name = spec.strip().lower()
-    elif p.is_dir():
-        missing = [s for s in ("train", "vali", "test")
-                   if not (p / f"{s}.txt").exists() and not (p / s).exists()]
-        if missing:
-            raise CLIError(f"{spec}: not a LETOR fold folder (missing "
-                           f"{', '.join(m + '.txt' for m in missing)})")
-        try:
-            tr, va, te = load_letor_fold(p)
-        except (ValueError, OSError) as exc:
-            raise CLIError(str(exc).strip().splitlines()[0]) from None
-        name = p.name or "fold"
-    elif p.exists():
-        tr = _load_file(spec)
-        va = te = None
-        name = p.stem
-    else:
-        raise CLIError(f"data not found: {spec!r} is neither a built-in data set "
-                       f"({', '.join(BUILTIN)}) nor an existing file or LETOR fold folder")
-    if valid:
-        va = _load_file(valid, n_features=None)
-    if test:
-        te = _load_file(test, n_features=None)
-    tr, va, te = _align_features(tr, va, te)
-    return tr, va, te, name
-
-
-def _pad_features(data, F: int):
-    import torch
-
-    from .data import RankingData
-
-    if data is None or data.num_features == F:
-        return data
-    X = torch.zeros(data.X.shape[0], F, dtype=data.X.dtype)
-    X[:, :data.num_features] = data.X
-    return RankingData(X, data.labels, data.groups, data.qid, data.row)
-
-
-def _align_features(*datas):
-    F = max(d.num_features for d in datas if d is not None)
-    return tuple(_pad_features(d, F) for d in datas)
-
-
 def _is_binary(labels) -> bool:
     import torch
 
@@ -409,7 +271,7 @@ def cmd_train(args) -> int:
     label = algorithm if algorithm != "boost" else f"{loss_name or 'exponential'}"
     name = args.name or f"{data_name}-{label}"
 
-    from .logging import TensorBoardLogger, default_logdir
+    from .tensorboard import TensorBoardLogger, default_logdir
     from .progress import ProgressCallback
 
     n_rounds = args.rounds if args.rounds is not None else 100
@@ -526,11 +388,11 @@ def _load_model(path: str):
 
 def _model_data(model, path: str):
     F = getattr(model, "num_features", None)
-    data = _load_file(path)
+    data = load_file(path)
     if F is not None and data.num_features != F:
         if data.num_features > F:
             raise CLIError(f"{path}: has {data.num_features} features, the model expects {F}")
-        data = _pad_features(data, F)
+        data = pad_features(data, F)
     return data
 
 

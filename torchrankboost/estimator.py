@@ -401,7 +401,7 @@ class BoostedRanker(BaseEstimator):
         (one query: bipartite ranking). ``eval_set``: a list of ``(X_v, y_v)`` pairs with
         their query ids in ``eval_qid`` / ``eval_group`` (lists), or ``(X_v, y_v, qid_v)``
         triples; the first drives ``early_stopping_rounds``. ``callbacks``: driver callbacks
-        (e.g. a :class:`~torchrankboost.logging.TensorBoardLogger`).
+        (e.g. a :class:`~torchrankboost.tensorboard.TensorBoardLogger`).
         """
         Xt, yt, groups = self._prepare(X, y, qid, group)
         if Xt.shape[0] == 0:

@@ -101,7 +101,7 @@ class ProgressCallback:
             return False
 
     def _select(self, flat: Mapping[str, Any]) -> dict:
-        from .logging import round_tag
+        from .tensorboard import round_tag
 
         tagged = {}
         for k, v in flat.items():

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 import torch
 
-from torchrankboost.logging import (TensorBoardLogger, default_logdir, render_roc_image,
+from torchrankboost.tensorboard import (TensorBoardLogger, default_logdir, render_roc_image,
                                     roc_curve_points)
 from torchrankboost.progress import ProgressCallback
 
@@ -102,7 +102,7 @@ def test_driver_callback_protocol(tmp_path):
 
 
 def test_round_tags():
-    from torchrankboost.logging import round_tag
+    from torchrankboost.tensorboard import round_tag
 
     assert round_tag("metrics/valid_0/map") == "valid/map"
     assert round_tag("metrics/valid_0/map", single_valid=False) == "valid_0/map"

@@ -1,0 +1,203 @@
+"""Data sets by name or by path, and where data folders are found.
+
+* :func:`data_root` / :func:`dataset_path`: the one rule for finding data on disk. The data
+  folder is the one named by the ``TORCHRANKBOOST_DATA`` environment variable; without it,
+  ``data/`` under the current working directory. Scripts and tests look up real data sets
+  (``mq2008/Fold1``, ``uci_wdbc``, ...) there.
+* :func:`load_builtin`: small data sets that need no download (scikit-learn's breast-cancer
+  data, a synthetic LETOR-like set), split into train / validation / test.
+* :func:`load_data`: a built-in name, a LETOR fold folder or an SVMlight file → the three
+  splits (what ``torchrankboost train --data`` reads).
+
+File formats and batching live in :mod:`torchrankboost.data`.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Optional, Tuple
+
+__all__ = ["DATA_ENV", "BUILTIN", "data_root", "dataset_path", "load_builtin", "load_data",
+           "load_file", "pad_features", "align_features", "single_query", "slice_queries"]
+
+DATA_ENV = "TORCHRANKBOOST_DATA"
+BUILTIN = ("wdbc", "synthetic")
+
+
+# ============================================================================ where data live
+def data_root() -> Path:
+    """The data folder: ``$TORCHRANKBOOST_DATA`` if set (and not empty), else ``./data``
+    (``data/`` under the current working directory; git ignores it). The folder need not
+    exist: callers check the paths they need."""
+    env = os.environ.get(DATA_ENV, "").strip()
+    return Path(env).expanduser() if env else Path.cwd() / "data"
+
+
+def dataset_path(*parts: str) -> Path:
+    """A path under :func:`data_root`, e.g. ``dataset_path("mq2008", "Fold1")``."""
+    return data_root().joinpath(*parts)
+
+
+# ============================================================================ helpers
+def single_query(X, y):
+    """``RankingData`` holding ``X``, ``y`` as one query (bipartite ranking)."""
+    import torch
+
+    from .data import RankingData
+    from .groups import Groups
+
+    n = X.shape[0]
+    return RankingData(X, y, Groups.single(n), torch.zeros(n, dtype=torch.long),
+                       torch.arange(n))
+
+
+def slice_queries(data, g0: int, g1: int):
+    """Queries ``g0 .. g1-1`` of ``data`` (a ``RankingData``) as a new ``RankingData``."""
+    from .data import RankingData
+    from .groups import Groups
+
+    off = data.groups.offsets
+    a, b = int(off[g0]), int(off[g1])
+    return RankingData(data.X[a:b], data.labels[a:b], Groups.from_sizes(data.groups.sizes[g0:g1]),
+                       data.qid[a:b], None if data.row is None else data.row[a:b])
+
+
+def pad_features(data, F: int):
+    """``data`` with zero feature columns appended up to ``F`` (``None`` stays ``None``)."""
+    import torch
+
+    from .data import RankingData
+
+    if data is None or data.num_features == F:
+        return data
+    X = torch.zeros(data.X.shape[0], F, dtype=data.X.dtype)
+    X[:, :data.num_features] = data.X
+    return RankingData(X, data.labels, data.groups, data.qid, data.row)
+
+
+def align_features(*datas):
+    """The splits padded to the largest feature count among them (``None`` entries kept)."""
+    F = max(d.num_features for d in datas if d is not None)
+    return tuple(pad_features(d, F) for d in datas)
+
+
+# ============================================================================ loaders
+def _split_wdbc(seed: int):
+    import numpy as np
+    import torch
+    from sklearn.datasets import load_breast_cancer
+
+    X, target = load_breast_cancer(return_X_y=True)
+    y = (target == 0).astype(np.float32)  # malignant = relevant
+    rng = np.random.default_rng(seed)
+    parts = ([], [], [])
+    for cls in (0.0, 1.0):
+        idx = rng.permutation(np.flatnonzero(y == cls))
+        n = idx.size
+        a, b = int(round(0.6 * n)), int(round(0.8 * n))
+        for p, sl in zip(parts, (idx[:a], idx[a:b], idx[b:])):
+            p.append(sl)
+    out = []
+    for p in parts:
+        idx = np.sort(np.concatenate(p))
+        out.append(single_query(torch.as_tensor(X[idx], dtype=torch.float32),
+                                torch.as_tensor(y[idx])))
+    return tuple(out)
+
+
+def load_builtin(name: str, *, seed: int = 0, n_queries: int = 300, docs_per_query: float = 30,
+                 n_features: int = 40):
+    """Built-in data split into ``(train, valid, test)`` :class:`~torchrankboost.data.RankingData`.
+
+    * ``"wdbc"``: scikit-learn's breast-cancer data (569 × 30) as one bipartite query per
+      split; relevant (label 1) = malignant. A stratified 60/20/20 split drawn with ``seed``.
+    * ``"synthetic"``: :func:`~torchrankboost.data.make_letor` (``n_queries`` queries of about
+      ``docs_per_query`` documents, ``n_features`` features, grades 0–4), split by query
+      60/20/20.
+
+    An unknown name raises ``ValueError`` listing the valid ones.
+    """
+    key = name.strip().lower()
+    if key == "wdbc":
+        return _split_wdbc(seed)
+    if key == "synthetic":
+        from .data import make_letor
+
+        data = make_letor(n_queries, docs_per_query, n_features, 5, seed=seed)
+        G = data.groups.num_groups
+        a, b = int(round(0.6 * G)), int(round(0.8 * G))
+        return slice_queries(data, 0, a), slice_queries(data, a, b), slice_queries(data, b, G)
+    raise ValueError(f"unknown built-in data {name!r}; valid choices: {', '.join(BUILTIN)} "
+                     "(or a LETOR fold folder / an SVMlight file)")
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def load_file(path, *, n_features: Optional[int] = None):
+    """One SVMlight/LETOR file as ``RankingData``. A missing file raises
+    ``FileNotFoundError``; a folder or a malformed file ``ValueError`` with a one-line message
+    naming the file (and the line)."""
+    from .data import load_svmlight
+
+    p = Path(path)
+    if not p.exists():
+        raise FileNotFoundError(f"file not found: {path}")
+    if p.is_dir():
+        raise ValueError(f"expected a file, got a folder: {path}")
+    try:
+        return load_svmlight(p, n_features=n_features)
+    except (ValueError, OSError, UnicodeDecodeError) as exc:
+        msg = _first_line(exc)
+        if str(p) not in msg:
+            msg = f"{path}: {msg}"
+        raise ValueError(msg if msg.startswith(str(path)) else f"cannot read {msg}") from None
+
+
+def _load_fold(p: Path, spec: str):
+    from .data import load_letor_fold
+
+    missing = [s for s in ("train", "vali", "test")
+               if not (p / f"{s}.txt").exists() and not (p / s).exists()]
+    if missing:
+        raise ValueError(f"{spec}: not a LETOR fold folder (missing "
+                         f"{', '.join(m + '.txt' for m in missing)})")
+    try:
+        return load_letor_fold(p)
+    except (ValueError, OSError) as exc:
+        raise ValueError(_first_line(exc)) from None
+
+
+def load_data(spec: str, *, valid: Optional[str] = None, test: Optional[str] = None,
+              seed: int = 0) -> Tuple:
+    """``(train, valid or None, test or None, name)`` from a data spec and optional files.
+
+    ``spec`` is a built-in name (``wdbc``, ``synthetic``), a LETOR fold folder (``train.txt``,
+    ``vali.txt``, ``test.txt``) or an SVMlight/LETOR file with ``qid:``. Files given as
+    ``valid``/``test`` replace the fold's or built-in split. The splits are padded to one
+    feature count. Missing data raise ``FileNotFoundError``, bad data ``ValueError``.
+    """
+    p = Path(spec)
+    if spec.strip().lower() in BUILTIN and not p.exists():
+        tr, va, te = load_builtin(spec, seed=seed)
+        name = spec.strip().lower()
+    elif p.is_dir():
+        tr, va, te = _load_fold(p, spec)
+        name = p.name or "fold"
+    elif p.exists():
+        tr = load_file(spec)
+        va = te = None
+        name = p.stem
+    else:
+        raise FileNotFoundError(f"data not found: {spec!r} is neither a built-in data set "
+                                f"({', '.join(BUILTIN)}) nor an existing file or LETOR fold "
+                                "folder")
+    if valid:
+        va = load_file(valid)
+    if test:
+        te = load_file(test)
+    tr, va, te = align_features(tr, va, te)
+    return tr, va, te, name
