@@ -44,11 +44,11 @@ import torch
 
 from torchrankboost import metrics as M
 from torchrankboost.boosting import Booster, HistoryCallback, RegressionTree
+from torchrankboost.datasets import data_root
 from torchrankboost.groups import Groups
 import torchrankboost.losses as L
 
-DATA = Path(os.environ.get("TORCHRANKBOOST_DATA",
-                           Path(__file__).resolve().parents[2] / "shared" / "data"))
+DATA = data_root()  # $TORCHRANKBOOST_DATA, else ./data
 
 
 # ----------------------------------------------------------------------------- evaluation

@@ -33,6 +33,7 @@ sys.path.insert(0, str(ROOT))
 from torchrankboost.boosting.learners import Stumps  # noqa: E402
 from torchrankboost.boosting.rankboost import RankBoost  # noqa: E402
 from torchrankboost.data import load_letor_fold  # noqa: E402
+from torchrankboost.datasets import dataset_path  # noqa: E402
 from torchrankboost.metrics import ndcg_at_k  # noqa: E402
 
 RANKLIB = {"10": {"seconds": 4.3, "ndcg_empty1": 0.7810, "ndcg_empty0": 0.5003},
@@ -41,7 +42,9 @@ RANKLIB = {"10": {"seconds": 4.3, "ndcg_empty1": 0.7810, "ndcg_empty0": 0.5003},
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--data", default=str(ROOT.parent / "shared" / "data" / "mq2008"))
+    ap.add_argument("--data", default=str(dataset_path("mq2008")),
+                    help="MQ2008 folder with Fold1..Fold5 (default: mq2008 under the data folder, "
+                         "$TORCHRANKBOOST_DATA or ./data)")
     ap.add_argument("--folds", type=int, nargs="+", default=[1, 2, 3, 4, 5])
     ap.add_argument("--thresholds", nargs="+", default=["10", "255"])
     ap.add_argument("--rounds", type=int, default=300)

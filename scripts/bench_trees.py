@@ -12,7 +12,7 @@ Also times histogram-kernel alternatives on the root node (``--kernels``).
 
     python scripts/bench_trees.py                         # full size
     python scripts/bench_trees.py --rows 200000           # quicker
-    python scripts/bench_trees.py --letor /work/shared/data/mq2008/Fold1 --repeat 9
+    python scripts/bench_trees.py --letor mq2008/Fold1 --repeat 9   # under the data folder
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import statistics
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -104,7 +105,9 @@ def main():
     ap.add_argument("--min-data", type=int, default=20)
     ap.add_argument("--threads", type=int, default=1, help="torch threads")
     ap.add_argument("--lgb-threads", default="1,2", help="comma-separated LightGBM num_threads values")
-    ap.add_argument("--letor", default=None, help="LETOR fold directory: use its training features instead")
+    ap.add_argument("--letor", default=None,
+                    help="LETOR fold directory (a path, or one under the data folder "
+                         "$TORCHRANKBOOST_DATA / ./data): use its training features instead")
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--kernels", action="store_true", help="also time histogram kernel alternatives")
     ap.add_argument("--no-lightgbm", action="store_true")
@@ -113,8 +116,10 @@ def main():
     g = torch.Generator().manual_seed(0)
     if args.letor:
         from torchrankboost.data import load_letor_fold
+        from torchrankboost.datasets import dataset_path
 
-        X = load_letor_fold(args.letor)[0].X.float()
+        fold = Path(args.letor) if Path(args.letor).is_dir() else dataset_path(args.letor)
+        X = load_letor_fold(fold)[0].X.float()
         n, F = X.shape
     else:
         n, F = args.rows, args.features

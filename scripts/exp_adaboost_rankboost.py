@@ -1,5 +1,5 @@
 """AdaBoost vs RankBoost (Rudin & Schapire, JMLR 2009, §5) and smooth margin ranking on the
-8×8 example (§4, §6; spec ``rankboost_adaboost_smooth_margin.md`` §5, §6).
+8×8 example (§4, §6 of the same paper).
 
 Part A — on the training split of wdbc (first 6 features, 369 rows) and pima (8 features,
 300 rows), the same splits as ``exp_pnorm_push.py`` (seed 0), with binary stumps
@@ -41,7 +41,8 @@ import numpy as np
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from exp_pnorm_push import default_data_dir, load_setting, split  # noqa: E402
+from exp_pnorm_push import load_setting, split  # noqa: E402
+from torchrankboost.datasets import data_root  # noqa: E402
 
 from torchrankboost.boosting import Stumps  # noqa: E402
 from torchrankboost.boosting.rankboost import (AdaBoost, MatrixRankers, RankBoost,  # noqa: E402
@@ -289,14 +290,16 @@ def plot_8x8(res, path):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, default=Path("results/adaboost_rankboost"))
-    ap.add_argument("--data", type=Path, default=None)
+    ap.add_argument("--data", type=Path, default=None,
+                    help="data folder with uci_wdbc/ and uci_pima_indians_diabetes/ "
+                         "(default: $TORCHRANKBOOST_DATA, else ./data)")
     ap.add_argument("--rounds", type=int, default=5000, help="rounds for part A")
     ap.add_argument("--max-thresholds", type=int, default=4, help="stump thresholds per feature")
     ap.add_argument("--rounds-8x8", type=int, default=20000)
     ap.add_argument("--threads", type=int, default=1)
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
-    data = args.data or default_data_dir()
+    data = args.data or data_root()
     args.out.mkdir(parents=True, exist_ok=True)
     t_all = time.perf_counter()
 
@@ -364,7 +367,8 @@ def main(argv=None):
     md.append("| round | RankBoost μ | smooth margin: phase | μ | G̃ | α | ‖λ‖₁ |")
     md.append("|---:|---:|---|---:|---:|---:|---:|")
     n_w = res["n_warm"]
-    # the spec's (§6.1) "SMR iter k" rows are our round n_w + 1 + k
+    # the table's "SMR iter k" rows (smooth margin ranking's k-th round after the n_w
+    # warm-up rounds) are our round n_w + 1 + k
     rows_at = sorted({t for t in (n_w, n_w + 11, 100, n_w + 101, 1000, n_w + 1001, 10000, n_w + 10001,
                                   100000, n_w + 100001, args.rounds_8x8) if t <= args.rounds_8x8})
     for t in rows_at:

@@ -1,4 +1,4 @@
-"""Experiment 5 (issue 7): the library's losses and algorithms on MQ2008 beside LightGBM and
+"""Experiment 5: the library's losses and algorithms on MQ2008 beside LightGBM and
 XGBoost.
 
 LETOR 4.0 MQ2008 (QueryLevelNorm), the five official folds. For each fold: train on
@@ -42,7 +42,6 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import os
 import tempfile
 import time
 from pathlib import Path
@@ -56,12 +55,13 @@ from torchrankboost.boosting import Booster, RegressionTree, Stumps
 from torchrankboost.boosting.qbrank import QBRank
 from torchrankboost.boosting.rankboost import RankBoost, RankBoostPlus
 from torchrankboost.data import load_letor_fold
+from torchrankboost.datasets import data_root
 from torchrankboost.linear import RankSVM
 from torchrankboost.losses.pointwise import SquaredErrorLoss
 from _results_io import read_csv, write_csv  # noqa: E402,F401 (scripts/ is on sys.path)
 
 ROOT = Path(__file__).resolve().parents[1]
-DATA = Path(os.environ.get("TORCHRANKBOOST_DATA", ROOT.parent / "shared" / "data"))
+DATA = data_root()  # $TORCHRANKBOOST_DATA, else ./data
 OUT = ROOT / "results" / "letor_baselines"
 COLS = ("NDCG@1", "NDCG@3", "NDCG@5", "NDCG@10", "MAP")
 LEAVES, LR, MIN_LEAF = 31, 0.1, 20

@@ -1,6 +1,6 @@
 """Reproduce the experiments of Rudin, "Ranking with a P-Norm Push" (TR2005-874, §5–§6).
 
-Settings (spec ``pnorm_push_and_chapter10.md`` §A.7):
+Settings (the paper's §5–§6):
 
 =================  =======================  ==========  ==================================
 setting            data                     train/test  weak rankers
@@ -39,7 +39,6 @@ from __future__ import annotations
 import argparse
 import csv
 import math
-import os
 import sys
 import time
 from pathlib import Path
@@ -49,6 +48,7 @@ import torch
 
 from torchrankboost.boosting import FeatureRankers
 from torchrankboost.boosting.rankboost import MatrixRankers, PNormPush
+from torchrankboost.datasets import data_root
 from torchrankboost.metrics import auc, positives_above_first_negative
 
 P_VALUES = (1, 2, 4, 8, 16, 64)
@@ -68,18 +68,6 @@ TITLES = {"pima": "pima, 8 real features (paper Fig. 2)",
           "housing": "housing, label CHAS (paper Fig. 6)",
           "housing_chas0": "housing, positive = CHAS 0 (alternative reading)",
           "pima50": "pima, 50 training examples (paper Fig. 7)"}
-
-
-def default_data_dir() -> Path:
-    env = os.environ.get("TORCHRANKBOOST_DATA")
-    if env:
-        return Path(env)
-    here = Path(__file__).resolve()
-    for parent in here.parents:
-        cand = parent / "shared" / "data"
-        if cand.is_dir():
-            return cand
-    return Path("/work/shared/data")
 
 
 # ----------------------------------------------------------------------------- data
@@ -319,13 +307,14 @@ def plot_rmax(all_rows, settings, n_splits, path):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", type=Path, default=Path("results/pnorm_push"))
-    ap.add_argument("--data", type=Path, default=None, help="shared data folder (default: ../shared/data)")
+    ap.add_argument("--data", type=Path, default=None,
+                    help="data folder with the UCI sets (default: $TORCHRANKBOOST_DATA, else ./data)")
     ap.add_argument("--splits", type=int, default=20, help="random splits per setting (seed 0 is the primary)")
     ap.add_argument("--settings", nargs="+", default=list(SETTINGS), choices=SETTINGS)
     ap.add_argument("--threads", type=int, default=1)
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
-    data = args.data or default_data_dir()
+    data = args.data or data_root()
     args.out.mkdir(parents=True, exist_ok=True)
     t_all = time.perf_counter()
 

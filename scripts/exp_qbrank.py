@@ -1,4 +1,4 @@
-"""Experiment 3 (issue 7): QBRank vs GBT vs RankSVM (Zheng et al., NIPS 2007, §5) on MQ2008.
+"""Experiment 3: QBRank vs GBT vs RankSVM (Zheng et al., NIPS 2007, §5) on MQ2008.
 
 The paper's Yahoo! data is not public; LETOR 4.0 MQ2008 (QueryLevelNorm, grades 0/1/2) stands
 in. As in the paper there is one train/test split: ``Fold<k>/train.txt`` plays L2/P2 and
@@ -33,7 +33,6 @@ from __future__ import annotations
 import argparse
 import csv
 import json
-import os
 import sys
 import tempfile
 import time
@@ -46,11 +45,12 @@ from torchrankboost import metrics as M
 from torchrankboost.boosting import RegressionTree
 from torchrankboost.boosting.qbrank import GBT, QBRank
 from torchrankboost.data import load_letor_fold
+from torchrankboost.datasets import data_root
 from torchrankboost.linear import RankSVM
 from _results_io import read_csv, write_csv  # noqa: E402,F401 (scripts/ is on sys.path)
 
 ROOT = Path(__file__).resolve().parents[1]
-DATA = Path(os.environ.get("TORCHRANKBOOST_DATA", ROOT.parent / "shared" / "data"))
+DATA = data_root()  # $TORCHRANKBOOST_DATA, else ./data
 OUT = ROOT / "results" / "qbrank"
 KS = [10, 20, 30, 40, 50, 60, 70, 80, 90, 100]
 

@@ -1,4 +1,4 @@
-"""Experiment 2 (issue 7): RankBoost+ vs RB-C vs RB-D (Connamacher et al., MLJ 2019, §5).
+"""Experiment 2: RankBoost+ vs RB-C vs RB-D (Connamacher et al., MLJ 2019, §5).
 
 Two parts, both with binary threshold stumps (``Stumps(max_thresholds=255)``):
 
@@ -28,7 +28,7 @@ Run (from the repository root, venv active)::
     python scripts/exp_rankboost_plus.py --part mq2008   # one part; --part report rebuilds
                                                          # the Markdown/plots from the CSVs
 
-Data: ``$TORCHRANKBOOST_DATA`` (default ``../shared/data``) with ``mq2008/`` and
+Data: the data folder, ``$TORCHRANKBOOST_DATA`` (default ``./data``), with ``mq2008/`` and
 ``movielens_100k/ml-100k/``. MovieLens files are never copied into the repository.
 """
 
@@ -38,7 +38,6 @@ import argparse
 import csv
 import json
 import math
-import os
 import statistics
 import sys
 import tempfile
@@ -52,11 +51,12 @@ from torchrankboost import metrics as M
 from torchrankboost.boosting import Stumps
 from torchrankboost.boosting.rankboost import RankBoost, RankBoostPlus
 from torchrankboost.data import load_letor_fold
+from torchrankboost.datasets import data_root
 from torchrankboost.groups import Groups
 from _results_io import read_csv, write_csv  # noqa: E402,F401 (scripts/ is on sys.path)
 
 ROOT = Path(__file__).resolve().parents[1]
-DATA = Path(os.environ.get("TORCHRANKBOOST_DATA", ROOT.parent / "shared" / "data"))
+DATA = data_root()  # $TORCHRANKBOOST_DATA, else ./data
 OUT = ROOT / "results" / "rankboost_plus"
 
 ALGOS = ("RankBoost+", "RB-C", "RB-D")

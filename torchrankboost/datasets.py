@@ -157,13 +157,13 @@ def load_file(path, *, n_features: Optional[int] = None):
         raise ValueError(msg if msg.startswith(str(path)) else f"cannot read {msg}") from None
 
 
-def _load_fold(p: Path, spec: str):
+def _load_fold(p: Path, source: str):
     from .data import load_letor_fold
 
     missing = [s for s in ("train", "vali", "test")
                if not (p / f"{s}.txt").exists() and not (p / s).exists()]
     if missing:
-        raise ValueError(f"{spec}: not a LETOR fold folder (missing "
+        raise ValueError(f"{source}: not a LETOR fold folder (missing "
                          f"{', '.join(m + '.txt' for m in missing)})")
     try:
         return load_letor_fold(p)
@@ -171,28 +171,28 @@ def _load_fold(p: Path, spec: str):
         raise ValueError(_first_line(exc)) from None
 
 
-def load_data(spec: str, *, valid: Optional[str] = None, test: Optional[str] = None,
+def load_data(source: str, *, valid: Optional[str] = None, test: Optional[str] = None,
               seed: int = 0) -> Tuple:
-    """``(train, valid or None, test or None, name)`` from a data spec and optional files.
+    """``(train, valid or None, test or None, name)`` from a data source and optional files.
 
-    ``spec`` is a built-in name (``wdbc``, ``synthetic``), a LETOR fold folder (``train.txt``,
+    ``source`` is a built-in name (``wdbc``, ``synthetic``), a LETOR fold folder (``train.txt``,
     ``vali.txt``, ``test.txt``) or an SVMlight/LETOR file with ``qid:``. Files given as
     ``valid``/``test`` replace the fold's or built-in split. The splits are padded to one
     feature count. Missing data raise ``FileNotFoundError``, bad data ``ValueError``.
     """
-    p = Path(spec)
-    if spec.strip().lower() in BUILTIN and not p.exists():
-        tr, va, te = load_builtin(spec, seed=seed)
-        name = spec.strip().lower()
+    p = Path(source)
+    if source.strip().lower() in BUILTIN and not p.exists():
+        tr, va, te = load_builtin(source, seed=seed)
+        name = source.strip().lower()
     elif p.is_dir():
-        tr, va, te = _load_fold(p, spec)
+        tr, va, te = _load_fold(p, source)
         name = p.name or "fold"
     elif p.exists():
-        tr = load_file(spec)
+        tr = load_file(source)
         va = te = None
         name = p.stem
     else:
-        raise FileNotFoundError(f"data not found: {spec!r} is neither a built-in data set "
+        raise FileNotFoundError(f"data not found: {source!r} is neither a built-in data set "
                                 f"({', '.join(BUILTIN)}) nor an existing file or LETOR fold "
                                 "folder")
     if valid:
