@@ -9,8 +9,9 @@ from hypothesis import given, strategies as st
 import torchrankboost as trb
 from torchrankboost import Bipartite, ExplicitPairs, Graded, Groups, PairwiseHingeLoss
 from torchrankboost import functional as F
-import torchrankboost.losses._sorted_pairs as sorted_pairs
-from torchrankboost.losses._sorted_pairs import active_pair_sums, hinge_terms, label_levels
+import torchrankboost._pair_engine.sorted_pairs as sorted_pairs
+from torchrankboost._pair_engine.levels import label_levels
+from torchrankboost._pair_engine.sorted_pairs import active_pair_sums, hinge_terms
 
 from dense_oracle import dense_pairs, pair_group
 

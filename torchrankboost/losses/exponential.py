@@ -30,7 +30,8 @@ from torch import Tensor
 
 from ..groups import Groups
 from ..pairs import Bipartite, PairSpec, resolve_pairs, Graded
-from . import _levels as K
+from .._pair_engine import exponential as K
+from .._pair_engine.segment import NEG_INF, acc_dtype, seg_lse, signed_exp_diff
 from .base import Prepared, RankingLoss, prepare_inputs, reduce_per_group
 
 __all__ = ["ExponentialPairwiseLoss", "AdaBoostLoss", "f_skew", "relative_f_skew",
@@ -40,7 +41,7 @@ __all__ = ["ExponentialPairwiseLoss", "AdaBoostLoss", "f_skew", "relative_f_skew
 class _ExpFamilyLoss(RankingLoss):
     """Shared machinery of the pairwise exponential family (p-norm push with exponent p).
 
-    Per-query values come from :class:`torchrankboost.losses._levels.FamilyFn`: log-space
+    Per-query values come from the pair engine's ``FamilyFn``: log-space
     kernel forward, closed-form backward (O(n) memory, NaN-free when the raw loss
     overflows), differentiable twice for Hessians.
     """
@@ -59,7 +60,7 @@ class _ExpFamilyLoss(RankingLoss):
                              dtype=dtype)
 
     def per_group(self, inp: Prepared) -> Tuple[Tensor, Optional[Tensor]]:
-        dt = K.acc_dtype(inp.scores.dtype)
+        dt = acc_dtype(inp.scores.dtype)
         cfg = self._config(inp, dt)
         value, has = K.FamilyFn.apply(inp.scores.to(dt), cfg)
         return value, has
@@ -71,7 +72,7 @@ class _ExpFamilyLoss(RankingLoss):
         return out.to(scores.dtype)
 
     def _grad_hess(self, inp: Prepared, hess: str) -> Tuple[Tensor, Tensor]:
-        dt = K.acc_dtype(inp.scores.dtype)
+        dt = acc_dtype(inp.scores.dtype)
         cfg = self._config(inp, dt)
         g, h = K.family_grad_hess(inp.scores.to(dt), cfg, hess, self.reduction)
         return g.to(inp.scores.dtype), h.to(inp.scores.dtype)
@@ -157,7 +158,7 @@ class AdaBoostLoss(RankingLoss):
         return _bipartite_threshold(pairs, self.threshold)
 
     def _terms(self, inp: Prepared, thr: float):
-        dt = K.acc_dtype(inp.scores.dtype)
+        dt = acc_dtype(inp.scores.dtype)
         s = inp.scores.to(dt)
         y = torch.where(inp.labels > thr, 1.0, -1.0).to(dt)
         u = -y * s
@@ -177,8 +178,8 @@ class AdaBoostLoss(RankingLoss):
         s, y, u = self._terms(inp, thr)
         G = inp.groups.num_groups
         gi = inp.groups.group_index.to(s.device)
-        logF = K.seg_lse(u, gi, G)
-        has = logF > K.NEG_INF
+        logF = seg_lse(u, gi, G)
+        has = logF > NEG_INF
         if self.log:
             per = torch.where(has, logF, torch.zeros_like(logF))
         else:
@@ -208,8 +209,8 @@ class AdaBoostLoss(RankingLoss):
         s, y, u = self._terms(inp, thr)
         G = inp.groups.num_groups
         gi = inp.groups.group_index.to(s.device)
-        logF = K.seg_lse(u, gi, G)
-        has = logF > K.NEG_INF
+        logF = seg_lse(u, gi, G)
+        has = logF > NEG_INF
         if self.log:
             c = torch.where(has, logF, torch.zeros_like(logF))[gi]
             pi = torch.exp(u - c)
@@ -271,7 +272,7 @@ def _class_logs(scores, labels, groups, threshold, weights, per_query):
     """``(ln F₊, ln F₋)`` per query ``(G,)`` or pooled (0-dim), accumulation dtype."""
     inp = prepare_inputs(scores, labels, groups, pairs=Bipartite(float(threshold)),
                          weights=weights)
-    dt = K.acc_dtype(inp.scores.dtype)
+    dt = acc_dtype(inp.scores.dtype)
     s = inp.scores.to(dt)
     pos = inp.labels > float(threshold)
     lw = torch.log(inp.weights.to(dt)) if inp.weights is not None else torch.zeros_like(s)
@@ -279,9 +280,9 @@ def _class_logs(scores, labels, groups, threshold, weights, per_query):
         idx, G = inp.groups.group_index.to(s.device), inp.groups.num_groups
     else:
         idx, G = torch.zeros_like(inp.groups.group_index.to(s.device)), 1
-    ninf = torch.full_like(s, K.NEG_INF)
-    lp = K.seg_lse(torch.where(pos, lw - s, ninf), idx, G)
-    ln = K.seg_lse(torch.where(pos, ninf, lw + s), idx, G)
+    ninf = torch.full_like(s, NEG_INF)
+    lp = seg_lse(torch.where(pos, lw - s, ninf), idx, G)
+    ln = seg_lse(torch.where(pos, ninf, lw + s), idx, G)
     if not (per_query and groups is not None):
         lp, ln = lp[0], ln[0]
     return lp, ln
@@ -298,7 +299,7 @@ def f_skew(scores: Tensor, labels: Tensor, groups: Optional[Groups] = None, *,
     Returned in the dtype of ``scores``.
     """
     lp, ln = _class_logs(scores, labels, groups, threshold, weights, per_query)
-    return K.signed_exp_diff(lp, ln).to(scores.dtype)
+    return signed_exp_diff(lp, ln).to(scores.dtype)
 
 
 def relative_f_skew(scores: Tensor, labels: Tensor, groups: Optional[Groups] = None, *,
@@ -309,7 +310,7 @@ def relative_f_skew(scores: Tensor, labels: Tensor, groups: Optional[Groups] = N
     :func:`f_skew`."""
     b = zero_skew_intercept(scores, labels, groups, threshold=threshold, weights=weights,
                             per_query=per_query)
-    return torch.tanh(b.to(K.acc_dtype(b.dtype))).to(scores.dtype)
+    return torch.tanh(b.to(acc_dtype(b.dtype))).to(scores.dtype)
 
 
 def zero_skew_intercept(scores: Tensor, labels: Tensor, groups: Optional[Groups] = None, *,
@@ -323,7 +324,7 @@ def zero_skew_intercept(scores: Tensor, labels: Tensor, groups: Optional[Groups]
     Computed from two log-sum-exps: finite for any finite scores.
     """
     lp, ln = _class_logs(scores, labels, groups, threshold, weights, per_query)
-    fp, fn = lp > K.NEG_INF, ln > K.NEG_INF
+    fp, fn = lp > NEG_INF, ln > NEG_INF
     zero = torch.zeros_like(lp)
     b = 0.5 * (torch.where(fp, lp, zero) - torch.where(fn, ln, zero))
     inf = torch.full_like(lp, float("inf"))

@@ -20,7 +20,8 @@ from torch import Tensor
 
 from ..groups import Groups
 from ..pairs import PairSpec
-from . import _levels as K
+from .._pair_engine import exponential as K
+from .._pair_engine.segment import acc_dtype, seg_lse
 from .base import Prepared, prepare_inputs, reduce_per_group
 from .exponential import _ExpFamilyLoss
 
@@ -100,12 +101,12 @@ def smooth_margin(scores: Tensor, labels: Optional[Tensor] = None,
     """
     sc = _check_scale(scale)
     inp = prepare_inputs(scores, labels, groups, pairs=pairs, weights=weights)
-    dt = K.acc_dtype(inp.scores.dtype)
+    dt = acc_dtype(inp.scores.dtype)
     cfg = K.make_config(inp, p=1.0, log=True, normalize=False, dtype=dt)
     s = inp.scores.to(dt)
     logF = K.pair_terms(s, cfg.lw, cfg.pairs, cfg.labels, cfg.groups, 1.0,
                         levels=cfg.levels)["logF"]
     if not per_query:
-        logF = K.seg_lse(logF, torch.zeros(logF.shape[0], dtype=torch.long,
+        logF = seg_lse(logF, torch.zeros(logF.shape[0], dtype=torch.long,
                                            device=logF.device), 1)[0]
     return (-logF / sc).to(scores.dtype)

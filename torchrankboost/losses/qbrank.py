@@ -11,7 +11,7 @@ from typing import Optional, Tuple, Union
 import torch
 from torch import Tensor
 
-from ._sorted_pairs import ACC_DTYPE, PairSetup, check_real, reduction_scale
+from .._pair_engine.hinge import ACC_DTYPE, PairSetup, check_real, reduction_scale
 from .base import Prepared, RankingLoss
 
 __all__ = ["QBRankLoss"]

@@ -1,197 +1,42 @@
-"""Private kernels of the exponential loss family: label-level buckets and log-space scans.
+r"""The exponential pair family in log space: RankBoost's loss, the p-norm push, and friends.
 
-Everything here works in log space on flat ragged tensors, without materialising pairs.
-
-**Buckets.** Label-induced pairs (graded labels, or a bipartite threshold) only depend on
-which *label level* a document has inside its query. One segmented sort
-(:meth:`Groups.argsort` by ``(group, level)``) numbers the non-empty ``(group, level)``
-buckets ``0..B-1`` in (group, ascending level) order; the buckets of one query are
-contiguous, so they form a ragged structure of their own (``Levels.bgroups``), and
-"all levels strictly above / below mine in my query" is an exclusive (reverse) segmented
-log-cum-sum-exp over buckets. ``B ≤ n``, and the number of buckets per query is small (the
-number of distinct grades), so the scans cost O(B log K).
-
-**The p-family kernel** (spec ``pnorm_push_and_chapter10.md`` (C14), ``rankboost_plus_and_qbrank.md``
-§D.4). With document weights ``w``, label-induced pair ``(i, j)`` (``i`` above ``j``) has weight
+With document weights ``w``, label-induced pair ``(i, j)`` (``i`` above ``j``) has weight
 ``w_i w_j`` and term ``t_ij = w_i w_j e^{-(s_i - s_j)}``. For each "lower" document ``j``::
 
     L_j = Σ_{i above j} t_ij = w_j e^{s_j} · E_{>l_j},   E_{>k} = Σ_{level(i) > k} w_i e^{-s_i}
-    F_p = Σ_j L_j^p       (p = 1: the RankBoost / exponential pairwise loss)
+    F_p = Σ_j L_j^p       (p = 1: RankBoost's exponential pairwise loss, Freund et al. 2003)
 
-so that ``log F_p = LSE_b( log G_b + p log E_{>b} )`` with ``G_b = Σ_{j in b} (w_j e^{s_j})^p``.
-Gradient, exact Hessian diagonal and the diagonal bound (derivations in the docstring of
-:func:`level_terms`) need two more scans of the same kind.
+so that ``log F_p = LSE_b( log G_b + p log E_{>b} )`` with ``G_b = Σ_{j in b} (w_j e^{s_j})^p``
+over the label-level buckets ``b`` of :mod:`.levels` (Rudin 2009's p-norm push, its graded
+extension; the bipartite case is ``F_p = Σ_k (Σ_i e^{-(s_i - s_k)})^p``). Gradient, exact
+Hessian diagonal and the diagonal bound (derivations in :func:`level_terms`) need two more
+exclusive scans of the same kind (:func:`~.segment.seg_scan_lse`). Explicit pair lists cost
+O(#pairs + n) (:func:`explicit_terms`).
 
-**-inf safety.** Empty sets give ``log 0 = -inf`` (the top level has nothing above it, a query
-with one grade has no pairs, zero weights). ``torch.logaddexp(-inf, -inf)`` and ``logsumexp``
-of an all ``-inf`` segment have NaN gradients (0 · inf). All reductions here use the
-"double-where" trick (spec §C.10): invalid inputs are replaced by 0 *before* the
-exponential and the results masked *after*, so values are exact ``-inf`` where they should
-be and every gradient is finite — through double backward too.
+The loss classes (``ExponentialPairwiseLoss``, ``PNormPushLoss``, ``SmoothMarginLoss``) are
+:class:`FamilyFn` / :func:`family_grad_hess` over a :class:`FamilyConfig`; the paper
+algorithms use :func:`pooled_log_loss` (``ln Σ_q F_{p,q}`` and its gradient) on the same
+kernels. All shapes are flat: scores ``(n,)``, per-query values ``(G,)``.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Dict, Optional
+from typing import Dict, Optional, Tuple
 
 import torch
 from torch import Tensor
 
 from ..groups import Groups
-from ..pairs import Bipartite, ExplicitPairs, Graded
+from ..pairs import ExplicitPairs
+from .levels import Levels, levels_for
+from .segment import NEG_INF, mask_inf, seg_lse, seg_scan_lse, signed_exp_diff
 
-NEG_INF = float("-inf")
-
-
-# ---------------------------------------------------------------------------- helpers
-def acc_dtype(dtype: torch.dtype) -> torch.dtype:
-    """Accumulation dtype: float64 stays float64, everything else computes in float32."""
-    return torch.float64 if dtype == torch.float64 else torch.float32
+__all__ = ["level_terms", "explicit_terms", "pair_terms", "FamilyConfig", "make_config",
+           "family_value", "FamilyFn", "family_grad_hess", "pooled_log_loss"]
 
 
-def seg_lse(x: Tensor, index: Tensor, num: int) -> Tensor:
-    """``out[k] = log Σ_{index == k} exp(x)``, ``-inf`` for empty/all ``-inf`` segments.
-
-    ``index`` need not be sorted. NaN-free gradients (double-where), differentiable twice.
-    """
-    xd = x.detach()
-    m = torch.full((num,), NEG_INF, dtype=x.dtype, device=x.device)
-    m = m.scatter_reduce(0, index, xd, "amax", include_self=True)
-    m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))
-    valid = xd > NEG_INF
-    z = torch.where(valid, x, torch.zeros_like(x)) - m[index]
-    e = torch.where(valid, torch.exp(torch.where(valid, z, torch.zeros_like(z))),
-                    torch.zeros_like(z))
-    s = torch.zeros(num, dtype=x.dtype, device=x.device).index_add(0, index, e)
-    pos = s > 0
-    return torch.where(pos, torch.log(torch.where(pos, s, torch.ones_like(s))) + m,
-                       torch.full_like(s, NEG_INF))
-
-
-def safe_logaddexp(a: Tensor, b: Tensor) -> Tensor:
-    """``log(e^a + e^b)`` with finite gradients when both are ``-inf`` (result ``-inf``)."""
-    m = torch.maximum(a, b).detach()
-    both = m == NEG_INF
-    zero = torch.zeros_like(m)
-    m = torch.where(both, zero, m)
-    a0 = torch.where(a > NEG_INF, a, zero) - m
-    b0 = torch.where(b > NEG_INF, b, zero) - m
-    ea = torch.where(a > NEG_INF, torch.exp(torch.where(a > NEG_INF, a0, zero)), zero)
-    eb = torch.where(b > NEG_INF, torch.exp(torch.where(b > NEG_INF, b0, zero)), zero)
-    s = ea + eb
-    return torch.where(both, torch.full_like(m, NEG_INF),
-                       torch.log(torch.where(both, torch.ones_like(s), s)) + m)
-
-
-def lse_n(*xs: Tensor) -> Tensor:
-    """Elementwise log-sum-exp of several same-shape tensors (``-inf``-safe)."""
-    out = xs[0]
-    for x in xs[1:]:
-        out = safe_logaddexp(out, x)
-    return out
-
-
-def mask_inf(x: Tensor, valid: Tensor) -> Tensor:
-    """``x`` where ``valid``, else ``-inf`` (used to kill ``0 · (-inf)`` products)."""
-    return torch.where(valid, x, torch.full_like(x, NEG_INF))
-
-
-def seg_scan_lse(v: Tensor, groups: Groups, *, reverse: bool = False) -> Tensor:
-    """Exclusive segmented log-cum-sum-exp: ``out[i] = log Σ_{j < i in i's segment} e^{v_j}``.
-
-    ``reverse=True`` sums over ``j > i`` instead. Hillis–Steele scan (``ceil(log2 L)`` steps of
-    :func:`safe_logaddexp`), exact in log space, ``-inf``-safe, differentiable.
-    """
-    if reverse:
-        return seg_scan_lse(v.flip(0), groups.reversed()).flip(0)
-    pos = groups.position.to(v.device)
-    out = v
-    step = 1
-    L = groups.max_size
-    while step < L:
-        shifted = torch.cat([out.new_full((step,), NEG_INF), out[:-step]])
-        shifted = torch.where(pos >= step, shifted, torch.full_like(shifted, NEG_INF))
-        out = safe_logaddexp(out, shifted)
-        step *= 2
-    prev = torch.cat([out.new_full((1,), NEG_INF), out[:-1]])
-    return torch.where(pos > 0, prev, torch.full_like(prev, NEG_INF))
-
-
-def signed_exp_diff(lo: Tensor, hi: Tensor) -> Tensor:
-    """``exp(lo) - exp(hi)`` without ``inf - inf``: ``±exp(max + log1p(-exp(-|lo - hi|)))``.
-
-    Finite or ``±inf`` (when the difference itself overflows), never NaN. Under grad mode
-    (double backward) the plain differentiable difference is used instead.
-    """
-    if torch.is_grad_enabled() and (lo.requires_grad or hi.requires_grad):
-        return torch.exp(lo) - torch.exp(hi)
-    m = torch.maximum(lo, hi)
-    mn = torch.minimum(lo, hi)
-    fin = m > NEG_INF
-    m0 = torch.where(fin, m, torch.zeros_like(m))
-    mn0 = torch.where(fin, mn, torch.zeros_like(mn))
-    mag = torch.exp(m0 + torch.log1p(-torch.exp(mn0 - m0)))
-    mag = torch.where(fin, mag, torch.zeros_like(mag))
-    return torch.where(lo >= hi, mag, -mag)
-
-
-# ---------------------------------------------------------------------------- buckets
-@dataclass
-class Levels:
-    """Documents bucketed per ``(group, label level)``.
-
-    Attributes:
-        bucket: ``(n,)`` int64, the bucket of each document (original order).
-        bgroups: :class:`Groups` over the ``B`` buckets (buckets of query ``g`` contiguous,
-            in ascending level order).
-        num_buckets: ``B``.
-    """
-
-    bucket: Tensor
-    bgroups: Groups
-    num_buckets: int
-
-
-def build_levels(key: Tensor, groups: Groups) -> Levels:
-    """Bucket documents by ``(group, key)`` with one segmented sort (O(n log n))."""
-    n = key.shape[0]
-    dev = key.device
-    if n == 0:
-        return Levels(torch.zeros(0, dtype=torch.long, device=dev),
-                      Groups.from_sizes(torch.zeros(groups.num_groups, dtype=torch.long,
-                                                    device=dev)), 0)
-    perm = groups.argsort(key)
-    ks = key[perm]
-    gs = groups.group_index.to(dev)[perm]
-    new = torch.ones(n, dtype=torch.bool, device=dev)
-    new[1:] = (ks[1:] != ks[:-1]) | (gs[1:] != gs[:-1])
-    bsorted = torch.cumsum(new.to(torch.long), 0) - 1
-    bucket = torch.empty(n, dtype=torch.long, device=dev)
-    bucket[perm] = bsorted
-    B = int(bsorted[-1]) + 1
-    bgroup = gs[new]
-    sizes = torch.bincount(bgroup, minlength=groups.num_groups)
-    return Levels(bucket, Groups.from_sizes(sizes), B)
-
-
-def levels_for(pairs, labels: Tensor, groups: Groups) -> Levels:
-    """The :class:`Levels` of a label-induced pair spec (``Graded`` or ``Bipartite``)."""
-    if isinstance(pairs, Bipartite):
-        key = (labels > pairs.threshold).to(torch.int32)
-    elif isinstance(pairs, Graded):
-        key = labels
-        if key.dtype == torch.bool:
-            key = key.to(torch.int32)
-        elif key.dtype in (torch.uint8,):
-            key = key.to(torch.int32)
-    else:  # pragma: no cover - guarded by callers
-        raise TypeError(pairs)
-    return build_levels(key, groups)
-
-
-# ---------------------------------------------------------------------------- kernels
 def _log(x: float) -> float:
     return math.log(x) if x > 0 else NEG_INF
 
@@ -423,3 +268,16 @@ def family_grad_hess(s: Tensor, cfg: FamilyConfig, hess: str, reduction: str):
         k = has.sum().clamp_min(1).to(s.dtype)
         grad, h = grad / k, h / k
     return grad, h
+
+
+def pooled_log_loss(s: Tensor, lev: Levels, groups: Groups, p: float, *,
+                    grad: bool = False) -> Tuple[Tensor, Optional[Tensor]]:
+    """``ln F_p`` pooled over all queries, ``ln Σ_q F_{p,q}`` (a 0-d tensor), and with
+    ``grad=True`` its gradient ``∂ ln F_p/∂s`` ``(n,)`` in closed form (``e^{lo} − e^{hi}``
+    of :func:`level_terms`, divided by ``F_p``), unit document weights. ``-inf`` when no
+    query has a pair."""
+    t = level_terms(s, None, lev, groups, p, parts="grad" if grad else "value")
+    logF = torch.logsumexp(t["logF"], 0)
+    if not grad:
+        return logF, None
+    return logF, signed_exp_diff(t["lo"] - logF, t["hi"] - logF)

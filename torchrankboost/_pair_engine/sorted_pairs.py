@@ -1,7 +1,7 @@
-"""Sort + prefix-sum kernels for hinge-type losses over label-induced pairs (private).
+"""Sort + prefix-sum kernels for hinge-type losses over label-induced pairs.
 
-Setting (spec ``rankboost_plus_and_qbrank.md`` §D, ``pnorm_push_and_chapter10.md`` §C.6).
-Inside each query, document ``i`` is preferred to ``j`` when its *level* is higher
+Setting (the pairwise hinge of RankSVM, Joachims 2002; QBRank's grade-difference margin,
+Zheng, Zha, Zhang, Chapelle, Chen & Sun 2007). Inside each query, document ``i`` is preferred to ``j`` when its *level* is higher
 (``lev_i > lev_j``; levels are the ranks of the distinct labels, or 0/1 for a bipartite
 threshold). Every hinge-type pair loss of this library is written with two per-document
 values, ``a`` (the document's value as the upper member of a pair) and ``b`` (its value
@@ -49,7 +49,7 @@ backward in about 20–26 ms for the hinge (the bit passes took about 54 ms); on
 
 Numerics: callers pass ``a``, ``b`` and channels in float64 (accumulation dtype) and centre
 each query (subtract a per-query constant from ``a`` and ``b``; ``b − a`` is unchanged) to
-limit the cancellation of ``Σ v b² − 2 a Σ v b + a² Σ v`` (spec D.3, E.3 #12). Prefix sums
+limit the cancellation of ``Σ v b² − 2 a Σ v b + a² Σ v`` (the usual shifted-data trick for streaming variances). Prefix sums
 are global float64 cumulative sums differenced at segment boundaries.
 
 Everything here is built from differentiable torch ops (sort/searchsorted only provide
@@ -59,67 +59,14 @@ gives autograd gradients of the sums (used for double backward / Hessians).
 
 from __future__ import annotations
 
-import math
-import numbers
 from typing import List, Optional, Sequence, Tuple
 
 import torch
 from torch import Tensor
 
 from ..groups import Groups
-from ..pairs import Bipartite, ExplicitPairs, Graded
 
-__all__ = ["label_levels", "active_pair_sums", "hinge_terms", "pair_degree", "explicit_terms"]
-
-
-def _small_integer_levels(labels: Tensor) -> Optional[Tensor]:
-    """Dense ranks of integer-valued labels with a small range by counting (O(n + range),
-    no sort), or ``None`` when the labels are not such."""
-    if labels.dtype.is_floating_point and not bool((labels == labels.round()).all()):
-        return None
-    lo, hi = int(labels.min()), int(labels.max())
-    span = hi - lo + 1
-    if span > max(1024, labels.numel()):
-        return None
-    off = (labels - lo).to(torch.int64)
-    present = torch.bincount(off, minlength=span) > 0
-    rank = torch.cumsum(present, 0) - 1
-    return rank.index_select(0, off)
-
-
-def label_levels(labels: Tensor, groups: Groups, pairs) -> Tuple[Tensor, int, Tensor]:
-    """Integer levels of the documents for label-induced pairs.
-
-    Returns ``(lev (n,) int64, K, has_pairs (G,) bool)``: ``Graded`` ranks the distinct
-    label values of the whole batch (``K`` of them); ``Bipartite(t)`` uses
-    ``lev = 1[label > t]`` (``K = 2``). ``has_pairs[g]`` says whether query ``g`` has two
-    documents of different levels.
-    """
-    if isinstance(pairs, Bipartite):
-        lev = (labels > pairs.threshold).to(torch.int64)
-        K = 2
-    elif isinstance(pairs, Graded):
-        if labels.dtype == torch.bool:
-            labels = labels.to(torch.int64)
-        if labels.numel():
-            lev = _small_integer_levels(labels)
-            if lev is None:
-                _, lev = torch.unique(labels, return_inverse=True)
-                lev = lev.to(torch.int64).reshape(-1)
-            K = int(lev.max()) + 1
-        else:
-            lev = torch.zeros(0, dtype=torch.int64, device=labels.device)
-            K = 0
-    else:  # pragma: no cover - callers dispatch explicit pairs elsewhere
-        raise ValueError(f"label levels need Graded or Bipartite pairs, got {pairs!r}")
-    if groups.num_groups:
-        # a query has pairs iff some document's level differs from its query's first one
-        differs = lev != lev.index_select(0, groups.doc_start.to(lev.device))
-        has = torch.zeros(groups.num_groups, dtype=torch.float32, device=lev.device).index_add_(
-            0, groups.group_index.to(lev.device), differs.to(torch.float32)) > 0
-    else:
-        has = torch.zeros(0, dtype=torch.bool, device=labels.device)
-    return lev, K, has
+__all__ = ["active_pair_sums", "hinge_terms", "pair_degree"]
 
 
 def _value_order(*values: Tensor) -> Tensor:
@@ -588,172 +535,3 @@ def _pair_degree_sorted(lev, K, groups, uu, vv):
     # a = 0 < b = 1 makes every label-induced pair active
     lo, up = active_pair_sums(zero, one, lev, K, groups, [vv], [uu])
     return uu * lo[0] + vv * up[0]
-
-
-def explicit_terms(a: Tensor, b: Tensor, hi: Tensor, lo: Tensor, pw: Tensor, *,
-                   squared: bool, need_hess: bool = False):
-    """Closed-form gradient and Hessian diagonal for an explicit pair list,
-    ``L = Σ_p pw_p φ(b_lo − a_hi)``, with the same kink convention (``φ'(0) = 0``).
-    Returns ``(g (n,), hdiag (n,) or None, None)``."""
-    n = a.numel()
-    x = b.index_select(0, lo) - a.index_select(0, hi)
-    act = x > 0
-    if squared:
-        d1 = pw * 2 * torch.where(act, x, torch.zeros_like(x))
-    else:
-        d1 = pw * act.to(pw.dtype)
-    g = a.new_zeros(n).index_add(0, hi, -d1).index_add(0, lo, d1)
-    h = None
-    if need_hess:
-        # a self pair (hi == lo) has a constant loss: no curvature
-        d2 = pw * 2 * (act & (hi != lo)).to(pw.dtype) if squared else torch.zeros_like(pw)
-        h = a.new_zeros(n).index_add(0, hi, d2).index_add(0, lo, d2)
-    return g, h, None
-
-
-# ---------------------------------------------------------------------------------------
-# Engine shared by PairwiseHingeLoss and QBRankLoss
-# ---------------------------------------------------------------------------------------
-
-ACC_DTYPE = torch.float64
-
-
-def check_real(value, name: str) -> float:
-    """``float(value)`` for a finite real number (not a bool), else ``ValueError``."""
-    if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        if isinstance(value, Tensor) and value.numel() == 1 and not value.dtype == torch.bool:
-            value = value.item()
-        else:
-            raise ValueError(f"{name} must be a finite real number, got {value!r}")
-    value = float(value)
-    if not math.isfinite(value):
-        raise ValueError(f"{name} must be a finite real number, got {value!r}")
-    return value
-
-
-class PairSetup:
-    """Everything about the pair part of a hinge-type loss that does not depend on scores.
-
-    ``L_pairs = scale · Σ_{(i, j)} c_ij φ(b_j − a_i)`` with ``a = s − kappa·l``,
-    ``b = a + tau0``, ``φ`` the (squared) hinge, ``c_ij`` the product weights (label-induced
-    pairs) or the explicit pair weights times the document weights.
-    """
-
-    def __init__(self, inp, *, squared: bool, tau0: float, kappa: float, scale: float):
-        self.groups = inp.groups
-        self.squared = squared
-        self.tau0 = tau0
-        self.kappa = kappa
-        self.scale = scale
-        dev = inp.scores.device
-        n = inp.scores.shape[0]
-        self.n = n
-        self.offset = None  # per-document constant subtracted from s to form a
-        if kappa != 0.0:
-            if inp.labels is None:
-                raise ValueError("labels are required for a grade-difference margin")
-            self.offset = kappa * inp.labels.to(device=dev, dtype=ACC_DTYPE)
-        self.w = None if inp.weights is None else inp.weights.to(device=dev, dtype=ACC_DTYPE)
-        p = inp.pairs
-        self.explicit = isinstance(p, ExplicitPairs)
-        G = self.groups.num_groups
-        if self.explicit:
-            self.hi, self.lo = p.hi, p.lo
-            pw = (torch.ones(p.num_pairs, dtype=ACC_DTYPE, device=dev) if p.weight is None
-                  else p.weight.to(device=dev, dtype=ACC_DTYPE))
-            if self.w is not None:
-                pw = pw * self.w.index_select(0, self.hi) * self.w.index_select(0, self.lo)
-            self.pw = pw
-            self.pair_group = self.groups.group_index.index_select(0, self.hi)
-            self.has_pairs = torch.bincount(self.pair_group, minlength=G) > 0
-        else:
-            self.lev, self.K, self.has_pairs = label_levels(inp.labels, self.groups, p)
-
-    # -- values -------------------------------------------------------------------
-    def ab(self, s64: Tensor) -> Tuple[Tensor, Tensor]:
-        x = s64 if self.offset is None else s64 - self.offset
-        b = x + self.tau0
-        if self.explicit or not self.n:
-            return x, b
-        # centre each query against cancellation in the prefix sums. Subtracting the same
-        # constant from x_i and from (x_j + tau0) keeps exact kink ties exact (and order
-        # otherwise, up to merging values one ulp apart).
-        ctr = self.groups.segment_mean(x.detach()).index_select(0, self.groups.group_index)
-        if self.tau0 == 0.0:  # b == a: one tensor (the kernels then sort n values, not 2n)
-            a = x - ctr
-            return a, a
-        return x - ctr, b - ctr
-
-    def compute(self, s64: Tensor, *, need_loss: bool = True, need_hess: bool = False):
-        """``(per_group (G,) or None, grad (n,), hdiag (n,) or None)`` of the pair part,
-        in float64, scaled by ``scale``. Differentiable if ``s64`` is."""
-        a, b = self.ab(s64)
-        if self.explicit:
-            g, h, _ = explicit_terms(a, b, self.hi, self.lo, self.pw, squared=self.squared,
-                                     need_hess=need_hess)
-            per_group = None
-            if need_loss:
-                x = torch.relu(b.index_select(0, self.lo) - a.index_select(0, self.hi))
-                phi = x * x if self.squared else x
-                per_group = a.new_zeros(self.groups.num_groups).index_add(
-                    0, self.pair_group, self.pw * phi)
-        else:
-            per_group, g, h = hinge_terms(a, b, self.lev, self.K, self.groups, self.w,
-                                          squared=self.squared, need_loss=need_loss,
-                                          need_hess=need_hess)
-        sc = self.scale
-        if per_group is not None:
-            per_group = per_group * sc
-        return per_group, g * sc, (None if h is None else h * sc)
-
-    def degree(self) -> Tensor:
-        """Weighted degree of each document over all its pairs (active or not), float64."""
-        dev = self.groups.device
-        if self.explicit:
-            pw = self.pw * (self.hi != self.lo).to(self.pw.dtype)  # self pairs: no curvature
-            return torch.zeros(self.n, dtype=ACC_DTYPE, device=dev).index_add(
-                0, self.hi, pw).index_add(0, self.lo, pw)
-        return pair_degree(self.lev, self.K, self.groups, self.w, self.w,
-                           torch.zeros(self.n, dtype=ACC_DTYPE, device=dev))
-
-    def loss(self, scores: Tensor) -> Tensor:
-        """Per-query pair loss ``(G,)`` in float64, differentiable in ``scores`` through
-        the closed-form gradient (twice differentiable: see :class:`_PairLossFunction`)."""
-        if self.explicit:
-            per_group, _, _ = self.compute(scores.to(ACC_DTYPE))
-            return per_group
-        return _PairLossFunction.apply(scores, self)
-
-
-class _PairLossFunction(torch.autograd.Function):
-    """Forward: per-query pair losses; backward: the closed-form gradient saved by the
-    forward pass (no autograd graph through the sorts). Under ``create_graph=True`` the
-    gradient is recomputed with differentiable ops, so Hessians/HVPs work too."""
-
-    @staticmethod
-    def forward(ctx, scores, setup):
-        with torch.no_grad():
-            per_group, g, _ = setup.compute(scores.detach().to(ACC_DTYPE))
-        ctx.save_for_backward(scores)
-        ctx.setup = setup
-        ctx.g = g
-        return per_group
-
-    @staticmethod
-    def backward(ctx, gout):
-        (scores,) = ctx.saved_tensors
-        setup = ctx.setup
-        if torch.is_grad_enabled():
-            _, g, _ = setup.compute(scores.to(ACC_DTYPE), need_loss=False)
-        else:
-            g = ctx.g
-        gi = setup.groups.group_index.to(g.device)
-        grad = gout.to(g.dtype).index_select(0, gi) * g
-        return grad.to(scores.dtype), None
-
-
-def reduction_scale(setup_has_pairs: Tensor, reduction: str) -> float:
-    """Factor turning the summed-loss gradient into that of ``reduction``."""
-    if reduction == "mean":
-        return 1.0 / max(int(setup_has_pairs.sum()), 1)
-    return 1.0

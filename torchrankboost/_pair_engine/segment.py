@@ -1,0 +1,140 @@
+"""The one segment log-sum-exp of the library, its scans and ``-inf``-safe helpers.
+
+Everything works in log space on flat ragged tensors (documents of a query, or label-level
+buckets of a query, contiguous or addressed by an index):
+
+* :func:`seg_lse` — ``out[k] = log Σ_{index == k} exp(x)``; empty or all ``-inf`` segments
+  give ``-inf``. :meth:`Groups.segment_logsumexp` is this function with the query index.
+* :func:`seg_scan_lse` — exclusive segmented log-cum-sum-exp (Hillis–Steele, ``⌈log2 L⌉``
+  steps), ``reverse=True`` for suffixes.
+* :func:`excl_logcumsumexp` / :func:`excl_cumsum` — the same scans along the level axis of a
+  dense ``(G, K)`` table of (query, level) cells.
+
+**-inf safety.** Empty sets give ``log 0 = -inf`` (the top level has nothing above it, a
+query with one grade has no pairs, zero weights). ``torch.logaddexp(-inf, -inf)`` and a
+max-shifted ``logsumexp`` of an all ``-inf`` segment have NaN gradients (``0 · inf``). The
+reductions here use the "double-where" trick: invalid inputs are replaced by 0 *before* the
+exponential and the results masked *after*, so values are exact ``-inf`` where they should
+be and every gradient is finite — through double backward too.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import torch
+from torch import Tensor
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..groups import Groups
+
+__all__ = ["NEG_INF", "acc_dtype", "seg_lse", "safe_logaddexp", "lse_n", "mask_inf",
+           "seg_scan_lse", "signed_exp_diff", "excl_logcumsumexp", "excl_cumsum"]
+
+NEG_INF = float("-inf")
+
+
+def acc_dtype(dtype: torch.dtype) -> torch.dtype:
+    """Accumulation dtype: float64 stays float64, everything else computes in float32."""
+    return torch.float64 if dtype == torch.float64 else torch.float32
+
+
+def seg_lse(x: Tensor, index: Tensor, num: int) -> Tensor:
+    """``out[k] = log Σ_{index == k} exp(x)``, ``-inf`` for empty/all ``-inf`` segments.
+
+    ``index`` need not be sorted. NaN-free gradients (double-where), differentiable twice.
+    """
+    xd = x.detach()
+    m = torch.full((num,), NEG_INF, dtype=x.dtype, device=x.device)
+    m = m.scatter_reduce(0, index, xd, "amax", include_self=True)
+    m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))
+    valid = xd > NEG_INF
+    z = torch.where(valid, x, torch.zeros_like(x)) - m[index]
+    e = torch.where(valid, torch.exp(torch.where(valid, z, torch.zeros_like(z))),
+                    torch.zeros_like(z))
+    s = torch.zeros(num, dtype=x.dtype, device=x.device).index_add(0, index, e)
+    pos = s > 0
+    return torch.where(pos, torch.log(torch.where(pos, s, torch.ones_like(s))) + m,
+                       torch.full_like(s, NEG_INF))
+
+
+def safe_logaddexp(a: Tensor, b: Tensor) -> Tensor:
+    """``log(e^a + e^b)`` with finite gradients when both are ``-inf`` (result ``-inf``)."""
+    m = torch.maximum(a, b).detach()
+    both = m == NEG_INF
+    zero = torch.zeros_like(m)
+    m = torch.where(both, zero, m)
+    a0 = torch.where(a > NEG_INF, a, zero) - m
+    b0 = torch.where(b > NEG_INF, b, zero) - m
+    ea = torch.where(a > NEG_INF, torch.exp(torch.where(a > NEG_INF, a0, zero)), zero)
+    eb = torch.where(b > NEG_INF, torch.exp(torch.where(b > NEG_INF, b0, zero)), zero)
+    s = ea + eb
+    return torch.where(both, torch.full_like(m, NEG_INF),
+                       torch.log(torch.where(both, torch.ones_like(s), s)) + m)
+
+
+def lse_n(*xs: Tensor) -> Tensor:
+    """Elementwise log-sum-exp of several same-shape tensors (``-inf``-safe)."""
+    out = xs[0]
+    for x in xs[1:]:
+        out = safe_logaddexp(out, x)
+    return out
+
+
+def mask_inf(x: Tensor, valid: Tensor) -> Tensor:
+    """``x`` where ``valid``, else ``-inf`` (used to kill ``0 · (-inf)`` products)."""
+    return torch.where(valid, x, torch.full_like(x, NEG_INF))
+
+
+def seg_scan_lse(v: Tensor, groups: "Groups", *, reverse: bool = False) -> Tensor:
+    """Exclusive segmented log-cum-sum-exp: ``out[i] = log Σ_{j < i in i's segment} e^{v_j}``.
+
+    ``reverse=True`` sums over ``j > i`` instead. Hillis–Steele scan (``ceil(log2 L)`` steps of
+    :func:`safe_logaddexp`), exact in log space, ``-inf``-safe, differentiable.
+    """
+    if reverse:
+        return seg_scan_lse(v.flip(0), groups.reversed()).flip(0)
+    pos = groups.position.to(v.device)
+    out = v
+    step = 1
+    L = groups.max_size
+    while step < L:
+        shifted = torch.cat([out.new_full((step,), NEG_INF), out[:-step]])
+        shifted = torch.where(pos >= step, shifted, torch.full_like(shifted, NEG_INF))
+        out = safe_logaddexp(out, shifted)
+        step *= 2
+    prev = torch.cat([out.new_full((1,), NEG_INF), out[:-1]])
+    return torch.where(pos > 0, prev, torch.full_like(prev, NEG_INF))
+
+
+def signed_exp_diff(lo: Tensor, hi: Tensor) -> Tensor:
+    """``exp(lo) - exp(hi)`` without ``inf - inf``: ``±exp(max + log1p(-exp(-|lo - hi|)))``.
+
+    Finite or ``±inf`` (when the difference itself overflows), never NaN. Under grad mode
+    (double backward) the plain differentiable difference is used instead.
+    """
+    if torch.is_grad_enabled() and (lo.requires_grad or hi.requires_grad):
+        return torch.exp(lo) - torch.exp(hi)
+    m = torch.maximum(lo, hi)
+    mn = torch.minimum(lo, hi)
+    fin = m > NEG_INF
+    m0 = torch.where(fin, m, torch.zeros_like(m))
+    mn0 = torch.where(fin, mn, torch.zeros_like(mn))
+    mag = torch.exp(m0 + torch.log1p(-torch.exp(mn0 - m0)))
+    mag = torch.where(fin, mag, torch.zeros_like(mag))
+    return torch.where(lo >= hi, mag, -mag)
+
+
+def excl_logcumsumexp(x: Tensor, reverse: bool = False) -> Tensor:
+    """Exclusive log-cum-sum-exp along dim 1 of a ``(G, K)`` table: ``out[:, k] = log Σ_{k' <
+    k} e^{x[:, k']}`` (``k' > k`` with ``reverse=True``), ``-inf`` in the first (last) column."""
+    if reverse:
+        return excl_logcumsumexp(x.flip(1)).flip(1)
+    c = torch.logcumsumexp(x, 1)
+    return torch.cat([torch.full_like(c[:, :1], NEG_INF), c[:, :-1]], 1)
+
+
+def excl_cumsum(x: Tensor) -> Tensor:
+    """Exclusive cumulative sum along dim 1 of a ``(G, K)`` table (no subtraction, so no
+    cancellation)."""
+    return torch.cat([torch.zeros_like(x[:, :1]), torch.cumsum(x[:, :-1], 1)], 1)
