@@ -1,0 +1,111 @@
+"""Files the library writes, written so that a crash or a full disk never loses the old one.
+
+:func:`atomic_write` writes through a temporary file in the target's folder, flushes and
+``fsync``\\ s it, then renames it over the target with :func:`os.replace` (atomic on POSIX and
+Windows within one file system) and finally ``fsync``\\ s the folder. A failure at any point
+removes the temporary file and leaves the previous target untouched. The new file gets the
+permissions a plain ``open(path, "w")`` would give (``0o666`` less the umask), not the
+``0o600`` of a temporary file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from pathlib import Path
+from typing import Callable, Iterator, Union
+
+__all__ = ["atomic_write", "atomic_path", "check_writable"]
+
+PathLike = Union[str, os.PathLike]
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def _fsync_dir(folder: Path) -> None:
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:  # e.g. Windows: folders cannot be opened
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def _refuse_special(target: Path) -> None:
+    if target.is_dir():
+        raise IsADirectoryError(f"{target} is a directory, not a file")
+    if target.exists() and not target.is_file():
+        raise ValueError(f"{target} exists and is not a regular file (a pipe or a device?)")
+
+
+@contextlib.contextmanager
+def atomic_path(path: PathLike, *, suffix: str = "") -> Iterator[Path]:
+    """A temporary path beside ``path``; on a clean exit it replaces ``path`` atomically.
+
+    For writers that want a file name (e.g. ``safetensors.torch.save_file``)::
+
+        with atomic_path("model.safetensors") as tmp:
+            save_file(tensors, str(tmp))
+    """
+    target = Path(path)
+    _refuse_special(target)
+    folder = target.parent if str(target.parent) else Path(".")
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=suffix + ".tmp",
+                                    dir=folder)
+    os.close(fd)
+    tmp = Path(tmp_name)
+    try:
+        yield tmp
+        with open(tmp, "rb+") as fh:
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+        raise
+    _fsync_dir(folder)
+
+
+def atomic_write(path: PathLike, write: Callable, *, mode: str = "w") -> None:
+    """Write ``path`` atomically: ``write(fh)`` fills an open temporary file (text ``"w"``
+    or binary ``"wb"``), which then replaces ``path``."""
+    if mode not in ("w", "wb"):
+        raise ValueError(f"mode must be 'w' or 'wb', got {mode!r}")
+    with atomic_path(path) as tmp:
+        with open(tmp, mode) as fh:
+            write(fh)
+            fh.flush()
+            os.fsync(fh.fileno())
+
+
+def check_writable(path: PathLike) -> Path:
+    """Check *before* long work that ``path`` can be written: its folder exists (or can be
+    created) and accepts a new file, and ``path`` is not a directory or a special file.
+    Raises ``ValueError`` with the reason; returns the path."""
+    target = Path(path)
+    try:
+        _refuse_special(target)
+    except (IsADirectoryError, ValueError) as exc:
+        raise ValueError(f"cannot write {target}: {exc}") from None
+    folder = target.parent if str(target.parent) else Path(".")
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, probe = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".probe", dir=folder)
+        os.close(fd)
+        os.unlink(probe)
+    except OSError as exc:
+        raise ValueError(f"cannot write {target}: {exc.strerror or exc}") from None
+    if target.exists() and not os.access(target, os.W_OK):
+        raise ValueError(f"cannot write {target}: the file is read-only")
+    return target
