@@ -24,6 +24,8 @@ from typing import Optional, Sequence, Tuple, Union
 import torch
 from torch import Tensor
 
+from ._pair_engine.segment import seg_lse
+
 __all__ = ["Groups", "as_groups"]
 
 ArrayLike = Union[Tensor, Sequence[int], "numpy.ndarray"]  # noqa: F821
@@ -284,16 +286,13 @@ class Groups:
         return out.scatter_reduce(0, idx, x, reduce, include_self=False)
 
     def segment_logsumexp(self, x: Tensor) -> Tensor:
-        """Per-group ``log Σ exp(x)``, stable (max-shifted); empty groups give ``-inf``.
+        """Per-group ``log Σ exp(x)`` along dim 0, stable (max-shifted); empty groups give
+        ``-inf``.
 
         Differentiable: the gradient is the per-group softmax (0 in groups whose values are
-        all ``-inf``, never NaN).
+        all ``-inf``, never NaN). This is the pair engine's segment log-sum-exp.
         """
-        m = self.segment_max(x.detach())
-        m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))
-        gi = self.group_index.to(x.device)
-        s = self.segment_sum(torch.exp(x - m[gi]))
-        return torch.log(s) + m
+        return seg_lse(x, self.group_index.to(x.device), self.num_groups)
 
     def segment_softmax(self, x: Tensor) -> Tensor:
         """Softmax of ``x`` within each group (flat, same shape as ``x``)."""

@@ -40,22 +40,26 @@ def acc_dtype(dtype: torch.dtype) -> torch.dtype:
 
 
 def seg_lse(x: Tensor, index: Tensor, num: int) -> Tensor:
-    """``out[k] = log Σ_{index == k} exp(x)``, ``-inf`` for empty/all ``-inf`` segments.
+    """``out[k] = log Σ_{index == k} exp(x)`` along dim 0: ``x`` ``(n, *rest)``, ``index``
+    ``(n,)`` int64 in ``[0, num)`` (need not be sorted), ``out`` ``(num, *rest)``.
 
-    ``index`` need not be sorted. NaN-free gradients (double-where), differentiable twice.
+    Empty and all ``-inf`` segments give ``-inf`` with finite (zero) gradients (the
+    double-where trick); a NaN input makes its segment NaN. Differentiable twice.
     """
     xd = x.detach()
-    m = torch.full((num,), NEG_INF, dtype=x.dtype, device=x.device)
-    m = m.scatter_reduce(0, index, xd, "amax", include_self=True)
+    shape = (num,) + tuple(x.shape[1:])
+    idx = index if x.dim() == 1 else index.view((-1,) + (1,) * (x.dim() - 1)).expand_as(x)
+    m = torch.full(shape, NEG_INF, dtype=x.dtype, device=x.device)
+    m = m.scatter_reduce(0, idx, xd, "amax", include_self=True)
     m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))
-    valid = xd > NEG_INF
+    valid = xd != NEG_INF
     z = torch.where(valid, x, torch.zeros_like(x)) - m[index]
     e = torch.where(valid, torch.exp(torch.where(valid, z, torch.zeros_like(z))),
                     torch.zeros_like(z))
-    s = torch.zeros(num, dtype=x.dtype, device=x.device).index_add(0, index, e)
-    pos = s > 0
-    return torch.where(pos, torch.log(torch.where(pos, s, torch.ones_like(s))) + m,
-                       torch.full_like(s, NEG_INF))
+    s = torch.zeros(shape, dtype=x.dtype, device=x.device).index_add(0, index, e)
+    empty = s == 0
+    return torch.where(empty, torch.full_like(s, NEG_INF),
+                       torch.log(torch.where(empty, torch.ones_like(s), s)) + m)
 
 
 def safe_logaddexp(a: Tensor, b: Tensor) -> Tensor:
