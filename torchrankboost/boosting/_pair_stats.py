@@ -36,24 +36,17 @@ from typing import Optional
 import torch
 from torch import Tensor
 
+from .._pair_engine.exponential import level_terms, pooled_log_loss
+from .._pair_engine.levels import label_levels, level_cells, levels_from_cells, pairs_per_group
+from .._pair_engine.margin import explicit_margin, label_margin
+from .._pair_engine.segment import excl_cumsum
 from ..groups import Groups
-from ..pairs import Bipartite, ExplicitPairs, Graded
+from ..pairs import ExplicitPairs
 
 __all__ = [
     "PairWeights", "LabelPairStats", "ExplicitPairStats", "make_pair_stats",
-    "CodesDictionary", "RealDictionary", "PairMatrixDictionary", "bucket_logsumexp", "line_search_convex",
+    "CodesDictionary", "RealDictionary", "PairMatrixDictionary",
 ]
-
-NEG_INF = float("-inf")
-
-
-def bucket_logsumexp(x: Tensor, index: Tensor, num: int) -> Tensor:
-    """``log Σ_{index == b} exp(x)`` for ``b < num`` (``-inf`` for empty buckets)."""
-    m = torch.full((num,), NEG_INF, dtype=x.dtype, device=x.device)
-    m = m.scatter_reduce(0, index, x, "amax", include_self=True)
-    m0 = torch.where(torch.isfinite(m), m, torch.zeros_like(m))
-    s = torch.zeros(num, dtype=x.dtype, device=x.device).index_add_(0, index, torch.exp(x - m0[index]))
-    return torch.log(s) + m0
 
 
 def _row_sum_matrix(rows: Tensor, num_rows: int, dtype=torch.float64):
@@ -78,14 +71,6 @@ def _sum_rows(M, rows: Tensor, num_rows: int, x: Tensor) -> Tensor:
         return M @ x if x.dim() == 2 else (M @ x[:, None])[:, 0]
     out = torch.zeros((num_rows,) + tuple(x.shape[1:]), dtype=x.dtype, device=x.device)
     return out.index_add_(0, rows, x)
-
-
-def _excl_logcumsumexp(x: Tensor, reverse: bool = False) -> Tensor:
-    """Exclusive log-cum-sum-exp along dim 1 of a (G, K) tensor."""
-    if reverse:
-        return _excl_logcumsumexp(x.flip(1)).flip(1)
-    c = torch.logcumsumexp(x, 1)
-    return torch.cat([torch.full_like(c[:, :1], NEG_INF), c[:, :-1]], 1)
 
 
 class PairWeights:
@@ -165,25 +150,16 @@ class LabelPairStats:
     def __init__(self, labels: Tensor, groups: Groups, pairs):
         labels = torch.as_tensor(labels)
         dev = groups.device
-        labels = labels.to(dev)
-        if isinstance(pairs, Bipartite):
-            lev = (labels > pairs.threshold).long()
-            K = 2
-        elif isinstance(pairs, Graded):
-            _, lev = torch.unique(labels, return_inverse=True)
-            K = int(lev.max()) + 1 if lev.numel() else 1
-        else:  # pragma: no cover - guarded by make_pair_stats
-            raise ValueError(f"unsupported pairs {pairs!r}")
+        lev, K, _ = label_levels(labels.to(dev), groups, pairs)
         self.groups = groups
         self.n = groups.num_docs
         self.K = max(K, 1)
         self.G = groups.num_groups
         self.level = lev
         self.gi = groups.group_index
-        self.bucket = self.gi * self.K + lev
-        cnt = torch.bincount(self.bucket, minlength=self.G * self.K).view(self.G, self.K)
-        cnt_lt = torch.cumsum(cnt, 1) - cnt
-        self.pairs_per_group = (cnt * cnt_lt).sum(1)
+        self.bucket = level_cells(lev, self.K, groups)  # (query, level) cell, dense (G, K)
+        self.levels = levels_from_cells(self.bucket, self.G, self.K)  # non-empty cells
+        self.pairs_per_group = pairs_per_group(self.bucket, self.G, self.K)
         self.num_pairs = int(self.pairs_per_group.sum())
         lmin = torch.full((self.G,), self.K, dtype=torch.long, device=dev).scatter_reduce(
             0, self.gi, lev, "amin", include_self=True)
@@ -198,16 +174,10 @@ class LabelPairStats:
         self.is_explicit = False
 
     # ------------------------------------------------------------------ loss
-    def _bucket_lse(self, s: Tensor):
-        G, K = self.G, self.K
-        LA = bucket_logsumexp(-s, self.bucket, G * K).view(G, K)
-        LB = bucket_logsumexp(s, self.bucket, G * K).view(G, K)
-        return LA, LB
-
     def log_loss(self, s: Tensor) -> Tensor:
-        """ln F̃(s) in O(n) (differentiable)."""
-        LA, LB = self._bucket_lse(s)
-        return torch.logsumexp((LA + _excl_logcumsumexp(LB)).flatten(), 0)
+        """ln F̃(s) in O(n log K): the pair engine's exponential family at ``p = 1``
+        (differentiable)."""
+        return pooled_log_loss(s, self.levels, self.groups, 1.0)[0]
 
     def weights(self, s: Tensor) -> PairWeights:
         s = s.to(torch.float64)
@@ -264,14 +234,13 @@ class LabelPairStats:
         return w
 
     def _weights_log(self, s: Tensor) -> PairWeights:
-        LA, LB = self._bucket_lse(s)
-        LB_lt = _excl_logcumsumexp(LB)
-        LA_gt = _excl_logcumsumexp(LA, reverse=True)
-        lam = torch.logsumexp(LA + LB_lt, 1)  # (G,) log pair mass per query
+        # the engine's level terms: per-query ln F̃_q and each document's gradient shares
+        # as the lower (lo) and upper (hi) member, so that U = e^{hi}/F̃ and L = e^{lo}/F̃
+        t = level_terms(s, None, self.levels, self.groups, 1.0, parts="grad")
+        lam = t["logF"]  # (G,) log pair mass per query
         logZ = torch.logsumexp(lam, 0)
-        b = self.bucket
-        U = torch.exp(-s + LB_lt.flatten()[b] - logZ)
-        L = torch.exp(s + LA_gt.flatten()[b] - logZ)
+        U = torch.exp(t["hi"] - logZ)
+        L = torch.exp(t["lo"] - logZ)
         # balanced per-query factorisation D(i,j) = rho_g u_i v_j; u only on documents with a
         # lower partner, v only on documents with an upper partner (others are exactly 0)
         G = self.G
@@ -292,10 +261,12 @@ class LabelPairStats:
         return PairWeights(logZ, U, L, u, v, rho_g[self.gi], rho_g=rho_g)
 
     # ------------------------------------------------------------------ line search
-    def line_derivative(self, s: Tensor, h: Tensor):
-        """``α ↦ ∂ ln F̃(s + α h)/∂α`` (a non-decreasing function), ~10 ops per call: bucket
-        sums of ``[e^{-x}, -h e^{-x}, e^{x}, h e^{x}]`` at ``x = s + αh`` centred per query
-        (the log-domain path is used when the centred exponentials would overflow)."""
+    def line_function(self, s: Tensor, h: Tensor):
+        """``α ↦ (ln F̃(s + α h), ∂ ln F̃(s + α h)/∂α)`` (a convex function and its
+        non-decreasing derivative, for :func:`~.steps.line_search`'s ``evaluate``), ~10 ops
+        per call: bucket sums of ``[e^{-x}, -h e^{-x}, e^{x}, h e^{x}]`` at ``x = s + αh``
+        centred per query (the log-domain path is used when the centred exponentials would
+        overflow)."""
         s = s.to(torch.float64)
         h = h.to(torch.float64)
         G, K = self.G, self.K
@@ -312,15 +283,15 @@ class LabelPairStats:
         def dphi(a):
             if span / 2 + abs(a) * hmax > 600:
                 w = self.weights(s + a * h)
-                return float(-((w.U - w.L) * h).sum())
+                return float(w.log_loss), float(-((w.U - w.L) * h).sum())
             x = x0 + a * h
             ea, eb = torch.exp(-x), torch.exp(x)
             z = torch.zeros(G * K, 4, dtype=s.dtype, device=s.device).index_add_(
                 0, self.bucket, torch.stack([ea, -h * ea, eb, h * eb], 1)).view(G, K, 4)
             A, dA, B, dB = z.unbind(-1)
-            Blt, dBlt = _excl_cumsum(B), _excl_cumsum(dB)
+            Blt, dBlt = excl_cumsum(B), excl_cumsum(dB)
             F = (A * Blt).sum()
-            return float(((dA * Blt + A * dBlt).sum()) / F)
+            return float(torch.log(F)), float(((dA * Blt + A * dBlt).sum()) / F)
 
         return dphi
 
@@ -344,8 +315,8 @@ class LabelPairStats:
         z.index_add_(0, self.bucket, vals)
         z = z.view(G, K, 4)
         A1, A, B1, B = z.unbind(-1)
-        B1lt = _excl_cumsum(B1)
-        Blt = _excl_cumsum(B)
+        B1lt = excl_cumsum(B1)
+        Blt = excl_cumsum(B)
         rho = w.rho_g
         ep = (rho[:, None] * A1 * (Blt - B1lt)).sum()
         em = (rho[:, None] * (A - A1) * B1lt).sum()
@@ -353,16 +324,8 @@ class LabelPairStats:
         return ep, em, e0
 
     def margin(self, s: Tensor) -> Tensor:
-        """min over crucial pairs of s_i - s_j (O(n))."""
-        G, K = self.G, self.K
-        mn = torch.full((G * K,), float("inf"), dtype=s.dtype, device=s.device).scatter_reduce(
-            0, self.bucket, s, "amin", include_self=True).view(G, K)
-        mx = torch.full((G * K,), NEG_INF, dtype=s.dtype, device=s.device).scatter_reduce(
-            0, self.bucket, s, "amax", include_self=True).view(G, K)
-        mx_lt = torch.cat([torch.full_like(mx[:, :1], NEG_INF), torch.cummax(mx, 1).values[:, :-1]], 1)
-        diff = mn - mx_lt
-        diff = torch.where(torch.isfinite(diff), diff, torch.full_like(diff, float("inf")))
-        return diff.min()
+        """min over crucial pairs of s_i - s_j (O(n + GK), the pair engine's margin)."""
+        return label_margin(s, self.level, self.K, self.groups, many=False).min()
 
     # ------------------------------------------------------------------ all candidates
     def prepare_codes(self, codes: Tensor):
@@ -399,11 +362,6 @@ class LabelPairStats:
                 term = term + v_s * SU[lv + 1]
             m = torch.where(lev_s == lv, term, m)
         return m
-
-
-def _excl_cumsum(x: Tensor) -> Tensor:
-    """Exclusive cumulative sum along dim 1 (no subtraction, so no cancellation)."""
-    return torch.cat([torch.zeros_like(x[:, :1]), torch.cumsum(x[:, :-1], 1)], 1)
 
 
 def _seg_suffix_excl(x: Tensor, cp) -> Tensor:
@@ -475,15 +433,16 @@ class ExplicitPairStats:
         d = torch.exp(z - logZ)
         return PairWeights(logZ, d=d, stats=self)
 
-    def line_derivative(self, s: Tensor, h: Tensor):
-        """``α ↦ ∂ ln F̃(s + α h)/∂α`` over the explicit pairs."""
+    def line_function(self, s: Tensor, h: Tensor):
+        """``α ↦ (ln F̃(s + α h), ∂ ln F̃(s + α h)/∂α)`` over the explicit pairs."""
         z0 = self._logits(s.to(torch.float64))
         h = h.to(torch.float64)
         dh = h[self.hi] - h[self.lo]
 
         def dphi(a):
-            d = torch.softmax(z0 - a * dh, 0)
-            return float(-(d * dh).sum())
+            z = z0 - a * dh
+            lz = torch.logsumexp(z, 0)
+            return float(lz), float(-(torch.exp(z - lz) * dh).sum())
 
         return dphi
 
@@ -496,7 +455,7 @@ class ExplicitPairStats:
         return ep, em, e0
 
     def margin(self, s: Tensor) -> Tensor:
-        return (s[self.hi] - s[self.lo]).min()
+        return explicit_margin(s, self.hi, self.lo, self.groups).min()
 
     def prepare_codes(self, codes: Tensor):
         c = codes.long()
@@ -554,35 +513,14 @@ class CodesDictionary:
         self.packed = (cp * mult[None, :, None]).sum(1)  # (P, n)
         self.P = P
         self._packed_act = None
-        self._hist_M = self._hist_matrix(self.packed)
-
-    def _hist_matrix(self, packed: Tensor):
-        """CSR (P·NB^k × n) one-hot matrix of the packed codes (CPU fast path), or None."""
-        if not self.CSR_HIST or packed.device.type != "cpu" or packed.numel() > 50_000_000:
-            return None
-        P, n = packed.shape
-        rows = (packed + (torch.arange(P, device=packed.device) * self.NB ** self.k)[:, None]).reshape(-1)
-        cols = torch.arange(n, device=packed.device).repeat(P)
-        import warnings
-
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            m = torch.sparse_coo_tensor(torch.stack([rows, cols]), torch.ones(P * n, dtype=torch.float64),
-                                        (P * self.NB ** self.k, n)).coalesce()
-            return m.to_sparse_csr()
 
     PACK_BINS = 2048
-    #: CSR sparse-matrix histograms (measured ~3x slower than scatter_add_ here: off)
-    CSR_HIST = False
 
-    def _hist(self, v: Tensor, packed: Tensor, M=None) -> Tensor:
+    def _hist(self, v: Tensor, packed: Tensor) -> Tensor:
         """(F, NB) histogram of ``v`` over every feature's codes."""
         P, k, NB = self.P, self.k, self.NB
-        if M is not None and v.dtype == torch.float64:
-            h = (M @ v[:, None]).view(P, NB ** k)
-        else:
-            h = torch.zeros(P, NB ** k, dtype=v.dtype, device=v.device).scatter_add_(
-                1, packed, v[None, :].expand(P, packed.shape[1]))
+        h = torch.zeros(P, NB ** k, dtype=v.dtype, device=v.device).scatter_add_(
+            1, packed, v[None, :].expand(P, packed.shape[1]))
         if k == 1:
             return h
         h = h.view((P,) + (NB,) * k)
@@ -601,7 +539,6 @@ class CodesDictionary:
         self.active = active
         self._codesT_act = self.codesT[:, active].contiguous()
         self._packed_act = self.packed[:, active].contiguous()
-        self._hist_M_act = self._hist_matrix(self._packed_act)
 
     def _suffix(self, hist: Tensor) -> Tensor:
         # hist (F, NB, k) -> Σ_{b > t} for t < T  -> (F, T, k)
@@ -611,12 +548,12 @@ class CodesDictionary:
     def linear_sums(self, V: Tensor) -> Tensor:
         """``Σ_i V_i h_c(x_i)`` for all candidates: V (n,) -> (C,), V (n, k) -> (C, k)."""
         one = V.dim() == 1
-        packed, M = self.packed, self._hist_M
+        packed = self.packed
         if self.active is not None:
             V = V[self.active]
-            packed, M = self._packed_act, self._hist_M_act
+            packed = self._packed_act
         cols = [V] if one else list(V.unbind(1))
-        hs = [self._hist(v, packed, M) for v in cols]
+        hs = [self._hist(v, packed) for v in cols]
         hist = torch.stack(hs, -1)  # (F, NB, k)
         out = self._suffix(hist).reshape(self.F * self.T, -1)
         return out[:, 0] if one else out
@@ -692,48 +629,6 @@ class RealDictionary:
         if getattr(self, "_cd_key", None) != key:
             self._cd, self._cd_key = cd, key
         return self._cd.all_stats(stats, w)
-
-
-def line_search_convex(dphi, sign: float, *, alpha_max: float = 1e6, tol: float = 1e-12,
-                       max_iter: int = 200):
-    """Root of the non-decreasing ``dphi`` on the ray ``sign * [0, alpha_max]``.
-
-    Returns ``(alpha, bounded)``; ``bounded`` is False when ``dphi`` keeps its sign up to
-    ``alpha_max`` (the minimum is at infinity). Bracket by doubling, then bisection with
-    secant (Illinois) steps.
-    """
-    a, fa = 0.0, dphi(0.0)
-    if fa == 0:
-        return 0.0, True
-    step = 1.0 * sign
-    b, fb = step, dphi(step)
-    while (fb < 0) == (fa < 0) and fb != 0:
-        a, fa = b, fb
-        step *= 2
-        if abs(step) > alpha_max:
-            return a, False
-        b, fb = step, dphi(step)
-    if fb == 0:
-        return b, True
-    side = 0
-    for _ in range(max_iter):
-        c = (a * fb - b * fa) / (fb - fa) if fb != fa else (a + b) / 2
-        if not (min(a, b) < c < max(a, b)):
-            c = (a + b) / 2
-        fc = dphi(c)
-        if fc == 0 or abs(b - a) < tol * max(1.0, abs(c)):
-            return c, True
-        if (fc < 0) == (fb < 0):
-            b, fb = c, fc
-            if side == -1:
-                fa /= 2
-            side = -1
-        else:
-            a, fa = c, fc
-            if side == 1:
-                fb /= 2
-            side = 1
-    return (a + b) / 2, True
 
 
 class PairMatrixDictionary:

@@ -232,7 +232,6 @@ class _Leaf:
     leaf_id: int
     rows: Tensor
     hist: Optional[Tensor]  # (3, F, 256) float64: Σ w·t, Σ w, count
-    cnt: Optional[Tensor]  # unused
     depth: int
     parent: int  # internal node index, -1 for the root
     is_left: bool
@@ -528,7 +527,7 @@ class RegressionTree:
                 ones = torch.ones(n, dtype=torch.float64, device=dev)
                 root_count = _tree_histogram(codes, None, torch.stack([ones, ones], 1), None, slots)[2]
                 prepared.cache[("count", slots)] = root_count
-        root = _Leaf(0, rows, hist_of(rows, all_rows=rows_all), None, 0, -1, True)
+        root = _Leaf(0, rows, hist_of(rows, all_rows=rows_all), 0, -1, True)
         # features with NaNs among the fit's rows (exact counts in the missing slot): only they
         # need the NaN-right direction; every node's rows are a subset of the root's
         cand = self._candidates(prepared, feat_ok, root.hist[2, :, slots - 1] > 0)
@@ -568,8 +567,8 @@ class RegressionTree:
             hl = leaf.hist - hs
             if not small_left:
                 hs, hl = hl, hs
-            left = _Leaf(leaf.leaf_id, lrows, hs, None, leaf.depth + 1, k, True)
-            right = _Leaf(len(leaves), rrows, hl, None, leaf.depth + 1, k, False)
+            left = _Leaf(leaf.leaf_id, lrows, hs, leaf.depth + 1, k, True)
+            right = _Leaf(len(leaves), rrows, hl, leaf.depth + 1, k, False)
             leaf.hist = None
             depth = max(depth, leaf.depth + 1)
             leaves[leaves.index(leaf)] = left
@@ -642,8 +641,7 @@ class StumpModel:
         return a + b * h.to(self.coef.dtype)
 
     def predict_prepared(self, prepared) -> Tensor:
-        codes = prepared.codes if not isinstance(prepared, BinnedFeatures) else prepared.codes
-        c = codes[:, self.feature].to(torch.int64)
+        c = prepared.codes[:, self.feature].to(torch.int64)
         return self._out((c > self.threshold_index) & (c != self.missing_code))
 
     def predict(self, X: Tensor) -> Tensor:

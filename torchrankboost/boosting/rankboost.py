@@ -65,8 +65,10 @@ from ..groups import Groups, as_groups
 from ..pairs import Bipartite, ExplicitPairs, resolve_pairs
 from ..losses.exponential import f_skew_summary
 from ._dictionaries import MatrixRankers, make_source  # noqa: F401 (re-exported)
-from ._pair_stats import (LabelPairStats, PairMatrixDictionary, bucket_logsumexp,
-                          line_search_convex, make_pair_stats)
+from .._pair_engine.exponential import pooled_log_loss
+from .._pair_engine.levels import label_pairs
+from ._pair_stats import LabelPairStats, PairMatrixDictionary, make_pair_stats
+from .steps import exact_step
 from ._model import StumpEnsembleBuilder
 
 __all__ = [
@@ -381,8 +383,7 @@ class RankBoost(_Base):
         else:
             lz0 = float(w.log_loss)
 
-            dphi = stats.line_derivative(s, h)
-            alpha, bounded = line_search_convex(dphi, 1.0 if r > 0 else -1.0, alpha_max=self.alpha_cap)
+            alpha, bounded = exact_step(stats.line_function(s, h), max_alpha=self.alpha_cap)
             if not bounded:
                 alpha = self._undefined_alpha("loss decreases without bound along the ranker", r)
             diag["Z"] = math.exp(float(stats.log_loss(s + alpha * h)) - lz0)
@@ -504,12 +505,13 @@ class SmoothMarginRanking(_Base):
                         break
                     hh = 1 - h if flip else h
 
-                    dphi0 = stats.line_derivative(s, hh)
+                    line = stats.line_function(s, hh)
 
-                    def dphi(a, dphi0=dphi0):
-                        return dphi0(a) + g
+                    def phi(a, line=line):  # eq. (11): the root of d/dα ln F̃ + g
+                        v, d = line(a)
+                        return v + g * a, d + g
 
-                    alpha, bounded = line_search_convex(dphi, 1.0, alpha_max=self.alpha_cap)
+                    alpha, bounded = exact_step(phi, max_alpha=self.alpha_cap)
                     if not bounded:
                         self._undefined("eq. (11) has no finite root")
                         if self.on_undefined != "cap":
@@ -651,30 +653,21 @@ class AdaBoost(_Base):
 # p-norm push
 # ====================================================================================
 class _PNormObjective:
-    """ln F_p(s) = LSE_{g,ℓ}[ln G^{(p)}_{gℓ} + p ln E_{g,>ℓ}] (graded; bipartite = 2 levels),
-    G^{(p)}_{gℓ} = Σ_{level ℓ} e^{p s}, E_{g,>ℓ} = Σ_{level > ℓ} e^{-s} (spec C1, C14)."""
+    """ln F_p(s) pooled over the queries, ``ln Σ_q Σ_j L_j^p`` (Rudin 2009; graded labels:
+    every document is a "negative" against all higher grades), and its gradient: the pair
+    engine's exponential family, the kernels of ``PNormPushLoss``."""
 
     def __init__(self, labels, groups, pairs, p):
         self.st = LabelPairStats(labels, groups, pairs)
         self.p = float(p)
 
     def log_loss(self, s):
-        st, p = self.st, self.p
-        G, K = st.G, st.K
-        LG = bucket_logsumexp(p * s, st.bucket, G * K).view(G, K)
-        LA = bucket_logsumexp(-s, st.bucket, G * K).view(G, K)
-        LA_gt = torch.logcumsumexp(LA.flip(1), 1).flip(1)
-        LA_gt = torch.cat([LA_gt[:, 1:], torch.full_like(LA_gt[:, :1], float("-inf"))], 1)
-        terms = LG + p * LA_gt
-        terms = torch.where(torch.isfinite(terms), terms, torch.full_like(terms, float("-inf")))
-        return torch.logsumexp(terms.flatten(), 0)
+        return pooled_log_loss(s, self.st.levels, self.st.groups, self.p)[0]
 
     def grad(self, s):
         """(ln F_p, -∂ ln F_p/∂s)."""
-        x = s.detach().clone().requires_grad_(True)
-        v = self.log_loss(x)
-        (g,) = torch.autograd.grad(v, x)
-        return v.detach(), -g
+        v, g = pooled_log_loss(s.detach(), self.st.levels, self.st.groups, self.p, grad=True)
+        return v, -g
 
 
 class PNormPush(_Base):
@@ -750,17 +743,17 @@ class PNormPush(_Base):
                 if single:
                     sp, sn, hp, hn = s[pm], p * s[nm], h[pm], h[nm]
 
-                    def dphi(a_):  # (C12b): -p E_{π^α}[h] + p E_{ν^α}[h]
-                        pa = torch.softmax(-sp - a_ * hp, 0)
-                        na = torch.softmax(sn + (p * a_) * hn, 0)
-                        return float(p * ((na * hn).sum() - (pa * hp).sum()))
+                    def phi(a_):  # ln F_p = p LSE(-s - αh) + LSE(p s + pαh); φ' = -p E_π[h] + p E_ν[h]
+                        zp, zn = -sp - a_ * hp, sn + (p * a_) * hn
+                        lp, ln = torch.logsumexp(zp, 0), torch.logsumexp(zn, 0)
+                        pa, na = torch.exp(zp - lp), torch.exp(zn - ln)
+                        return float(p * lp + ln), float(p * ((na * hn).sum() - (pa * hp).sum()))
                 else:
-                    def dphi(a_, h=h):
-                        _, wn = obj.grad(s + a_ * h)
-                        return float(-(wn * h).sum())
+                    def phi(a_, h=h):
+                        lz_a, wn = obj.grad(s + a_ * h)
+                        return float(lz_a), float(-(wn * h).sum())
 
-                alpha, bounded = line_search_convex(dphi, 1.0 if gj > 0 else -1.0,
-                                                    alpha_max=self.alpha_cap)
+                alpha, bounded = exact_step(phi, max_alpha=self.alpha_cap)
                 if not bounded:
                     self._undefined("ln F_p decreases without bound along the ranker")
                     if self.on_undefined != "cap":
@@ -782,29 +775,6 @@ class PNormPush(_Base):
 def _logcosh(x: Tensor) -> Tensor:
     ax = x.abs()
     return ax + torch.log1p(torch.exp(-2 * ax)) - math.log(2.0)
-
-
-def label_pairs(labels: Tensor, groups: Groups, pairs=None):
-    """Materialise the crucial pairs ``(hi, lo)`` induced by labels inside each query
-    (vectorised over queries; O(Σ_q n_q²) memory)."""
-    p = resolve_pairs(pairs)
-    if isinstance(p, ExplicitPairs):
-        q = p.validate(groups)
-        return q.hi, q.lo, q.weight
-    lab = torch.as_tensor(labels, device=groups.device)
-    if isinstance(p, Bipartite):
-        lab = (lab > p.threshold).to(torch.float64)
-    sizes = groups.sizes
-    rep = torch.repeat_interleave(torch.arange(groups.num_docs, device=groups.device),
-                                  sizes[groups.group_index])
-    # partner index within the query, for every (doc, partner) slot
-    start = groups.offsets[:-1][groups.group_index]
-    cnt = sizes[groups.group_index]
-    off = torch.cumsum(cnt, 0) - cnt
-    slot = torch.arange(rep.numel(), device=groups.device) - off[rep]
-    partner = start[rep] + slot
-    keep = lab[rep] > lab[partner]
-    return rep[keep], partner[keep], None
 
 
 def _int8_vecmat(v: Tensor, M: Tensor, chunk: int = 1024) -> Tensor:

@@ -21,7 +21,7 @@ from typing import Callable, List, Optional, Tuple
 import torch
 from torch import Tensor
 
-__all__ = ["LineSearchResult", "line_search", "newton_step", "evaluate_phi"]
+__all__ = ["LineSearchResult", "line_search", "newton_step", "evaluate_phi", "exact_step"]
 
 F64 = torch.float64
 
@@ -91,15 +91,20 @@ def evaluate_phi(phi: Callable[[Tensor], Tensor], alpha: float, order: int = 2
 class _Phi:
     """Evaluation bookkeeping: order fallback, history, best point."""
 
-    def __init__(self, phi, sign: float, order: int):
+    def __init__(self, phi, sign: float, order: int, evaluate=None):
         self.phi = phi
+        self.evaluate = evaluate
         self.sign = sign
         self.order = order
         self.history: List[Tuple[float, float, float]] = []
 
     def __call__(self, beta: float) -> Tuple[float, float, float]:
         a = self.sign * beta
-        if self.order >= 2:
+        if self.evaluate is not None:
+            r = self.evaluate(a)
+            v, d = float(r[0]), float(r[1])
+            h = float(r[2]) if len(r) > 2 and self.order >= 2 else float("nan")
+        elif self.order >= 2:
             try:
                 v, d, h = evaluate_phi(self.phi, a, 2)
             except RuntimeError:
@@ -112,10 +117,12 @@ class _Phi:
         return v, self.sign * d, h
 
 
-def line_search(phi: Callable[[Tensor], Tensor], *, alpha0: float = 1.0,
+def line_search(phi: Optional[Callable[[Tensor], Tensor]] = None, *, alpha0: float = 1.0,
                 max_alpha: Optional[float] = None, max_ratio: float = 100.0, xtol: float = 1e-6, gtol: float = 1e-9,
                 max_evals: int = 60, order: int = 2, value0: Optional[float] = None,
-                deriv0: Optional[float] = None) -> LineSearchResult:
+                deriv0: Optional[float] = None,
+                evaluate: Optional[Callable[[float], Tuple[float, ...]]] = None
+                ) -> LineSearchResult:
     r"""Minimise the scalar function ``φ(α)`` (exact 1-D line search).
 
     ``phi`` takes a 0-d float64 tensor ``α`` and returns a scalar tensor differentiable in
@@ -162,6 +169,9 @@ def line_search(phi: Callable[[Tensor], Tensor], *, alpha0: float = 1.0,
         gtol: relative derivative tolerance (``|φ'| ≤ gtol·|φ'(0)|``).
         max_evals: budget of evaluations of ``φ``.
         order: 2 (Newton, default) or 1 (derivative-only secant/bisection).
+        evaluate: instead of ``phi``, a closed form ``α ↦ (φ(α), φ'(α))`` or ``(φ, φ', φ'')``
+            on Python floats (no autograd): the paper algorithms pass their pair-statistics
+            kernels here. Without a third value the search runs with ``order=1``.
         value0, deriv0: ``φ(0)`` and ``φ'(0)`` when the caller already knows them (the
             booster does: the current loss and ``⟨∇L, f⟩``); the evaluation at 0 is then
             skipped and the first trial is ``alpha0`` (pass a curvature-scaled guess, e.g.
@@ -178,7 +188,9 @@ def line_search(phi: Callable[[Tensor], Tensor], *, alpha0: float = 1.0,
         raise ValueError(f"alpha0 must be positive, got {alpha0}")
     if order not in (1, 2):
         raise ValueError(f"order must be 1 or 2, got {order}")
-    ev0 = _Phi(phi, 1.0, order)
+    if (phi is None) == (evaluate is None):
+        raise ValueError("line_search needs exactly one of phi and evaluate")
+    ev0 = _Phi(phi, 1.0, order, evaluate)
     if value0 is not None and deriv0 is not None:
         f0, d0, h0 = float(value0), float(deriv0), float("nan")
         ev0.history.append((0.0, f0, d0))
@@ -189,7 +201,7 @@ def line_search(phi: Callable[[Tensor], Tensor], *, alpha0: float = 1.0,
     if d0 == 0.0:
         return LineSearchResult(0.0, f0, f0, d0, d0, "stationary", 1, ev0.history)
     sign = -1.0 if d0 > 0 else 1.0
-    ev = _Phi(phi, sign, ev0.order)
+    ev = _Phi(phi, sign, ev0.order, evaluate)
     ev.history = ev0.history
     g0 = -abs(d0)  # ψ'(0) < 0 in the oriented variable
     best_b, best_f = 0.0, f0
@@ -288,6 +300,18 @@ def line_search(phi: Callable[[Tensor], Tensor], *, alpha0: float = 1.0,
             d_best = dd
     return LineSearchResult(sign * best_b, best_f, f0, d0, d_best, status, len(ev.history),
                             ev.history)
+
+
+def exact_step(evaluate: Callable[[float], Tuple[float, ...]], *, max_alpha: float,
+               xtol: float = 1e-12, max_evals: int = 200) -> Tuple[float, bool]:
+    """The exact minimiser of a convex ``φ`` given in closed form (``evaluate``: ``α ↦ (φ(α),
+    φ'(α))``), by :func:`line_search` to a tight tolerance: the step of the paper algorithms'
+    coordinate descent (Rudin & Schapire 2009, Fig. 1; Rudin 2009's p-norm push) for
+    real-valued rankers. Returns ``(alpha, bounded)``; ``bounded`` is False when ``φ`` still
+    decreases at ``|α| = max_alpha`` (the minimum is at infinity, ``alpha`` is the cap)."""
+    res = line_search(evaluate=evaluate, max_alpha=max_alpha, xtol=xtol, gtol=0.0,
+                      max_evals=max_evals, order=1)
+    return res.alpha, not res.unbounded
 
 
 def newton_step(phi: Callable[[Tensor], Tensor], *, fallback_curvature: Optional[float] = None
