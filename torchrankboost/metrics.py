@@ -41,6 +41,8 @@ from typing import Optional, Sequence, Tuple, Union
 import torch
 from torch import Tensor
 
+from ._pair_engine.levels import dense_levels, label_levels
+from ._pair_engine.margin import explicit_margin, label_margin
 from .groups import Groups, as_groups
 from .pairs import Bipartite, ExplicitPairs, resolve_pairs
 
@@ -213,21 +215,6 @@ class _Sorted:
         return c[self.block_first][self.block_id]
 
 
-def _int_levels(y: Tensor, max_value: int = 1 << 16):
-    """For labels that are small non-negative integers: ``(level index per document,
-    level values ascending)`` in O(n) (no sort); ``None`` otherwise."""
-    if y.numel() == 0:
-        return None
-    lo, hi = torch.aminmax(y)
-    if float(lo) < 0 or float(hi) >= max_value or not torch.equal(y, torch.floor(y)):
-        return None
-    yl = y.long()
-    present = torch.bincount(yl, minlength=int(hi) + 1) > 0
-    lvl_of = torch.cumsum(present.long(), 0) - 1
-    values = torch.nonzero(present).flatten().to(F64)
-    return lvl_of[yl], values
-
-
 def _discount_table(L: int, device) -> Tensor:
     """``D[m] = Σ_{r<m} 1/log2(r+2)`` for ``m = 0..L``."""
     d = torch.zeros(L + 1, dtype=F64, device=device)
@@ -366,30 +353,25 @@ def roc_curve(scores, labels, *, threshold: float = 0.0) -> Tuple[Tensor, Tensor
 
 
 # ----------------------------------------------------------------------------- pair errors
-def _label_levels(y: Tensor) -> Tensor:
-    """Distinct label values, ascending."""
-    return torch.unique(y)
-
-
 _MANY_LEVELS = 32  # above this many distinct labels, counting switches to merge passes
 
 
-def _label_pair_counts(st: _Sorted, y_sorted: Tensor):
+def _label_pair_counts(st: _Sorted, lev: Tensor, K: int):
     """Per-document counts over label-induced pairs where the document is the preferred
-    one: (#lower-labelled docs scored strictly above, #tied, #lower-labelled docs).
+    one: (#lower-labelled docs scored strictly above, #tied, #lower-labelled docs), from
+    the label levels ``lev`` (``(n,)`` in ``[0, K)``, the pair engine's) in sorted order.
 
     Up to ``_MANY_LEVELS`` distinct labels: one prefix-sum pass per label level, O(K·n).
     More levels (e.g. real-valued labels): bottom-up merge counting, O(n log n · log L)."""
     g = st.groups
-    levels = _label_levels(y_sorted)
-    if levels.numel() > _MANY_LEVELS:
-        return _label_pair_counts_many(st, y_sorted)
-    above = torch.zeros_like(y_sorted)
-    tied = torch.zeros_like(y_sorted)
-    lower = torch.zeros_like(y_sorted)
-    for v in levels[1:]:  # a loop over label levels, not queries
-        low = (y_sorted < v).to(F64)
-        at = y_sorted == v
+    if K > _MANY_LEVELS:
+        return _label_pair_counts_many(st, lev, K)
+    above = torch.zeros(lev.shape, dtype=F64, device=lev.device)
+    tied = torch.zeros_like(above)
+    lower = torch.zeros_like(above)
+    for v in range(1, K):  # a loop over label levels, not queries
+        low = (lev < v).to(F64)
+        at = lev == v
         above = torch.where(at, st.above(low), above)
         tied = torch.where(at, st.block_sum(low), tied)
         lower = torch.where(at, g.segment_sum(low)[st.gi], lower)
@@ -424,10 +406,8 @@ def _count_preceding_smaller(r: Tensor, g: Groups, R: int) -> Tensor:
     return out
 
 
-def _label_pair_counts_many(st: _Sorted, ys: Tensor):
+def _label_pair_counts_many(st: _Sorted, rank: Tensor, R: int):
     g = st.groups
-    _, rank = torch.unique(ys, return_inverse=True)
-    R = int(rank.max()) + 1 if rank.numel() else 1
     # order 1: score desc, then label desc inside a tie block -> earlier & smaller label
     # means strictly higher score; order 2: label asc inside a tie block -> higher or tied
     counts = []
@@ -444,42 +424,9 @@ def _label_pair_counts_many(st: _Sorted, ys: Tensor):
     run_start[1:] = key_s[1:] != key_s[:-1]
     run_id = torch.cumsum(run_start.long(), 0) - 1
     pos_sorted = g.position  # (query, label) order keeps the query layout
-    lower = torch.empty(ys.shape, dtype=F64, device=ys.device)
+    lower = torch.empty(rank.shape, dtype=F64, device=rank.device)
     lower[perm] = pos_sorted[run_start][run_id].to(F64)
     return above, above_or_tied - above, lower
-
-
-def _segment_cummax(x: Tensor, g: Groups) -> Tensor:
-    """Inclusive running maximum restarting at each query (Hillis–Steele, log2 L steps)."""
-    pos = g.position
-    out = x
-    step = 1
-    while step < g.max_size:
-        shifted = torch.cat([out.new_full((step,), float("-inf")), out[:-step]])
-        out = torch.where(pos >= step, torch.maximum(out, shifted), out)
-        step *= 2
-    return out
-
-
-def _label_margin_many(s64: Tensor, y: Tensor, g: Groups) -> Tensor:
-    """Per-query min over label-induced pairs of ``s_hi - s_lo`` for many label levels:
-    sort by (query, label), running max of the scores, each document against the maximum
-    over strictly lower labels."""
-    _, rank = torch.unique(y, return_inverse=True)
-    R = int(rank.max()) + 1 if rank.numel() else 1
-    key = g.group_index * R + rank
-    perm = torch.argsort(key)
-    ks, ss = key[perm], s64[perm]
-    run_start = torch.ones_like(ks, dtype=torch.bool)
-    run_start[1:] = ks[1:] != ks[:-1]
-    run_id = torch.cumsum(run_start.long(), 0) - 1
-    cm = _segment_cummax(ss, g)
-    first = torch.nonzero(run_start).flatten()
-    prev = torch.where(g.position[first] > 0, cm[(first - 1).clamp_min(0)],
-                       cm.new_full(first.shape, float("-inf")))
-    best_below = prev[run_id]
-    d = torch.where(torch.isfinite(best_below), ss - best_below, torch.full_like(ss, float("inf")))
-    return g.segment_min(d)
 
 
 def pair_error(scores, labels, groups: Optional[Groups] = None, *, pairs=None,
@@ -518,11 +465,9 @@ def pair_error(scores, labels, groups: Optional[Groups] = None, *, pairs=None,
         err = d.new_zeros(g.num_groups).index_add_(0, gp, bad)
         tot = d.new_zeros(g.num_groups).index_add_(0, gp, w)
     else:
-        if isinstance(spec, Bipartite):
-            y = (y > spec.threshold).to(F64)
+        lev, K, _ = label_levels(y, g, spec)
         st = _Sorted(s, g)
-        ys = y[st.perm]
-        above, tied, lower = _label_pair_counts(st, ys)
+        above, tied, lower = _label_pair_counts(st, lev[st.perm], K)
         err = g.segment_sum(above + t * tied)
         tot = g.segment_sum(lower)
     if reduction == "sum":
@@ -737,7 +682,8 @@ def _label_pair_diffs(s64: Tensor, y: Tensor, g: Groups, max_pairs: int,
     O(chunk) and the result O(m)."""
     # number of crucial pairs (for the max_pairs guard), without materialising them
     st = _Sorted(s64, g)
-    _, _, lower = _label_pair_counts(st, y[st.perm])
+    lev, K = dense_levels(y)
+    _, _, lower = _label_pair_counts(st, lev[st.perm], K)
     m = int(lower.sum().item())
     if m > max_pairs:
         raise ValueError(
@@ -839,9 +785,9 @@ def ranking_margin(scores, labels, groups: Optional[Groups] = None, *, pairs=Non
     with values in [0, 1]). Positive means every crucial pair is ranked correctly.
 
     Label-induced pairs (``"graded"`` default, ``"bipartite"``): per query and label level,
-    the lowest score of that level minus the highest score of all lower levels (segment
-    min/max, a loop over label levels only). ``ExplicitPairs`` directly (pairs with weight
-    0 are ignored).
+    the lowest score of that level minus the highest score of all lower levels (a
+    (query, level) table, or a sort and a running maximum for many label levels).
+    ``ExplicitPairs`` directly (pairs with weight 0 are ignored).
 
     Args:
         scale: positive divisor.
@@ -860,24 +806,10 @@ def ranking_margin(scores, labels, groups: Optional[Groups] = None, *, pairs=Non
     spec = resolve_pairs(pairs)
     if isinstance(spec, ExplicitPairs):
         p = spec.validate(g)
-        d = s64[p.hi] - s64[p.lo]
-        if p.weight is not None:
-            d = torch.where(p.weight.to(d.device) > 0, d, torch.full_like(d, inf))
-        per_q = s64.new_full((g.num_groups,), inf).scatter_reduce(
-            0, g.group_index[p.hi], d, "amin", include_self=True)
+        per_q = explicit_margin(s64, p.hi, p.lo, g, p.weight)
     else:
-        if isinstance(spec, Bipartite):
-            y = (y > spec.threshold).to(F64)
-        per_q = s64.new_full((g.num_groups,), inf)
-        levels = _label_levels(y)
-        if levels.numel() > _MANY_LEVELS:
-            per_q = _label_margin_many(s64, y, g)
-            levels = levels[:0]
-        for v in levels[1:]:
-            lo_at = g.segment_min(torch.where(y == v, s64, torch.full_like(s64, inf)))
-            hi_below = g.segment_max(torch.where(y < v, s64, torch.full_like(s64, -inf)))
-            has = torch.isfinite(lo_at) & torch.isfinite(hi_below)
-            per_q = torch.where(has, torch.minimum(per_q, lo_at - hi_below), per_q)
+        lev, K, _ = label_levels(y, g, spec)
+        per_q = label_margin(s64, lev, K, g, many=K > _MANY_LEVELS)
     per_q = per_q / scale
     if reduction == "none":
         return per_q
