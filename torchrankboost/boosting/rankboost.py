@@ -63,9 +63,9 @@ from torch import Tensor
 
 from ..groups import Groups, as_groups
 from ..pairs import Bipartite, ExplicitPairs, resolve_pairs
-from ..losses.exponential import f_skew_summary
+from ..losses.exponential import AdaBoostLoss
 from ._dictionaries import MatrixRankers, make_source  # noqa: F401 (re-exported)
-from .._pair_engine.exponential import pooled_log_loss
+from .._pair_engine.exponential import log_cosh as _logcosh, pooled_log_loss
 from .._pair_engine.levels import label_pairs
 from ._pair_stats import LabelPairStats, PairMatrixDictionary, make_pair_stats
 from .steps import exact_step
@@ -572,9 +572,9 @@ def with_zero_skew_intercept(model, X, labels, *, threshold: float = 0.0):
 
 
 def _fskew_stats(s: Tensor, pos: Tensor):
-    lfp = float(torch.logsumexp(-s[pos], 0))
-    lfm = float(torch.logsumexp(s[~pos], 0))
-    return dict(f_skew_summary(lfp, lfm), log_F_tilde_bipartite=lfp + lfm)
+    """AdaBoostLoss's own F₊, F₋ and F-skew of the scores (pooled), and ln F̃ = ln F₊ + ln F₋."""
+    d = AdaBoostLoss(threshold=0.5).round_diagnostics(s, pos.to(s.dtype))
+    return dict(d, log_F_tilde_bipartite=d["log_F_plus"] + d["log_F_minus"])
 
 
 class AdaBoost(_Base):
@@ -772,11 +772,6 @@ class PNormPush(_Base):
 # ====================================================================================
 # RankBoost+
 # ====================================================================================
-def _logcosh(x: Tensor) -> Tensor:
-    ax = x.abs()
-    return ax + torch.log1p(torch.exp(-2 * ax)) - math.log(2.0)
-
-
 def _int8_vecmat(v: Tensor, M: Tensor, chunk: int = 1024) -> Tensor:
     """``v @ M`` for a float64 vector and an int8 matrix, widening ``chunk`` columns at a time."""
     out = torch.empty(M.shape[1], dtype=v.dtype, device=v.device)
