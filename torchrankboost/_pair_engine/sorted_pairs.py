@@ -231,69 +231,59 @@ class _RowPrefix:
         return buf
 
 
-def _hinge_terms_levels(a, b, lev, K, groups, w, *, squared, need_loss, need_hess):
-    """:func:`hinge_terms` for up to ``_LEVELS_MAX_K`` levels, ``O(n log n + nK)``.
-
-    The ``2n`` items are sorted by (query, value) (``b`` before ``a`` at equal values, so
-    kink ties are inactive) and split into the ``a``-list and the ``b``-list, each then
-    ordered by (query, value) with query ``g`` at positions ``offsets[g]:offsets[g+1]``
-    (a query has as many ``a``- as ``b``-items). An ``a``-item's later lower partners are the
-    ``b``-list entries from (number of ``b``-items before it) to its query's end; a
-    ``b``-item's earlier upper partners are the ``a``-list entries from its query's start to
-    (number of ``a``-items before it). Level constraints by thresholds ``r = 0..K-2``: the
-    ``a``-items of level ``r + 1`` read the prefix sums over the ``b``-list of the channels
-    masked to ``lev <= r``; the ``b``-items of level ``r`` read those over the ``a``-list
-    masked to ``lev > r``. The readers are grouped by level once (a stable uint8 sort), so
-    each threshold row is one ``(n + 1,)`` float64 cumulative sum read by its own readers
-    only: ``O(n)`` memory per row, no compaction, no per-level sort of the values.
-    """
+def _list_orders(a: Tensor, b: Tensor, groups: Groups):
+    """The ``a``-list and the ``b``-list in (query, value) order, ``b`` before ``a`` at equal
+    values: ``(doc_a, doc_b, na_before, nb_before)``, each ``(n,)`` int64 — the document of
+    each list position, and for the ``j``-th ``b``-item (``a``-item) the number of
+    ``a``-items (``b``-items) before it in the merged order (same query ones included)."""
     n = a.numel()
     dev = a.device
-    G = groups.num_groups
-    R = K - 1
-    inplace = not (torch.is_grad_enabled() and (
-        a.requires_grad or b.requires_grad or (w is not None and w.requires_grad)))
-    same = b is a  # one value per document (QBRank's grade-difference margin, margin 0)
-    if same:
+    if b is a:
         # one (query, value) order of the n documents is both lists; at a tie run the
         # b-items come first, so a b-item has the documents before its run as a-items
         # before it, and an a-item has every document up to its run's end as b-items
-        doc_a = doc_b = _query_value_order([a], groups)
+        doc_a = _query_value_order([a], groups)
         v = _take(a.detach(), doc_a)
         newrun = torch.ones(n, dtype=torch.bool, device=dev)
         torch.ne(v[1:], v[:-1], out=newrun[1:])
-        if G > 1:
+        if groups.num_groups > 1:
             qs = _take(groups.group_index.to(dev), doc_a)
             newrun[1:] |= qs[1:] != qs[:-1]
         run = newrun.cumsum(0).sub_(1)
         starts = torch.nonzero(newrun).flatten()
         ends = torch.cat([starts[1:], starts.new_tensor([n])])
-        na_before = _take(starts, run)
-        nb_before = _take(ends, run)
-        del v, newrun, run, starts, ends
-    else:
-        order = _query_value_order([b, a], groups)
-        pa = torch.nonzero(order >= n).flatten()  # positions of the a-items
-        doc_a = _take(order, pa).sub_(n)  # a-list (query, value order) -> document
-        ar = torch.arange(n, device=dev)
-        nb_before = pa.sub_(ar)  # b-items before each a-item (same query ones included)
-        # a-items before the j-th b-item = #{a-items with nb_before <= j} (no 2nd nonzero)
-        na_before = torch.bincount(nb_before, minlength=n + 1)[:n].cumsum_(0)
-        doc_b = _take(order, ar.add_(na_before))  # the j-th b-item sits at j + na_before[j]
-        del order, ar
-    levn = lev.to(torch.uint8) if K <= 256 else lev  # narrow gathers and compares
-    la = _take(levn, doc_a)
-    lb = la if same else _take(levn, doc_b)
-    rows = _RowPrefix(n, a, inplace)
+        return doc_a, doc_a, _take(starts, run), _take(ends, run)
+    order = _query_value_order([b, a], groups)
+    pa = torch.nonzero(order >= n).flatten()  # positions of the a-items
+    doc_a = _take(order, pa).sub_(n)  # a-list (query, value order) -> document
+    ar = torch.arange(n, device=dev)
+    nb_before = pa.sub_(ar)  # b-items before each a-item (same query ones included)
+    # a-items before the j-th b-item = #{a-items with nb_before <= j} (no 2nd nonzero)
+    na_before = torch.bincount(nb_before, minlength=n + 1)[:n].cumsum_(0)
+    doc_b = _take(order, ar.add_(na_before))  # the j-th b-item sits at j + na_before[j]
+    return doc_a, doc_b, na_before, nb_before
 
-    def read(tab, hi, lo):
-        return _take(tab, hi).sub_(_take(tab, lo)) if inplace else _take(tab, hi) - _take(tab, lo)
 
-    def read_rows(cuts, first, lo_all, hi_all, mask_of, chans):
-        """The readers of level ``first + r`` (slice ``cuts[first + r]:cuts[first + r + 1]``
-        of the level order) read row ``r`` (masked by ``mask_of(r)``) of every channel
-        ``(key, x)`` over ``[lo, hi)`` (``lo_all``/``hi_all`` per reader; ``None``: 0 / n).
-        Returns one ``(n,)`` tensor per channel, in reader order, 0 for readers of no row."""
+class _RowReader:
+    """Threshold rows ``r = 0..K-2`` of prefix sums, each read by the documents of one level.
+
+    ``read(cuts, first, lo_all, hi_all, mask_of, chans)``: the readers of level ``first + r``
+    (slice ``cuts[first + r]:cuts[first + r + 1]`` of the level order) read row ``r``
+    (masked by ``mask_of(r)``) of every channel ``(key, x)`` over ``[lo, hi)``
+    (``lo_all``/``hi_all`` per reader; ``None``: 0 / n). Returns one ``(n,)`` tensor per
+    channel, in reader order, 0 for readers of no row."""
+
+    def __init__(self, n: int, R: int, like: Tensor, inplace: bool):
+        self.n, self.R, self.like, self.inplace = n, R, like, inplace
+        self.rows = _RowPrefix(n, like, inplace)
+
+    def _diff(self, tab, hi, lo):
+        if self.inplace:
+            return _take(tab, hi).sub_(_take(tab, lo))
+        return _take(tab, hi) - _take(tab, lo)
+
+    def read(self, cuts, first, lo_all, hi_all, mask_of, chans):
+        n, R, zeros = self.n, self.R, self.like.new_zeros
         pieces = [[] for _ in chans]
         for r in range(R):
             s0, s1 = cuts[first + r], cuts[first + r + 1]
@@ -305,46 +295,19 @@ def _hinge_terms_levels(a, b, lev, K, groups, w, *, squared, need_loss, need_hes
             if lo is None:
                 lo = torch.zeros_like(hi)
             for out, (key, x) in zip(pieces, chans):
-                out.append(read(rows.table(key, mask, x), hi, lo))
-        return [torch.cat([a.new_zeros(cuts[first])] + p
-                          + [a.new_zeros(cuts[-1] - cuts[first + R])]) for p in pieces]
+                out.append(self._diff(self.rows.table(key, mask, x), hi, lo))
+        return [torch.cat([zeros(cuts[first])] + p + [zeros(cuts[-1] - cuts[first + R])])
+                for p in pieces]
 
-    # lower side: the a-items of level r + 1 read row r (b-list channels, lev <= r) over
-    # [nb_before, query end). Readers in level order: ra_* (level 0 reads nothing).
-    perm, ca = _level_slices(la, K)
-    ra_doc = _take(doc_a, perm)
-    ra_lo = _take(nb_before, perm)
-    ra_hi = _take(groups.doc_end.to(dev), ra_doc) if G > 1 else None
-    perm_a = perm
-    del nb_before, perm
-    wb = None if w is None else _take(w, doc_b)
-    chans = [("w", wb)]
-    if squared:
-        xb = _take(b, doc_b)
-        chans.append(("wx", xb if wb is None else wb * xb))
-    N, *S1 = read_rows(ca, 1, ra_lo, ra_hi, lambda r: lb <= r, chans)
-    S1 = S1[0] if squared else None
-    del ra_lo, ra_hi, chans
-    # upper side: the b-items of level r read row r (a-list channels, lev > r) over
-    # [query start, na_before). Readers in level order: rb_* (level K - 1 reads nothing).
-    if same:  # the lists and their levels are the same: reuse the level grouping
-        perm, cb, rb_doc = perm_a, ca, ra_doc
-    else:
-        perm, cb = _level_slices(lb, K)
-        rb_doc = _take(doc_b, perm)
-    rb_hi = _take(na_before, perm)
-    rb_lo = _take(groups.doc_start.to(dev), rb_doc) if G > 1 else None
-    del na_before, perm, perm_a, doc_b
-    wa = None if w is None else _take(w, doc_a)
-    chans = [("u", wa)]
-    if squared:
-        xa = _take(a, doc_a)
-        chans.append(("ux", xa if wa is None else wa * xa))
-    M, *T1 = read_rows(cb, 0, rb_lo, rb_hi, lambda r: la > r, chans)
-    T1 = T1[0] if squared else None
-    del rb_hi, rb_lo, chans, doc_a
-    rows.bufs.clear()
-    # per reader: gradient (a-readers: upper role; b-readers: lower role), then per document
+
+def _per_document(a, b, w, groups, ra_doc, rb_doc, N, S1, M, T1, *, squared, need_loss,
+                  need_hess):
+    """Gradient, Hessian diagonal and per-query loss from the readers' sums: the
+    ``a``-readers (upper role, ``N``, ``S1`` over their active lower partners) and the
+    ``b``-readers (lower role, ``M``, ``T1`` over their active upper partners), each in
+    level order with documents ``ra_doc`` / ``rb_doc``."""
+    n = a.numel()
+    G = groups.num_groups
     if squared or need_loss:
         xa = _take(a, ra_doc)
         xb = _take(b, rb_doc)
@@ -379,13 +342,78 @@ def _hinge_terms_levels(a, b, lev, K, groups, w, *, squared, need_loss, need_hes
         if G == 1:
             loss = (ea.sum() + eb.sum()).reshape(1)
         else:
-            gi = groups.group_index.to(dev)
+            gi = groups.group_index.to(a.device)
             loss = a.new_zeros(G).index_add(0, _take(gi, ra_doc), ea).index_add(
                 0, _take(gi, rb_doc), eb)
         loss = loss.clamp_min(0)
         if squared:
             loss = loss * 0.5
     return loss, g, h
+
+
+def _hinge_terms_levels(a, b, lev, K, groups, w, *, squared, need_loss, need_hess):
+    """:func:`hinge_terms` for up to ``_LEVELS_MAX_K`` levels, ``O(n log n + nK)``.
+
+    The ``2n`` items are sorted by (query, value) (``b`` before ``a`` at equal values, so
+    kink ties are inactive) and split into the ``a``-list and the ``b``-list, each then
+    ordered by (query, value) with query ``g`` at positions ``offsets[g]:offsets[g+1]``
+    (a query has as many ``a``- as ``b``-items). An ``a``-item's later lower partners are the
+    ``b``-list entries from (number of ``b``-items before it) to its query's end; a
+    ``b``-item's earlier upper partners are the ``a``-list entries from its query's start to
+    (number of ``a``-items before it). Level constraints by thresholds ``r = 0..K-2``: the
+    ``a``-items of level ``r + 1`` read the prefix sums over the ``b``-list of the channels
+    masked to ``lev <= r``; the ``b``-items of level ``r`` read those over the ``a``-list
+    masked to ``lev > r``. The readers are grouped by level once (a stable uint8 sort), so
+    each threshold row is one ``(n + 1,)`` float64 cumulative sum read by its own readers
+    only: ``O(n)`` memory per row, no compaction, no per-level sort of the values.
+    """
+    n = a.numel()
+    dev = a.device
+    G = groups.num_groups
+    inplace = not (torch.is_grad_enabled() and (
+        a.requires_grad or b.requires_grad or (w is not None and w.requires_grad)))
+    same = b is a  # one value per document (QBRank's grade-difference margin, margin 0)
+    doc_a, doc_b, na_before, nb_before = _list_orders(a, b, groups)
+    levn = lev.to(torch.uint8) if K <= 256 else lev  # narrow gathers and compares
+    la = _take(levn, doc_a)
+    lb = la if same else _take(levn, doc_b)
+    rows = _RowReader(n, K - 1, a, inplace)
+    # lower side: the a-items of level r + 1 read row r (b-list channels, lev <= r) over
+    # [nb_before, query end). Readers in level order: ra_* (level 0 reads nothing).
+    perm_a, ca = _level_slices(la, K)
+    ra_doc = _take(doc_a, perm_a)
+    ra_lo = _take(nb_before, perm_a)
+    ra_hi = _take(groups.doc_end.to(dev), ra_doc) if G > 1 else None
+    del nb_before
+    wb = None if w is None else _take(w, doc_b)
+    chans = [("w", wb)]
+    if squared:
+        xb = _take(b, doc_b)
+        chans.append(("wx", xb if wb is None else wb * xb))
+    N, *S1 = rows.read(ca, 1, ra_lo, ra_hi, lambda r: lb <= r, chans)
+    S1 = S1[0] if squared else None
+    del ra_lo, ra_hi, chans
+    # upper side: the b-items of level r read row r (a-list channels, lev > r) over
+    # [query start, na_before). Readers in level order: rb_* (level K - 1 reads nothing).
+    if same:  # the lists and their levels are the same: reuse the level grouping
+        perm, cb, rb_doc = perm_a, ca, ra_doc
+    else:
+        perm, cb = _level_slices(lb, K)
+        rb_doc = _take(doc_b, perm)
+    rb_hi = _take(na_before, perm)
+    rb_lo = _take(groups.doc_start.to(dev), rb_doc) if G > 1 else None
+    del na_before, perm, perm_a, doc_b
+    wa = None if w is None else _take(w, doc_a)
+    chans = [("u", wa)]
+    if squared:
+        xa = _take(a, doc_a)
+        chans.append(("ux", xa if wa is None else wa * xa))
+    M, *T1 = rows.read(cb, 0, rb_lo, rb_hi, lambda r: la > r, chans)
+    T1 = T1[0] if squared else None
+    del rb_hi, rb_lo, chans, doc_a
+    rows.rows.bufs.clear()
+    return _per_document(a, b, w, groups, ra_doc, rb_doc, N, S1, M, T1, squared=squared,
+                         need_loss=need_loss, need_hess=need_hess)
 
 
 def hinge_terms(a: Tensor, b: Tensor, lev: Tensor, K: int, groups: Groups,
@@ -413,10 +441,19 @@ def hinge_terms(a: Tensor, b: Tensor, lev: Tensor, K: int, groups: Groups,
     None, g (n,), hdiag (n,) or None)``; differentiable in ``a``, ``b`` and ``w``.
     """
     n = a.numel()
-    G = groups.num_groups
     if n and _LEVELS_MIN_K <= K <= _LEVELS_MAX_K:
         return _hinge_terms_levels(a, b, lev, K, groups, w, squared=squared,
                                    need_loss=need_loss, need_hess=need_hess)
+    return _hinge_terms_bits(a, b, lev, K, groups, w, squared=squared, need_loss=need_loss,
+                             need_hess=need_hess)
+
+
+def _hinge_terms_bits(a, b, lev, K, groups, w, *, squared, need_loss, need_hess):
+    """:func:`hinge_terms` by bit passes over the level ranks (any number of levels): the
+    ``2n`` items in value order, then per bit ``t`` the bipartite problem of
+    :func:`_hinge_bit_pass`."""
+    n = a.numel()
+    G = groups.num_groups
     dev = a.device
     g = torch.zeros_like(a)
     h = torch.zeros_like(a) if need_hess else None
@@ -430,70 +467,83 @@ def hinge_terms(a: Tensor, b: Tensor, lev: Tensor, K: int, groups: Groups,
     lev_all = _take(lev, doc_all)
     gi_all = _take(groups.group_index.to(dev), doc_all) if G > 1 else None
     w_all = None if w is None else _take(w, doc_all)
-    zero = a.new_zeros(())
+    items = (is_a_all, doc_all, vals_all, lev_all, gi_all, w_all)
     for t in range(int(K - 1).bit_length()):
-        sel = ((lev_all >> t) & 1).bool() == is_a_all  # a-items of bit-1 docs, b-items of bit-0
-        idx = torch.nonzero(sel).flatten()
-        key = _take(lev_all, idx) >> (t + 1)
-        if gi_all is not None:
-            key = _take(gi_all, idx) * (((K - 1) >> (t + 1)) + 1) + key
-        m = idx.numel()
-        if m < 2:
-            continue
-        if not bool((key[1:] >= key[:-1]).all()):
-            perm = torch.argsort(key, stable=True)
-            idx = _take(idx, perm)
-            key = _take(key, perm)
-        is_a = _take(is_a_all, idx)
-        na = int(is_a.sum())
-        if na == 0 or na == m:
-            continue
-        x = _take(vals_all, idx)  # a at a-items, b at b-items
-        d = _take(doc_all, idx)
-        wt = None if w_all is None else _take(w_all, idx)
-        vb = torch.where(is_a, zero, zero + 1 if wt is None else wt)  # lower channel weight
-        ua = torch.where(is_a, zero + 1 if wt is None else wt, zero)  # upper channel weight
-        single = bool(key[0] == key[-1])  # one segment (keys are sorted)
-        if not single:
-            newseg = torch.ones(m, dtype=torch.bool, device=dev)
-            newseg[1:] = key[1:] != key[:-1]
-            seg_start = torch.nonzero(newseg).flatten()
-            seg_id = torch.cumsum(newseg, 0) - 1
-            first = _take(seg_start, seg_id)
-            last = _take(torch.cat([seg_start[1:], seg_start.new_tensor([m])]) - 1, seg_id)
-
-        def after(c):  # Σ over the later items of the segment
-            cs = torch.cumsum(c, 0)
-            return (cs[-1] if single else _take(cs, last)) - cs
-
-        def before(c):  # Σ over the earlier items of the segment
-            ex = torch.cumsum(c, 0) - c
-            return ex if single else ex - _take(ex, first)
-
-        N = after(vb)
-        vbx = vb * x
-        S1 = after(vbx)
-        M = before(ua)
-        one = zero + 1 if wt is None else wt
-        if squared:
-            T1 = before(ua * x)
-            gi_item = one * torch.where(is_a, -2 * (S1 - x * N), 2 * (x * M - T1))
-            if need_loss:
-                S2 = after(vbx * x)
-                li = torch.where(is_a, one * (S2 - 2 * x * S1 + x * x * N), zero).clamp_min(0)
-            if need_hess:
-                h.index_add_(0, d, 2 * one * torch.where(is_a, N, M))
-        else:
-            gi_item = one * torch.where(is_a, -N, M)
-            if need_loss:
-                li = torch.where(is_a, one * (S1 - x * N), zero).clamp_min(0)
-        g.index_add_(0, d, gi_item)
-        if need_loss:
+        li = _hinge_bit_pass(t, K, items, g, h, squared=squared, need_loss=need_loss)
+        if li is not None:
+            idx, li = li
             if gi_all is None:
                 loss = loss + li.sum()
             else:
                 loss = loss.index_add(0, _take(gi_all, idx), li)
     return loss, g, h
+
+
+def _hinge_bit_pass(t, K, items, g, h, *, squared, need_loss):
+    """Bit ``t``: inside each compound segment ``(query, lev >> (t+1))`` the ``a``-items of
+    the documents with bit ``t`` set meet the ``b``-items of those with the bit clear.
+    Accumulates the gradient into ``g`` and the curvature into ``h`` (in place); returns
+    ``(item indices, per-item loss shares)`` when ``need_loss`` (else None)."""
+    is_a_all, doc_all, vals_all, lev_all, gi_all, w_all = items
+    dev = g.device
+    sel = ((lev_all >> t) & 1).bool() == is_a_all  # a-items of bit-1 docs, b-items of bit-0
+    idx = torch.nonzero(sel).flatten()
+    key = _take(lev_all, idx) >> (t + 1)
+    if gi_all is not None:
+        key = _take(gi_all, idx) * (((K - 1) >> (t + 1)) + 1) + key
+    m = idx.numel()
+    if m < 2:
+        return None
+    if not bool((key[1:] >= key[:-1]).all()):
+        perm = torch.argsort(key, stable=True)
+        idx = _take(idx, perm)
+        key = _take(key, perm)
+    is_a = _take(is_a_all, idx)
+    na = int(is_a.sum())
+    if na == 0 or na == m:
+        return None
+    zero = g.new_zeros(())
+    x = _take(vals_all, idx)  # a at a-items, b at b-items
+    d = _take(doc_all, idx)
+    wt = None if w_all is None else _take(w_all, idx)
+    vb = torch.where(is_a, zero, zero + 1 if wt is None else wt)  # lower channel weight
+    ua = torch.where(is_a, zero + 1 if wt is None else wt, zero)  # upper channel weight
+    single = bool(key[0] == key[-1])  # one segment (keys are sorted)
+    if not single:
+        newseg = torch.ones(m, dtype=torch.bool, device=dev)
+        newseg[1:] = key[1:] != key[:-1]
+        seg_start = torch.nonzero(newseg).flatten()
+        seg_id = torch.cumsum(newseg, 0) - 1
+        first = _take(seg_start, seg_id)
+        last = _take(torch.cat([seg_start[1:], seg_start.new_tensor([m])]) - 1, seg_id)
+
+    def after(c):  # Σ over the later items of the segment
+        cs = torch.cumsum(c, 0)
+        return (cs[-1] if single else _take(cs, last)) - cs
+
+    def before(c):  # Σ over the earlier items of the segment
+        ex = torch.cumsum(c, 0) - c
+        return ex if single else ex - _take(ex, first)
+
+    N = after(vb)
+    vbx = vb * x
+    S1 = after(vbx)
+    M = before(ua)
+    one = zero + 1 if wt is None else wt
+    if squared:
+        T1 = before(ua * x)
+        gi_item = one * torch.where(is_a, -2 * (S1 - x * N), 2 * (x * M - T1))
+        if need_loss:
+            S2 = after(vbx * x)
+            li = torch.where(is_a, one * (S2 - 2 * x * S1 + x * x * N), zero).clamp_min(0)
+        if h is not None:
+            h.index_add_(0, d, 2 * one * torch.where(is_a, N, M))
+    else:
+        gi_item = one * torch.where(is_a, -N, M)
+        if need_loss:
+            li = torch.where(is_a, one * (S1 - x * N), zero).clamp_min(0)
+    g.index_add_(0, d, gi_item)
+    return (idx, li) if need_loss else None
 
 
 def pair_degree(lev: Tensor, K: int, groups: Groups, u: Optional[Tensor],

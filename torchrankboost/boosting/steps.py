@@ -180,14 +180,7 @@ def line_search(phi: Optional[Callable[[Tensor], Tensor]] = None, *, alpha0: flo
     Returns:
         :class:`LineSearchResult`.
     """
-    if max_alpha is not None and not (max_alpha > 0 and math.isfinite(max_alpha)):
-        raise ValueError(f"max_alpha must be a positive finite number, got {max_alpha}")
-    if not (max_ratio > 1 and math.isfinite(max_ratio)):
-        raise ValueError(f"max_ratio must be a finite number > 1, got {max_ratio}")
-    if not alpha0 > 0:
-        raise ValueError(f"alpha0 must be positive, got {alpha0}")
-    if order not in (1, 2):
-        raise ValueError(f"order must be 1 or 2, got {order}")
+    _check_line_search_args(max_alpha, max_ratio, alpha0, order)
     if (phi is None) == (evaluate is None):
         raise ValueError("line_search needs exactly one of phi and evaluate")
     ev0 = _Phi(phi, 1.0, order, evaluate)
@@ -203,12 +196,18 @@ def line_search(phi: Optional[Callable[[Tensor], Tensor]] = None, *, alpha0: flo
     sign = -1.0 if d0 > 0 else 1.0
     ev = _Phi(phi, sign, ev0.order, evaluate)
     ev.history = ev0.history
+    return _search(ev, sign, f0, d0, h0, alpha0=alpha0, max_alpha=max_alpha,
+                   max_ratio=max_ratio, xtol=xtol, gtol=gtol, max_evals=max_evals)
+
+
+def _search(ev: _Phi, sign: float, f0: float, d0: float, h0: float, *, alpha0, max_alpha,
+            max_ratio, xtol, gtol, max_evals) -> LineSearchResult:
+    """Steps 2–4 of :func:`line_search` in the oriented variable ``β = sign·α``."""
     g0 = -abs(d0)  # ψ'(0) < 0 in the oriented variable
     best_b, best_f = 0.0, f0
     lo, f_lo, d_lo = 0.0, f0, g0
     hi: Optional[float] = None
     d_hi = float("nan")
-    h_cur = h0
     if ev.order >= 2 and math.isfinite(h0) and h0 > 0:
         b = -g0 / h0
     else:
@@ -248,45 +247,68 @@ def line_search(phi: Optional[Callable[[Tensor], Tensor]] = None, *, alpha0: flo
             if b >= max_alpha:
                 status = "unbounded"
                 break
-            # expansion: the first two moves trust Newton (or the secant on φ') when it
-            # points forward; after that at least double, so that an asymptotically flat
-            # direction reaches the cap in O(log(max_ratio)) evaluations
             n_expand += 1
-            fwd = None
-            if ev.order >= 2 and math.isfinite(h) and h > 0:
-                fwd = b - d / h
-            elif d != last_d and b != last_b:
-                sec = b - d * (b - last_b) / (d - last_d)
-                fwd = min(sec, 8.0 * b) if sec > b else None
-            if fwd is not None and fwd > b and n_expand <= 2:
-                nb = fwd
-            else:
-                nb = 2.0 * b if fwd is None else max(2.0 * b, fwd)
+            nb = _expansion_trial(ev.order, b, d, h, last_b, last_d, n_expand)
             last_b, last_d = b, d
             b = min(nb, max_alpha) if b < max_alpha else nb
             continue
         if hi - lo <= xtol * max(scale, abs(hi)):
             status = "converged"
             break
-        # bracketed: Newton / secant, safeguarded by bisection (as in Numerical Recipes'
-        # rtsafe: bisect when the step leaves the bracket or does not halve the last step)
-        cand = None
-        if finite and ev.order >= 2 and math.isfinite(h) and h > 0:
-            cand = b - d / h
-        elif finite and d != last_d and b != last_b:
-            cand = b - d * (b - last_b) / (d - last_d)  # secant through the last two points
-        elif math.isfinite(d_hi) and d_hi != d_lo:
-            cand = lo - d_lo * (hi - lo) / (d_hi - d_lo)
-        if (cand is None or not (lo < cand < hi)
-                or (dx_old is not None and 2.0 * abs(cand - b) > dx_old)):
-            cand = 0.5 * (lo + hi)
-            dx_old = 0.5 * (hi - lo)
-        else:
-            dx_old = abs(cand - b)
+        cand, dx_old = _bracketed_trial(ev.order, finite, b, d, h, last_b, last_d, lo, d_lo,
+                                        hi, d_hi, dx_old)
         last_b, last_d = b, d
         b = cand
     else:
         status = "max_iter"
+    return _line_search_result(ev, status, sign, best_b, best_f, f0, d0)
+
+
+def _check_line_search_args(max_alpha, max_ratio, alpha0, order) -> None:
+    if max_alpha is not None and not (max_alpha > 0 and math.isfinite(max_alpha)):
+        raise ValueError(f"max_alpha must be a positive finite number, got {max_alpha}")
+    if not (max_ratio > 1 and math.isfinite(max_ratio)):
+        raise ValueError(f"max_ratio must be a finite number > 1, got {max_ratio}")
+    if not alpha0 > 0:
+        raise ValueError(f"alpha0 must be positive, got {alpha0}")
+    if order not in (1, 2):
+        raise ValueError(f"order must be 1 or 2, got {order}")
+
+
+def _expansion_trial(order, b, d, h, last_b, last_d, n_expand) -> float:
+    """The next trial while no point past the minimum is known: the first two moves trust
+    Newton (or the secant on φ') when it points forward; after that at least double, so
+    that an asymptotically flat direction reaches the cap in O(log(max_ratio))
+    evaluations."""
+    fwd = None
+    if order >= 2 and math.isfinite(h) and h > 0:
+        fwd = b - d / h
+    elif d != last_d and b != last_b:
+        sec = b - d * (b - last_b) / (d - last_d)
+        fwd = min(sec, 8.0 * b) if sec > b else None
+    if fwd is not None and fwd > b and n_expand <= 2:
+        return fwd
+    return 2.0 * b if fwd is None else max(2.0 * b, fwd)
+
+
+def _bracketed_trial(order, finite, b, d, h, last_b, last_d, lo, d_lo, hi, d_hi, dx_old):
+    """The next trial inside the bracket ``(lo, hi)``: Newton / secant, safeguarded by
+    bisection (as in Numerical Recipes' rtsafe: bisect when the step leaves the bracket or
+    does not halve the last step). Returns ``(trial, new dx_old)``."""
+    cand = None
+    if finite and order >= 2 and math.isfinite(h) and h > 0:
+        cand = b - d / h
+    elif finite and d != last_d and b != last_b:
+        cand = b - d * (b - last_b) / (d - last_d)  # secant through the last two points
+    elif math.isfinite(d_hi) and d_hi != d_lo:
+        cand = lo - d_lo * (hi - lo) / (d_hi - d_lo)
+    if (cand is None or not (lo < cand < hi)
+            or (dx_old is not None and 2.0 * abs(cand - b) > dx_old)):
+        return 0.5 * (lo + hi), 0.5 * (hi - lo)
+    return cand, abs(cand - b)
+
+
+def _line_search_result(ev, status, sign, best_b, best_f, f0, d0) -> LineSearchResult:
     if status == "unbounded":
         a_cap, v_cap, d_cap = ev.history[-1]
         return LineSearchResult(a_cap, v_cap, f0, d0, d_cap, status, len(ev.history),
