@@ -25,7 +25,7 @@ Runtime numerical failures (a NaN gradient, a step that is undefined or unbounde
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Mapping, Optional, Protocol, Sequence, runtime_checkable
+from typing import Any, Dict, List, Optional, Protocol, Sequence, runtime_checkable
 
 from torch import Tensor
 
@@ -81,6 +81,26 @@ class FitInfo:
     params: Dict[str, Any] = field(default_factory=dict)
     initial_loss: Optional[float] = None
 
+    def to_dict(self) -> Dict[str, Any]:
+        """The fields and ``params`` in one flat dict (``params`` do not override fields)."""
+        out = dict(self.params)
+        out.update({k: getattr(self, k) for k in self.__dataclass_fields__ if k != "params"})
+        return out
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """A field or a ``params`` entry by name (``info.get("learning_rate")``)."""
+        if key in self.__dataclass_fields__:
+            return getattr(self, key)
+        return self.params.get(key, default)
+
+    def __getitem__(self, key: str) -> Any:
+        if key in self.__dataclass_fields__:
+            return getattr(self, key)
+        return self.params[key]
+
+    def __contains__(self, key: str) -> bool:
+        return key in self.__dataclass_fields__ or key in self.params
+
 
 @dataclass
 class RoundRecord:
@@ -110,6 +130,13 @@ class RoundRecord:
     best_round: Optional[int] = None
     best_score: Optional[float] = None
     extra: Dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> Dict[str, Any]:
+        """The fields and the ``extra`` entries in one flat dict (the JSON-able diagnostics
+        of the round; ``extra`` does not override fields)."""
+        out = dict(self.extra)
+        out.update({k: getattr(self, k) for k in self.__dataclass_fields__ if k != "extra"})
+        return out
 
     def get(self, key: str, default: Any = None) -> Any:
         """A field or an ``extra`` entry by name (``record.get("grad_norm")``)."""
@@ -160,6 +187,7 @@ class Ranker(Protocol):
     history_: List[RoundRecord]
     evals_result_: Dict[str, Dict[str, List[float]]]
     best_round_: Optional[int]
+    best_score_: Optional[float]
     stop_reason_: Optional[str]
 
     def fit(self, X: Any, labels: Any, groups: Any = None, *,

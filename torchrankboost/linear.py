@@ -1,5 +1,6 @@
-r"""Linear rankers: RankSVM (the chapter's SVM ranking, Mohri et al. ch. 10 / spec B.4) and the
-:class:`LinearRanker` model it returns.
+r"""Linear rankers: RankSVM (Herbrich, Graepel & Obermayer 2000; Joachims 2002; the SVM
+ranking of Mohri, Rostamizadeh & Talwalkar, *Foundations of Machine Learning*, ch. 10) and
+the :class:`LinearRanker` model it returns.
 
 RankSVM's primal without offset (``b`` cancels in pair differences)::
 
@@ -14,17 +15,25 @@ objective and stops at an approximate minimiser (documented, use it only as a ba
 
 Features are standardised with the training mean and standard deviation (``standardize=True``)
 so that one ``C`` suits all features; the model folds the scaling back into ``w``.
+
+:class:`RankSVM` follows the ranker contract (:mod:`torchrankboost.contract`): a *round* is
+one L-BFGS iteration (the record's ``loss`` is the primal objective after it, ``step`` the
+line search's step), the evaluation sets are scored with the current ``w`` after each
+iteration, and early stopping keeps the best iteration's ``w``.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Optional
+import math
+from typing import Optional, Sequence
 
 import torch
 from torch import Tensor
 
-from .groups import as_groups
+from .boosting.evaluation import FitMonitor, FitState
+from .boosting.inputs import as_features, fit_inputs
+from .contract import FitInfo, NumericalError, RoundRecord
 
 __all__ = ["LinearRanker", "RankSVM"]
 
@@ -51,9 +60,8 @@ class LinearRanker:
         return self.weight.numel()
 
     def predict(self, X) -> Tensor:
-        if not isinstance(X, Tensor):
-            X = torch.as_tensor(X)
-        if X.dim() != 2 or X.shape[1] != self.num_features:
+        X = as_features(X)
+        if X.shape[1] != self.num_features:
             raise ValueError(f"X must have shape (n, {self.num_features}), got {tuple(X.shape)}")
         Xd = torch.nan_to_num(X.to(torch.float64), nan=0.0)
         return Xd @ self.weight.to(Xd.device) + self.bias
@@ -84,7 +92,7 @@ class LinearRanker:
         return f"LinearRanker(num_features={self.num_features}, bias={self.bias:.4g})"
 
 
-class RankSVM:
+class RankSVM(FitState):
     r"""Linear RankSVM trained by L-BFGS on the primal.
 
     Args:
@@ -92,14 +100,21 @@ class RankSVM:
         loss: ``"squared_hinge"`` (default, smooth) or ``"hinge"``.
         pairs: ``"graded"`` (default), ``"bipartite"`` or ``ExplicitPairs``.
         standardize: z-score features with training statistics first.
-        max_iter: L-BFGS iterations; ``tol``: gradient tolerance.
+        max_iter: L-BFGS iterations (the rounds); ``tol``: gradient tolerance.
+        callbacks: called on every fit (see :mod:`torchrankboost.boosting.callbacks`).
 
-    ``fit(X, labels, groups=None)`` returns a :class:`LinearRanker`; ``objective_`` holds the
-    final primal value and ``n_iter_`` the iterations used.
+    ``fit(X, labels, groups=None, *, eval_set=None, eval_metric="ndcg@10",
+    early_stopping_rounds=None, callbacks=())`` returns a :class:`LinearRanker`;
+    ``objective_`` holds the final primal value and ``n_iter_`` the objective evaluations
+    used. The ``"loss"`` metric of an evaluation set is its data term
+    ``C Σ φ(1 - (s_i - s_j))`` (the regulariser does not depend on the set).
     """
 
+    _algorithm = "ranksvm"
+
     def __init__(self, C: float = 1.0, *, loss: str = "squared_hinge", pairs=None,
-                 standardize: bool = True, max_iter: int = 200, tol: float = 1e-9):
+                 standardize: bool = True, max_iter: int = 200, tol: float = 1e-9,
+                 callbacks: Sequence = ()):
         if not (isinstance(C, (int, float)) and C > 0):
             raise ValueError(f"C must be a positive number, got {C!r}")
         if loss not in ("squared_hinge", "hinge"):
@@ -110,20 +125,80 @@ class RankSVM:
         self.standardize = bool(standardize)
         self.max_iter = int(max_iter)
         self.tol = float(tol)
+        self.callbacks = list(callbacks)
+        self._reset_fit_state()
 
-    def objective(self, w: Tensor, Z: Tensor, labels, groups) -> Tensor:
+    def _pair_loss(self, scores: Tensor, labels, groups) -> Tensor:
         from .losses import PairwiseHingeLoss
 
         lf = PairwiseHingeLoss(margin=1.0, squared=self.loss == "squared_hinge")
-        return 0.5 * (w * w).sum() + self.C * lf(Z @ w, labels, groups, pairs=self.pairs)
+        return self.C * lf(scores, labels, groups, pairs=self.pairs)
 
-    def fit(self, X, labels, groups=None) -> LinearRanker:
-        if not isinstance(X, Tensor) or X.dim() != 2:
-            raise ValueError("X must be a 2-D tensor (n, F)")
+    def objective(self, w: Tensor, Z: Tensor, labels, groups) -> Tensor:
+        """The primal ``½‖w‖² + C Σ φ(1 - w·(z_i - z_j))`` on standardised features ``Z``."""
+        return 0.5 * (w * w).sum() + self._pair_loss(Z @ w, labels, groups)
+
+    def fit(self, X, labels, groups=None, *, eval_set=None, eval_metric="ndcg@10",
+            early_stopping_rounds: Optional[int] = None, callbacks: Sequence = ()
+            ) -> LinearRanker:
+        X, labels, groups = fit_inputs(X, labels, groups)
         n, F = X.shape
-        groups = as_groups(groups, n, device=X.device)
-        labels = torch.as_tensor(labels, device=X.device)
+        monitor = FitMonitor(self, n_features=F, device=X.device, eval_set=eval_set,
+                             eval_metric=eval_metric,
+                             early_stopping_rounds=early_stopping_rounds,
+                             callbacks=list(self.callbacks) + list(callbacks),
+                             loss=self._pair_loss)
+        Z, mu, sd = self._standardize(X)
+        w = torch.zeros(F, dtype=torch.float64, device=X.device, requires_grad=True)
+        # one iteration a call (a round); max_eval leaves the strong-Wolfe search its 25 trials
+        opt = torch.optim.LBFGS([w], lr=1.0, max_iter=1, max_eval=26, tolerance_grad=self.tol,
+                                tolerance_change=1e-12, history_size=20,
+                                line_search_fn="strong_wolfe")
+        evals = [0]
+
+        def closure():
+            opt.zero_grad()
+            v = self.objective(w, Z, labels, groups)
+            v.backward()
+            evals[0] += 1
+            return v
+
+        def model_of(wz: Tensor) -> LinearRanker:
+            wd = wz.detach() / sd
+            return LinearRanker(wd, -float((wd * mu).sum()),
+                                info={"C": self.C, "loss": self.loss})
+
+        with torch.no_grad():
+            value = float(self.objective(w, Z, labels, groups))
+        monitor.start(FitInfo(algorithm=self._algorithm, n_docs=n,
+                              n_queries=groups.num_groups, n_features=F,
+                              n_rounds=self.max_iter, initial_loss=value,
+                              params={"C": self.C, "loss": self.loss,
+                                      "standardize": self.standardize}))
+        iterates = [w.detach().clone()]
+        for rnd in range(1, self.max_iter + 1):
+            value, done = self._iteration(opt, closure, w, value, iterates)
+            if not math.isfinite(value):
+                raise NumericalError(f"round {rnd}: the RankSVM objective is {value}",
+                                     round=rnd, model=model_of(iterates[-2]))
+            monitor.set_scores(lambda Xv: model_of(w).predict(Xv))
+            record = RoundRecord(round=rnd, loss=value, step=float(opt.state[w].get("t", 0.0)),
+                                 extra={"grad_max": float(w.grad.abs().max()),
+                                        "n_evals": evals[0]})
+            record.weight = record.step
+            if monitor.end_round(record) or done:
+                break
+        self.n_iter_ = evals[0]
+        model = monitor.finish(lambda k: model_of(iterates[k]))
+        with torch.no_grad():
+            self.objective_ = float(self.objective(iterates[monitor.kept_rounds()], Z, labels,
+                                                   groups))
+        model.info["objective"] = self.objective_
+        return model
+
+    def _standardize(self, X: Tensor):
         Xd = torch.nan_to_num(X.to(torch.float64), nan=0.0)
+        F = X.shape[1]
         if self.standardize:
             mu = Xd.mean(0)
             sd = Xd.std(0, unbiased=False)
@@ -131,25 +206,15 @@ class RankSVM:
         else:
             mu = torch.zeros(F, dtype=torch.float64, device=X.device)
             sd = torch.ones(F, dtype=torch.float64, device=X.device)
-        Z = (Xd - mu) / sd
-        w = torch.zeros(F, dtype=torch.float64, device=X.device, requires_grad=True)
-        opt = torch.optim.LBFGS([w], lr=1.0, max_iter=self.max_iter, tolerance_grad=self.tol,
-                                tolerance_change=1e-12, history_size=20,
-                                line_search_fn="strong_wolfe")
-        state = {"n": 0}
+        return (Xd - mu) / sd, mu, sd
 
-        def closure():
-            opt.zero_grad()
-            v = self.objective(w, Z, labels, groups)
-            v.backward()
-            state["n"] += 1
-            return v
-
+    def _iteration(self, opt, closure, w: Tensor, before: float, iterates):
+        """One L-BFGS iteration; ``(objective after it, converged)`` (L-BFGS's own tests:
+        gradient below ``tol``, or no change in the objective or in ``w``)."""
         opt.step(closure)
-        with torch.no_grad():
-            self.objective_ = float(self.objective(w, Z, labels, groups))
-        self.n_iter_ = state["n"]
-        wd = w.detach() / sd
-        b = -float((wd * mu).sum())
-        return LinearRanker(wd, b, info={"C": self.C, "loss": self.loss,
-                                         "objective": self.objective_})
+        value = float(closure().detach())  # the objective and its gradient at the new w
+        prev = iterates[-1]
+        iterates.append(w.detach().clone())
+        done = (float(w.grad.abs().max()) <= self.tol or abs(value - before) < 1e-12
+                or float((w.detach() - prev).abs().max()) <= 1e-12)
+        return value, done

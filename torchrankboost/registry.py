@@ -90,7 +90,7 @@ _ENTRIES: List[Entry] = [
     # losses ---------------------------------------------------------------------------
     Entry("loss", "exponential", f"{_L}:ExponentialPairwiseLoss",
           "RankBoost's exponential pairwise loss: sum over preferred pairs of exp(-(s_hi - s_lo))",
-          aliases=("rankboost", "exp", "exponential_pairwise")),
+          aliases=("exp", "exponential_pairwise")),
     Entry("loss", "adaboost", f"{_L}:AdaBoostLoss",
           "AdaBoost's exponential loss on +/- labels (F = F+ + F-); F-skew = F+ - F-"),
     Entry("loss", "pnorm_push", f"{_L}:PNormPushLoss",
@@ -199,12 +199,47 @@ def _split_k(name: str):
     return base, (int(k) if k is not None else None)
 
 
-def metric(name: str) -> Metric:
-    """A :class:`Metric` from a name such as ``"ndcg@10"``, ``"map"``, ``"auc"``,
-    ``"pair_error"``, ``"p@5"``. Raises ``ValueError`` listing the choices if unknown."""
+def _loss_value(loss: Callable) -> Callable:
+    def value(scores, labels, groups=None):
+        v = loss(scores, labels, groups)
+        return v.sum() if hasattr(v, "dim") and v.dim() > 0 else v
+
+    return value
+
+
+def metric(name, *, loss: Optional[Callable] = None) -> Metric:
+    """A :class:`Metric` from a spec (the one parser of metric names in the library).
+
+    ``name`` is one of:
+
+    * a name such as ``"ndcg@10"``, ``"map"``, ``"auc"``, ``"pair_error"``, ``"p@5"``,
+      ``"pos_above_neg"``, ``"r1"``;
+    * ``"loss"``: the training objective ``loss(scores, labels, groups)`` on that set (lower
+      is better); needs ``loss`` — the algorithm's objective, which every algorithm with one
+      passes when it evaluates;
+    * a :class:`Metric` (returned as is);
+    * a ``(name, fn, greater_is_better)`` tuple;
+    * a callable ``fn(scores, labels, groups) -> float`` (named by its ``__name__``; higher
+      is better unless it has ``greater_is_better = False``).
+
+    Raises ``ValueError`` listing the choices if unknown.
+    """
     if isinstance(name, Metric):
         return name
+    if isinstance(name, tuple) and len(name) == 3 and callable(name[1]):
+        return Metric(str(name[0]), name[1], {}, bool(name[2]))
+    if callable(name):
+        return Metric(getattr(name, "__name__", type(name).__name__), name, {},
+                      bool(getattr(name, "greater_is_better", True)))
+    if not isinstance(name, str):
+        raise ValueError(f"a metric must be a name, a callable or a (name, fn, "
+                         f"greater_is_better) tuple, got {name!r}")
     key = _canon(name)
+    if key == "loss":
+        if loss is None:
+            raise ValueError("metric 'loss' is the training objective: this algorithm has "
+                             "none to evaluate (use a ranking metric such as ndcg@10)")
+        return Metric("loss", _loss_value(loss), {}, False)
     base, k = _split_k(key)
     if base is not None:
         base = _METRIC_ALIASES.get(base, base)
@@ -217,7 +252,7 @@ def metric(name: str) -> Metric:
             canonical = pbase if k is None else f"{pbase}@{k}"
             return Metric(canonical, fn, kw(k), greater)
     raise ValueError(
-        f"unknown metric {name!r}; valid choices: {', '.join(_metric_names())} "
+        f"unknown metric {name!r}; valid choices: {', '.join(_metric_names())}, loss "
         f"(k is a positive integer, e.g. ndcg@10)"
     )
 
@@ -308,7 +343,8 @@ def describe(kind: Optional[str] = None) -> str:
             lines.append("")
         lines.append(titles[k])
         if k == "metric":
-            rows = [(p, d) for p, _, _, _, d in _METRICS]
+            rows = [(p, d) for p, _, _, _, d in _METRICS] + [
+                ("loss", "the algorithm's training objective on that set (lower is better)")]
         else:
             rows = [(e.name, e.description + (f" [also: {', '.join(e.aliases)}]"
                                               if e.aliases else "")) for e in entries(k)]

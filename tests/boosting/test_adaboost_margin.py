@@ -30,7 +30,7 @@ def _F_parts(s, y):
 
 def test_adaboost_with_constant_minimises_both_losses():
     X, y = _discrete_fixture()
-    ada = AdaBoost(rankers=Stumps(max_thresholds=16), n_rounds=1000)
+    ada = AdaBoost(learner=Stumps(max_thresholds=16), n_rounds=1000)
     model = ada.fit(X, y)
     h = ada.history_
     assert h[-1]["F"] == pytest.approx(INF_F, rel=1e-9)
@@ -41,7 +41,7 @@ def test_adaboost_with_constant_minimises_both_losses():
     assert any(d["constant"] for d in h)  # the constant weak classifier is used
     assert torch.allclose(model.predict(X), ada.scores_, atol=1e-10)
     # Theorem 12 (tie-robust form): the same pair margins as RankBoost
-    rb = RankBoost("rb-d", rankers=Stumps(max_thresholds=16), n_rounds=1000, pairs="bipartite")
+    rb = RankBoost("rb-d", learner=Stumps(max_thresholds=16), n_rounds=1000, pairs="bipartite")
     rb.fit(X, y)
     d = ada.scores_ - rb.scores_
     assert float((d - d.mean()).abs().max()) < 1e-5
@@ -51,7 +51,7 @@ def test_adaboost_without_constant_keeps_skew():
     gen = torch.Generator().manual_seed(0)
     X = torch.randn(60, 3, generator=gen)
     y = (X[:, 0] + 0.8 * torch.randn(60, generator=gen) > 0.7).to(F64)
-    a0 = AdaBoost(rankers=Stumps(max_thresholds=8), n_rounds=30, include_constant=False)
+    a0 = AdaBoost(learner=Stumps(max_thresholds=8), n_rounds=30, include_constant=False)
     a0.fit(X, y)
     assert not any(d["constant"] for d in a0.history_)
     for d in a0.history_:
@@ -65,7 +65,7 @@ def test_corollary13_intercept_on_any_rankboost_model(variant, T):
     gen = torch.Generator().manual_seed(T)
     X = torch.randn(50, 4, generator=gen)
     y = (X[:, 1] + torch.randn(50, generator=gen) > 0).to(F64)
-    rb = RankBoost(variant, rankers=Stumps(max_thresholds=10), n_rounds=T, pairs="bipartite")
+    rb = RankBoost(variant, learner=Stumps(max_thresholds=10), n_rounds=T, pairs="bipartite")
     model = rb.fit(X, y)
     s0 = model.predict(X)
     fp0, fm0 = _F_parts(s0, y)
@@ -99,7 +99,7 @@ def test_eq12_values_and_limits():
 
 def test_8x8_smooth_margin_exceeds_037_theorem7():
     H, y, g = ranking_8x8()
-    sm = SmoothMarginRanking(rankers=MatrixRankers(), n_rounds=2500, pairs="bipartite",
+    sm = SmoothMarginRanking(learner=MatrixRankers(), n_rounds=2500, pairs="bipartite",
                              complement=False)
     sm.fit(H, y, g)
     h = sm.history_
@@ -127,7 +127,7 @@ def test_smooth_margin_on_stumps_and_stop_rule():
     gen = torch.Generator().manual_seed(4)
     X = torch.randn(40, 2, generator=gen)
     y = (X[:, 0] > 0.2).to(F64)
-    sm = SmoothMarginRanking(rankers=Stumps(max_thresholds=30), n_rounds=60, pairs="bipartite")
+    sm = SmoothMarginRanking(learner=Stumps(max_thresholds=30), n_rounds=60, pairs="bipartite")
     sm.fit(X, y)
     h = sm.history_
     assert any(d["phase"] == "smooth" for d in h) or sm.stop_reason_ is not None

@@ -16,6 +16,7 @@ from torchrankboost.boosting import (
     PrintCallback,
     RegressionTree,
     Stumps,
+    NumericalError,
     UnboundedDirectionError,
     autograd_grad_hess,
     hessian_diagonal,
@@ -289,7 +290,8 @@ def test_booster_stops_on_unbounded_direction():
     with pytest.raises(UnboundedDirectionError, match="round 1") as ei:
         Booster(ExponentialPairwiseLoss(), RegressionTree(max_leaves=2, min_samples_leaf=1),
                 n_rounds=5, on_unbounded="raise").fit(X, y, g)
-    assert ei.value.round == 1 and isinstance(ei.value.ensemble, Ensemble)
+    assert ei.value.round == 1 and isinstance(ei.value.model, Ensemble)
+    assert ei.value.model.n_rounds == 0 and isinstance(ei.value, NumericalError)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         ens = Booster(ExponentialPairwiseLoss(), RegressionTree(max_leaves=2, min_samples_leaf=1),
@@ -340,7 +342,7 @@ def test_early_stopping_ranking_metric_and_lists():
     assert len(calls) == 3 * len(nd)  # two eval sets + train
     with pytest.raises(ValueError, match="eval_metric"):
         b.fit(X, y, g, eval_set=[(Xv, yv, gv)], eval_metric="ndcg@x")
-    with pytest.raises(ValueError, match="unknown eval_metric"):
+    with pytest.raises(ValueError, match="eval_metric: unknown metric 'bleu'"):
         b.fit(X, y, g, eval_set=[(Xv, yv, gv)], eval_metric="bleu")
     with pytest.raises(ValueError, match="eval_set"):
         b.fit(X, y, g, early_stopping_rounds=3)
@@ -355,9 +357,9 @@ class Recorder:
     def on_fit_start(self, booster, info):
         self.events.append(("start", info))
 
-    def on_round_end(self, booster, rnd, diag):
-        self.events.append(("round", rnd, diag))
-        return self.stop_at is not None and rnd >= self.stop_at
+    def on_round_end(self, booster, record):
+        self.events.append(("round", record.round, record))
+        return self.stop_at is not None and record.round >= self.stop_at
 
     def on_fit_end(self, booster, ensemble):
         self.events.append(("end", ensemble))
@@ -386,6 +388,33 @@ def test_callbacks_receive_diagnostics(capsys):
     assert "callback" in b.stop_reason_
     out = capsys.readouterr().out
     assert "[   3] loss" in out and "valid_0-ndcg@10" in out
+
+
+def test_legacy_three_argument_callbacks_get_dicts():
+    """The older ``on_round_end(ranker, round, diagnostics)`` still works (deprecated): the
+    flat dict ``record.to_dict()``; ``on_fit_start`` gets ``info.to_dict()``."""
+    X, y, g = ranking_data(G=8, seed=12)
+
+    class Old:
+        def __init__(self):
+            self.rounds, self.info = [], None
+
+        def on_fit_start(self, booster, info):
+            self.info = info
+
+        def on_round_end(self, booster, rnd, diag):
+            self.rounds.append((rnd, diag))
+
+    old = Old()
+    with pytest.warns(DeprecationWarning, match="on_round_end"):
+        b = Booster(ExponentialPairwiseLoss(), RegressionTree(max_leaves=4), n_rounds=3,
+                    callbacks=[old])
+        b.fit(X, y, g)
+    assert isinstance(old.info, dict) and old.info["n_rounds"] == 3 and "learner" in old.info
+    assert [r for r, _ in old.rounds] == [1, 2, 3]
+    for (rnd, d), rec in zip(old.rounds, b.history_):
+        assert type(d) is dict and d["round"] == rnd and d["loss"] == rec.loss
+        assert d["grad_norm"] == rec["grad_norm"] and d["metrics"] == rec.metrics
 
 
 # ----------------------------------------------------------------------------- determinism, subsample, devices
@@ -469,14 +498,16 @@ def test_nan_loss_stops_with_round_number():
         # NaN as soon as any score leaves [-2.5, 2.5] (happens after a few rounds)
         return base + torch.where(scores.abs().max() > 2.5, float("nan"), 0.0)
 
-    with pytest.raises(ValueError, match=r"round \d+"):
+    with pytest.raises(NumericalError, match=r"round \d+") as ei:
         Booster(fragile, RegressionTree(max_leaves=8), n_rounds=50, learning_rate=0.5,
                 step="fixed", curvature="none").fit(X, y)
+    # the last good model comes with the error: one round fewer than the failing one
+    assert ei.value.round >= 2 and ei.value.model.n_rounds == ei.value.round - 1
 
     def always_nan(scores, labels, groups):
         return scores.sum() * float("nan")
 
-    with pytest.raises(ValueError, match="initial scores"):
+    with pytest.raises(NumericalError, match="initial scores"):
         Booster(always_nan, RegressionTree(), n_rounds=2, base_score=0.0).fit(X, y)
 
 
@@ -511,7 +542,7 @@ def test_adaboost_loss_f_skew_in_round_diagnostics():
         def __init__(self):
             self.s = []
 
-        def on_round_end(self, booster, rnd, diag):
+        def on_round_end(self, booster, record):
             self.s.append(booster.scores_.clone())
 
     sc = Scores()

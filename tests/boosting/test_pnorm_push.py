@@ -32,7 +32,7 @@ def _toy(seed, n=60):
 @pytest.mark.parametrize("p", [1.0, 2.0, 4.0, 16.0])
 def test_closed_form_step_is_the_exact_line_search(p):
     X, y = _toy(0)
-    pp = PNormPush(p, rankers=Stumps(max_thresholds=12), n_rounds=8)
+    pp = PNormPush(p, learner=Stumps(max_thresholds=12), n_rounds=8)
     pp.fit(X, y)
     obj = pp.objective_
     s = torch.zeros_like(y)
@@ -51,7 +51,7 @@ def test_first_pick_independent_of_p_and_alpha_scaling():
     X, y = _toy(1)
     picks, alphas = set(), []
     for p in (1, 2, 8, 64):
-        pp = PNormPush(p, rankers=Stumps(max_thresholds=12), n_rounds=1)
+        pp = PNormPush(p, learner=Stumps(max_thresholds=12), n_rounds=1)
         pp.fit(X, y)
         picks.add(pp.history_[0]["candidate"])
         alphas.append(pp.history_[0]["alpha"] * (p + 1))
@@ -61,9 +61,9 @@ def test_first_pick_independent_of_p_and_alpha_scaling():
 
 def test_p1_is_rankboost_coordinate_descent():
     X, y = _toy(2)
-    rb = RankBoost("coordinate", rankers=FeatureRankers(), n_rounds=30, pairs="bipartite")
+    rb = RankBoost("coordinate", learner=FeatureRankers(), n_rounds=30, pairs="bipartite")
     rb.fit(X, y)
-    pp = PNormPush(1, rankers=FeatureRankers(), n_rounds=30)
+    pp = PNormPush(1, learner=FeatureRankers(), n_rounds=30)
     pp.fit(X, y)
     assert [d["candidate"] for d in rb.history_] == [d["candidate"] for d in pp.history_]
     assert torch.allclose(rb.scores_, pp.scores_, atol=1e-8)
@@ -75,7 +75,7 @@ def test_line_search_groups_and_graded():
     X = torch.randn(21, 3, generator=gen, dtype=F64)
     y = torch.randint(0, 3, (21,), generator=gen).to(F64)
     for pairs in ("bipartite", "graded"):
-        pp = PNormPush(4, rankers=FeatureRankers(), n_rounds=10, pairs=pairs)
+        pp = PNormPush(4, learner=FeatureRankers(), n_rounds=10, pairs=pairs)
         pp.fit(X, y, g)
         losses = [d["loss"] for d in pp.history_]
         assert not any(d["closed_form"] for d in pp.history_)
@@ -116,7 +116,7 @@ def test_pima_push_raises_positives_above_first_negative():
         perm = torch.randperm(768, generator=torch.Generator().manual_seed(seed))[:300]
         counts = []
         for p in (1, 4, 64):
-            pp = PNormPush(p, rankers=FeatureRankers(), n_rounds=200)
+            pp = PNormPush(p, learner=FeatureRankers(), n_rounds=200)
             pp.fit(X[perm], y[perm])
             counts.append(int(positives_above_first_negative(pp.scores_, y[perm])))
         assert counts[0] < counts[2]
@@ -126,6 +126,6 @@ def test_pima_push_raises_positives_above_first_negative():
             assert counts == [5, 15, 22]
     # p = 1 gives RankBoost's result (coordinate descent on F̃ with the same rankers)
     perm = torch.randperm(768, generator=torch.Generator().manual_seed(1))[:300]
-    rb = RankBoost("coordinate", rankers=FeatureRankers(), n_rounds=200, pairs="bipartite")
+    rb = RankBoost("coordinate", learner=FeatureRankers(), n_rounds=200, pairs="bipartite")
     rb.fit(X[perm], y[perm])
     assert int(positives_above_first_negative(rb.scores_, y[perm])) == 5

@@ -15,8 +15,8 @@ class Record:
     def __init__(self):
         self.rounds = []
 
-    def on_round_end(self, booster, rnd, diag):
-        self.rounds.append(diag)
+    def on_round_end(self, ranker, record):
+        self.rounds.append(record)
 
 
 def _data(seed=0):
@@ -28,7 +28,7 @@ def _data(seed=0):
 def test_objective_never_increases(curvature):
     X, y, g = _data()
     rec = Record()
-    q = QBRank(n_rounds=25, curvature=curvature, shrinkage=0.3, callbacks=[rec],
+    q = QBRank(n_rounds=25, curvature=curvature, learning_rate=0.3, callbacks=[rec],
                learner=RegressionTree(max_leaves=8, min_samples_leaf=3))
     model = q.fit(X, y, g)
     losses = [d["loss_before"] for d in rec.rounds] + [rec.rounds[-1]["loss"]]
@@ -74,7 +74,7 @@ def test_curvature_proxy_is_the_row_weighting():
 def test_gbt_is_least_squares_boosting():
     X, y, g = _data(2)
     rec = Record()
-    m = GBT(n_rounds=20, shrinkage=0.5, callbacks=[rec],
+    m = GBT(n_rounds=20, learning_rate=0.5, callbacks=[rec],
             learner=RegressionTree(max_leaves=8, min_samples_leaf=3)).fit(X, y, g)
     losses = [d["loss"] for d in rec.rounds]
     assert all(b <= a + 1e-12 for a, b in zip(losses[:-1], losses[1:]))
@@ -82,6 +82,17 @@ def test_gbt_is_least_squares_boosting():
     assert losses[-1] == pytest.approx(float(0.5 * ((y.to(F64) - s) ** 2).sum()), rel=1e-9)
     for d in rec.rounds:
         assert d["curvature_mean"] == pytest.approx(1.0)
+
+
+def test_shrinkage_is_a_deprecated_alias_of_learning_rate():
+    with pytest.warns(DeprecationWarning, match="shrinkage"):
+        q = QBRank(shrinkage=0.2)
+    assert q.learning_rate == 0.2 and q.shrinkage == 0.2
+    with pytest.warns(DeprecationWarning, match="shrinkage"):
+        assert GBT(shrinkage=0.3).learning_rate == 0.3
+    assert GBT().learning_rate == 0.05 and QBRank(learning_rate=0.1).learning_rate == 0.1
+    with pytest.raises(ValueError, match="learning_rate"):
+        QBRank(shrinkage=0.2, learning_rate=0.1)
 
 
 def test_bad_curvature():

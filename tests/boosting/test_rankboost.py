@@ -9,7 +9,8 @@ import torch
 from torchrankboost.boosting.learners import FeatureRankers, Stumps
 from torchrankboost.boosting.ensemble import Ensemble
 from torchrankboost.boosting._pair_stats import CodesDictionary, make_pair_stats
-from torchrankboost.boosting.rankboost import MatrixRankers, RankBoost, label_pairs
+from torchrankboost.boosting.rankboost import AdaBoost, MatrixRankers, PNormPush, RankBoost, label_pairs
+from torchrankboost.contract import NumericalError, UnboundedDirectionError
 from torchrankboost.groups import Groups
 from torchrankboost.pairs import Bipartite, ExplicitPairs, Graded
 from paper_fixtures import M88, ranking_8x8  # noqa: F401
@@ -102,7 +103,7 @@ def test_label_pairs_materialisation():
 
 def test_8x8_rankboost_margin_tends_to_one_third():
     H, y, g = ranking_8x8()
-    rb = RankBoost("rb-d", rankers=MatrixRankers(), n_rounds=10_000, pairs="bipartite",
+    rb = RankBoost("rb-d", learner=MatrixRankers(), n_rounds=10_000, pairs="bipartite",
                    track_margin=True)
     rb.fit(H, y, g)
     mus = [d["margin"] for d in rb.history_]
@@ -129,9 +130,9 @@ def test_rules_differ_coordinate_vs_rankboost():
     H[hi[:20], 1] = 1
     H[lo[20:22], 1] = 1
     pairs = ExplicitPairs(hi, lo)
-    cd = RankBoost("coordinate", rankers=MatrixRankers(), n_rounds=1, pairs=pairs)
+    cd = RankBoost("coordinate", learner=MatrixRankers(), n_rounds=1, pairs=pairs)
     cd.fit(H, None)
-    rd = RankBoost("rb-d", rankers=MatrixRankers(), n_rounds=1, pairs=pairs)
+    rd = RankBoost("rb-d", learner=MatrixRankers(), n_rounds=1, pairs=pairs)
     rd.fit(H, None)
     assert cd.history_[0]["feature"] == 0 and rd.history_[0]["feature"] == 1
     a, b = cd.history_[0], rd.history_[0]
@@ -144,7 +145,7 @@ def test_rules_differ_coordinate_vs_rankboost():
 
 def test_rankboost_reaches_closed_form_minimum_T5():
     X, y = _discrete_fixture()
-    rb = RankBoost("rb-d", rankers=Stumps(max_thresholds=16), n_rounds=1000, pairs="bipartite")
+    rb = RankBoost("rb-d", learner=Stumps(max_thresholds=16), n_rounds=1000, pairs="bipartite")
     model = rb.fit(X, y)
     lz = float(rb.stats_.log_loss(rb.scores_))
     assert lz == pytest.approx(math.log(1848.415982977015), abs=1e-9)
@@ -163,7 +164,7 @@ def test_loss_recursion_T11(variant):
     g, labels, _, _ = random_ragged(5)
     gen = torch.Generator().manual_seed(0)
     X = torch.randn(g.num_docs, 4, generator=gen)
-    rb = RankBoost(variant, rankers=Stumps(max_thresholds=8), n_rounds=15)
+    rb = RankBoost(variant, learner=Stumps(max_thresholds=8), n_rounds=15)
     rb.fit(X, labels, g)
     h = rb.history_
     for a, b in zip(h[:-1], h[1:]):
@@ -176,18 +177,18 @@ def test_rbc_alpha_and_real_valued_rankers():
     g, labels, _, _ = random_ragged(2)
     gen = torch.Generator().manual_seed(1)
     X = torch.randn(g.num_docs, 5, generator=gen, dtype=F64)
-    rb = RankBoost("rb-c", rankers=Stumps(max_thresholds=6), n_rounds=10)
+    rb = RankBoost("rb-c", learner=Stumps(max_thresholds=6), n_rounds=10)
     rb.fit(X, labels, g)
     for d in rb.history_:
         assert d["alpha"] == pytest.approx(math.atanh(d["r"]))
         assert d["r"] == pytest.approx(d["eps_plus"] - d["eps_minus"])
     # coordinate descent with real-valued rankers: exact line search => derivative 0 after step
-    rc = RankBoost("coordinate", rankers=FeatureRankers(), n_rounds=6)
+    rc = RankBoost("coordinate", learner=FeatureRankers(), n_rounds=6)
     rc.fit(X, labels, g)
     losses = [d["loss"] for d in rc.history_]
     assert all(b <= a + 1e-12 for a, b in zip(losses[:-1], losses[1:]))
     with pytest.raises(ValueError, match="binary"):
-        RankBoost("rb-d", rankers=FeatureRankers(), n_rounds=2).fit(X, labels, g)
+        RankBoost("rb-d", learner=FeatureRankers(), n_rounds=2).fit(X, labels, g)
 
 
 def _lemma1_data(n):
@@ -206,11 +207,14 @@ def _lemma1_data(n):
 @pytest.mark.parametrize("policy", ["stop", "cap", "smooth", "raise"])
 def test_rbd_undefined_step_policies(policy):
     X, y = _lemma1_data(4)
-    rb = RankBoost("coordinate", rankers=MatrixRankers(), n_rounds=5, pairs="bipartite",
-                   on_undefined=policy, alpha_cap=20.0)
+    rb = RankBoost("coordinate", learner=MatrixRankers(), n_rounds=5, pairs="bipartite",
+                   on_unbounded=policy, alpha_cap=20.0)
     if policy == "raise":
-        with pytest.raises(ArithmeticError, match="eps_minus = 0"):
+        with pytest.raises(UnboundedDirectionError, match="eps_minus = 0") as ei:
             rb.fit(X, y)
+        # a NumericalError (an ArithmeticError) with the round and the model before it
+        assert isinstance(ei.value, NumericalError) and isinstance(ei.value, ArithmeticError)
+        assert ei.value.round == 2 and len(ei.value.model) == 1
         return
     model = rb.fit(X, y)
     h = rb.history_
@@ -236,8 +240,9 @@ def test_model_roundtrip_and_callbacks(tmp_path):
         def on_fit_start(self, b, info):
             self.events.append(("start", info["n_docs"]))
 
-        def on_round_end(self, b, t, d):
-            assert d["round"] == t and d["step"] == d["alpha"] == d["weight"]
+        def on_round_end(self, b, record):
+            t = record.round
+            assert record["round"] == t and record.step == record["alpha"] == record.weight
             self.events.append(t)
             return t == 5  # stop after 5 rounds
 
@@ -245,7 +250,7 @@ def test_model_roundtrip_and_callbacks(tmp_path):
             self.events.append(("end", len(ensemble)))
 
     cb = CB()
-    rb = RankBoost("rb-c", rankers=Stumps(max_thresholds=4), n_rounds=20, callbacks=[cb])
+    rb = RankBoost("rb-c", learner=Stumps(max_thresholds=4), n_rounds=20, callbacks=[cb])
     model = rb.fit(X, labels, g)
     assert cb.events == [("start", g.num_docs), 1, 2, 3, 4, 5, ("end", 5)]
     assert isinstance(model, Ensemble) and len(model) == 5
@@ -259,8 +264,10 @@ def test_model_roundtrip_and_callbacks(tmp_path):
 def test_bad_arguments():
     with pytest.raises(ValueError, match="variant"):
         RankBoost("rb-x")
-    with pytest.raises(ValueError, match="on_undefined"):
-        RankBoost("rb-c", on_undefined="ignore")
+    with pytest.raises(ValueError, match="on_unbounded"):
+        RankBoost("rb-c", on_unbounded="ignore")
+    with pytest.raises(ValueError, match="on_unbounded"):
+        PNormPush(on_unbounded="smooth")  # smoothing is RankBoost's only
     with pytest.raises(ValueError, match="n_rounds"):
         RankBoost("rb-c", n_rounds=-1)
     X = torch.randn(4, 2)
@@ -269,7 +276,19 @@ def test_bad_arguments():
     with pytest.raises(ValueError, match="no crucial pairs"):
         RankBoost("rb-c").fit(X, torch.zeros(4))
     with pytest.raises(ValueError, match="rankers"):
-        RankBoost("rb-c", rankers="stumps").fit(X, torch.tensor([0.0, 1, 0, 1]))
+        RankBoost("rb-c", learner="stumps").fit(X, torch.tensor([0.0, 1, 0, 1]))
+
+
+def test_deprecated_keyword_names():
+    """``rankers=`` and ``on_undefined=`` still work for one release, with a warning."""
+    with pytest.warns(DeprecationWarning, match="rankers= is deprecated"):
+        rb = RankBoost("rb-c", rankers=Stumps(max_thresholds=4))
+    assert isinstance(rb.learner, Stumps) and rb.rankers is rb.learner
+    with pytest.warns(DeprecationWarning, match="on_undefined= is deprecated"):
+        ada = AdaBoost(on_undefined="cap")
+    assert ada.on_unbounded == "cap" and ada.on_undefined == "cap"
+    with pytest.raises(ValueError, match="learner"):
+        RankBoost("rb-c", learner=Stumps(), rankers=Stumps())
 
 
 def test_driver_callbacks_work_unchanged():
@@ -279,7 +298,7 @@ def test_driver_callbacks_work_unchanged():
     g, labels, _, _ = random_ragged(6)
     X = torch.randn(g.num_docs, 3, generator=torch.Generator().manual_seed(0))
     hc = HistoryCallback()
-    model = RankBoost("rb-c", rankers=Stumps(max_thresholds=5), n_rounds=6, callbacks=[hc]).fit(X, labels, g)
-    assert hc.info["algorithm"] == "RankBoost" and hc.ensemble is model
+    model = RankBoost("rb-c", learner=Stumps(max_thresholds=5), n_rounds=6, callbacks=[hc]).fit(X, labels, g)
+    assert hc.info["algorithm"] == "rankboost" and hc.model is model
     assert [d["round"] for d in hc.rounds] == list(range(1, len(model) + 1))
     assert all(b["loss"] <= b["loss_before"] + 1e-12 for b in hc.rounds)

@@ -41,7 +41,7 @@ def test_proposition1_numbers():
     out = {}
     for name, h in (("h1", h1), ("h2", h2)):
         for variant in ("rb-d", "rb-c"):
-            rb = RankBoost(variant, rankers=MatrixRankers(), n_rounds=1, pairs=pairs)
+            rb = RankBoost(variant, learner=MatrixRankers(), n_rounds=1, pairs=pairs)
             rb.fit(h[:, None], None)
             d = rb.history_[0]
             # D_1 uniform, so Z_1 = Ê1(α h); also Ê1(h) at α = 1
@@ -64,7 +64,7 @@ def test_corollary1_e2_equal_for_equal_r2():
     r2 = 17 / 38
     want = math.log(2 * math.sqrt(r2 * (1 - r2)))
     for h in (h1, h2):
-        rp = RankBoostPlus(rankers=MatrixRankers(), n_rounds=1, pairs=pairs)
+        rp = RankBoostPlus(learner=MatrixRankers(), n_rounds=1, pairs=pairs)
         rp.fit(h[:, None], None)
         assert rp.history_[0]["loss_e2"] == pytest.approx(want, abs=1e-12)
 
@@ -80,7 +80,7 @@ def lemma3_data():
 
 def test_lemma3_nonnegative_alpha_stalls():
     H, labels = lemma3_data()
-    rb = RankBoost("coordinate", rankers=MatrixRankers(), n_rounds=10, allow_negative_alpha=False)
+    rb = RankBoost("coordinate", learner=MatrixRankers(), n_rounds=10, allow_negative_alpha=False)
     rb.fit(H, labels)
     h = rb.history_
     assert len(h) == 2 and rb.stop_reason_ is not None
@@ -90,7 +90,7 @@ def test_lemma3_nonnegative_alpha_stalls():
     e1 = math.exp(float(rb.stats_.log_loss(rb.scores_))) / 15
     assert e1 == pytest.approx(0.888387, abs=1e-6)
     # signed α (the reference code's rule) goes on to the true minimum .88703...
-    rs = RankBoost("coordinate", rankers=MatrixRankers(), n_rounds=300)
+    rs = RankBoost("coordinate", learner=MatrixRankers(), n_rounds=300)
     rs.fit(H, labels)
     e1s = math.exp(float(rs.stats_.log_loss(rs.scores_))) / 15
     assert e1s == pytest.approx(0.88703, abs=1e-5) and e1s < e1
@@ -106,7 +106,7 @@ def _random_dictionary(seed, n=24, J=10):
 @pytest.mark.parametrize("seed", range(3))
 def test_rankboost_plus_e2_identities(seed):
     H, labels = _random_dictionary(seed)
-    rp = RankBoostPlus(rankers=MatrixRankers(), n_rounds=40)
+    rp = RankBoostPlus(learner=MatrixRankers(), n_rounds=40)
     rp.fit(H, labels)
     h = rp.history_
     prev = 0.0  # ln Ê2 at η = 0
@@ -125,7 +125,7 @@ def test_rankboost_plus_prunes_on_first_dependent_choice():
     H[:, 1] = H[:, 0] * (1 - H[:, 2])  # make column 3 = column 1 + column 2 dependent in pair space
     H[:, 3] = H[:, 1] + H[:, 2]
     H = H.clamp(0, 1)
-    rp = RankBoostPlus(rankers=MatrixRankers(), n_rounds=60, seed=3)
+    rp = RankBoostPlus(learner=MatrixRankers(), n_rounds=60, seed=3)
     model = rp.fit(H, labels)
     h = rp.history_
     assert any(not d["greedy"] for d in h)  # the first dependent pick switched S to static
@@ -141,9 +141,9 @@ def test_rankboost_plus_prunes_on_first_dependent_choice():
 def test_rankboost_plus_perfect_ranker_policy():
     labels = torch.tensor([1.0, 1.0, 0.0, 0.0], dtype=F64)
     H = torch.tensor([[1.0], [1.0], [0.0], [0.0]], dtype=F64)
-    rp = RankBoostPlus(rankers=MatrixRankers(), n_rounds=5)
+    rp = RankBoostPlus(learner=MatrixRankers(), n_rounds=5)
     model = rp.fit(H, labels)
     assert len(model) == 0 and "perfect" in rp.stop_reason_
-    rp = RankBoostPlus(rankers=MatrixRankers(), n_rounds=5, on_undefined="cap", alpha_cap=10.0)
+    rp = RankBoostPlus(learner=MatrixRankers(), n_rounds=5, on_unbounded="cap", alpha_cap=10.0)
     model = rp.fit(H, labels)
     assert len(model) == 1 and model.weights[0] == pytest.approx(10.0)

@@ -1,17 +1,15 @@
 """Stagewise boosting: the driver (:class:`Booster`), the fitted model (:class:`Ensemble`),
-step rules (:mod:`.steps`), callbacks (:mod:`.callbacks`) and the weak learners
-(:mod:`.learners`: regression trees, stumps, single features), and the papers' algorithms
+step rules (:mod:`.steps`), callbacks (:mod:`.callbacks`), the evaluation / early stopping
+shared by every algorithm (:mod:`.evaluation`), input conversion (:mod:`.inputs`), the weak
+learners (:mod:`.learners`: regression trees, stumps, single features), and the papers' algorithms
 (:mod:`.rankboost`: RankBoost RB-D/RB-C/coordinate, RankBoost+, AdaBoost, smooth margin
 ranking, p-norm push; :mod:`.qbrank`: QBRank and GBT)."""
 
-from .booster import (  # noqa: F401
-    Booster,
-    UnboundedDirectionError,
-    autograd_grad_hess,
-    hessian_diagonal,
-    resolve_metric,
-)
-from .callbacks import Callback, EarlyStoppingCallback, HistoryCallback, PrintCallback  # noqa: F401
+from ..contract import NumericalError, UnboundedDirectionError  # noqa: F401
+from .booster import Booster, autograd_grad_hess, hessian_diagonal  # noqa: F401
+from .callbacks import Callback, EarlyStopping, HistoryCallback, PrintCallback  # noqa: F401
+from .evaluation import FitMonitor, FitState, resolve_metrics  # noqa: F401
+from .inputs import fit_inputs  # noqa: F401
 from .ensemble import Ensemble  # noqa: F401
 from .learners import (  # noqa: F401
     FeatureModel,

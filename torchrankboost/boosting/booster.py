@@ -27,35 +27,26 @@ from __future__ import annotations
 import math
 import time
 import warnings
-from typing import Callable, Dict, List, Optional, Sequence, Tuple, Union
+from dataclasses import dataclass, field
+from typing import Any, Callable, Optional, Sequence, Tuple, Union
 
 import torch
 from torch import Tensor
 
+from ..contract import FitInfo, NumericalError, RoundRecord, UnboundedDirectionError
 from ..groups import Groups
 from .callbacks import PrintCallback
-from .ensemble import Ensemble, as_features
+from .ensemble import Ensemble
+from .evaluation import FitMonitor, FitState
+from .inputs import fit_inputs
 from .steps import line_search, newton_step
 
-__all__ = ["Booster", "UnboundedDirectionError", "hessian_diagonal", "autograd_grad_hess",
-           "resolve_metric"]
+__all__ = ["Booster", "UnboundedDirectionError", "hessian_diagonal", "autograd_grad_hess"]
 
 F64 = torch.float64
 STEPS = ("line_search", "newton", "fixed")
 CURVATURES = ("diag", "bound", "none")
 UNBOUNDED = ("stop", "raise", "cap")
-
-
-class UnboundedDirectionError(ValueError):
-    """The loss decreases without bound along a weak learner's output (``on_unbounded="raise"``).
-
-    Attributes: ``round`` (1-based), ``ensemble`` (the model before that round).
-    """
-
-    def __init__(self, message: str, *, round: int, ensemble: Optional[Ensemble] = None):
-        super().__init__(message)
-        self.round = round
-        self.ensemble = ensemble
 
 
 # ----------------------------------------------------------------------------- autograd
@@ -128,103 +119,6 @@ def autograd_grad_hess(loss: Callable, scores: Tensor, labels, groups, *, hess: 
     return g, torch.ones_like(g), "unit"
 
 
-# ----------------------------------------------------------------------------- metrics
-_HIGHER = {"ndcg": True, "dcg": True, "map": True, "auc": True, "precision": True,
-           "mrr": True, "loss": False, "pair_error": False}
-
-
-def resolve_metric(spec, loss: Optional[Callable] = None):
-    """``(name, fn(scores, labels, groups) -> float, greater_is_better)`` for a metric spec.
-
-    Names: ``"ndcg"``/``"ndcg@k"``, ``"dcg@k"``, ``"map"``/``"map@k"``, ``"auc"``,
-    ``"p@k"``/``"precision@k"``, ``"mrr"``, ``"pair_error"`` (from
-    :mod:`torchrankboost.metrics`, defaults there: exp gain, LightGBM tie/empty conventions)
-    and ``"loss"`` (the training loss on that set; lower is better). A callable is used as
-    is (higher is better unless it has ``greater_is_better = False``); its name is its
-    ``__name__``. A tuple ``(name, fn, greater_is_better)`` is accepted too.
-    """
-    if isinstance(spec, tuple) and len(spec) == 3:
-        name, fn, gib = spec
-        return str(name), fn, bool(gib)
-    if callable(spec):
-        name = getattr(spec, "__name__", type(spec).__name__)
-        return name, spec, bool(getattr(spec, "greater_is_better", True))
-    if not isinstance(spec, str):
-        raise ValueError(f"eval_metric entries must be names or callables, got {spec!r}")
-    name = spec.strip().lower()
-    base, _, kpart = name.partition("@")
-    k = None
-    if kpart:
-        try:
-            k = int(kpart)
-        except ValueError:
-            raise ValueError(f"eval_metric {spec!r}: the cutoff after '@' must be an integer"
-                             ) from None
-        if k < 1:
-            raise ValueError(f"eval_metric {spec!r}: cutoff must be >= 1")
-    if base == "loss":
-        if loss is None:
-            raise ValueError("eval_metric 'loss' needs the booster's loss")
-        return name, (lambda s, y, g: float(_scalar(loss(s, y, g)))), False
-    from .. import metrics as M
-
-    if base == "ndcg":
-        fn = lambda s, y, g: float(M.ndcg_at_k(s, y, g, k=k))  # noqa: E731
-    elif base == "dcg":
-        fn = lambda s, y, g: float(M.dcg_at_k(s, y, g, k=k))  # noqa: E731
-    elif base == "map":
-        fn = lambda s, y, g: float(M.mean_average_precision(s, y, g, k=k))  # noqa: E731
-    elif base == "auc":
-        if k is not None:
-            raise ValueError("eval_metric 'auc' takes no cutoff")
-        fn = lambda s, y, g: float(M.auc(s, y, g))  # noqa: E731
-    elif base in ("p", "precision"):
-        fn = lambda s, y, g: float(M.precision_at_k(s, y, g, k=k if k else 10))  # noqa: E731
-        base = "precision"
-    elif base in ("mrr", "rr"):
-        fn = lambda s, y, g: float(M.reciprocal_rank(s, y, g))  # noqa: E731
-        base = "mrr"
-    elif base == "pair_error":
-        fn = lambda s, y, g: float(M.pair_error(s, y, g))  # noqa: E731
-    else:
-        raise ValueError(f"unknown eval_metric {spec!r}; use ndcg@k, dcg@k, map, map@k, auc, "
-                         f"p@k, mrr, pair_error, loss or a callable")
-    return name, fn, _HIGHER[base]
-
-
-# ----------------------------------------------------------------------------- inputs
-def _as_labels(labels, n: int, device, name: str = "labels") -> Tensor:
-    if not isinstance(labels, Tensor):
-        try:
-            labels = torch.as_tensor(labels)
-        except Exception as exc:
-            raise ValueError(f"{name}: cannot convert to a tensor ({exc})") from None
-    labels = labels.to(device)
-    if labels.dim() != 1:
-        raise ValueError(f"{name} must be 1-D, got shape {tuple(labels.shape)}")
-    if labels.shape[0] != n:
-        raise ValueError(f"{name} has {labels.shape[0]} entries but X has {n} rows")
-    if labels.dtype == torch.bool:
-        labels = labels.to(torch.float64)
-    if labels.dtype.is_floating_point and not bool(torch.isfinite(labels).all()):
-        raise ValueError(f"{name} contain NaN or inf values")
-    return labels
-
-
-def _as_groups(groups, n: int, device, name: str = "groups") -> Groups:
-    if groups is None:
-        return Groups.single(n, device=device)
-    if not isinstance(groups, Groups):
-        try:
-            groups = Groups.from_qid(groups, device=device)
-        except (TypeError, RuntimeError) as exc:
-            raise ValueError(f"{name} must be a Groups or a 1-D array of query ids ({exc})"
-                             ) from None
-    if groups.num_docs != n:
-        raise ValueError(f"{name} cover {groups.num_docs} documents but X has {n} rows")
-    return groups.to(device)
-
-
 def _summary(model) -> dict:
     if hasattr(model, "summary"):
         try:
@@ -246,8 +140,35 @@ def _seed_for(seed: int, rnd: int) -> int:
     return (int(seed) * 1_000_003 + 7919 * int(rnd) + 17) % (2 ** 63 - 1)
 
 
+@dataclass
+class _Run:
+    """The state of one fit (the loop's working set)."""
+
+    X: Tensor
+    labels: Tensor
+    groups: Groups
+    prepared: Any
+    scores: Tensor
+    loss: float
+    ensemble: Ensemble
+    monitor: FitMonitor
+    sub_gen: torch.Generator
+    sync: Callable[[], None]
+    t_fit: float
+
+
+@dataclass
+class _Step:
+    """The step rule's answer: ``alpha`` (``None``: stop before this round), the loss at the
+    updated scores when the rule computed it, the line search's diagnostics."""
+
+    alpha: Optional[float]
+    new_loss: Optional[float] = None
+    info: dict = field(default_factory=dict)
+
+
 # ----------------------------------------------------------------------------- booster
-class Booster:
+class Booster(FitState):
     r"""Stagewise boosting of a weak learner on any differentiable ranking loss.
 
     Args:
@@ -275,7 +196,8 @@ class Booster:
             replacement; gradients are still computed on all documents).
         seed: fixes every random choice (query subsampling, the learner's generator).
         callbacks: objects with ``on_fit_start`` / ``on_round_end`` / ``on_fit_end`` (see
-            :mod:`torchrankboost.boosting.callbacks`).
+            :mod:`torchrankboost.boosting.callbacks`), called on every fit (``fit`` takes
+            more).
         device: where to train (default: the device of ``X``).
         verbose: ``False``, ``True`` (print every 10 rounds) or an int period.
         hess_floor: curvatures are clamped below at ``hess_floor × mean(|h|)`` (relative;
@@ -287,8 +209,9 @@ class Booster:
         on_unbounded: what to do when the line search finds that the loss decreases without
             bound along the weak model (``φ'`` still negative at ``max_step_ratio`` Newton
             steps — e.g. separable data under an exponential loss): ``"stop"`` (warn and
-            stop before that round; default), ``"raise"`` (:class:`UnboundedDirectionError`,
-            carrying the model so far) or ``"cap"`` (take the capped step and go on).
+            stop before that round; default), ``"raise"``
+            (:class:`~torchrankboost.contract.UnboundedDirectionError`, carrying the model so
+            far) or ``"cap"`` (take the capped step and go on).
         max_step_ratio: the line search's cap on ``α`` in units of its first trial step.
         base_score: ``"auto"`` (the loss-minimising constant score, by a line search along
             the all-ones direction; 0 for translation-invariant pairwise losses, the mean
@@ -301,16 +224,18 @@ class Booster:
             evaluations, and fewer of them where ``φ''`` jumps at kinks, as for QBRank at a
             tight tolerance; the smooth losses need more evaluations with it).
 
-    After :meth:`fit`: ``ensemble_``, ``best_round_``, ``best_score_``, ``evals_result_``,
-    ``stop_reason_`` (``None`` or a message), ``n_rounds_`` (rounds kept); during and after
-    the fit ``scores_`` holds the current training scores (float64, ``(n,)``; callbacks read
-    it, e.g. for score histograms).
+    After :meth:`fit` (the ranker contract, :mod:`torchrankboost.contract`): ``model_`` (the
+    :class:`Ensemble`, also returned), ``history_`` (one
+    :class:`~torchrankboost.contract.RoundRecord` per round), ``evals_result_``,
+    ``best_round_``, ``best_score_``, ``stop_reason_`` (``None`` or a message),
+    ``n_rounds_`` (rounds kept); during and after the fit ``scores_`` holds the current
+    training scores (float64, ``(n,)``; callbacks read it, e.g. for score histograms).
 
     Example::
 
         >>> from torchrankboost import Booster, RegressionTree
         >>> from torchrankboost.losses import ExponentialPairwiseLoss
-        >>> model = Booster(ExponentialPairwiseLoss(), RegressionTree(num_leaves=31),
+        >>> model = Booster(ExponentialPairwiseLoss(), RegressionTree(max_leaves=31),
         ...                 n_rounds=100, learning_rate=0.1).fit(
         ...     X, y, groups, eval_set=[(Xv, yv, gv)], early_stopping_rounds=20)
         >>> scores = model.predict(Xt)
@@ -328,7 +253,7 @@ class Booster:
             raise ValueError("loss must be callable: loss(scores, labels, groups) -> scalar")
         for meth in ("prepare", "fit"):
             if not callable(getattr(learner, meth, None)):
-                raise ValueError(f"learner must have a {meth}() method (see BOOSTING_API.md)")
+                raise ValueError(f"learner must have a {meth}() method (see :mod:`torchrankboost.boosting.learners`)")
         if int(n_rounds) != n_rounds or n_rounds < 0:
             raise ValueError(f"n_rounds must be a non-negative integer, got {n_rounds}")
         if not (learning_rate > 0 and math.isfinite(learning_rate)):
@@ -378,60 +303,22 @@ class Booster:
             raise ValueError(f"line_search_order must be 1 or 2, got {line_search_order!r}")
         self.line_search_order = int(line_search_order)
         self._has_gh = has_gh
-        self.ensemble_: Optional[Ensemble] = None
-        self.best_round_: Optional[int] = None
-        self.best_score_: Optional[float] = None
-        self.evals_result_: Dict[str, Dict[str, List[float]]] = {}
-        self.stop_reason_: Optional[str] = None
+        self._reset_fit_state()
+        self.n_rounds_: Optional[int] = None
 
     def __repr__(self) -> str:
         return (f"Booster(loss={self.loss!r}, learner={self.learner!r}, n_rounds={self.n_rounds}, "
                 f"learning_rate={self.learning_rate}, step={self.step!r}, "
                 f"curvature={self.curvature!r}, subsample={self.subsample}, seed={self.seed})")
 
-    # ------------------------------------------------------------------ loss pieces
-    def _value(self, s: Tensor, labels, groups) -> Tensor:
-        return _scalar(self.loss(s, labels, groups))
-
-    def _grad_curv(self, s: Tensor, labels, groups, rnd: int) -> Tuple[Tensor, Tensor, str]:
-        if self._has_gh:
-            kind = "bound" if self.curvature == "bound" else "diag"
-            g, h = self.loss.grad_hess(s, labels, groups, hess=kind)
-            g = g.to(F64)
-            h = h.to(F64)
-            kind = kind if self.curvature != "none" else "none"
-        else:
-            want = "diag" if self.curvature == "diag" else "none"
-            if want == "diag" and s.shape[0] > self.exact_hess_max_n and not self._warned_unit:
-                warnings.warn(
-                    f"curvature='diag': the loss has no grad_hess and n = {s.shape[0]} > "
-                    f"exact_hess_max_n = {self.exact_hess_max_n}; using unit curvature "
-                    f"(Friedman gradient boosting)", stacklevel=3)
-                self._warned_unit = True
-            g, h, kind = autograd_grad_hess(self.loss, s, labels, groups, hess=want,
-                                            max_exact=self.exact_hess_max_n)
-            g = g.to(F64)
-            h = h.to(F64)
-            if self.curvature == "none":
-                kind = "none"
-        if not bool(torch.isfinite(g).all()):
-            raise ValueError(f"round {rnd}: the loss gradient has NaN/inf entries")
-        if self.curvature != "none" and not bool(torch.isfinite(h).all()):
-            raise ValueError(f"round {rnd}: the loss curvature has NaN/inf entries")
-        return g, h, kind
-
-    def _targets(self, g: Tensor, h: Tensor, kind: str):
-        if self.curvature == "none":
-            return -g, None, torch.ones_like(g), kind
-        mean_h = float(h.abs().mean()) if h.numel() else 0.0
-        if not mean_h > 0:
-            return -g, None, torch.ones_like(g), "unit"
-        hc = h.clamp_min(self.hess_floor * mean_h)
-        return -g / hc, hc, hc, kind
+    @property
+    def ensemble_(self) -> Optional[Ensemble]:
+        """The fitted :class:`Ensemble` (the same object as ``model_``)."""
+        return self.model_
 
     # ------------------------------------------------------------------ fit
-    def fit(self, X, labels, groups=None, *, eval_set=None,
-            early_stopping_rounds: Optional[int] = None, eval_metric="ndcg@10",
+    def fit(self, X, labels, groups=None, *, eval_set=None, eval_metric="ndcg@10",
+            early_stopping_rounds: Optional[int] = None, callbacks: Sequence = (),
             init_score: Optional[float] = None) -> Ensemble:
         """Boost for up to ``n_rounds`` rounds and return the :class:`Ensemble`.
 
@@ -442,290 +329,284 @@ class Booster:
                 or ``None`` (one query).
             eval_set: list of ``(X_v, labels_v, groups_v)`` evaluated after every round
                 (names ``valid_0``, ``valid_1``, ...).
+            eval_metric: a name (``"ndcg@10"``, ``"map"``, ``"auc"``, ``"pos_above_neg"``,
+                ``"loss"`` = this booster's loss on that set, ... see
+                :func:`torchrankboost.registry.metric`), a callable ``f(scores, labels,
+                groups)``, a ``(name, fn, greater_is_better)`` tuple, or a list of them; the
+                first one drives early stopping.
             early_stopping_rounds: stop when the first metric on the first eval set has not
                 improved for this many rounds, and keep the best round's model (the
-                ensemble is truncated to ``best_round_`` rounds).
-            eval_metric: a name (``"ndcg@10"``, ``"map"``, ``"auc"``, ``"loss"``, ... see
-                :func:`resolve_metric`), a callable ``f(scores, labels, groups)``, or a list
-                of them; the first one drives early stopping.
+                ensemble is cut back to ``best_round_`` rounds).
+            callbacks: more callbacks for this fit (after the constructor's).
             init_score: constant initial score (overrides ``base_score``).
 
         Raises:
             ValueError: lengths of ``X``/``labels``/``groups`` disagree, NaN labels, an empty
-                training set, an eval set with a different number of features, a NaN loss or
-                gradient (the message gives the round).
+                training set, an eval set with a different number of features.
+            NumericalError: the loss, its gradient or the weak model's output became
+                NaN/inf, or the step is undefined (``round`` and ``model``, the last good
+                ensemble, are set); :class:`UnboundedDirectionError` with
+                ``on_unbounded="raise"``.
         """
+        run = self._begin(X, labels, groups, eval_set, eval_metric, early_stopping_rounds,
+                          callbacks, init_score)
+        for rnd in range(1, self.n_rounds + 1):
+            if not self._round(run, rnd):
+                break
+        model = run.monitor.finish(lambda n: self._final_model(run, n))
+        self.n_rounds_ = model.n_rounds
+        return model
+
+    def _begin(self, X, labels, groups, eval_set, eval_metric, early_stopping_rounds,
+               callbacks, init_score) -> _Run:
+        """Input checks, evaluation sets, base score, the initial loss, ``on_fit_start``."""
         t_fit = time.perf_counter()
         self._warned_unit = False
-        self.stop_reason_ = None
         dev = torch.device(self.device) if self.device is not None else None
-        X = as_features(X, device=dev)
+        X, labels, groups = fit_inputs(X, labels, groups, device=dev)
         dev = X.device
         n, F = X.shape
-        if n == 0:
-            raise ValueError("the training set is empty (X has 0 rows)")
-        if F == 0:
-            raise ValueError("X has no features")
-        labels = _as_labels(labels, n, dev)
-        groups = _as_groups(groups, n, dev)
-
-        # ---- eval sets and metrics
-        if eval_set is None:
-            eval_set = []
-        if isinstance(eval_set, tuple) and len(eval_set) == 3 and not isinstance(eval_set[0], tuple):
-            eval_set = [eval_set]
-        evals = []
-        for i, es in enumerate(eval_set):
-            if not isinstance(es, (tuple, list)) or len(es) != 3:
-                raise ValueError(f"eval_set[{i}] must be a tuple (X, labels, groups)")
-            Xv = as_features(es[0], device=dev, name=f"eval_set[{i}] X")
-            if Xv.shape[1] != F:
-                raise ValueError(f"eval_set[{i}] has {Xv.shape[1]} features but the training "
-                                 f"X has {F}")
-            if Xv.shape[0] == 0:
-                raise ValueError(f"eval_set[{i}] is empty")
-            yv = _as_labels(es[1], Xv.shape[0], dev, name=f"eval_set[{i}] labels")
-            gv = _as_groups(es[2], Xv.shape[0], dev, name=f"eval_set[{i}] groups")
-            evals.append((f"valid_{i}", Xv, yv, gv))
-        mspecs = eval_metric if isinstance(eval_metric, (list, tuple)) and not (
-            isinstance(eval_metric, tuple) and len(eval_metric) == 3 and callable(eval_metric[1])
-        ) else [eval_metric]
-        metrics = [resolve_metric(m, self.loss) for m in mspecs] if (evals or self.eval_train) else []
-        if early_stopping_rounds is not None:
-            if int(early_stopping_rounds) < 1:
-                raise ValueError(f"early_stopping_rounds must be >= 1, got {early_stopping_rounds}")
-            if not evals:
-                raise ValueError("early_stopping_rounds needs an eval_set")
-            if not metrics:
-                raise ValueError("early_stopping_rounds needs an eval_metric")
-
-        callbacks = list(self.callbacks)
+        cbs = list(self.callbacks) + list(callbacks)
         if self.verbose:
-            callbacks.append(PrintCallback(10 if self.verbose is True else int(self.verbose)))
+            cbs.append(PrintCallback(10 if self.verbose is True else int(self.verbose)))
+        base = self._base_score(init_score, n, labels, groups, dev)
+        monitor = FitMonitor(self, n_features=F, device=dev, eval_set=eval_set,
+                             eval_metric=eval_metric,
+                             early_stopping_rounds=early_stopping_rounds, callbacks=cbs,
+                             loss=self.loss, base_score=base,
+                             train=(labels, groups) if self.eval_train else None)
+        s = torch.full((n,), base, dtype=F64, device=dev)
+        self.scores_ = s
+        loss0 = float(self._value(s, labels, groups))
+        if not math.isfinite(loss0):
+            raise NumericalError(f"the loss is {loss0} at the initial scores (base score "
+                                 f"{base})", round=None, model=None)
+        sync = (lambda: torch.cuda.synchronize(dev)) if dev.type == "cuda" else (lambda: None)
+        run = _Run(X=X, labels=labels, groups=groups, prepared=self.learner.prepare(X),
+                   scores=s, loss=loss0,
+                   ensemble=Ensemble([], [], base_score=base, num_features=F),
+                   monitor=monitor, sub_gen=torch.Generator().manual_seed(self.seed),
+                   sync=sync, t_fit=t_fit)
+        params = dict(loss=repr(self.loss), learner=repr(self.learner), step=self.step,
+                      curvature=self.curvature, learning_rate=self.learning_rate,
+                      subsample=self.subsample, seed=self.seed, device=str(dev),
+                      base_score=base)
+        monitor.start(FitInfo(algorithm=getattr(self, "_algorithm", "boost"), n_docs=n,
+                              n_queries=groups.num_groups, n_features=F,
+                              n_rounds=self.n_rounds, params=params, initial_loss=loss0))
+        return run
 
-        # ---- base score
+    def _base_score(self, init_score, n, labels, groups, dev) -> float:
         if init_score is not None:
             base = float(init_score)
             if not math.isfinite(base):
                 raise ValueError(f"init_score must be finite, got {init_score}")
-        elif isinstance(self.base_score, float):
-            base = self.base_score
+            return base
+        if isinstance(self.base_score, float):
+            return self.base_score
+        return self._auto_base(n, labels, groups, dev)
+
+    def _round(self, run: _Run, rnd: int) -> bool:
+        """One boosting round; ``False`` when training stops."""
+        t0 = time.perf_counter()
+        g, h, ckind = self._grad_curv(run, rnd)
+        target, weight, hc, ckind = self._targets(g, h, ckind)
+        rows = self._subsample(run)
+        run.sync()
+        t1 = time.perf_counter()
+        model, f = self._fit_learner(run, rnd, target, weight, rows)
+        run.sync()
+        t2 = time.perf_counter()
+        step = self._step(run, rnd, g, hc, f)
+        if step.alpha is None:
+            return False
+        loss_before, w_round = run.loss, self.learning_rate * step.alpha
+        self._apply(run, rnd, step, w_round, model, f)
+        run.sync()
+        t3 = time.perf_counter()
+        extra = {
+            "loss_before": loss_before, "learning_rate": self.learning_rate,
+            "grad_norm": float(torch.linalg.vector_norm(g)), "grad_max": float(g.abs().max()),
+            "curvature_norm": float(torch.linalg.vector_norm(hc)),
+            "curvature_mean": float(hc.mean()), "curvature_kind": ckind,
+            "line_search": step.info, "seconds_grad": t1 - t0, "seconds_learner": t2 - t1,
+            "seconds_step": t3 - t2,
+            "n_rows": run.X.shape[0] if rows is None else int(rows.numel()),
+            "learner": _summary(model),
+        }
+        more = getattr(self.loss, "round_diagnostics", None)
+        if callable(more):  # e.g. AdaBoostLoss: F₊, F₋ and the F-skew
+            for k, v in more(run.scores, run.labels, run.groups).items():
+                extra.setdefault(k, v)
+        record = RoundRecord(round=rnd, loss=run.loss, step=step.alpha, weight=w_round,
+                             extra=extra)
+        run.monitor.add([(model, w_round)])
+        return not run.monitor.end_round(record, train_scores=run.scores)
+
+    # ------------------------------------------------------------------ round pieces
+    def _value(self, s: Tensor, labels, groups) -> Tensor:
+        return _scalar(self.loss(s, labels, groups))
+
+    def _failure(self, run: _Run, rnd: int, message: str) -> NumericalError:
+        """A :class:`NumericalError` for round ``rnd`` carrying the last good model."""
+        model = run.ensemble.truncate(run.ensemble.n_rounds)
+        return NumericalError(f"round {rnd}: {message}", round=rnd, model=model)
+
+    def _grad_curv(self, run: _Run, rnd: int) -> Tuple[Tensor, Tensor, str]:
+        """The loss gradient and curvature at the current scores (closed form or autograd)."""
+        s, labels, groups = run.scores, run.labels, run.groups
+        if self._has_gh:
+            kind = "bound" if self.curvature == "bound" else "diag"
+            g, h = self.loss.grad_hess(s, labels, groups, hess=kind)
         else:
-            base = self._auto_base(n, labels, groups, dev)
-        s = torch.full((n,), base, dtype=F64, device=dev)
-        self.scores_ = s
-        loss_now = float(self._value(s, labels, groups))
-        if not math.isfinite(loss_now):
-            raise ValueError(f"the loss is {loss_now} at the initial scores (base score {base})")
+            want = "diag" if self.curvature == "diag" else "none"
+            if want == "diag" and s.shape[0] > self.exact_hess_max_n and not self._warned_unit:
+                warnings.warn(
+                    f"curvature='diag': the loss has no grad_hess and n = {s.shape[0]} > "
+                    f"exact_hess_max_n = {self.exact_hess_max_n}; using unit curvature "
+                    f"(Friedman gradient boosting)", stacklevel=4)
+                self._warned_unit = True
+            g, h, kind = autograd_grad_hess(self.loss, s, labels, groups, hess=want,
+                                            max_exact=self.exact_hess_max_n)
+        g, h = g.to(F64), h.to(F64)
+        if self.curvature == "none":
+            kind = "none"
+        if not bool(torch.isfinite(g).all()):
+            raise self._failure(run, rnd, "the loss gradient has NaN/inf entries")
+        if self.curvature != "none" and not bool(torch.isfinite(h).all()):
+            raise self._failure(run, rnd, "the loss curvature has NaN/inf entries")
+        return g, h, kind
 
-        prepared = self.learner.prepare(X)
-        ensemble = Ensemble([], [], base_score=base, num_features=F)
-        eval_scores = [torch.full((e[1].shape[0],), base, dtype=F64, device=dev) for e in evals]
-        self.evals_result_ = {"train": {"loss": []}}
-        if self.eval_train:
-            for name, _, _ in metrics:
-                self.evals_result_["train"].setdefault(name, [])
-        for ename, *_ in evals:
-            self.evals_result_[ename] = {name: [] for name, _, _ in metrics}
-        self.best_round_, self.best_score_ = None, None
-        best_key = None
-        if evals and metrics:
-            best_key = (evals[0][0], metrics[0][0], metrics[0][2])
+    def _targets(self, g: Tensor, h: Tensor, kind: str):
+        """``(target, weight, curvature used, kind)`` for the learner's least-squares fit."""
+        if self.curvature == "none":
+            return -g, None, torch.ones_like(g), kind
+        mean_h = float(h.abs().mean()) if h.numel() else 0.0
+        if not mean_h > 0:
+            return -g, None, torch.ones_like(g), "unit"
+        hc = h.clamp_min(self.hess_floor * mean_h)
+        return -g / hc, hc, hc, kind
 
-        info = dict(n_docs=n, n_queries=groups.num_groups, n_features=F,
-                    n_rounds=self.n_rounds, loss=repr(self.loss), learner=repr(self.learner),
-                    step=self.step, curvature=self.curvature, learning_rate=self.learning_rate,
-                    subsample=self.subsample, seed=self.seed, device=str(dev),
-                    base_score=base, eval_names=[e[0] for e in evals],
-                    metric_names=[m[0] for m in metrics], initial_loss=loss_now)
-        for cb in callbacks:
-            if hasattr(cb, "on_fit_start"):
-                cb.on_fit_start(self, info)
+    def _subsample(self, run: _Run) -> Optional[Tensor]:
+        """The rows of a seeded draw of ``subsample × n_queries`` whole queries (or ``None``)."""
+        if self.subsample >= 1.0:
+            return None
+        G, dev = run.groups.num_groups, run.X.device
+        k = max(1, int(round(self.subsample * G)))
+        pick = torch.randperm(G, generator=run.sub_gen)[:k].to(dev)
+        qmask = torch.zeros(G, dtype=torch.bool, device=dev)
+        qmask[pick] = True
+        return torch.nonzero(qmask[run.groups.group_index], as_tuple=False).reshape(-1)
 
-        sub_gen = torch.Generator().manual_seed(self.seed)
-        G = groups.num_groups
-        sync = (lambda: torch.cuda.synchronize(dev)) if dev.type == "cuda" else (lambda: None)
-        nu = self.learning_rate
+    def _fit_learner(self, run: _Run, rnd: int, target, weight, rows):
+        """The weak model fitted to the targets, and its ``(n,)`` float64 output."""
+        n = run.X.shape[0]
+        gen = torch.Generator(device=run.X.device).manual_seed(_seed_for(self.seed, rnd))
+        model = self.learner.fit(run.prepared, target, weight, rows=rows, generator=gen)
+        f = model.predict_prepared(run.prepared).to(F64)
+        if f.shape != (n,):
+            raise ValueError(f"round {rnd}: the weak model's predict_prepared returned shape "
+                             f"{tuple(f.shape)}, expected ({n},)")
+        if not bool(torch.isfinite(f).all()):
+            raise self._failure(run, rnd, f"the weak model predicts NaN/inf (targets had "
+                                          f"range [{float(target.min()):.3g}, "
+                                          f"{float(target.max()):.3g}])")
+        return model, f
 
-        for rnd in range(1, self.n_rounds + 1):
-            t0 = time.perf_counter()
-            g, h, ckind = self._grad_curv(s, labels, groups, rnd)
-            target, weight, hc, ckind = self._targets(g, h, ckind)
-            rows = None
-            if self.subsample < 1.0:
-                k = max(1, int(round(self.subsample * G)))
-                pick = torch.randperm(G, generator=sub_gen)[:k].to(dev)
-                qmask = torch.zeros(G, dtype=torch.bool, device=dev)
-                qmask[pick] = True
-                rows = torch.nonzero(qmask[groups.group_index], as_tuple=False).reshape(-1)
-            sync()
-            t1 = time.perf_counter()
-            gen = torch.Generator(device=dev).manual_seed(_seed_for(self.seed, rnd))
-            model = self.learner.fit(prepared, target, weight, rows=rows, generator=gen)
-            f = model.predict_prepared(prepared).to(F64)
-            if f.shape != (n,):
-                raise ValueError(f"round {rnd}: the weak model's predict_prepared returned shape "
-                                 f"{tuple(f.shape)}, expected ({n},)")
-            if not bool(torch.isfinite(f).all()):
-                raise ValueError(f"round {rnd}: the weak model predicts NaN/inf (targets had "
-                                 f"range [{float(target.min()):.3g}, {float(target.max()):.3g}])")
-            sync()
-            t2 = time.perf_counter()
+    def _step(self, run: _Run, rnd: int, g: Tensor, hc: Tensor, f: Tensor) -> _Step:
+        """The step rule: ``α`` along ``f`` (``alpha=None``: stop before this round)."""
+        s, labels, groups, dev = run.scores, run.labels, run.groups, run.X.device
 
-            # ---- step
-            ls_info: dict = {}
+        def phi(a):
+            return self._value(s + a.to(dev) * f, labels, groups)
 
-            def phi(a, s=s, f=f):
-                return self._value(s + a.to(dev) * f, labels, groups)
+        if self.step == "fixed":
+            return _Step(1.0)
+        if self.step == "newton":
+            step = self._newton(phi, float((hc * f * f).sum()))
+        else:
+            step = self._line_search(run, rnd, phi, float((g * f).sum()),
+                                     float((hc * f * f).sum()))
+        if step.alpha is None:
+            return step
+        if not math.isfinite(step.alpha):
+            raise self._failure(run, rnd, f"the step size is {step.alpha}")
+        if step.alpha == 0.0 and self.subsample >= 1.0:
+            run.monitor.stop(f"round {rnd}: no step along the weak model decreases the loss "
+                             f"({step.info.get('status')}); converged")
+            return _Step(None)
+        return step
 
-            stop_msg = None
-            known_new = None  # the loss at the updated scores when the step rule computed it
-            if self.step == "fixed":
-                alpha = 1.0
-            elif self.step == "newton":
-                fb = float((hc * f * f).sum())
-                alpha, v0, d0, h0 = newton_step(phi, fallback_curvature=fb)
-                tries = 0
-                while alpha != 0.0 and tries < 30:
-                    v = float(phi(torch.tensor(nu * alpha, dtype=F64)).detach())
-                    if math.isfinite(v) and v <= v0:
-                        known_new = v
-                        break
-                    alpha *= 0.5
-                    tries += 1
-                else:
-                    if tries >= 30:
-                        alpha = 0.0
-                ls_info = {"status": "newton", "n_evals": 1 + tries + 1, "deriv0": d0,
-                           "curv0": h0, "value0": v0, "backtracks": tries}
-            else:
-                # φ(0) and φ'(0) are known (current loss, ⟨g, f⟩); the first trial is the
-                # quadratic model's minimiser along f, -⟨g, f⟩ / Σ h f² (exact for a
-                # quadratic loss; a guaranteed decrease under a valid curvature bound).
-                gf = float((g * f).sum())
-                hff = float((hc * f * f).sum())
-                a0 = abs(gf) / hff if (hff > 0 and gf != 0.0) else 1.0
-                try:
-                    res = line_search(phi, max_ratio=self.max_step_ratio,
-                                      order=self.line_search_order,
-                                      xtol=self.line_search_tol, value0=loss_now,
-                                      deriv0=gf, alpha0=a0 if math.isfinite(a0) and a0 > 0
-                                      else 1.0)
-                except ValueError as exc:
-                    raise ValueError(f"round {rnd}: line search failed: {exc}") from None
-                alpha = res.alpha
-                if nu == 1.0 and res.status != "unbounded":
-                    known_new = res.value
-                ls_info = {"status": res.status, "n_evals": res.n_evals, "deriv0": res.deriv0,
-                           "value0": res.value0}
-                if res.unbounded:
-                    stop_msg = (
-                        f"round {rnd}: the loss decreases without bound along the weak "
-                        f"learner's output (line search reached alpha = {res.alpha:.4g}, "
-                        f"{self.max_step_ratio:g} times its first trial step, with the loss "
-                        f"still falling: "
-                        f"{res.value0:.6g} -> {res.value:.6g}); e.g. the training data are "
-                        f"separated by the ensemble plus this weak model")
-                    if self.on_unbounded == "raise":
-                        raise UnboundedDirectionError(stop_msg, round=rnd, ensemble=ensemble)
-                    if self.on_unbounded == "stop":
-                        warnings.warn(stop_msg + "; stopping before this round", stacklevel=2)
-                        self.stop_reason_ = stop_msg
-                        break
-            if not math.isfinite(alpha):
-                raise ValueError(f"round {rnd}: the step size is {alpha}")
-            if alpha == 0.0 and self.step != "fixed":
-                if self.subsample >= 1.0:
-                    self.stop_reason_ = (f"round {rnd}: no step along the weak model decreases "
-                                         f"the loss ({ls_info.get('status')}); converged")
-                    break
-            w_round = nu * alpha
-            s_new = s + w_round * f
-            loss_new = (known_new if known_new is not None
-                        else float(self._value(s_new, labels, groups)))
-            if not math.isfinite(loss_new):
-                raise ValueError(f"round {rnd}: the loss is {loss_new} after the update "
-                                 f"(step {alpha:.4g}, weight {w_round:.4g}); the loss or the "
-                                 f"weak learner produced non-finite values")
-            sync()
-            t3 = time.perf_counter()
-            s = s_new
-            self.scores_ = s  # current training scores, for callbacks (score histograms)
-            loss_before, loss_now = loss_now, loss_new
-            ensemble.append(model, w_round)
-
-            # ---- evaluation
-            mvals: Dict[str, Dict[str, float]] = {"train": {"loss": loss_now}}
-            self.evals_result_["train"]["loss"].append(loss_now)
-            if self.eval_train:
-                for name, fn, _ in metrics:
-                    v = float(fn(s, labels, groups)) if name != "loss" else loss_now
-                    mvals["train"][name] = v
-                    if name != "loss":
-                        self.evals_result_["train"][name].append(v)
-            for j, (ename, Xv, yv, gv) in enumerate(evals):
-                eval_scores[j] = eval_scores[j] + w_round * model.predict(Xv).to(F64)
-                mvals[ename] = {}
-                for name, fn, _ in metrics:
-                    v = float(fn(eval_scores[j], yv, gv))
-                    mvals[ename][name] = v
-                    self.evals_result_[ename][name].append(v)
-            if best_key is not None:
-                cur = mvals[best_key[0]][best_key[1]]
-                better = (self.best_score_ is None
-                          or (cur > self.best_score_ if best_key[2] else cur < self.best_score_))
-                if better:
-                    self.best_round_, self.best_score_ = rnd, cur
-            sync()
-            t4 = time.perf_counter()
-            diag = {
-                "round": rnd, "loss": loss_now, "loss_before": loss_before, "step": alpha,
-                "learning_rate": nu, "weight": w_round,
-                "grad_norm": float(torch.linalg.vector_norm(g)),
-                "grad_max": float(g.abs().max()),
-                "curvature_norm": float(torch.linalg.vector_norm(hc)),
-                "curvature_mean": float(hc.mean()), "curvature_kind": ckind,
-                "line_search": ls_info, "metrics": mvals,
-                "seconds": t4 - t0, "seconds_grad": t1 - t0, "seconds_learner": t2 - t1,
-                "seconds_step": t3 - t2, "seconds_eval": t4 - t3,
-                "n_rows": n if rows is None else int(rows.numel()),
-                "learner": _summary(model),
-            }
-            if best_key is not None:
-                diag["best_round"], diag["best_score"] = self.best_round_, self.best_score_
-            extra = getattr(self.loss, "round_diagnostics", None)
-            if callable(extra):  # e.g. AdaBoostLoss: F₊, F₋ and the F-skew
-                for k, v in extra(s, labels, groups).items():
-                    diag.setdefault(k, v)
-            want_stop = False
-            for cb in callbacks:
-                if hasattr(cb, "on_round_end") and cb.on_round_end(self, rnd, diag):
-                    want_stop = True
-            if want_stop:
-                self.stop_reason_ = f"round {rnd}: a callback requested a stop"
+    def _newton(self, phi, fallback_curvature: float) -> _Step:
+        """One Newton step on ``α``, halved until ``L(s + ν α f) ≤ L(s)`` (30 times at most)."""
+        alpha, v0, d0, h0 = newton_step(phi, fallback_curvature=fallback_curvature)
+        tries, new = 0, None
+        while alpha != 0.0 and tries < 30:
+            v = float(phi(torch.tensor(self.learning_rate * alpha, dtype=F64)).detach())
+            if math.isfinite(v) and v <= v0:
+                new = v
                 break
-            if (early_stopping_rounds is not None and self.best_round_ is not None
-                    and rnd - self.best_round_ >= int(early_stopping_rounds)):
-                self.stop_reason_ = (f"round {rnd}: early stopping, {best_key[0]} {best_key[1]} "
-                                     f"has not improved for {early_stopping_rounds} rounds "
-                                     f"(best round {self.best_round_}: {self.best_score_:.6g})")
-                break
+            alpha *= 0.5
+            tries += 1
+        else:
+            if tries >= 30:
+                alpha = 0.0
+        return _Step(alpha, new, {"status": "newton", "n_evals": 1 + tries + 1, "deriv0": d0,
+                                  "curv0": h0, "value0": v0, "backtracks": tries})
 
-        if early_stopping_rounds is not None and self.best_round_ is not None:
-            ensemble = ensemble.truncate(self.best_round_)
-        ensemble.info.update({
+    def _line_search(self, run: _Run, rnd: int, phi, gf: float, hff: float) -> _Step:
+        """Exact line search of ``L(s + α f)`` from the quadratic model's minimiser along
+        ``f``, ``-⟨g, f⟩ / Σ h f²`` (exact for a quadratic loss; a guaranteed decrease under a
+        valid curvature bound); ``φ(0)`` and ``φ'(0) = ⟨g, f⟩`` are known. Applies the
+        ``on_unbounded`` policy."""
+        a0 = abs(gf) / hff if (hff > 0 and gf != 0.0) else 1.0
+        try:
+            res = line_search(phi, max_ratio=self.max_step_ratio, order=self.line_search_order,
+                              xtol=self.line_search_tol, value0=run.loss, deriv0=gf,
+                              alpha0=a0 if math.isfinite(a0) and a0 > 0 else 1.0)
+        except ValueError as exc:
+            raise self._failure(run, rnd, f"line search failed: {exc}") from None
+        known = res.value if (self.learning_rate == 1.0 and res.status != "unbounded") else None
+        step = _Step(res.alpha, known, {"status": res.status, "n_evals": res.n_evals,
+                                        "deriv0": res.deriv0, "value0": res.value0})
+        if not res.unbounded:
+            return step
+        msg = (f"round {rnd}: the loss decreases without bound along the weak learner's "
+               f"output (line search reached alpha = {res.alpha:.4g}, "
+               f"{self.max_step_ratio:g} times its first trial step, with the loss still "
+               f"falling: {res.value0:.6g} -> {res.value:.6g}); e.g. the training data are "
+               f"separated by the ensemble plus this weak model")
+        if self.on_unbounded == "raise":
+            raise UnboundedDirectionError(msg, round=rnd,
+                                          model=run.ensemble.truncate(run.ensemble.n_rounds))
+        if self.on_unbounded == "stop":
+            warnings.warn(msg + "; stopping before this round", stacklevel=5)
+            run.monitor.stop(msg)
+            return _Step(None)
+        return step
+
+    def _apply(self, run: _Run, rnd: int, step: _Step, w_round: float, model, f) -> None:
+        """``s ← s + ν α f``, the new loss, the ensemble's new round."""
+        s_new = run.scores + w_round * f
+        loss_new = (step.new_loss if step.new_loss is not None
+                    else float(self._value(s_new, run.labels, run.groups)))
+        if not math.isfinite(loss_new):
+            raise self._failure(run, rnd, f"the loss is {loss_new} after the update (step "
+                                          f"{step.alpha:.4g}, weight {w_round:.4g}); the loss "
+                                          f"or the weak learner produced non-finite values")
+        run.scores = s_new
+        self.scores_ = s_new  # current training scores, for callbacks (score histograms)
+        run.loss = loss_new
+        run.ensemble.append(model, w_round)
+
+    def _final_model(self, run: _Run, n_rounds: int) -> Ensemble:
+        ens = run.ensemble.truncate(n_rounds)
+        ens.info.update({
             "loss": repr(self.loss), "learner": repr(self.learner), "step": self.step,
             "curvature": self.curvature, "learning_rate": self.learning_rate,
-            "seed": self.seed, "best_round": self.best_round_, "best_score": self.best_score_,
-            "evals_result": self.evals_result_, "stop_reason": self.stop_reason_,
-            "fit_seconds": time.perf_counter() - t_fit,
+            "seed": self.seed, "fit_seconds": time.perf_counter() - run.t_fit,
         })
-        self.ensemble_ = ensemble
-        self.n_rounds_ = ensemble.n_rounds
-        for cb in callbacks:
-            if hasattr(cb, "on_fit_end"):
-                cb.on_fit_end(self, ensemble)
-        return ensemble
+        return ens
 
     def _auto_base(self, n, labels, groups, dev) -> float:
         """The loss-minimising constant score (0 when the loss ignores a common shift)."""
@@ -747,10 +628,3 @@ class Booster:
         if res.status in ("converged", "max_iter"):
             return float(res.alpha)
         return 0.0
-
-    # ------------------------------------------------------------------ predict
-    def predict(self, X, **kwargs) -> Tensor:
-        """Scores of the fitted ensemble (see :meth:`Ensemble.predict`)."""
-        if self.ensemble_ is None:
-            raise ValueError("the booster is not fitted yet; call fit() first")
-        return self.ensemble_.predict(X, **kwargs)

@@ -1,81 +1,83 @@
-"""Callbacks of the boosting driver.
+"""Callbacks: the hooks every algorithm calls (see :mod:`torchrankboost.contract`).
 
 A callback is any object with some of these methods (missing ones are skipped)::
 
-    on_fit_start(booster, info: dict)            # once, before round 1
-    on_round_end(booster, round: int, diagnostics: dict) -> Optional[bool]
-                                                 # after each round; True requests a stop
-    on_fit_end(booster, ensemble)                # once, with the final (possibly truncated) model
+    on_fit_start(ranker, info: FitInfo)           # once, before round 1
+    on_round_end(ranker, record: RoundRecord) -> Optional[bool]
+                                                  # after each round; True requests a stop
+    on_fit_end(ranker, model)                     # once, with the final (possibly cut) model
 
-``info`` (fit start): ``n_docs``, ``n_queries``, ``n_features``, ``n_rounds``, ``loss`` (repr),
-``learner`` (repr), ``step``, ``curvature``, ``learning_rate``, ``subsample``, ``seed``,
-``device``, ``base_score``, ``eval_names`` (list), ``metric_names`` (list),
-``initial_loss``.
+:class:`~torchrankboost.contract.FitInfo` carries ``algorithm``, ``n_docs``, ``n_queries``,
+``n_features``, ``n_rounds``, ``eval_names``, ``metric_names``, ``initial_loss`` and
+``params`` (the driver's: ``loss``, ``learner`` (reprs), ``step``, ``curvature``,
+``learning_rate``, ``subsample``, ``seed``, ``device``, ``base_score``).
 
-``diagnostics`` (per round, plain Python numbers / lists / dicts — JSON-able):
+:class:`~torchrankboost.contract.RoundRecord` carries ``round`` (1-based), ``loss`` (the
+training objective after the round), ``step``, ``weight``, ``metrics`` (``{"train": {"loss":
+...}, "valid_0": {"ndcg@10": ...}}``), ``seconds``, ``best_round``/``best_score`` and
+``extra``, the algorithm's own diagnostics (plain Python numbers / lists / dicts). The
+driver's ``extra``: ``loss_before``, ``learning_rate`` (ν), ``grad_norm`` (‖g‖₂),
+``grad_max`` (‖g‖∞), ``curvature_norm`` (‖h‖₂ after the floor), ``curvature_mean``,
+``curvature_kind`` (``"diag"``/``"bound"``/``"none"``/``"autograd-diag"``/``"unit"``),
+``line_search`` (``{"status", "n_evals", "deriv0", "value0"}``), ``seconds_grad``,
+``seconds_learner``, ``seconds_step``, ``seconds_eval``, ``n_rows`` (documents the learner
+saw, after query subsampling), ``learner`` (the weak model's summary) and whatever the loss's
+``round_diagnostics(scores, labels, groups)`` returns (``AdaBoostLoss``: ``F_plus``,
+``F_minus``, ``F``, ``f_skew``, ``relative_f_skew``). The RankBoost family's ``extra``:
+``alpha``, ``loss_before``, ``feature``/``threshold``, the edge statistics... (see each
+class). ``record["grad_norm"]`` / ``record.get(...)`` read a field or an ``extra`` entry.
 
-* ``round`` (1-based), ``loss`` (training loss after the update), ``loss_before``,
-  ``step`` (α chosen by the step rule), ``learning_rate`` (ν), ``weight`` (ν·α, the
-  round's weight in the ensemble);
-* ``grad_norm`` (‖g‖₂), ``grad_max`` (‖g‖∞), ``curvature_norm`` (‖h‖₂ after the floor),
-  ``curvature_mean``, ``curvature_kind`` (``"diag"``/``"bound"``/``"none"``/``"autograd-diag"``/``"unit"``);
-* ``line_search``: ``{"status", "n_evals", "deriv0", "value0"}`` (line search / Newton);
-* ``metrics``: ``{"train": {"loss": ...}, "valid_0": {"ndcg@10": ...}, ...}``;
-* ``seconds`` (wall time of the round), ``seconds_learner``, ``seconds_step``,
-  ``seconds_grad``; ``n_rows`` (documents the learner saw, after query subsampling);
-* ``learner``: the weak model's summary (``model.summary()`` when it has one, else its
-  ``meta`` plus its small tensors as lists: e.g. chosen feature/threshold, leaf values);
-* ``best_round``/``best_score`` so far when early stopping is on.
-* whatever the loss's ``round_diagnostics(scores, labels, groups)`` returns, when it has one
-  (``AdaBoostLoss``: ``F_plus``, ``F_minus``, ``F``, ``f_skew``, ``relative_f_skew``...).
-
-A TensorBoard logger only needs to walk ``loss``, ``step``, ``metrics`` and the norms.
+The older ``on_round_end(ranker, round, diagnostics)`` signature (a flat dict,
+``record.to_dict()``) still works, with a ``DeprecationWarning``.
 """
 
 from __future__ import annotations
 
 import sys
 import time
-from typing import List, Optional
+from typing import List, Optional, Tuple
 
-__all__ = ["Callback", "HistoryCallback", "PrintCallback", "EarlyStoppingCallback"]
+from ..contract import FitInfo, RoundRecord
+
+__all__ = ["Callback", "HistoryCallback", "PrintCallback", "EarlyStopping"]
 
 
 class Callback:
     """Base class with no-op hooks (subclassing is optional: duck typing is enough)."""
 
-    def on_fit_start(self, booster, info: dict) -> None:  # pragma: no cover - no-op
+    def on_fit_start(self, ranker, info: FitInfo) -> None:  # pragma: no cover - no-op
         pass
 
-    def on_round_end(self, booster, round: int, diagnostics: dict) -> Optional[bool]:
+    def on_round_end(self, ranker, record: RoundRecord) -> Optional[bool]:
         return None
 
-    def on_fit_end(self, booster, ensemble) -> None:  # pragma: no cover - no-op
+    def on_fit_end(self, ranker, model) -> None:  # pragma: no cover - no-op
         pass
 
 
 class HistoryCallback(Callback):
-    """Keeps everything: ``info`` (fit start), ``rounds`` (list of diagnostics dicts) and
-    ``ensemble`` (fit end). ``history[key]`` gives the per-round list of a top-level key."""
+    """Keeps everything: ``info`` (fit start), ``rounds`` (the :class:`RoundRecord` of every
+    round) and ``model`` (fit end). ``history[key]`` gives the per-round list of a field or an
+    ``extra`` entry."""
 
     def __init__(self):
-        self.info: Optional[dict] = None
-        self.rounds: List[dict] = []
-        self.ensemble = None
+        self.info: Optional[FitInfo] = None
+        self.rounds: List[RoundRecord] = []
+        self.model = None
 
-    def on_fit_start(self, booster, info):
-        self.info = dict(info)
+    def on_fit_start(self, ranker, info):
+        self.info = info
         self.rounds = []
 
-    def on_round_end(self, booster, round, diagnostics):
-        self.rounds.append(diagnostics)
+    def on_round_end(self, ranker, record):
+        self.rounds.append(record)
         return None
 
-    def on_fit_end(self, booster, ensemble):
-        self.ensemble = ensemble
+    def on_fit_end(self, ranker, model):
+        self.model = model
 
     def __getitem__(self, key: str) -> list:
-        return [d.get(key) for d in self.rounds]
+        return [r.get(key) for r in self.rounds]
 
 
 class PrintCallback(Callback):
@@ -90,63 +92,82 @@ class PrintCallback(Callback):
         self._t0 = None
         self._n = None
 
-    def on_fit_start(self, booster, info):
-        self._t0 = time.perf_counter()
-        self._n = info.get("n_rounds")
-        print(f"[boost] {info.get('n_docs')} docs, {info.get('n_queries')} queries, "
-              f"{info.get('n_features')} features; loss={info.get('loss')}; "
-              f"step={info.get('step')}, curvature={info.get('curvature')}, "
-              f"lr={info.get('learning_rate')}; initial loss {info.get('initial_loss'):.6g}",
-              file=self.file or sys.stdout)
+    def _print(self, text: str) -> None:
+        print(text, file=self.file or sys.stdout)
 
-    def on_round_end(self, booster, round, diagnostics):
-        if round % self.every and round != self._n:
+    def on_fit_start(self, ranker, info):
+        self._t0 = time.perf_counter()
+        self._n = info.n_rounds
+        opts = ", ".join(f"{k}={info.params[k]}" for k in ("loss", "step", "curvature",
+                                                          "learning_rate") if k in info.params)
+        init = "" if info.initial_loss is None else f"; initial loss {info.initial_loss:.6g}"
+        self._print(f"[{info.algorithm}] {info.n_docs} docs, {info.n_queries} queries, "
+                    f"{info.n_features} features" + (f"; {opts}" if opts else "") + init)
+
+    def on_round_end(self, ranker, record):
+        rnd = record.round
+        if rnd % self.every and rnd != self._n:
             return None
-        parts = [f"[{round:4d}] loss {diagnostics['loss']:.6g}",
-                 f"step {diagnostics['step']:.4g}"]
-        for name, vals in diagnostics.get("metrics", {}).items():
+        loss = "-" if record.loss is None else f"{record.loss:.6g}"
+        parts = [f"[{rnd:4d}] loss {loss}", f"step {record.step:.4g}"]
+        for name, vals in record.metrics.items():
             for m, v in vals.items():
                 if name == "train" and m == "loss":
                     continue
                 parts.append(f"{name}-{m} {v:.5f}")
-        parts.append(f"{diagnostics['seconds']:.3f}s")
-        print("  ".join(parts), file=self.file or sys.stdout)
+        parts.append(f"{record.seconds:.3f}s")
+        self._print("  ".join(parts))
         return None
 
-    def on_fit_end(self, booster, ensemble):
+    def on_fit_end(self, ranker, model):
         el = time.perf_counter() - (self._t0 or time.perf_counter())
         extra = ""
-        if getattr(booster, "best_round_", None) is not None:
-            extra = f", best round {booster.best_round_} ({booster.best_score_:.6g})"
-        print(f"[boost] done: {ensemble.n_rounds} rounds in {el:.2f}s{extra}",
-              file=self.file or sys.stdout)
+        if getattr(ranker, "best_round_", None) is not None:
+            extra = f", best round {ranker.best_round_} ({ranker.best_score_:.6g})"
+        self._print(f"[done] {len(getattr(ranker, 'history_', []))} rounds in {el:.2f}s{extra}")
 
 
-class EarlyStoppingCallback(Callback):
-    """Stop when a diagnostic has not improved for ``patience`` rounds.
+class EarlyStopping(Callback):
+    """Stop when a metric has not improved for ``patience`` rounds (Friedman-style early
+    stopping on a held-out set; the rule of every algorithm's ``early_stopping_rounds``).
 
-    ``key``: ``("valid_0", "ndcg@10")``-style path into ``diagnostics["metrics"]``;
-    ``greater_is_better`` picks the direction. (The booster's built-in early stopping,
-    ``fit(..., early_stopping_rounds=...)``, also restores the best round; this callback
-    only stops.)
+    ``key``: ``None`` (default) watches the fit's own best round (``record.best_round``: the
+    first metric on the first evaluation set — ``fit(early_stopping_rounds=...)`` installs
+    this one and also cuts the model back to that round); or a ``("valid_0", "ndcg@10")``
+    path into ``record.metrics`` with ``greater_is_better`` (this callback then only stops).
+    A NaN value never counts as an improvement. After a stop, ``reason`` says why.
     """
 
-    def __init__(self, key, patience: int, *, greater_is_better: bool = True):
-        self.key = tuple(key)
+    def __init__(self, patience: int, *, key: Optional[Tuple[str, str]] = None,
+                 greater_is_better: bool = True):
+        if isinstance(patience, bool) or int(patience) < 1:
+            raise ValueError(f"patience must be >= 1, got {patience}")
         self.patience = int(patience)
-        self.sign = 1.0 if greater_is_better else -1.0
-        self.best = None
-        self.best_round = None
+        self.key = None if key is None else tuple(key)
+        self.greater_is_better = bool(greater_is_better)
+        self.reason: Optional[str] = None
+        self.label: Optional[str] = None  # what ``key=None`` watches, for the message
+        self._best = None
 
-    def on_fit_start(self, booster, info):
-        self.best = None
-        self.best_round = None
+    def on_fit_start(self, ranker, info):
+        from .evaluation import BestTracker
 
-    def on_round_end(self, booster, round, diagnostics):
-        v = diagnostics.get("metrics", {})
-        for k in self.key:
-            v = v[k]
-        v = self.sign * float(v)
-        if self.best is None or v > self.best:
-            self.best, self.best_round = v, round
-        return round - self.best_round >= self.patience
+        self._best = BestTracker(self.greater_is_better)
+        self.reason = None
+
+    def on_round_end(self, ranker, record):
+        if self.key is None:
+            best_round, best_score = record.best_round, record.best_score
+            what = self.label or "the first metric on the first eval set"
+        else:
+            if self._best is None:
+                self.on_fit_start(ranker, None)
+            self._best.update(record.round, record.metrics[self.key[0]][self.key[1]])
+            best_round, best_score = self._best.round, self._best.score
+            what = f"{self.key[0]} {self.key[1]}"
+        if record.round - (best_round or 0) < self.patience:
+            return None
+        best = "none" if best_round is None else f"{best_round}: {best_score:.6g}"
+        self.reason = (f"round {record.round}: early stopping, {what} has not improved for "
+                       f"{self.patience} rounds (best round {best})")
+        return True

@@ -18,33 +18,12 @@ from typing import Callable, Dict, Iterator, List, Optional, Sequence
 import torch
 from torch import Tensor
 
+from .inputs import as_features
+
 __all__ = ["Ensemble", "as_features"]
 
 FORMAT = "torchrankboost.Ensemble"
 FORMAT_VERSION = 1
-
-
-def as_features(X, *, device=None, name: str = "X") -> Tensor:
-    """Convert ``X`` (tensor, numpy array, scipy sparse matrix) to a 2-D float tensor.
-
-    Integer/bool inputs become float32; float64 stays float64. NaN is allowed (missing).
-    Raises ``ValueError`` for anything that is not 2-D.
-    """
-    if hasattr(X, "toarray") and not isinstance(X, Tensor):  # scipy.sparse
-        X = X.toarray()
-    if not isinstance(X, Tensor):
-        try:
-            X = torch.as_tensor(X)
-        except Exception as exc:
-            raise ValueError(f"{name}: cannot convert to a tensor ({exc})") from None
-    if X.dim() != 2:
-        raise ValueError(f"{name} must be 2-D (n_documents, n_features), got shape "
-                         f"{tuple(X.shape)}")
-    if not X.dtype.is_floating_point:
-        X = X.to(torch.float32)
-    if device is not None:
-        X = X.to(device)
-    return X
 
 
 def _default_registry(tensors, meta):
@@ -57,7 +36,8 @@ class Ensemble:
     """Additive model ``F(x) = base_score + Σ_t weights[t] · models[t](x)``.
 
     Args:
-        models: fitted weak models (see ``BOOSTING_API.md``: ``predict``, ``state``, ...).
+        models: fitted weak models (``predict``, ``state``, ... see
+            :mod:`torchrankboost.boosting.learners`).
         weights: per-round weights ``ν_t = learning_rate · α_t`` (floats).
         base_score: the constant initial score ``b``.
         num_features: number of input features ``F`` (checked at prediction).

@@ -11,7 +11,7 @@ Zheng's Algorithm 2 (QBRank), each round ``m``:
 
 Step 1 is exactly the weighted least-squares fit of ``-∂R/∂h_d / c_d`` with weights
 ``c_d = w·n_d + (1 - w)`` (``n_d`` = number of pairs document ``d`` is in, active or not):
-rows that share a document collapse to their weighted mean (spec §B.6). So QBRank is the
+rows that share a document collapse to their weighted mean. So QBRank is the
 driver with this *curvature proxy*, an exact line search and shrinkage ``η`` applied after it
 — which is what :class:`QBRank` runs (``curvature="qbrank"``). ``curvature="bound"`` (the
 global diagonal bound ``2w·n_d + (1-w)``: Zheng's Algorithm 1 with Theorem 1's guarantee) and
@@ -19,9 +19,11 @@ global diagonal bound ``2w·n_d + (1-w)``: Zheng's Algorithm 1 with Theorem 1's 
 Algorithm 1. :class:`GBT` is the same driver on the squared error ``½ Σ (l - h)²`` (``w = 0``:
 QBRank without preferences is GBT, as the paper notes).
 
-Both start from ``h_0 = 0`` (Algorithm 1) unless ``base_score`` says otherwise, and return an
-:class:`~torchrankboost.boosting.ensemble.Ensemble`; callbacks and per-round diagnostics are
-the driver's (``booster_.history`` via callbacks, ``booster_.evals_result_``).
+Both start from ``h_0 = 0`` (Algorithm 1) unless ``base_score`` says otherwise and follow the
+ranker contract (:mod:`torchrankboost.contract`): ``fit`` returns an
+:class:`~torchrankboost.boosting.ensemble.Ensemble`; evaluation sets, early stopping,
+callbacks and the per-round records are the driver's (``booster_``), copied to ``history_``,
+``evals_result_``, ``best_round_``, ``best_score_``, ``stop_reason_``.
 """
 
 from __future__ import annotations
@@ -33,6 +35,8 @@ from torch import Tensor
 
 from ..losses import QBRankLoss
 from .booster import Booster
+from .evaluation import FitState
+from .inputs import UNSET, renamed_keyword
 from .learners import RegressionTree
 
 __all__ = ["QBRank", "GBT", "QBRankProxyLoss"]
@@ -62,17 +66,42 @@ class QBRankProxyLoss(torch.nn.Module):
         return g, (bound + (1.0 - self.w)) / 2.0
 
 
-class _ZhengBase:
-    def _fit(self, loss, X, labels, groups, eval_set, early_stopping_rounds, eval_metric):
+class _ZhengBase(FitState):
+    _algorithm = ""
+
+    def _common(self, learning_rate, shrinkage, learner, n_rounds, base_score, callbacks, seed,
+                verbose, line_search_tol):
+        self.learning_rate = float(renamed_keyword(learning_rate, shrinkage, old="shrinkage",
+                                                   new="learning_rate", default=0.05))
+        self.learner = learner if learner is not None else RegressionTree(max_leaves=20)
+        self.n_rounds = n_rounds
+        self.base_score = base_score
+        self.callbacks = list(callbacks)
+        self.seed = seed
+        self.verbose = verbose
+        self.line_search_tol = float(line_search_tol)
+        self._reset_fit_state()
+
+    @property
+    def shrinkage(self) -> float:
+        """Deprecated name of ``learning_rate`` (Zheng et al.'s shrinkage ``η``)."""
+        return self.learning_rate
+
+    def _fit(self, loss, X, labels, groups, eval_set, eval_metric, early_stopping_rounds,
+             callbacks):
         self.booster_ = Booster(
-            loss, self.learner, n_rounds=self.n_rounds, learning_rate=self.shrinkage,
+            loss, self.learner, n_rounds=self.n_rounds, learning_rate=self.learning_rate,
             step="line_search", curvature=self._curv, callbacks=self.callbacks, seed=self.seed,
             base_score=self.base_score, line_search_tol=self.line_search_tol,
             line_search_order=self._line_search_order, verbose=self.verbose)
-        self.model_ = self.booster_.fit(X, labels, groups, eval_set=eval_set,
-                                        early_stopping_rounds=early_stopping_rounds,
-                                        eval_metric=eval_metric)
-        self.stop_reason_ = self.booster_.stop_reason_
+        self.booster_._algorithm = self._algorithm
+        try:
+            self.booster_.fit(X, labels, groups, eval_set=eval_set, eval_metric=eval_metric,
+                              early_stopping_rounds=early_stopping_rounds, callbacks=callbacks)
+        finally:
+            for name in ("model_", "history_", "evals_result_", "best_round_", "best_score_",
+                         "stop_reason_"):
+                setattr(self, name, getattr(self.booster_, name))
         return self.model_
 
 
@@ -83,7 +112,8 @@ class QBRank(_ZhengBase):
         w: weight of the preference part (paper: 0.5).
         tau: margin ``τ``: ``"grade_difference"`` (paper's experiments, ``τ = l_i - l_j``)
             or a number (1.0 without grade information).
-        shrinkage: ``η`` applied after the line search (paper: 0.05).
+        learning_rate: the shrinkage ``η`` applied after the line search (paper: 0.05;
+            ``shrinkage=`` is its deprecated name).
         learner: the base regressor (paper: one regression tree with 20 leaves).
         n_rounds: number of trees.
         curvature: ``"qbrank"`` (Algorithm 2's row weights ``w·n_d + (1-w)``, default),
@@ -93,8 +123,8 @@ class QBRank(_ZhengBase):
         base_score: ``h_0`` (default 0, Algorithm 1).
         callbacks, seed, verbose, line_search_tol: passed to the driver.
 
-    ``fit(X, labels, groups=None, *, eval_set=None, early_stopping_rounds=None,
-    eval_metric="ndcg@10")`` returns the :class:`Ensemble`.
+    ``fit(X, labels, groups=None, *, eval_set=None, eval_metric="ndcg@10",
+    early_stopping_rounds=None, callbacks=())`` returns the :class:`Ensemble`.
 
     The exact line search runs on the first derivative alone (``line_search_order=1`` of the
     driver): along a tree the objective is piecewise quadratic, its second derivative jumps
@@ -104,41 +134,37 @@ class QBRank(_ZhengBase):
     """
 
     _line_search_order = 1
+    _algorithm = "qbrank"
 
     def __init__(self, *, w: float = 0.5, tau: Union[float, str] = "grade_difference",
-                 shrinkage: float = 0.05, learner=None, n_rounds: int = 100,
+                 learning_rate: float = UNSET, learner=None, n_rounds: int = 100,
                  curvature: str = "qbrank", pairs=None, base_score: float = 0.0,
                  callbacks: Sequence = (), seed: int = 0, verbose=False,
-                 line_search_tol: float = 1e-6):
+                 line_search_tol: float = 1e-6, shrinkage: float = UNSET):
         if curvature not in CURVATURES:
             raise ValueError(f"curvature must be one of {CURVATURES}, got {curvature!r}")
         self.loss = QBRankLoss(w=w, tau=tau)
         self.pairs = pairs
         self.w, self.tau = float(w), tau
-        self.shrinkage = float(shrinkage)
-        self.learner = learner if learner is not None else RegressionTree(max_leaves=20)
-        self.n_rounds = n_rounds
         self.curvature = curvature
         self._curv = "diag" if curvature in ("qbrank", "diag") else "bound"
-        self.base_score = base_score
-        self.callbacks = list(callbacks)
-        self.seed = seed
-        self.verbose = verbose
-        self.line_search_tol = float(line_search_tol)
+        self._common(learning_rate, shrinkage, learner, n_rounds, base_score, callbacks, seed,
+                     verbose, line_search_tol)
 
     def objective(self, scores: Tensor, labels, groups=None) -> Tensor:
         """``R(h)`` at the given scores (Zheng's objective, plain sum)."""
         return self.loss(scores, labels, groups, pairs=self.pairs)
 
-    def fit(self, X, labels, groups=None, *, eval_set=None, early_stopping_rounds=None,
-            eval_metric="ndcg@10"):
+    def fit(self, X, labels, groups=None, *, eval_set=None, eval_metric="ndcg@10",
+            early_stopping_rounds=None, callbacks: Sequence = ()):
         inner = self.loss
         if self.pairs is not None:
             loss_fn = _WithPairs(inner, self.pairs)
         else:
             loss_fn = inner
         loss = QBRankProxyLoss(loss_fn) if self.curvature == "qbrank" else loss_fn
-        return self._fit(loss, X, labels, groups, eval_set, early_stopping_rounds, eval_metric)
+        return self._fit(loss, X, labels, groups, eval_set, eval_metric, early_stopping_rounds,
+                         callbacks)
 
 
 class _WithPairs(torch.nn.Module):
@@ -159,30 +185,26 @@ class GBT(_ZhengBase):
     r"""Gradient boosted regression trees on the labels (Friedman's LS-boost; the paper's GBT):
     ``R(h) = ½ Σ (l - h)²``, trees fitted to the residuals, exact line search, shrinkage.
 
-    Args as :class:`QBRank` (``shrinkage`` default 0.05, ``learner`` default a 20-leaf tree);
+    Args as :class:`QBRank` (``learning_rate`` default 0.05, ``learner`` default a 20-leaf tree);
     ``base_score`` default ``"auto"`` (the mean label) — pass 0.0 for Algorithm 1's ``h_0``.
     (The objective is one quadratic: its Newton line search ends in one step.)
     """
 
     _line_search_order = 2
+    _algorithm = "gbt"
 
-    def __init__(self, *, shrinkage: float = 0.05, learner=None, n_rounds: int = 100,
+    def __init__(self, *, learning_rate: float = UNSET, learner=None, n_rounds: int = 100,
                  base_score: Union[str, float] = "auto", callbacks: Sequence = (), seed: int = 0,
-                 verbose=False, line_search_tol: float = 1e-6):
+                 verbose=False, line_search_tol: float = 1e-6, shrinkage: float = UNSET):
         self.loss = QBRankLoss(w=0.0, tau=1.0)
-        self.shrinkage = float(shrinkage)
-        self.learner = learner if learner is not None else RegressionTree(max_leaves=20)
-        self.n_rounds = n_rounds
         self._curv = "diag"
-        self.base_score = base_score
-        self.callbacks = list(callbacks)
-        self.seed = seed
-        self.verbose = verbose
-        self.line_search_tol = float(line_search_tol)
+        self._common(learning_rate, shrinkage, learner, n_rounds, base_score, callbacks, seed,
+                     verbose, line_search_tol)
 
     def objective(self, scores, labels, groups=None):
         return self.loss(scores, labels, groups)
 
-    def fit(self, X, labels, groups=None, *, eval_set=None, early_stopping_rounds=None,
-            eval_metric="ndcg@10"):
-        return self._fit(self.loss, X, labels, groups, eval_set, early_stopping_rounds, eval_metric)
+    def fit(self, X, labels, groups=None, *, eval_set=None, eval_metric="ndcg@10",
+            early_stopping_rounds=None, callbacks: Sequence = ()):
+        return self._fit(self.loss, X, labels, groups, eval_set, eval_metric,
+                         early_stopping_rounds, callbacks)

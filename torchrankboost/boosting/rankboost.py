@@ -1,4 +1,4 @@
-r"""The papers' RankBoost-family algorithms, exactly as published (issue 5).
+r"""The papers' RankBoost-family algorithms, exactly as published.
 
 * :class:`RankBoost` — ``variant="rb-d"`` (Freund et al.'s RankBoost with binary rankers:
   choose the ranker with the smallest normaliser ``Z = ε⁰ + 2√(ε⁺ε⁻)``, rule (5) of
@@ -31,7 +31,8 @@ Shared conventions
   ``h`` is a positive step on the complement ``1 - h`` plus a constant, which no pair sees).
 * Pair statistics for label-induced pairs come from sorted prefix sums / bucket sums
   (:mod:`._pair_stats`), never from materialised pair weights; explicit pair lists are O(#pairs).
-* **Halting policy** (``on_undefined``) when a step is undefined or infinite — RB-D with
+* **Halting policy** (``on_unbounded``; ``on_undefined`` is its deprecated name) when a step
+  is undefined or infinite — RB-D with
   ``ε⁻ = 0`` (or ``ε⁺ = 0``), a perfect ranker for RB-C (``r = ±1``), p-norm push with a
   separating ranker, smooth margin ranking with ``r ≤ g``:
 
@@ -40,17 +41,24 @@ Shared conventions
     minimiser of Ê1 — Obs. 1/Thm 1 need the step).
   - ``"cap"``: append the ranker with ``|α| = alpha_cap`` and stop (Remedy 2/3 with a finite
     "infinity"; Lemma 2 shows ∏Z = Ê1 can then fail by Θ(1)).
-  - ``"smooth"``: Schapire–Singer smoothing ``α = ½ ln((ε⁺ + δ)/(ε⁻ + δ))`` with
-    ``δ = smoothing``, and continue (finite steps; no longer the exact minimiser).
-  - ``"raise"``: raise ``ArithmeticError``.
+  - ``"smooth"`` (:class:`RankBoost` only): Schapire–Singer smoothing
+    ``α = ½ ln((ε⁺ + δ)/(ε⁻ + δ))`` with ``δ = smoothing``, and continue (finite steps; no
+    longer the exact minimiser).
+  - ``"raise"``: raise :class:`~torchrankboost.contract.UnboundedDirectionError` (a
+    ``NumericalError``) with ``round`` and ``model`` (the ensemble before that round).
 
-  The reason is recorded in ``result.stop_reason``.
-* Callbacks follow the driver's contract (:mod:`.callbacks`): ``on_fit_start(booster,
-  info)``, ``on_round_end(booster, round, diagnostics)`` (``round`` 1-based; a truthy return
-  stops training) and ``on_fit_end(booster, ensemble)``. ``booster.history_`` holds one
-  diagnostics dict per round with at least ``round``, ``loss_before``/``loss`` (the
-  algorithm's training loss before/after the step: ln F̃, ln F, ln F_p or ln Ê2), ``step``
-  and ``weight`` (α), plus the algorithm's own statistics.
+  The reason is recorded in ``stop_reason_``.
+* Every class follows the ranker contract (:mod:`torchrankboost.contract`):
+  ``fit(X, labels, groups=None, *, eval_set=None, eval_metric="ndcg@10",
+  early_stopping_rounds=None, callbacks=(), pairs=None)`` (``X`` a tensor, numpy array or
+  scipy matrix; ``groups`` a ``Groups``, query ids or ``None``) returns an
+  :class:`~.ensemble.Ensemble`. The evaluation sets are scored incrementally (each round adds
+  its weak rankers' outputs times their weights), early stopping cuts the model back to the
+  best round, and ``"loss"`` is the algorithm's objective on the set. ``history_`` holds one
+  :class:`~torchrankboost.contract.RoundRecord` per round: ``loss`` (the training objective
+  after the step: ln F̃, ln F, ln F_p or ln Ê2), ``step`` (α) and ``weight`` (the signed
+  ensemble weight); ``extra`` (read as ``record["alpha"]``) holds ``alpha``,
+  ``loss_before`` and the algorithm's own statistics.
 """
 
 from __future__ import annotations
@@ -61,7 +69,8 @@ from typing import Any, Dict, List, Optional
 import torch
 from torch import Tensor
 
-from ..groups import Groups, as_groups
+from ..contract import FitInfo, RoundRecord, UnboundedDirectionError
+from ..groups import Groups
 from ..pairs import Bipartite, ExplicitPairs, resolve_pairs
 from ..losses.exponential import AdaBoostLoss
 from ._dictionaries import MatrixRankers, make_source  # noqa: F401 (re-exported)
@@ -70,6 +79,8 @@ from .._pair_engine.levels import label_pairs
 from ._pair_stats import LabelPairStats, PairMatrixDictionary, make_pair_stats
 from .steps import exact_step
 from ._model import StumpEnsembleBuilder
+from .evaluation import FitMonitor, FitState
+from .inputs import UNSET, fit_inputs, renamed_keyword
 
 __all__ = [
     "RankBoost", "RankBoostPlus", "AdaBoost", "SmoothMarginRanking", "PNormPush",
@@ -136,9 +147,9 @@ def _stats_and_dictionary0(source, labels, groups, p):
     return make_pair_stats(labels, groups, p), source.dictionary
 
 
-def _check_policy(p):
-    if p not in HALTING_POLICIES:
-        raise ValueError(f"on_undefined must be one of {HALTING_POLICIES}, got {p!r}")
+def _check_policy(p, allowed=("stop", "raise", "cap")):
+    if p not in allowed:
+        raise ValueError(f"on_unbounded must be one of {allowed}, got {p!r}")
     return p
 
 
@@ -148,17 +159,26 @@ def _check_rounds(n):
     return n
 
 
-class _Base:
-    """Shared fit plumbing: inputs, dictionary, callbacks, history, model assembly."""
+class _Base(FitState):
+    """Shared fit plumbing: inputs, dictionary, evaluation and callbacks (the shared
+    :class:`~.evaluation.FitMonitor`), records, model assembly."""
 
-    def __init__(self, *, rankers=None, n_rounds: int = 100, pairs=None, callbacks=(),
-                 on_undefined: str = "stop", alpha_cap: float = 50.0, smoothing: float = 1e-6,
-                 complement: bool = True):
-        self.rankers = rankers
+    #: the ``on_unbounded`` policies this algorithm supports
+    UNBOUNDED = ("stop", "raise", "cap")
+    _algorithm = ""
+
+    def __init__(self, *, learner=None, n_rounds: int = 100, pairs=None, callbacks=(),
+                 on_unbounded: str = "stop", alpha_cap: float = 50.0, smoothing: float = 1e-6,
+                 complement: bool = True, rankers=UNSET, on_undefined=UNSET):
+        self.learner = renamed_keyword(UNSET if learner is None else learner, rankers,
+                                       old="rankers", new="learner", default=None)
         self.n_rounds = _check_rounds(n_rounds)
         self.pairs = pairs
         self.callbacks = list(callbacks or [])
-        self.on_undefined = _check_policy(on_undefined)
+        self.on_unbounded = _check_policy(
+            renamed_keyword(UNSET if on_unbounded == "stop" else on_unbounded, on_undefined,
+                            old="on_undefined", new="on_unbounded", default="stop"),
+            self.UNBOUNDED)
         if not alpha_cap > 0:
             raise ValueError("alpha_cap must be > 0")
         self.alpha_cap = float(alpha_cap)
@@ -166,62 +186,70 @@ class _Base:
             raise ValueError("smoothing must be > 0")
         self.smoothing = float(smoothing)
         self.complement = bool(complement)
-        self.history_: List[Dict[str, Any]] = []
-        self.stop_reason_: Optional[str] = None
+        self._reset_fit_state()
+
+    @property
+    def rankers(self):
+        """Deprecated name of ``learner`` (the weak-ranker dictionary)."""
+        return self.learner
+
+    @property
+    def on_undefined(self) -> str:
+        """Deprecated name of ``on_unbounded``."""
+        return self.on_unbounded
 
     # -------------------------------------------------------------------------- helpers
-    def _setup(self, X, labels, groups, pairs):
-        if not isinstance(X, Tensor):
-            raise ValueError(f"X must be a torch.Tensor, got {type(X).__name__}")
-        if X.dim() != 2 or not X.dtype.is_floating_point:
-            raise ValueError(f"X must be a 2-D floating tensor (n, F), got {tuple(X.shape)} {X.dtype}")
-        n = X.shape[0]
-        groups = as_groups(groups, n, device=X.device)
+    def _setup(self, X, labels, groups, pairs, eval_set=None, eval_metric="ndcg@10",
+               early_stopping_rounds=None, callbacks=()):
+        """Checked inputs, the dictionary source and the fit's monitor (evaluation sets,
+        metrics, early stopping, callbacks)."""
         p = resolve_pairs(pairs if pairs is not None else self.pairs)
-        if labels is None and not isinstance(p, ExplicitPairs):
-            raise ValueError("labels are required unless pairs=ExplicitPairs(...)")
-        if labels is not None:
-            labels = torch.as_tensor(labels, device=X.device)
-            if labels.dim() != 1 or labels.shape[0] != n:
-                raise ValueError(f"labels must have shape ({n},), got {tuple(labels.shape)}")
-            if labels.dtype.is_floating_point and bool(torch.isnan(labels).any()):
-                raise ValueError("labels contain NaN")
-        self.source_ = make_source(self.rankers, X)
+        X, labels, groups = fit_inputs(X, labels, groups,
+                                       labels_required=not isinstance(p, ExplicitPairs))
+        self.monitor_ = FitMonitor(self, n_features=X.shape[1], device=X.device,
+                                   eval_set=eval_set, eval_metric=eval_metric,
+                                   early_stopping_rounds=early_stopping_rounds,
+                                   callbacks=list(self.callbacks) + list(callbacks),
+                                   loss=self._eval_objective(p))
+        self.source_ = make_source(self.learner, X)
         self.groups_ = groups
         return X, labels, groups, p
 
-    def _callbacks(self, name, *args):
-        stop = False
-        for cb in self.callbacks:
-            fn = getattr(cb, name, None)
-            if fn is not None:
-                r = fn(self, *args)
-                stop = stop or bool(r)
-        return stop
+    def _eval_objective(self, pairs):
+        """The training objective as ``f(scores, labels, groups)`` for the ``"loss"`` metric
+        (``None`` when it is not a function of the scores): ln F̃ over the crucial pairs."""
+        if isinstance(pairs, ExplicitPairs):
+            return None  # explicit pairs index the training documents only
+        return _per_set(lambda y, g: make_pair_stats(y, g, pairs).log_loss)
 
-    def _start(self, X, groups):
-        self.history_, self.stop_reason_ = [], None
-        info = {"algorithm": type(self).__name__, "n_docs": int(X.shape[0]),
-                "n_queries": groups.num_groups, "n_features": int(X.shape[1]),
-                "n_rounds": self.n_rounds, "rankers": repr(self.rankers)}
+    def _start(self, X, groups, builder):
+        self._builder = builder
+        params = {"learner": repr(self.learner), "on_unbounded": self.on_unbounded}
         for k in ("variant", "p", "warmup"):
             if hasattr(self, k):
-                info[k] = getattr(self, k)
-        self._callbacks("on_fit_start", info)
+                params[k] = getattr(self, k)
+        self.monitor_.start(FitInfo(algorithm=self._algorithm, n_docs=int(X.shape[0]),
+                                    n_queries=groups.num_groups, n_features=int(X.shape[1]),
+                                    n_rounds=self.n_rounds, params=params))
 
     def _record(self, t, diag):
-        """Store the round's diagnostics (``round`` is 1-based, like the driver's) and call
-        ``on_round_end``; ``step``/``weight`` = α (the round's ensemble weight)."""
-        diag["round"] = t + 1
-        if "alpha" in diag:
-            diag.setdefault("step", diag["alpha"])
-            diag.setdefault("weight", diag.get("alpha_signed", diag["alpha"]))
-        self.history_.append(diag)
-        return self._callbacks("on_round_end", t + 1, diag)
+        """Close round ``t + 1`` (0-based ``t``): the running evaluation scores get the
+        round's weak rankers, its :class:`RoundRecord` (``step`` = α, ``weight`` = the signed
+        ensemble weight, ``loss`` = the objective after the step; the rest of ``diag`` in
+        ``extra``) goes to the monitor; ``True`` when training stops."""
+        terms, intercept = self._builder.end_round()
+        self.monitor_.add(terms, intercept)
+        alpha = diag.get("alpha", 0.0)
+        record = RoundRecord(round=t + 1, loss=diag.get("loss"), step=alpha,
+                             weight=diag.get("alpha_signed", alpha), extra=diag)
+        return self.monitor_.end_round(record)
 
     def _undefined(self, reason):
-        if self.on_undefined == "raise":
-            raise ArithmeticError(f"undefined step: {reason}")
+        """The halting policy for an undefined or infinite step."""
+        if self.on_unbounded == "raise":
+            rnd = len(self.history_) + 1
+            raise UnboundedDirectionError(f"round {rnd}: undefined step: {reason}", round=rnd,
+                                          model=self._builder.build())
         self.stop_reason_ = reason
 
     def _atanh_step(self, x: float, reason: str) -> Optional[float]:
@@ -230,7 +258,7 @@ class _Base:
         if abs(x) < 1:
             return math.atanh(x)
         self._undefined(reason)
-        return math.copysign(self.alpha_cap, x) if self.on_undefined == "cap" else None
+        return math.copysign(self.alpha_cap, x) if self.on_unbounded == "cap" else None
 
     def _select(self, score: Tensor, valid: Tensor, signed: bool) -> int:
         """Index of the best candidate (lowest index on ties)."""
@@ -239,15 +267,28 @@ class _Base:
 
     def _finish(self, builder, s):
         self.scores_ = s
-        info = {"algorithm": type(self).__name__, "n_rounds_run": len(self.history_),
-                "stop_reason": self.stop_reason_}
+        info = {"algorithm": type(self).__name__, "n_rounds_run": len(self.history_)}
         for k in ("variant", "p", "warmup"):
             if hasattr(self, k):
                 info[k] = getattr(self, k)
         builder.info.update(info)
-        self.model_ = builder.build()
-        self._callbacks("on_fit_end", self.model_)
-        return self.model_
+        return self.monitor_.finish(builder.build)
+
+
+def _per_set(make):
+    """``f(scores, labels, groups)`` from ``make(labels, groups) -> f(scores)``, built once per
+    evaluation set (cached while the set's tensors live)."""
+    cache = {}
+
+    def objective(scores, labels, groups=None):
+        key = (id(labels), id(groups))
+        if key not in cache:
+            if len(cache) >= 8:
+                cache.clear()
+            cache[key] = (make(labels, groups), labels, groups)  # keep the ids alive
+        return cache[key][0](scores)
+
+    return objective
 
 
 # ====================================================================================
@@ -258,9 +299,10 @@ class RankBoost(_Base):
 
     Args:
         variant: ``"rb-d"`` | ``"rb-c"`` | ``"coordinate"`` (see the module docstring).
-        rankers: ``Stumps(max_thresholds=...)`` (binary threshold stumps, the default),
-            ``FeatureRankers()`` (real-valued scaled features), or ``MatrixRankers()``
-            (``X`` *is* the matrix ``H`` of ranker outputs).
+        learner: the weak rankers: ``Stumps(max_thresholds=...)`` (binary threshold stumps,
+            the default), ``FeatureRankers()`` (real-valued scaled features), or
+            ``MatrixRankers()`` (``X`` *is* the matrix ``H`` of ranker outputs);
+            ``rankers=`` is its deprecated name.
         n_rounds: number of boosting rounds.
         pairs: ``"graded"`` (default), ``"bipartite"``/``Bipartite(threshold)`` or
             ``ExplicitPairs(hi, lo[, weight])``.
@@ -269,35 +311,45 @@ class RankBoost(_Base):
             (Connamacher et al. Lemma 3). Default True (signed α, like the reference code).
         tol: an edge ``|r| <= tol`` counts as zero (training stops: converged / no
             improving ranker), so rounding noise never drives a step.
-        on_undefined, alpha_cap, smoothing: the halting policy (module docstring).
+        on_unbounded, alpha_cap, smoothing: the halting policy (module docstring;
+            ``on_undefined=`` is the deprecated name of ``on_unbounded``).
         callbacks: see the module docstring.
 
-    ``fit(X, labels, groups=None, *, pairs=None)`` returns the model (an ensemble of the
-    chosen rankers, ``predict(X)``); per-round diagnostics (``alpha``, ``eps_plus``,
+    ``fit(X, labels, groups=None, *, eval_set=None, eval_metric="ndcg@10",
+    early_stopping_rounds=None, callbacks=(), pairs=None, init_scores=None)`` returns the model
+    (an ensemble of the chosen rankers, ``predict(X)``; ``init_scores`` offsets the training
+    scores only); per-round diagnostics (``alpha``, ``eps_plus``,
     ``eps_minus``, ``eps_zero``, ``r``, ``Z``, ``feature``, ``threshold``, ``loss_before`` /
     ``loss`` = ln F̃ before / after the step, ``margin`` with ``track_margin=True``, ``l1``)
     are in ``history_``.
     """
 
     VARIANTS = ("rb-d", "rb-c", "coordinate")
+    UNBOUNDED = ("stop", "raise", "cap", "smooth")
+    _algorithm = "rankboost"
 
-    def __init__(self, variant: str = "rb-c", *, rankers=None, n_rounds: int = 100, pairs=None,
-                 allow_negative_alpha: bool = True, on_undefined: str = "stop",
+    def __init__(self, variant: str = "rb-c", *, learner=None, n_rounds: int = 100, pairs=None,
+                 allow_negative_alpha: bool = True, on_unbounded: str = "stop",
                  alpha_cap: float = 50.0, smoothing: float = 1e-6, callbacks=(),
-                 track_margin: bool = False, tol: float = 1e-12):
+                 track_margin: bool = False, tol: float = 1e-12, rankers=UNSET,
+                 on_undefined=UNSET):
         if variant not in self.VARIANTS:
             raise ValueError(f"variant must be one of {self.VARIANTS}, got {variant!r}")
-        super().__init__(rankers=rankers, n_rounds=n_rounds, pairs=pairs, callbacks=callbacks,
-                         on_undefined=on_undefined, alpha_cap=alpha_cap, smoothing=smoothing,
-                         complement=allow_negative_alpha)
+        super().__init__(learner=learner, n_rounds=n_rounds, pairs=pairs, callbacks=callbacks,
+                         on_unbounded=on_unbounded, alpha_cap=alpha_cap, smoothing=smoothing,
+                         complement=allow_negative_alpha, rankers=rankers,
+                         on_undefined=on_undefined)
         self.variant = variant
         self.allow_negative_alpha = bool(allow_negative_alpha)
         self.track_margin = bool(track_margin)
         self.tol = float(tol)
 
     @_flush_denormals
-    def fit(self, X, labels=None, groups=None, *, pairs=None, init_scores=None):
-        X, labels, groups, p = self._setup(X, labels, groups, pairs)
+    def fit(self, X, labels=None, groups=None, *, eval_set=None, eval_metric="ndcg@10",
+            early_stopping_rounds=None, callbacks=(), pairs=None,
+            init_scores=None):
+        X, labels, groups, p = self._setup(X, labels, groups, pairs, eval_set, eval_metric,
+                                           early_stopping_rounds, callbacks)
         stats, D = _stats_and_dictionary(self.source_, labels, groups, p)
         self.stats_ = stats
         src = self.source_
@@ -307,7 +359,7 @@ class RankBoost(_Base):
         if init_scores is not None:
             s = s + torch.as_tensor(init_scores, dtype=torch.float64, device=X.device)
         builder = StumpEnsembleBuilder(src)
-        self._start(X, groups)
+        self._start(X, groups, builder)
         l1 = 0.0
         valid = D.valid
         for t in range(self.n_rounds):
@@ -371,7 +423,7 @@ class RankBoost(_Base):
                 alpha = math.atanh(r)
         elif D.binary:
             if ep <= 0 or em <= 0:
-                if self.on_undefined == "smooth":
+                if self.on_unbounded == "smooth":
                     d = self.smoothing
                     alpha = 0.5 * math.log((ep + d) / (em + d))
                 else:
@@ -392,10 +444,10 @@ class RankBoost(_Base):
         return c, float(alpha), diag
 
     def _undefined_alpha(self, reason, r):
-        if self.on_undefined == "cap":
+        if self.on_unbounded == "cap":
             self._undefined(reason)
             return math.copysign(self.alpha_cap, r)
-        if self.on_undefined == "smooth" and self.variant == "rb-c":
+        if self.on_unbounded == "smooth" and self.variant == "rb-c":
             d = self.smoothing
             return 0.5 * math.log((1 + r + d) / (1 - r + d))
         self._undefined(reason)
@@ -420,7 +472,7 @@ class SmoothMarginRanking(_Base):
     RankBoost (``warmup`` variant, default coordinate descent) runs until ``G̃ > 0``
     (``ln F̃ < 0``); then each round picks ``j = argmax`` edge and steps by eq. (12) (for
     binary rankers; a 1-D root find of eq. (11) ``g τ = -τ'`` for real-valued ones). Stops
-    (``on_undefined``) when the best edge ``r ≤ g`` (no ascent direction) or when
+    (``on_unbounded``) when the best edge ``r ≤ g`` (no ascent direction) or when
     ``d₋ = d₀ = 0``.
 
     Diagnostics per round: ``phase`` ("warmup"/"smooth"), ``alpha``, ``eps_*``, ``r``,
@@ -429,29 +481,35 @@ class SmoothMarginRanking(_Base):
     (``d₀ < ⅔(1-r)(1-r²)`` and ``0 ≤ g < r < 1``).
     """
 
-    def __init__(self, *, rankers=None, n_rounds: int = 1000, pairs=None, warmup: str = "coordinate",
+    _algorithm = "smooth_margin"
+
+    def __init__(self, *, learner=None, n_rounds: int = 1000, pairs=None, warmup: str = "coordinate",
                  max_warmup_rounds: Optional[int] = None, complement: bool = True,
-                 on_undefined: str = "stop", alpha_cap: float = 50.0, callbacks=()):
-        super().__init__(rankers=rankers, n_rounds=n_rounds, pairs=pairs, callbacks=callbacks,
-                         on_undefined=on_undefined, alpha_cap=alpha_cap, complement=complement)
+                 on_unbounded: str = "stop", alpha_cap: float = 50.0, callbacks=(),
+                 rankers=UNSET, on_undefined=UNSET):
+        super().__init__(learner=learner, n_rounds=n_rounds, pairs=pairs, callbacks=callbacks,
+                         on_unbounded=on_unbounded, alpha_cap=alpha_cap, complement=complement,
+                         rankers=rankers, on_undefined=on_undefined)
         if warmup not in RankBoost.VARIANTS:
             raise ValueError(f"warmup must be one of {RankBoost.VARIANTS}, got {warmup!r}")
         self.warmup = warmup
         self.max_warmup_rounds = max_warmup_rounds
 
     @_flush_denormals
-    def fit(self, X, labels=None, groups=None, *, pairs=None):
-        X, labels, groups, p = self._setup(X, labels, groups, pairs)
+    def fit(self, X, labels=None, groups=None, *, eval_set=None, eval_metric="ndcg@10",
+            early_stopping_rounds=None, callbacks=(), pairs=None):
+        X, labels, groups, p = self._setup(X, labels, groups, pairs, eval_set, eval_metric,
+                                           early_stopping_rounds, callbacks)
         stats, D = _stats_and_dictionary(self.source_, labels, groups, p)
         self.stats_ = stats
         src = self.source_
         s = torch.zeros(X.shape[0], dtype=torch.float64, device=X.device)
         builder = StumpEnsembleBuilder(src)
-        self._start(X, groups)
+        self._start(X, groups, builder)
         l1 = 0.0
-        warm = RankBoost(self.warmup, rankers=self.rankers, allow_negative_alpha=self.complement,
-                         on_undefined=self.on_undefined, alpha_cap=self.alpha_cap)
-        warm.variant = self.warmup
+        warm = RankBoost(self.warmup, learner=self.learner, allow_negative_alpha=self.complement,
+                         on_unbounded=self.on_unbounded, alpha_cap=self.alpha_cap)
+        warm._builder, warm.history_ = builder, self.history_  # its halts are this fit's
         max_warm = self.n_rounds if self.max_warmup_rounds is None else self.max_warmup_rounds
         nwarm = 0
         for t in range(self.n_rounds):
@@ -489,7 +547,7 @@ class SmoothMarginRanking(_Base):
                         break
                     if em <= 0 and e0 <= 0:
                         self._undefined("perfect ranker (d_minus = d_zero = 0)")
-                        if self.on_undefined != "cap":
+                        if self.on_unbounded != "cap":
                             break
                         alpha = self.alpha_cap
                     else:
@@ -514,7 +572,7 @@ class SmoothMarginRanking(_Base):
                     alpha, bounded = exact_step(phi, max_alpha=self.alpha_cap)
                     if not bounded:
                         self._undefined("eq. (11) has no finite root")
-                        if self.on_undefined != "cap":
+                        if self.on_unbounded != "cap":
                             break
                         alpha = self.alpha_cap
                 if flip:
@@ -591,17 +649,33 @@ class AdaBoost(_Base):
     step), ``loss_before``/``loss`` (ln F), ``loss_tilde`` (ln F̃ after the step).
     """
 
-    def __init__(self, *, rankers=None, n_rounds: int = 100, threshold: float = 0.0,
-                 include_constant: bool = True, on_undefined: str = "stop",
-                 alpha_cap: float = 50.0, callbacks=()):
-        super().__init__(rankers=rankers, n_rounds=n_rounds, pairs=Bipartite(threshold),
-                         callbacks=callbacks, on_undefined=on_undefined, alpha_cap=alpha_cap)
+    _algorithm = "adaboost"
+
+    def __init__(self, *, learner=None, n_rounds: int = 100, threshold: float = 0.0,
+                 include_constant: bool = True, on_unbounded: str = "stop",
+                 alpha_cap: float = 50.0, callbacks=(), rankers=UNSET, on_undefined=UNSET):
+        super().__init__(learner=learner, n_rounds=n_rounds, pairs=Bipartite(threshold),
+                         callbacks=callbacks, on_unbounded=on_unbounded, alpha_cap=alpha_cap,
+                         rankers=rankers, on_undefined=on_undefined)
         self.threshold = float(threshold)
         self.include_constant = bool(include_constant)
 
+    def _eval_objective(self, pairs):
+        """AdaBoost's ``ln F = ln Σ_i exp(-y_i s_i)`` (pooled over the set's documents)."""
+        threshold = self.threshold
+
+        def objective(scores, labels, groups=None):
+            y = torch.where(labels.to(scores.device) > threshold, 1.0, -1.0)
+            return torch.logsumexp(-y.to(torch.float64) * scores.to(torch.float64), 0)
+
+        return objective
+
     @_flush_denormals
-    def fit(self, X, labels, groups=None):
-        X, labels, groups, p = self._setup(X, labels, groups, Bipartite(self.threshold))
+    def fit(self, X, labels, groups=None, *, eval_set=None, eval_metric="ndcg@10",
+            early_stopping_rounds=None, callbacks=()):
+        X, labels, groups, p = self._setup(X, labels, groups, Bipartite(self.threshold),
+                                           eval_set, eval_metric, early_stopping_rounds,
+                                           callbacks)
         src = self.source_
         D = src.dictionary
         if not D.binary:
@@ -612,7 +686,7 @@ class AdaBoost(_Base):
         self.stats_ = stats
         s = torch.zeros(X.shape[0], dtype=torch.float64, device=X.device)
         builder = StumpEnsembleBuilder(src)
-        self._start(X, groups)
+        self._start(X, groups, builder)
         l1 = 0.0
         for t in range(self.n_rounds):
             z = -y * s
@@ -685,19 +759,30 @@ class PNormPush(_Base):
     ``loss`` (ln F_p), ``feature``/``threshold``, ``closed_form``.
     """
 
-    def __init__(self, p: float = 4.0, *, rankers=None, n_rounds: int = 200, pairs="bipartite",
-                 tol: float = 1e-14, on_undefined: str = "stop", alpha_cap: float = 50.0,
-                 callbacks=()):
+    _algorithm = "pnorm_push"
+
+    def __init__(self, p: float = 4.0, *, learner=None, n_rounds: int = 200, pairs="bipartite",
+                 tol: float = 1e-14, on_unbounded: str = "stop", alpha_cap: float = 50.0,
+                 callbacks=(), rankers=UNSET, on_undefined=UNSET):
         if not (isinstance(p, (int, float)) and p >= 1 and math.isfinite(p)):
             raise ValueError(f"p must be a finite number >= 1 (F_p is convex only for p >= 1), got {p!r}")
-        super().__init__(rankers=rankers, n_rounds=n_rounds, pairs=pairs, callbacks=callbacks,
-                         on_undefined=on_undefined, alpha_cap=alpha_cap)
         self.p = float(p)
+        super().__init__(learner=learner, n_rounds=n_rounds, pairs=pairs, callbacks=callbacks,
+                         on_unbounded=on_unbounded, alpha_cap=alpha_cap, rankers=rankers,
+                         on_undefined=on_undefined)
         self.tol = float(tol)
 
+    def _eval_objective(self, pairs):
+        """``ln F_p`` of the set."""
+        if isinstance(pairs, ExplicitPairs):
+            return None
+        return _per_set(lambda y, g: _PNormObjective(y, g, pairs, self.p).log_loss)
+
     @_flush_denormals
-    def fit(self, X, labels, groups=None, *, pairs=None):
-        X, labels, groups, pr = self._setup(X, labels, groups, pairs)
+    def fit(self, X, labels, groups=None, *, eval_set=None, eval_metric="ndcg@10",
+            early_stopping_rounds=None, callbacks=(), pairs=None):
+        X, labels, groups, pr = self._setup(X, labels, groups, pairs, eval_set, eval_metric,
+                                           early_stopping_rounds, callbacks)
         if isinstance(pr, ExplicitPairs):
             raise ValueError("PNormPush needs label-induced pairs ('bipartite' or 'graded')")
         obj = _PNormObjective(labels, groups, pr, self.p)
@@ -706,12 +791,12 @@ class PNormPush(_Base):
         D = src.dictionary
         single = obj.st.K == 2 and int((obj.st.pairs_per_group > 0).sum()) == 1
         closed = D.binary and single
-        if single:  # one bipartite query: π over positives, ν over negatives (spec C.2)
+        if single:  # one bipartite query: π over positives, ν over negatives (Rudin 2009)
             has = obj.st.pairs_per_group[obj.st.gi] > 0
             pm, nm = (obj.st.level == 1) & has, (obj.st.level == 0) & has
         s = torch.zeros(X.shape[0], dtype=torch.float64, device=X.device)
         builder = StumpEnsembleBuilder(src)
-        self._start(X, groups)
+        self._start(X, groups, builder)
         p = self.p
         l1 = 0.0
         for t in range(self.n_rounds):
@@ -733,7 +818,7 @@ class PNormPush(_Base):
                 num, den = a * (1 - b), (1 - a) * b
                 if num <= 0 or den <= 0:
                     self._undefined(f"unbounded step (a={a:.6g}, b={b:.6g})")
-                    if self.on_undefined != "cap":
+                    if self.on_unbounded != "cap":
                         break
                     alpha = math.copysign(self.alpha_cap, gj)
                 else:
@@ -756,7 +841,7 @@ class PNormPush(_Base):
                 alpha, bounded = exact_step(phi, max_alpha=self.alpha_cap)
                 if not bounded:
                     self._undefined("ln F_p decreases without bound along the ranker")
-                    if self.on_undefined != "cap":
+                    if self.on_unbounded != "cap":
                         break
                     alpha = math.copysign(self.alpha_cap, gj)
             s = s + alpha * h
@@ -805,18 +890,29 @@ class RankBoostPlus(_Base):
     ``greedy``, ``new_ranker``.
     """
 
-    def __init__(self, *, rankers=None, n_rounds: int = 100, pairs=None, seed: int = 0,
-                 rank_tol: float = 1e-9, on_undefined: str = "stop", alpha_cap: float = 50.0,
-                 max_pair_entries: int = 400_000_000, callbacks=()):
-        super().__init__(rankers=rankers, n_rounds=n_rounds, pairs=pairs, callbacks=callbacks,
-                         on_undefined=on_undefined, alpha_cap=alpha_cap)
+    _algorithm = "rankboost_plus"
+
+    def __init__(self, *, learner=None, n_rounds: int = 100, pairs=None, seed: int = 0,
+                 rank_tol: float = 1e-9, on_unbounded: str = "stop", alpha_cap: float = 50.0,
+                 max_pair_entries: int = 400_000_000, callbacks=(), rankers=UNSET,
+                 on_undefined=UNSET):
+        super().__init__(learner=learner, n_rounds=n_rounds, pairs=pairs, callbacks=callbacks,
+                         on_unbounded=on_unbounded, alpha_cap=alpha_cap, rankers=rankers,
+                         on_undefined=on_undefined)
         self.seed = int(seed)
         self.rank_tol = float(rank_tol)
         self.max_pair_entries = int(max_pair_entries)
 
+    def _eval_objective(self, pairs):
+        """None: Ê2 depends on each ranker's ties and accumulated weight, not on the scores
+        alone (evaluate RankBoost+ with ranking metrics)."""
+        return None
+
     @_flush_denormals
-    def fit(self, X, labels=None, groups=None, *, pairs=None):
-        X, labels, groups, p = self._setup(X, labels, groups, pairs)
+    def fit(self, X, labels=None, groups=None, *, eval_set=None, eval_metric="ndcg@10",
+            early_stopping_rounds=None, callbacks=(), pairs=None):
+        X, labels, groups, p = self._setup(X, labels, groups, pairs, eval_set, eval_metric,
+                                           early_stopping_rounds, callbacks)
         src = self.source_
         D = src.dictionary
         if not D.binary:
@@ -862,7 +958,7 @@ class RankBoostPlus(_Base):
         available = torch.ones(C, dtype=torch.bool, device=dev)
         greedy = True
         builder = StumpEnsembleBuilder(src)
-        self._start(X, groups)
+        self._start(X, groups, builder)
         le2 = 0.0  # ln Ê2 at η = 0 (D_1 normalised)
 
         def in_span(col):

@@ -1,0 +1,300 @@
+"""The one evaluation / early-stopping / callback machinery shared by every algorithm.
+
+An algorithm's ``fit`` opens a :class:`FitMonitor` and, each round, tells it what the round
+added to the model (``add``: weak models and their weights, or ``set_scores`` for a model
+that is rebuilt each iteration) and hands it the round's :class:`~torchrankboost.contract.
+RoundRecord` (``end_round``). The monitor keeps the running scores of every evaluation set
+(incrementally: ``scores += weight · weak_model(X_valid)``), computes the metrics (parsed
+by :func:`torchrankboost.registry.metric`, ``"loss"`` being the algorithm's objective on that
+set), fills ``evals_result_``, tracks the best round (the first metric on the first
+evaluation set; a NaN value never counts as an improvement), appends the record to
+``history_`` and calls the callbacks. Early stopping is the
+:class:`~torchrankboost.boosting.callbacks.EarlyStopping` callback over the same record; at
+the end (:meth:`FitMonitor.finish`) the model is cut back to the best round when
+``early_stopping_rounds`` was given.
+"""
+
+from __future__ import annotations
+
+import inspect
+import math
+import time
+import warnings
+from typing import Any, Callable, Dict, List, Optional, Sequence
+
+import torch
+from torch import Tensor
+
+from .. import registry
+from ..contract import FitInfo, RoundRecord
+from .callbacks import EarlyStopping
+from .inputs import eval_inputs
+
+__all__ = ["FitMonitor", "FitState", "BestTracker", "resolve_metrics"]
+
+F64 = torch.float64
+
+
+class BestTracker:
+    """The best value of one metric so far (a NaN value is never an improvement)."""
+
+    def __init__(self, greater_is_better: bool = True):
+        self.greater = bool(greater_is_better)
+        self.round: Optional[int] = None
+        self.score: Optional[float] = None
+
+    def update(self, round: int, value: float) -> bool:
+        """Record ``value`` of round ``round``; ``True`` if it is a new best."""
+        v = float("nan") if value is None else float(value)
+        if math.isnan(v):
+            return False
+        if self.score is None or (v > self.score if self.greater else v < self.score):
+            self.round, self.score = int(round), v
+            return True
+        return False
+
+    def rounds_since_best(self, round: int) -> int:
+        return int(round) - (self.round or 0)
+
+
+def resolve_metrics(eval_metric, loss: Optional[Callable] = None) -> List[registry.Metric]:
+    """A list of :class:`~torchrankboost.registry.Metric` from one spec or a list of specs
+    (names, callables, ``(name, fn, greater_is_better)`` tuples, Metric objects)."""
+    single = not isinstance(eval_metric, (list, tuple)) or (
+        isinstance(eval_metric, tuple) and len(eval_metric) == 3 and callable(eval_metric[1]))
+    specs = [eval_metric] if single else list(eval_metric)
+    out = []
+    for m in specs:
+        try:
+            out.append(registry.metric(m, loss=loss))
+        except ValueError as exc:
+            raise ValueError(f"eval_metric: {exc}") from None
+    return out
+
+
+def _legacy_round_hook(fn) -> bool:
+    """``True`` for the older ``on_round_end(ranker, round, diagnostics)`` signature."""
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):  # pragma: no cover - builtins
+        return False
+    pos = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return len(pos) >= 3
+
+
+class _Hooks:
+    """Calls the callbacks; a callback with the older three-argument ``on_round_end``
+    (``(ranker, round, diagnostics dict)``, deprecated) gets dicts instead of the records."""
+
+    def __init__(self, callbacks: Sequence[Any]):
+        self.callbacks = list(callbacks)
+        self.legacy = [_legacy_round_hook(getattr(cb, "on_round_end", None))
+                       if callable(getattr(cb, "on_round_end", None)) else False
+                       for cb in self.callbacks]
+        for cb, old in zip(self.callbacks, self.legacy):
+            if old:
+                warnings.warn(f"{type(cb).__name__}.on_round_end(ranker, round, diagnostics) "
+                              f"is deprecated: define on_round_end(ranker, record) (a "
+                              f"RoundRecord)", DeprecationWarning, stacklevel=4)
+
+    def start(self, ranker, info: FitInfo) -> None:
+        for cb, old in zip(self.callbacks, self.legacy):
+            fn = getattr(cb, "on_fit_start", None)
+            if callable(fn):
+                fn(ranker, info.to_dict() if old else info)
+
+    def round(self, ranker, record: RoundRecord) -> Optional[Any]:
+        """The first callback that asked for a stop (``None`` when none did)."""
+        stopper = None
+        for cb, old in zip(self.callbacks, self.legacy):
+            fn = getattr(cb, "on_round_end", None)
+            if not callable(fn):
+                continue
+            r = fn(ranker, record.round, record.to_dict()) if old else fn(ranker, record)
+            if r and stopper is None:
+                stopper = cb
+        return stopper
+
+    def end(self, ranker, model) -> None:
+        for cb in self.callbacks:
+            fn = getattr(cb, "on_fit_end", None)
+            if callable(fn):
+                fn(ranker, model)
+
+
+class FitState:
+    """The attributes every fitted algorithm exposes (set before any fit, so an unfitted
+    algorithm already satisfies :class:`~torchrankboost.contract.Ranker`)."""
+
+    model_: Any = None
+    history_: List[RoundRecord]
+    evals_result_: Dict[str, Dict[str, List[float]]]
+    best_round_: Optional[int] = None
+    best_score_: Optional[float] = None
+    stop_reason_: Optional[str] = None
+
+    def _reset_fit_state(self) -> None:
+        self.model_ = None
+        self.history_ = []
+        self.evals_result_ = {}
+        self.best_round_ = None
+        self.best_score_ = None
+        self.stop_reason_ = None
+
+    def predict(self, X, **kwargs) -> Tensor:
+        """Scores of the fitted model (``model_.predict``)."""
+        if self.model_ is None:
+            raise ValueError(f"this {type(self).__name__} is not fitted yet; call fit() first")
+        return self.model_.predict(X, **kwargs)
+
+
+class FitMonitor:
+    """One fit's evaluation sets, metrics, history, best round, callbacks and stop reason.
+
+    Args:
+        ranker: the algorithm (its ``history_``, ``evals_result_``, ``best_round_``,
+            ``best_score_`` and ``stop_reason_`` are reset and kept up to date).
+        n_features, device: of the training ``X`` (each evaluation set must match).
+        eval_set, eval_metric, early_stopping_rounds, callbacks: as in ``fit``.
+        loss: ``loss(scores, labels, groups)``, the algorithm's objective (the ``"loss"``
+            metric); ``None`` when it has none.
+        base_score: the model's initial constant score (start of the running eval scores).
+        train: ``(labels, groups)`` of the training set to evaluate the metrics on it too
+            (``eval_train``); the algorithm then passes its training scores to ``end_round``.
+    """
+
+    def __init__(self, ranker, *, n_features: int, device, eval_set=None,
+                 eval_metric="ndcg@10", early_stopping_rounds: Optional[int] = None,
+                 callbacks: Sequence = (), loss: Optional[Callable] = None,
+                 base_score: float = 0.0, train=None):
+        ranker._reset_fit_state()
+        self.ranker = ranker
+        self.evals = eval_inputs(eval_set, n_features, device=device)
+        self.train = train
+        self.metrics = (resolve_metrics(eval_metric, loss)
+                        if (self.evals or train is not None) else [])
+        self.patience = None
+        if early_stopping_rounds is not None:
+            if isinstance(early_stopping_rounds, bool) or int(early_stopping_rounds) < 1:
+                raise ValueError(f"early_stopping_rounds must be >= 1, got "
+                                 f"{early_stopping_rounds}")
+            if not self.evals:
+                raise ValueError("early_stopping_rounds needs an eval_set")
+            self.patience = int(early_stopping_rounds)
+        cbs = list(callbacks)
+        if self.patience is not None:
+            stopper = EarlyStopping(self.patience)
+            stopper.label = f"{self.evals[0][0]} {self.metrics[0].name}"
+            cbs.append(stopper)
+        self.hooks = _Hooks(cbs)
+        self.scores = [torch.full((e[1].shape[0],), float(base_score), dtype=F64,
+                                  device=e[1].device) for e in self.evals]
+        self.best = BestTracker(self.metrics[0].greater_is_better if self.metrics else True)
+        ranker.evals_result_ = {"train": {"loss": []}}
+        if train is not None:
+            for m in self.metrics:
+                ranker.evals_result_["train"].setdefault(m.name, [])
+        for name, *_ in self.evals:
+            ranker.evals_result_[name] = {m.name: [] for m in self.metrics}
+        self._t = time.perf_counter()
+
+    # ---------------------------------------------------------------- lifecycle
+    @property
+    def eval_names(self) -> List[str]:
+        return [e[0] for e in self.evals]
+
+    @property
+    def metric_names(self) -> List[str]:
+        return [m.name for m in self.metrics]
+
+    def start(self, info: FitInfo) -> None:
+        """Complete ``info`` (evaluation set and metric names) and call ``on_fit_start``."""
+        info.eval_names = self.eval_names
+        info.metric_names = self.metric_names
+        self.hooks.start(self.ranker, info)
+        self._t = time.perf_counter()
+
+    def add(self, terms: Sequence = (), intercept: float = 0.0) -> None:
+        """The round added ``Σ weight · model(x) + intercept`` to the model: update the
+        running scores of every evaluation set."""
+        for j, (_, Xv, _, _) in enumerate(self.evals):
+            s = self.scores[j]
+            if intercept:
+                s = s + float(intercept)
+            for model, weight in terms:
+                s = s + float(weight) * model.predict(Xv).to(F64)
+            self.scores[j] = s
+
+    def set_scores(self, predict: Callable[[Tensor], Tensor]) -> None:
+        """The model after the round scores ``predict(X)`` (a model rebuilt each iteration)."""
+        for j, (_, Xv, _, _) in enumerate(self.evals):
+            self.scores[j] = predict(Xv).to(F64)
+
+    def stop(self, reason: str) -> None:
+        """The algorithm stops on its own (converged, undefined step...): record why."""
+        self.ranker.stop_reason_ = reason
+
+    def end_round(self, record: RoundRecord, train_scores: Optional[Tensor] = None) -> bool:
+        """Evaluate, record and call the callbacks; ``True`` when a callback (early stopping
+        among them) asks to stop."""
+        r = self.ranker
+        t_eval = time.perf_counter()
+        metrics = record.metrics
+        if record.loss is not None:
+            metrics.setdefault("train", {})["loss"] = float(record.loss)
+            r.evals_result_["train"]["loss"].append(float(record.loss))
+        if self.train is not None and train_scores is not None:
+            y, g = self.train
+            for m in self.metrics:
+                v = float(record.loss) if m.name == "loss" and record.loss is not None \
+                    else m(train_scores, y, g)
+                metrics.setdefault("train", {})[m.name] = v
+                if m.name != "loss" or record.loss is None:
+                    r.evals_result_["train"][m.name].append(v)
+        for j, (name, _, yv, gv) in enumerate(self.evals):
+            metrics[name] = {}
+            for m in self.metrics:
+                v = m(self.scores[j], yv, gv)
+                metrics[name][m.name] = v
+                r.evals_result_[name][m.name].append(v)
+        if self.evals:
+            record.extra.setdefault("seconds_eval", time.perf_counter() - t_eval)
+        if self.evals and self.metrics:
+            self.best.update(record.round, metrics[self.evals[0][0]][self.metrics[0].name])
+            r.best_round_, r.best_score_ = self.best.round, self.best.score
+            record.best_round, record.best_score = self.best.round, self.best.score
+        now = time.perf_counter()
+        if not record.seconds:
+            record.seconds = now - self._t
+        self._t = now
+        r.history_.append(record)
+        stopper = self.hooks.round(r, record)
+        if stopper is not None:
+            r.stop_reason_ = (getattr(stopper, "reason", None)
+                              or f"round {record.round}: a callback requested a stop")
+            return True
+        return False
+
+    @property
+    def n_rounds(self) -> int:
+        """Rounds recorded so far."""
+        return len(self.ranker.history_)
+
+    def kept_rounds(self) -> int:
+        """Rounds the final model keeps: the best round with early stopping, else all."""
+        if self.patience is not None and self.best.round is not None:
+            return self.best.round
+        return self.n_rounds
+
+    def finish(self, build: Callable[[int], Any]) -> Any:
+        """``build(n_rounds)`` the final model (cut back to the best round with early
+        stopping), note the evaluation results in its ``info``, call ``on_fit_end``."""
+        r = self.ranker
+        model = build(self.kept_rounds())
+        info = getattr(model, "info", None)
+        if isinstance(info, dict):
+            info.update({"best_round": r.best_round_, "best_score": r.best_score_,
+                         "evals_result": r.evals_result_, "stop_reason": r.stop_reason_})
+        r.model_ = model
+        self.hooks.end(r, model)
+        return model

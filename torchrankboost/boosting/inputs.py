@@ -1,0 +1,145 @@
+"""The one conversion of training and evaluation inputs, shared by every algorithm.
+
+``X``: a torch tensor, a numpy array or a scipy sparse matrix, 2-D ``(n_documents,
+n_features)`` (NaN = missing); ``labels``: ``(n,)`` relevance labels (no NaN); ``groups``: a
+:class:`~torchrankboost.groups.Groups`, a ``(n,)`` array of contiguous query ids, or ``None``
+(one query). Every mistake raises ``ValueError`` naming the argument.
+"""
+
+from __future__ import annotations
+
+import warnings
+from typing import Any, List, Optional, Sequence, Tuple
+
+import torch
+from torch import Tensor
+
+from ..groups import Groups
+
+__all__ = ["as_features", "as_labels", "as_query_groups", "fit_inputs", "eval_inputs",
+           "renamed_keyword"]
+
+
+def as_features(X, *, device=None, name: str = "X") -> Tensor:
+    """Convert ``X`` (tensor, numpy array, scipy sparse matrix) to a 2-D float tensor.
+
+    Integer/bool inputs become float32; float64 stays float64. NaN is allowed (missing).
+    Raises ``ValueError`` for anything that is not 2-D.
+    """
+    if hasattr(X, "toarray") and not isinstance(X, Tensor):  # scipy.sparse
+        X = X.toarray()
+    if not isinstance(X, Tensor):
+        try:
+            X = torch.as_tensor(X)
+        except Exception as exc:
+            raise ValueError(f"{name}: cannot convert to a tensor ({exc})") from None
+    if X.dim() != 2:
+        raise ValueError(f"{name} must be 2-D (n_documents, n_features), got shape "
+                         f"{tuple(X.shape)}")
+    if not X.dtype.is_floating_point:
+        X = X.to(torch.float32)
+    if device is not None:
+        X = X.to(device)
+    return X
+
+
+def as_labels(labels, n: int, *, device=None, name: str = "labels") -> Tensor:
+    """``(n,)`` label tensor on ``device`` (dtype kept; bool becomes float64); ``ValueError``
+    for a wrong shape or NaN/inf values."""
+    if not isinstance(labels, Tensor):
+        try:
+            labels = torch.as_tensor(labels)
+        except Exception as exc:
+            raise ValueError(f"{name}: cannot convert to a tensor ({exc})") from None
+    if device is not None:
+        labels = labels.to(device)
+    if labels.dim() != 1:
+        raise ValueError(f"{name} must be 1-D, got shape {tuple(labels.shape)}")
+    if labels.shape[0] != n:
+        raise ValueError(f"{name} has {labels.shape[0]} entries but X has {n} rows")
+    if labels.dtype == torch.bool:
+        labels = labels.to(torch.float64)
+    if labels.dtype.is_floating_point and not bool(torch.isfinite(labels).all()):
+        raise ValueError(f"{name} contain NaN or inf values")
+    return labels
+
+
+def as_query_groups(groups, n: int, *, device=None, name: str = "groups") -> Groups:
+    """A :class:`Groups` of ``n`` documents from a ``Groups``, a ``(n,)`` array of contiguous
+    query ids, or ``None`` (one query)."""
+    if groups is None:
+        return Groups.single(n, device=device)
+    if not isinstance(groups, Groups):
+        try:
+            groups = Groups.from_qid(groups, device=device)
+        except (TypeError, RuntimeError, ValueError) as exc:
+            raise ValueError(f"{name} must be a Groups or a 1-D array of query ids ({exc})"
+                             ) from None
+    if groups.num_docs != n:
+        raise ValueError(f"{name} cover {groups.num_docs} documents but X has {n} rows")
+    return groups.to(device) if device is not None else groups
+
+
+def fit_inputs(X, labels, groups=None, *, device=None, labels_required: bool = True
+               ) -> Tuple[Tensor, Optional[Tensor], Groups]:
+    """``(X, labels, groups)`` checked and converted for a fit (``labels`` may be ``None``
+    only with ``labels_required=False``, e.g. for explicit preference pairs)."""
+    X = as_features(X, device=device)
+    n, F = X.shape
+    if n == 0:
+        raise ValueError("the training set is empty (X has 0 rows)")
+    if F == 0:
+        raise ValueError("X has no features")
+    if labels is None:
+        if labels_required:
+            raise ValueError("labels are required")
+    else:
+        labels = as_labels(labels, n, device=X.device)
+    return X, labels, as_query_groups(groups, n, device=X.device)
+
+
+def eval_inputs(eval_set, n_features: int, *, device=None
+                ) -> List[Tuple[str, Tensor, Tensor, Groups]]:
+    """``[(name, X, labels, groups), ...]`` (names ``valid_0``, ``valid_1``, ...) from a list of
+    ``(X, labels, groups)`` triples (or one triple); each must have ``n_features`` columns."""
+    if eval_set is None:
+        return []
+    if isinstance(eval_set, tuple) and len(eval_set) == 3 and not isinstance(eval_set[0], tuple):
+        eval_set = [eval_set]
+    out = []
+    for i, es in enumerate(eval_set):
+        if not isinstance(es, (tuple, list)) or len(es) != 3:
+            raise ValueError(f"eval_set[{i}] must be a tuple (X, labels, groups)")
+        Xv = as_features(es[0], device=device, name=f"eval_set[{i}] X")
+        if Xv.shape[1] != n_features:
+            raise ValueError(f"eval_set[{i}] has {Xv.shape[1]} features but the training "
+                             f"X has {n_features}")
+        if Xv.shape[0] == 0:
+            raise ValueError(f"eval_set[{i}] is empty")
+        yv = as_labels(es[1], Xv.shape[0], device=Xv.device, name=f"eval_set[{i}] labels")
+        gv = as_query_groups(es[2], Xv.shape[0], device=Xv.device, name=f"eval_set[{i}] groups")
+        out.append((f"valid_{i}", Xv, yv, gv))
+    return out
+
+
+_UNSET: Any = object()
+
+
+def renamed_keyword(new_value, old_value, *, old: str, new: str, default):
+    """The value of a renamed keyword: ``new_value`` unless only the deprecated ``old_value``
+    was given (then with a ``DeprecationWarning``); both given is a ``ValueError``. Unset
+    arguments are passed as :data:`UNSET`."""
+    if old_value is _UNSET:
+        return default if new_value is _UNSET else new_value
+    if new_value is not _UNSET:
+        raise ValueError(f"give {new}= only ({old}= is its deprecated old name)")
+    warnings.warn(f"{old}= is deprecated, use {new}=", DeprecationWarning, stacklevel=3)
+    return old_value
+
+
+UNSET = _UNSET
+
+
+def as_sequence(x) -> Sequence:
+    """``x`` as a list (``None`` → ``[]``)."""
+    return [] if x is None else list(x)
