@@ -97,29 +97,15 @@ class PairWeights:
         self._rho_g = torch.full((st.G,), 1.0 / float(Z), dtype=a.dtype, device=a.device)
         self._rho = self._rho_g[st.gi]
 
-    @property
-    def u(self):
-        if self._u is None and self.linear is not None:
-            self._factors()
-        return self._u
+    def _factor(name):  # noqa: N805 - a property factory used in the class body
+        def get(self):
+            if getattr(self, name) is None and self.linear is not None:
+                self._factors()
+            return getattr(self, name)
+        return property(get)
 
-    @property
-    def v(self):
-        if self._v is None and self.linear is not None:
-            self._factors()
-        return self._v
-
-    @property
-    def rho(self):
-        if self._rho is None and self.linear is not None:
-            self._factors()
-        return self._rho
-
-    @property
-    def rho_g(self):
-        if self._rho_g is None and self.linear is not None:
-            self._factors()
-        return self._rho_g
+    u, v, rho, rho_g = _factor("_u"), _factor("_v"), _factor("_rho"), _factor("_rho_g")
+    del _factor
 
     def _doc_masses(self):
         st = self._stats

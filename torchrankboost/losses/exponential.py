@@ -164,7 +164,9 @@ class AdaBoostLoss(RankingLoss):
         u = -y * s
         if inp.weights is not None:
             u = u + torch.log(inp.weights.to(dt))
-        return s, y, u
+        gi = inp.groups.group_index.to(s.device)
+        logF = seg_lse(u, gi, inp.groups.num_groups)  # (G,) ln F per query
+        return s, y, u, gi, logF, logF > NEG_INF
 
     def per_group(self, inp: Prepared) -> Tuple[Tensor, Optional[Tensor]]:
         """Per-query ``F`` (or ``ln F``) and the non-empty mask. ``inp.pairs``:
@@ -175,11 +177,7 @@ class AdaBoostLoss(RankingLoss):
             thr = self.threshold
         else:
             raise ValueError("pairs: AdaBoostLoss needs bipartite labels, not explicit pairs")
-        s, y, u = self._terms(inp, thr)
-        G = inp.groups.num_groups
-        gi = inp.groups.group_index.to(s.device)
-        logF = seg_lse(u, gi, G)
-        has = logF > NEG_INF
+        s, y, u, gi, logF, has = self._terms(inp, thr)
         if self.log:
             per = torch.where(has, logF, torch.zeros_like(logF))
         else:
@@ -206,11 +204,7 @@ class AdaBoostLoss(RankingLoss):
         thr = self._threshold(pairs)
         inp = prepare_inputs(scores.detach(), labels, groups, pairs=Bipartite(thr),
                              weights=weights)
-        s, y, u = self._terms(inp, thr)
-        G = inp.groups.num_groups
-        gi = inp.groups.group_index.to(s.device)
-        logF = seg_lse(u, gi, G)
-        has = logF > NEG_INF
+        s, y, u, gi, logF, has = self._terms(inp, thr)
         if self.log:
             c = torch.where(has, logF, torch.zeros_like(logF))[gi]
             pi = torch.exp(u - c)
