@@ -1,7 +1,7 @@
 """Per-round statistics of the RankBoost family without materialising label-induced pairs.
 
-Notation (``spec/rankboost_adaboost_smooth_margin.md`` §3, §7; ``spec/rankboost_plus_and_qbrank.md``
-§A.3, §D.4). With current scores ``s`` the distribution over crucial pairs ``(i, j)`` (``i``
+Notation (Freund, Iyer, Schapire & Singer 2003; Rudin & Schapire 2009; Connamacher,
+Pancha, Liu & Ray 2019). With current scores ``s`` the distribution over crucial pairs ``(i, j)`` (``i``
 preferred to ``j``) is
 
     D(i, j) = exp(s_j - s_i) / F̃(s),      F̃(s) = Σ_{(i,j)} exp(-(s_i - s_j))   (RankBoost's loss).

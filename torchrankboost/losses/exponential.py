@@ -1,8 +1,7 @@
 r"""RankBoost's exponential pairwise loss and AdaBoost's exponential loss with its F-skew.
 
-Spec: ``rankboost_adaboost_smooth_margin.md`` §3 (RankBoost objective), §5 (AdaBoost, F₊, F₋,
-F-skew, the identities), §7 (bipartite O(m)); ``rankboost_plus_and_qbrank.md`` §D.4 (graded
-factorisation).
+References: Freund, Iyer, Schapire & Singer (2003) (the RankBoost objective); Rudin &
+Schapire (2009) (AdaBoost, F₊, F₋, the F-skew and its identities, the bipartite O(m) form).
 
 **Exponential pairwise loss** (RankBoost, :class:`ExponentialPairwiseLoss`), per query ``q``::
 
@@ -14,7 +13,7 @@ sort) and O(n) memory, in log space. Explicit pairs cost O(#pairs).
 
 **AdaBoost** (:class:`AdaBoostLoss`) over bipartite labels ``y = +1`` if ``label > threshold``
 else ``-1``, per query: ``F₊ = Σ_pos w e^{-s}``, ``F₋ = Σ_neg w e^{s}``, ``F = F₊ + F₋``.
-Identities (spec §5.3, tested): ``F̃ = F₊·F₋`` (bipartite RankBoost loss),
+Identities (Rudin & Schapire 2009; tested): ``F̃ = F₊·F₋`` (bipartite RankBoost loss),
 ``F² − (F₊ − F₋)² = 4F̃``, and ``min_c F(s + c) = 2√F̃`` attained at the intercept
 ``b = ½ ln(F₊/F₋)`` (:func:`zero_skew_intercept`), where the F-skew vanishes; the relative
 F-skew ``(F₊ − F₋)/(F₊ + F₋) = tanh(b)``.
@@ -221,7 +220,7 @@ class AdaBoostLoss(RankingLoss):
 
     def round_diagnostics(self, scores: Tensor, labels: Optional[Tensor] = None,
                           groups: Optional[Groups] = None) -> Dict[str, float]:
-        """Rudin & Schapire's §5 quantities of the current scores, for a boosting driver's
+        """Rudin & Schapire's (2009) AdaBoost quantities of the current scores, for a boosting driver's
         per-round log: ``F_plus``, ``F_minus``, ``F``, ``f_skew`` (``F₊ − F₋``),
         ``relative_f_skew`` (``(F₊ − F₋)/(F₊ + F₋)``), ``log_F_plus``, ``log_F_minus``,
         with ``F₊``, ``F₋`` summed over all queries (the constructor's ``threshold``)."""
@@ -285,7 +284,7 @@ def _class_logs(scores, labels, groups, threshold, weights, per_query):
 def f_skew(scores: Tensor, labels: Tensor, groups: Optional[Groups] = None, *,
            threshold: float = 0.0, weights: Optional[Tensor] = None,
            per_query: bool = True) -> Tensor:
-    """F-skew ``F₊ − F₋`` (spec eq. 15) per query ``(G,)`` or, with ``groups=None`` or
+    """F-skew ``F₊ − F₋`` (Rudin & Schapire 2009) per query ``(G,)`` or, with ``groups=None`` or
     ``per_query=False``, pooled over all documents (0-dim).
 
     May overflow to ``±inf`` for huge scores (it is a difference of exponentials); use
@@ -310,7 +309,7 @@ def relative_f_skew(scores: Tensor, labels: Tensor, groups: Optional[Groups] = N
 def zero_skew_intercept(scores: Tensor, labels: Tensor, groups: Optional[Groups] = None, *,
                         threshold: float = 0.0, weights: Optional[Tensor] = None,
                         per_query: bool = True) -> Tensor:
-    """The intercept ``b = ½ ln(F₊/F₋)`` (spec Corollary 13, T3): adding ``b`` to every score
+    """The intercept ``b = ½ ln(F₊/F₋)`` (Rudin & Schapire 2009, Corollary 13): adding ``b`` to every score
     of the query zeroes its F-skew and minimises ``F(s + c)`` over ``c``, to ``2√(F₊F₋)``.
 
     Per query ``(G,)`` (or pooled, 0-dim, with ``groups=None`` / ``per_query=False``);

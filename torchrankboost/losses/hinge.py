@@ -1,7 +1,7 @@
 """Pairwise hinge loss (RankSVM) and its square, over label-induced or explicit pairs.
 
-Spec: ``pnorm_push_and_chapter10.md`` §B.4 (RankSVM) and §C.6 (C15–C18);
-``rankboost_plus_and_qbrank.md`` §D (sort + prefix sums, ties at the kink).
+References: Herbrich, Graepel & Obermayer (2000) and Joachims (2002) (RankSVM's pairwise
+hinge); the sort + prefix-sum kernels (ties at the kink inactive) are the pair engine's.
 """
 
 from __future__ import annotations
@@ -44,7 +44,7 @@ class PairwiseHingeLoss(RankingLoss):
     Computation: label-induced pairs are never materialised. One sort of the ``2n`` values
     ``a = s`` (upper role) and ``b = s + m`` (lower role) and prefix sums of ``(w, w b,
     w b²)`` give every document's active-partner sums ``N, S1, S2`` (and ``M, T1`` for the
-    lower role) — spec (C15)–(C18), §D.2–D.3. Graded labels with ``K ≤ 64`` distinct
+    lower role). Graded labels with ``K ≤ 64`` distinct
     levels take ``K − 1`` threshold rows of prefix sums over that one order,
     ``O(n log n + nK)`` time; more levels (real-valued labels) take ``⌈log2 K⌉`` bipartite
     passes (one integer sort each), ``O(n log n · ⌈log2 K⌉)``. Memory is ``O(n)`` either way.

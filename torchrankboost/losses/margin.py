@@ -1,4 +1,4 @@
-r"""The smooth ranking margin (spec ``rankboost_adaboost_smooth_margin.md`` §4).
+r"""The smooth ranking margin (Rudin & Schapire 2009).
 
 For a combination of weak rankers ``s = Σ_j λ_j h_j`` with ``h_j ∈ [0, 1]`` and ``λ ≥ 0``::
 
@@ -93,7 +93,7 @@ class SmoothMarginLoss(_ExpFamilyLoss):
 def smooth_margin(scores: Tensor, labels: Optional[Tensor] = None,
                   groups: Optional[Groups] = None, *, scale, pairs: PairSpec = None,
                   weights: Optional[Tensor] = None, per_query: bool = False) -> Tensor:
-    r"""The smooth ranking margin ``G̃ = −ln F̃ / scale`` (spec §4.1).
+    r"""The smooth ranking margin ``G̃ = −ln F̃ / scale`` (Rudin & Schapire 2009).
 
     Default: over the crucial pairs of *all* queries pooled (the paper's single pair set:
     ``F̃ = Σ_q F̃_q``), a 0-dim tensor; ``per_query=True`` gives ``(G,)``. Empty pair sets

@@ -1,4 +1,4 @@
-r"""Rudin's p-norm push (spec ``pnorm_push_and_chapter10.md`` §A.4, §C, (C14)).
+r"""Rudin's p-norm push (Rudin 2009, "The P-Norm Push"; graded extension per label level).
 
 Per query, with ``L_j = Σ_{i preferred to j} w_ij exp(-(s_i - s_j))`` the exponential
 "height" of document ``j`` (how strongly the documents that should beat it are pushed
@@ -37,7 +37,7 @@ class PNormPushLoss(_ExpFamilyLoss):
 
     Call and pair options as :class:`~torchrankboost.losses.ExponentialPairwiseLoss`
     (``pairs`` graded / ``Bipartite(t)`` / ``ExplicitPairs``; ``weights`` per document, a
-    pair weighing ``w_hi w_lo``). Graded labels follow spec (C14): every document is a
+    pair weighing ``w_hi w_lo``). Graded labels: every document is a
     "negative" for all strictly higher grades of its query.
 
     Args:
@@ -47,7 +47,7 @@ class PNormPushLoss(_ExpFamilyLoss):
         normalize: divide each query's ``F_p`` by its value at all-tied scores,
             ``Σ_lo (Σ_{hi} w_hi w_lo)^p`` (``= I^p K`` bipartite unweighted; the number of
             crucial pairs for ``p = 1``). With ``log=True``, ``(ln F_p − ln(I^p K)) / p`` is
-            Rudin's normalised ``ln F̄_p`` (A8)/(C3).
+            Rudin's (2009) normalised ``ln F̄_p``.
         reduction: ``"sum"`` | ``"mean"`` (over queries with pairs) | ``"none"``.
 
     Computation (label-induced pairs): ``L_j = w_j e^{s_j} E_{>l_j}`` with ``E`` the exclusive

@@ -1,7 +1,7 @@
 """QBRank's quadratic objective (Zheng, Zha, Zhang, Chapelle, Chen, Sun, NIPS 2007).
 
-Spec: ``rankboost_plus_and_qbrank.md`` §B.5–B.6 (objective, τ, w, curvature choices),
-§C.0–C.1 (mapping onto the booster), §D (sort + prefix sums).
+The objective, ``τ``, ``w`` and the curvature choices follow the paper; the pair sums
+are the pair engine's sort + prefix-sum kernels.
 """
 
 from __future__ import annotations
@@ -60,14 +60,14 @@ class QBRankLoss(RankingLoss):
     float64 accumulation, query centring; ties exactly at the kink are inactive (gradient
     0, like ``relu'(0)``), and autograd's gradient equals the closed form.
 
-    Curvature (:meth:`grad_hess`), spec §B.6:
+    Curvature (:meth:`grad_hess`):
 
     * ``"diag"``: the exact Hessian diagonal ``w · Σ_{active pairs ∋ d} c + (1 − w) ω_d``
       (Zheng's Algorithm 1, "Newton-type"). It is not an upper bound.
     * ``"bound"``: ``2 w · Σ_{all pairs ∋ d} c + (1 − w) ω_d``, the global diagonal bound
       of Zheng's Theorem 1 (each pair block ``w [[1, −1], [−1, 1]] ⪯ w diag(2, 2)``); it does
       not depend on the scores. The paper-literal QBRank proxy ``w · n_d + (1 − w)`` is
-      *not* a bound (spec E.5 #19) and is not offered here.
+      *not* a bound and is not offered here.
     """
 
     def __init__(self, *, w: float = 0.5, tau: Union[float, str] = 1.0, c: float = 1.0,
