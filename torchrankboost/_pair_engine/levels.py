@@ -74,18 +74,14 @@ def build_levels(key: Tensor, groups: Groups) -> Levels:
 
 
 def levels_for(pairs, labels: Tensor, groups: Groups) -> Levels:
-    """The :class:`Levels` of a label-induced pair spec (``Graded`` or ``Bipartite``)."""
-    if isinstance(pairs, Bipartite):
-        key = (labels > pairs.threshold).to(torch.int32)
-    elif isinstance(pairs, Graded):
-        key = labels
-        if key.dtype == torch.bool:
-            key = key.to(torch.int32)
-        elif key.dtype in (torch.uint8,):
-            key = key.to(torch.int32)
-    else:  # pragma: no cover - guarded by callers
-        raise TypeError(pairs)
-    return build_levels(key, groups)
+    """The :class:`Levels` of a label-induced pair spec (``Graded`` or ``Bipartite``): the
+    dense levels of :func:`label_levels` bucketed through the ``(G, K)`` cells when that
+    table is small (no sort), else by one segmented sort (:func:`build_levels`)."""
+    lev, K, _ = label_levels(labels, groups, pairs)
+    G = groups.num_groups
+    if G * K <= 4 * lev.numel() + 4096:
+        return levels_from_cells(level_cells(lev, K, groups), G, K)
+    return build_levels(lev, groups)
 
 
 def small_integer_levels(labels: Tensor) -> Optional[Tensor]:
