@@ -9,7 +9,7 @@ n_features)`` (NaN = missing); ``labels``: ``(n,)`` relevance labels (no NaN); `
 from __future__ import annotations
 
 import warnings
-from typing import Any, List, Optional, Sequence, Tuple
+from typing import Any, List, Optional, Tuple
 
 import torch
 from torch import Tensor
@@ -43,7 +43,8 @@ def as_features(X, *, device=None, name: str = "X") -> Tensor:
     return X
 
 
-def as_labels(labels, n: int, *, device=None, name: str = "labels") -> Tensor:
+def as_labels(labels, n: int, *, device=None, name: str = "labels", x_name: str = "X"
+              ) -> Tensor:
     """``(n,)`` label tensor on ``device`` (dtype kept; bool becomes float64); ``ValueError``
     for a wrong shape or NaN/inf values."""
     if not isinstance(labels, Tensor):
@@ -56,7 +57,7 @@ def as_labels(labels, n: int, *, device=None, name: str = "labels") -> Tensor:
     if labels.dim() != 1:
         raise ValueError(f"{name} must be 1-D, got shape {tuple(labels.shape)}")
     if labels.shape[0] != n:
-        raise ValueError(f"{name} has {labels.shape[0]} entries but X has {n} rows")
+        raise ValueError(f"{name} has {labels.shape[0]} entries but {x_name} has {n} rows")
     if labels.dtype == torch.bool:
         labels = labels.to(torch.float64)
     if labels.dtype.is_floating_point and not bool(torch.isfinite(labels).all()):
@@ -64,7 +65,8 @@ def as_labels(labels, n: int, *, device=None, name: str = "labels") -> Tensor:
     return labels
 
 
-def as_query_groups(groups, n: int, *, device=None, name: str = "groups") -> Groups:
+def as_query_groups(groups, n: int, *, device=None, name: str = "groups", x_name: str = "X"
+                    ) -> Groups:
     """A :class:`Groups` of ``n`` documents from a ``Groups``, a ``(n,)`` array of contiguous
     query ids, or ``None`` (one query)."""
     if groups is None:
@@ -76,7 +78,7 @@ def as_query_groups(groups, n: int, *, device=None, name: str = "groups") -> Gro
             raise ValueError(f"{name} must be a Groups or a 1-D array of query ids ({exc})"
                              ) from None
     if groups.num_docs != n:
-        raise ValueError(f"{name} cover {groups.num_docs} documents but X has {n} rows")
+        raise ValueError(f"{name} cover {groups.num_docs} documents but {x_name} has {n} rows")
     return groups.to(device) if device is not None else groups
 
 
@@ -116,8 +118,10 @@ def eval_inputs(eval_set, n_features: int, *, device=None
                              f"X has {n_features}")
         if Xv.shape[0] == 0:
             raise ValueError(f"eval_set[{i}] is empty")
-        yv = as_labels(es[1], Xv.shape[0], device=Xv.device, name=f"eval_set[{i}] labels")
-        gv = as_query_groups(es[2], Xv.shape[0], device=Xv.device, name=f"eval_set[{i}] groups")
+        yv = as_labels(es[1], Xv.shape[0], device=Xv.device, name=f"eval_set[{i}] labels",
+                       x_name=f"eval_set[{i}] X")
+        gv = as_query_groups(es[2], Xv.shape[0], device=Xv.device,
+                             name=f"eval_set[{i}] groups", x_name=f"eval_set[{i}] X")
         out.append((f"valid_{i}", Xv, yv, gv))
     return out
 
@@ -139,7 +143,3 @@ def renamed_keyword(new_value, old_value, *, old: str, new: str, default):
 
 UNSET = _UNSET
 
-
-def as_sequence(x) -> Sequence:
-    """``x`` as a list (``None`` → ``[]``)."""
-    return [] if x is None else list(x)
