@@ -531,50 +531,10 @@ class SmoothMarginRanking(_Base):
                 s = s + alpha * h
             else:
                 g = -lz / l1
-                r_all = D.edges(stats, w)
-                c = self._select(r_all, D.valid, signed=self.complement)
-                h = D.column(c)
-                diag = {"phase": "smooth"}
-                flip = False
-                if D.binary:
-                    ep, em, e0 = (float(x) for x in stats.chosen_stats(w, h))
-                    if ep - em < 0 and self.complement:
-                        ep, em, flip = em, ep, True
-                    r = ep - em
-                    diag.update(eps_plus=ep, eps_minus=em, eps_zero=e0, r=r)
-                    if r <= g:
-                        self._undefined(f"best edge r={r:.6g} <= g={g:.6g}: no ascent step")
-                        break
-                    if em <= 0 and e0 <= 0:
-                        self._undefined("perfect ranker (d_minus = d_zero = 0)")
-                        if self.on_unbounded != "cap":
-                            break
-                        alpha = self.alpha_cap
-                    else:
-                        alpha = smooth_margin_alpha(g, ep, em, e0)
-                    diag["theorem7_condition"] = bool(0 <= g < r < 1 and e0 < (2 / 3) * (1 - r) * (1 - r * r))
-                else:
-                    r = float(((w.U - w.L) * h).sum())
-                    if r < 0 and self.complement:
-                        flip, r = True, -r
-                    diag.update(r=r)
-                    if r <= g:
-                        self._undefined(f"best edge r={r:.6g} <= g={g:.6g}: no ascent step")
-                        break
-                    hh = 1 - h if flip else h
-
-                    line = stats.line_function(s, hh)
-
-                    def phi(a, line=line):  # eq. (11): the root of d/dα ln F̃ + g
-                        v, d = line(a)
-                        return v + g * a, d + g
-
-                    alpha, bounded = exact_step(phi, max_alpha=self.alpha_cap)
-                    if not bounded:
-                        self._undefined("eq. (11) has no finite root")
-                        if self.on_unbounded != "cap":
-                            break
-                        alpha = self.alpha_cap
+                step = self._smooth_step(stats, D, w, s, g)
+                if step is None:
+                    break
+                c, h, alpha, flip, diag = step
                 if flip:
                     # positive step on the complement 1 - h: score shift alpha - alpha*h
                     s = s + alpha * (1 - h)
@@ -601,6 +561,56 @@ class SmoothMarginRanking(_Base):
             if self._record(t, diag) or self.stop_reason_ is not None:
                 break
         return self._finish(builder, s)
+
+    def _smooth_step(self, stats, D, w, s, g):
+        """One smooth-phase step (eq. (12) for binary rankers, the root of eq. (11) for real
+        ones): ``(candidate, column, α, complemented, diagnostics)``, or ``None`` when the
+        halting policy stops."""
+        r_all = D.edges(stats, w)
+        c = self._select(r_all, D.valid, signed=self.complement)
+        h = D.column(c)
+        diag = {"phase": "smooth"}
+        flip = False
+        if D.binary:
+            ep, em, e0 = (float(x) for x in stats.chosen_stats(w, h))
+            if ep - em < 0 and self.complement:
+                ep, em, flip = em, ep, True
+            r = ep - em
+            diag.update(eps_plus=ep, eps_minus=em, eps_zero=e0, r=r)
+            if r <= g:
+                self._undefined(f"best edge r={r:.6g} <= g={g:.6g}: no ascent step")
+                return None
+            if em <= 0 and e0 <= 0:
+                self._undefined("perfect ranker (d_minus = d_zero = 0)")
+                if self.on_unbounded != "cap":
+                    return None
+                alpha = self.alpha_cap
+            else:
+                alpha = smooth_margin_alpha(g, ep, em, e0)
+            diag["theorem7_condition"] = bool(0 <= g < r < 1 and e0 < (2 / 3) * (1 - r) * (1 - r * r))
+        else:
+            r = float(((w.U - w.L) * h).sum())
+            if r < 0 and self.complement:
+                flip, r = True, -r
+            diag.update(r=r)
+            if r <= g:
+                self._undefined(f"best edge r={r:.6g} <= g={g:.6g}: no ascent step")
+                return None
+            hh = 1 - h if flip else h
+
+            line = stats.line_function(s, hh)
+
+            def phi(a, line=line):  # eq. (11): the root of d/dα ln F̃ + g
+                v, d = line(a)
+                return v + g * a, d + g
+
+            alpha, bounded = exact_step(phi, max_alpha=self.alpha_cap)
+            if not bounded:
+                self._undefined("eq. (11) has no finite root")
+                if self.on_unbounded != "cap":
+                    return None
+                alpha = self.alpha_cap
+        return c, h, alpha, flip, diag
 
 
 # ====================================================================================
@@ -914,25 +924,63 @@ class RankBoostPlus(_Base):
         X, labels, groups, p = self._setup(X, labels, groups, pairs, eval_set, eval_metric,
                                            early_stopping_rounds, callbacks)
         src = self.source_
-        D = src.dictionary
-        if not D.binary:
+        if not src.dictionary.binary:
             raise ValueError("RankBoostPlus needs binary {0,1} rankers")
+        R, cand, logD = self._pair_matrix(src.dictionary, labels, groups, p, X.shape[0])
+        self.num_candidates_ = R.shape[1]
+        log_d1 = logD.clone()
+        st = _PlusState(R, self.rank_tol)
+        builder = StumpEnsembleBuilder(src)
+        self._start(X, groups, builder)
+        le2 = 0.0  # ln Ê2 at η = 0 (D_1 normalised)
+        for t in range(self.n_rounds):
+            Dw = torch.exp(logD)
+            choice = st.choose(Dw, self.seed)
+            if choice is None:
+                self._undefined("no candidate ranker")
+                break
+            kind, k, col, (ep, em, e0), ap = choice
+            arg = ep - em - e0 * math.tanh(ap)  # = -δ
+            alpha = self._atanh_step(arg, "perfect ranker (atanh argument = ±1)")
+            if alpha is None:
+                break
+            cidx = int(cand[st.commit(kind, k, col, alpha)])
+            # reweight (eq. 25) in log space
+            tie = (_logcosh(torch.tensor(alpha + ap, dtype=torch.float64))
+                   - _logcosh(torch.tensor(ap, dtype=torch.float64))).item()
+            vals = torch.tensor([-alpha, alpha, tie], dtype=torch.float64, device=X.device)
+            logw = torch.where(col > 0, vals[0], torch.where(col < 0, vals[1], vals[2]))
+            logD = logD + logw
+            logD = logD - torch.logsumexp(logD, 0)
+            builder.add(cidx, alpha)
+            prev_le2, le2 = le2, st.log_e2(log_d1)
+            diag = dict(src.describe(cidx), candidate=cidx, alpha=alpha, alpha_prime=ap,
+                        loss_before=prev_le2, loss=le2,
+                        eps_plus=ep, eps_minus=em, eps_zero=e0, delta=-arg, loss_e2=le2,
+                        greedy=st.greedy, new_ranker=kind == "new", basis_size=len(st.S))
+            if self._record(t, diag) or self.stop_reason_ is not None:
+                break
+        self.eta_ = st.eta
+        self.basis_ = [int(cand[k]) for k in st.S]
+        return self._finish(builder, None)
+
+    def _pair_matrix(self, D, labels, groups, p, n):
+        """The pair × candidate matrix ``R`` (entries ``h(hi) - h(lo)`` in {-1, 0, 1}, int8:
+        8x less memory than float64), its columns deduplicated up to sign and without zero
+        columns; the candidates they stand for; ``log D_1`` (normalised pair weights)."""
         hi, lo, pw = label_pairs(labels, groups, p)
         m = hi.numel()
         if m == 0:
             raise ValueError("no crucial pairs")
-        dev = X.device
-        # candidate pair vectors, deduplicated (up to sign) and without zero columns
         cand = torch.nonzero(D.valid).flatten()
-        cols = torch.stack([D.column(int(c)) for c in cand], 1) if cand.numel() else torch.zeros(X.shape[0], 0)
+        dev = cand.device
+        cols = torch.stack([D.column(int(c)) for c in cand], 1) if cand.numel() else torch.zeros(n, 0)
         if m * cand.numel() > self.max_pair_entries:
             raise ValueError(
                 f"RankBoostPlus materialises the pair x candidate matrix: {m} pairs x "
                 f"{cand.numel()} candidates exceeds max_pair_entries={self.max_pair_entries}; "
                 "use fewer thresholds (Stumps(max_thresholds=...)), per-query tasks as in the "
                 "paper, or raise max_pair_entries")
-        # pair x candidate matrix, entries h(hi) - h(lo) in {-1, 0, 1}: stored as int8 (8x less
-        # memory than float64); columns are widened to float64 only where arithmetic needs it
         cols = cols.to(torch.int8)
         R = cols[hi] - cols[lo]  # (m, C) int8
         nz = (R != 0).any(0)
@@ -944,123 +992,98 @@ class RankBoostPlus(_Base):
         first = torch.full((int(inv.max()) + 1,), R.shape[1], dtype=torch.long, device=dev)
         first = first.scatter_reduce(0, inv, torch.arange(R.shape[1], device=dev), "amin")
         keep = torch.sort(first).values
-        R, cand = R[:, keep], cand[keep]
-        self.num_candidates_ = R.shape[1]
-        C = R.shape[1]
         logD = torch.zeros(m, dtype=torch.float64, device=dev)
         if pw is not None:
             logD = torch.log(pw.to(torch.float64))
-        logD = logD - torch.logsumexp(logD, 0)
-        log_d1 = logD.clone()
-        S: List[int] = []  # indices into R's columns
-        eta: List[float] = []
-        Q = torch.zeros(m, 0, dtype=torch.float64, device=dev)  # orthonormal basis of span(S)
-        available = torch.ones(C, dtype=torch.bool, device=dev)
-        greedy = True
-        builder = StumpEnsembleBuilder(src)
-        self._start(X, groups, builder)
-        le2 = 0.0  # ln Ê2 at η = 0 (D_1 normalised)
+        return R[:, keep], cand[keep], logD - torch.logsumexp(logD, 0)
 
-        def in_span(col):
-            if Q.shape[1] == 0:
-                return False
-            col = col.to(torch.float64)
-            res = col - Q @ (Q.T @ col)
-            return float(res.norm()) <= self.rank_tol * max(1.0, float(col.norm()))
 
-        def add_basis(col):
-            nonlocal Q
-            col = col.to(torch.float64)
-            v = col - Q @ (Q.T @ col)
-            v = v - Q @ (Q.T @ v)
-            Q = torch.cat([Q, (v / v.norm())[:, None]], 1)
+class _PlusState:
+    """RankBoost+'s working set: the member rankers ``S`` (columns of ``R``) with their
+    accumulated weights ``η``, an orthonormal basis of ``span(S)`` in pair space (Gram–Schmidt
+    twice, float64), the candidates not tried yet, and the greedy/static regime."""
 
-        for t in range(self.n_rounds):
-            Dw = torch.exp(logD)
-            if S:
-                AS = R[:, S]
-                ep_s = (Dw[:, None] * (AS > 0)).sum(0)
-                em_s = (Dw[:, None] * (AS < 0)).sum(0)
-                e0_s = (Dw[:, None] * (AS == 0)).sum(0)
-                eta_t = torch.tensor(eta, dtype=torch.float64, device=dev)
-                delta_s = em_s - ep_s + e0_s * torch.tanh(eta_t)
-                best_s = float(delta_s.abs().max())
-            else:
-                best_s = -1.0
-            choice = None  # ("new", col) or ("S", idx)
-            if greedy:
-                gr = _int8_vecmat(Dw, R).abs()
-                gr = torch.where(available, gr, torch.full_like(gr, -1.0))
-                j = int(torch.argmax(gr))
-                if float(gr[j]) > best_s and float(gr[j]) >= 0:
-                    available[j] = False
-                    if in_span(R[:, j]):
-                        # prune: independent subset of the remaining candidates, S static
-                        gen = torch.Generator().manual_seed(self.seed)
-                        rest = torch.nonzero(available).flatten()
-                        rest = rest[torch.randperm(rest.numel(), generator=gen).to(dev)]
-                        for k in rest.tolist():
-                            if not in_span(R[:, k]):
-                                add_basis(R[:, k])
-                                S.append(k)
-                                eta.append(0.0)
-                        greedy = False
-                        AS = R[:, S]
-                        ep_s = (Dw[:, None] * (AS > 0)).sum(0)
-                        em_s = (Dw[:, None] * (AS < 0)).sum(0)
-                        e0_s = (Dw[:, None] * (AS == 0)).sum(0)
-                        eta_t = torch.tensor(eta, dtype=torch.float64, device=dev)
-                        delta_s = em_s - ep_s + e0_s * torch.tanh(eta_t)
-                    else:
-                        choice = ("new", j)
-            if choice is None:
-                if not S:
-                    self._undefined("no candidate ranker")
-                    break
-                i = int(torch.argmax(delta_s.abs()))
-                choice = ("S", i)
-            if choice[0] == "new":
-                col = R[:, choice[1]]
-                ep = float(Dw[col > 0].sum())
-                em = float(Dw[col < 0].sum())
-                e0 = float(Dw[col == 0].sum())
-                ap = 0.0
-            else:
-                i = choice[1]
-                col = R[:, S[i]]
-                ep, em, e0 = float(ep_s[i]), float(em_s[i]), float(e0_s[i])
-                ap = eta[i]
-            arg = ep - em - e0 * math.tanh(ap)  # = -δ
-            alpha = self._atanh_step(arg, "perfect ranker (atanh argument = ±1)")
-            if alpha is None:
-                break
-            if choice[0] == "new":
-                add_basis(col)
-                S.append(choice[1])
-                eta.append(alpha)
-                cidx = int(cand[choice[1]])
-            else:
-                eta[i] += alpha
-                cidx = int(cand[S[i]])
-            # reweight (eq. 25) in log space
-            tie = (_logcosh(torch.tensor(alpha + ap, dtype=torch.float64))
-                   - _logcosh(torch.tensor(ap, dtype=torch.float64))).item()
-            vals = torch.tensor([-alpha, alpha, tie], dtype=torch.float64, device=dev)
-            logw = torch.where(col > 0, vals[0], torch.where(col < 0, vals[1], vals[2]))
-            logD = logD + logw
-            logD = logD - torch.logsumexp(logD, 0)
-            builder.add(cidx, alpha)
-            # Ê2 recomputed from η (log form, A.2)
-            AS = R[:, S]
-            et = torch.tensor(eta, dtype=torch.float64, device=dev)
-            logl = -(AS * et).sum(1) + ((AS == 0).to(torch.float64) * _logcosh(et)).sum(1)
-            prev_le2, le2 = le2, float(torch.logsumexp(logl + log_d1, 0))
-            diag = dict(src.describe(cidx), candidate=cidx, alpha=alpha, alpha_prime=ap,
-                        loss_before=prev_le2, loss=le2,
-                        eps_plus=ep, eps_minus=em, eps_zero=e0, delta=-arg, loss_e2=le2,
-                        greedy=greedy, new_ranker=choice[0] == "new", basis_size=len(S))
-            if self._record(t, diag) or self.stop_reason_ is not None:
-                break
-        self.eta_ = eta
-        self.basis_ = [int(cand[k]) for k in S]
-        return self._finish(builder, None)
+    def __init__(self, R: Tensor, rank_tol: float):
+        self.R, self.rank_tol = R, rank_tol
+        self.S: List[int] = []
+        self.eta: List[float] = []
+        self.Q = torch.zeros(R.shape[0], 0, dtype=torch.float64, device=R.device)
+        self.available = torch.ones(R.shape[1], dtype=torch.bool, device=R.device)
+        self.greedy = True
+
+    def in_span(self, col) -> bool:
+        if self.Q.shape[1] == 0:
+            return False
+        col = col.to(torch.float64)
+        res = col - self.Q @ (self.Q.T @ col)
+        return float(res.norm()) <= self.rank_tol * max(1.0, float(col.norm()))
+
+    def add_basis(self, col) -> None:
+        Q = self.Q
+        col = col.to(torch.float64)
+        v = col - Q @ (Q.T @ col)
+        v = v - Q @ (Q.T @ v)
+        self.Q = torch.cat([Q, (v / v.norm())[:, None]], 1)
+
+    def member_stats(self, Dw):
+        """``(ε⁺, ε⁻, ε⁰, δ)`` of every member (``δ = ε⁻ - ε⁺ + ε⁰ tanh η``)."""
+        AS = self.R[:, self.S]
+        ep = (Dw[:, None] * (AS > 0)).sum(0)
+        em = (Dw[:, None] * (AS < 0)).sum(0)
+        e0 = (Dw[:, None] * (AS == 0)).sum(0)
+        eta = torch.tensor(self.eta, dtype=torch.float64, device=Dw.device)
+        return ep, em, e0, em - ep + e0 * torch.tanh(eta)
+
+    def prune(self, seed: int) -> None:
+        """Add the remaining candidates in a seeded random order whenever independent of the
+        basis so far (the paper's QR of ``[S, permute(R)]``); ``S`` becomes static."""
+        gen = torch.Generator().manual_seed(seed)
+        rest = torch.nonzero(self.available).flatten()
+        rest = rest[torch.randperm(rest.numel(), generator=gen).to(rest.device)]
+        for k in rest.tolist():
+            if not self.in_span(self.R[:, k]):
+                self.add_basis(self.R[:, k])
+                self.S.append(k)
+                self.eta.append(0.0)
+        self.greedy = False
+
+    def choose(self, Dw, seed: int):
+        """The round's ranker: ``(kind, index, pair column, (ε⁺, ε⁻, ε⁰), α′)`` with kind
+        ``"new"`` (a column of ``R``) or ``"S"`` (a member's position), ``None`` if none."""
+        stats = self.member_stats(Dw) if self.S else None
+        best_s = float(stats[3].abs().max()) if stats is not None else -1.0
+        if self.greedy:
+            gr = _int8_vecmat(Dw, self.R).abs()
+            gr = torch.where(self.available, gr, torch.full_like(gr, -1.0))
+            j = int(torch.argmax(gr))
+            if float(gr[j]) > best_s and float(gr[j]) >= 0:
+                self.available[j] = False
+                col = self.R[:, j]
+                if not self.in_span(col):
+                    eps = (float(Dw[col > 0].sum()), float(Dw[col < 0].sum()),
+                           float(Dw[col == 0].sum()))
+                    return "new", j, col, eps, 0.0
+                self.prune(seed)
+                stats = self.member_stats(Dw)
+        if not self.S:
+            return None
+        i = int(torch.argmax(stats[3].abs()))
+        eps = (float(stats[0][i]), float(stats[1][i]), float(stats[2][i]))
+        return "S", i, self.R[:, self.S[i]], eps, self.eta[i]
+
+    def commit(self, kind: str, k: int, col, alpha: float) -> int:
+        """Take the step; the chosen column of ``R``."""
+        if kind == "new":
+            self.add_basis(col)
+            self.S.append(k)
+            self.eta.append(alpha)
+            return k
+        self.eta[k] += alpha
+        return self.S[k]
+
+    def log_e2(self, log_d1) -> float:
+        """ln Ê2 recomputed from η (log form)."""
+        AS = self.R[:, self.S]
+        et = torch.tensor(self.eta, dtype=torch.float64, device=log_d1.device)
+        logl = -(AS * et).sum(1) + ((AS == 0).to(torch.float64) * _logcosh(et)).sum(1)
+        return float(torch.logsumexp(logl + log_d1, 0))
