@@ -60,6 +60,27 @@ def test_save_load_round_trip_bit_identical(tmp_path, make):
     assert b"pickle" not in raw and not raw[8 + header_len:].startswith(b"\x80")
 
 
+@pytest.mark.filterwarnings("ignore:round .* decreases without bound")
+@pytest.mark.parametrize("make,new,old", [(LEARNERS[0], "TreeModel", "RegressionTree"),
+                                          (LEARNERS[1], "StumpModel", "Stump"),
+                                          (LEARNERS[2], "FeatureModel", "FeatureRanker")])
+def test_weak_model_type_names_and_older_files(tmp_path, make, new, old):
+    """A saved weak model's type is its model class name; files written with the older type
+    names (the learner's name) still load to the same predictions."""
+    from safetensors.torch import load_file, save_file
+
+    ens, X, _, _ = _fit(make())
+    path = tmp_path / "new.safetensors"
+    ens.save(path)
+    tensors, meta = ens.state()
+    assert {m["type"] for m in meta["models"]} == {new}
+    for m in meta["models"]:
+        m["type"] = old
+    legacy = tmp_path / "old.safetensors"
+    save_file(load_file(str(path)), str(legacy), metadata={"ensemble": json.dumps(meta)})
+    assert torch.equal(Ensemble.load(legacy).predict(X), ens.predict(X))
+
+
 def test_predict_paths_agree(device):
     ens, X, y, g = _fit(RegressionTree(max_leaves=6, min_samples_leaf=3), device=device)
     full = ens.predict(X)

@@ -1,10 +1,15 @@
 """Weak learners for the boosting driver: histogram regression trees, stumps, single features.
 
-All three follow the contract in ``BOOSTING_API.md``: an unfitted *learner* holds only
-hyper-parameters (keyword-only); ``learner.prepare(X)`` bins / scales the features once per
-fit; ``learner.fit(prepared, target, weight, rows=..., generator=...)`` returns a fitted *weak
+All three follow one contract: an unfitted *learner* holds only hyper-parameters
+(keyword-only); ``learner.prepare(X)`` bins / scales the features once per fit;
+``learner.fit(prepared, target, weight, rows=..., generator=...)`` returns a fitted *weak
 model* with ``predict(X)``, ``predict_prepared(prepared)``, ``feature_gain``,
 ``feature_count``, ``to``, ``state`` / ``from_state``.
+
+Names: the learner ``RegressionTree`` (registry name ``"tree"``) fits a ``TreeModel``;
+``Stumps`` (``"stump"``) a ``StumpModel``; ``FeatureRankers`` (``"feature"``) a
+``FeatureModel``. A saved weak model's ``type`` is its model class name (files written with
+the older names ``"RegressionTree"``, ``"Stump"``, ``"FeatureRanker"`` still load).
 
 Weighted least squares in Newton form
 -------------------------------------
@@ -249,7 +254,7 @@ class TreeModel:
     Prediction walks all rows down together, one vectorised step per tree level.
     """
 
-    type_name = "RegressionTree"
+    type_name = "TreeModel"
 
     def __init__(self, *, split_feature, threshold_bin, threshold, default_left, left_child,
                  right_child, split_gain, leaf_value, depth: int, missing_code: int = 255):
@@ -625,7 +630,7 @@ class StumpFeatures:
 class StumpModel:
     """``a + b·1[x_f > θ]`` (NaN → 0). ``threshold_index`` is the bin index of θ (``code > t``)."""
 
-    type_name = "Stump"
+    type_name = "StumpModel"
 
     def __init__(self, *, feature: int, threshold: Tensor, threshold_index: int, coef: Tensor,
                  gain: float = 0.0, missing_code: int = 255):
@@ -880,7 +885,7 @@ class FeatureModel:
     """``a + b·h_f(x)`` with ``h_f(x) = 2(x − lo)/(hi − lo) − 1`` (training min/max; no clipping
     outside the training range), or ``h_f(x) = x`` without normalisation; NaN → h = 0."""
 
-    type_name = "FeatureRanker"
+    type_name = "FeatureModel"
 
     def __init__(self, *, feature: int, lo: Tensor, hi: Tensor, coef: Tensor, normalize: bool = True,
                  gain: float = 0.0):
@@ -1029,11 +1034,14 @@ class FeatureRankers:
 # ----------------------------------------------------------------------------- registry
 
 _REGISTRY = {cls.type_name: cls for cls in (TreeModel, StumpModel, FeatureModel)}
+#: the ``type`` names of files written before the model class names were used
+_LEGACY_TYPES = {"RegressionTree": TreeModel, "Stump": StumpModel, "FeatureRanker": FeatureModel}
 
 
 def weak_model_from_state(tensors: dict, meta: dict):
     """Rebuild a fitted weak model from ``state()`` output, dispatching on ``meta["type"]``."""
     t = meta.get("type") if isinstance(meta, dict) else None
-    if t not in _REGISTRY:
+    cls = _REGISTRY.get(t) or _LEGACY_TYPES.get(t)
+    if cls is None:
         raise ValueError(f"meta: unknown weak model type {t!r} (known: {sorted(_REGISTRY)})")
-    return _REGISTRY[t].from_state(tensors, meta)
+    return cls.from_state(tensors, meta)
