@@ -56,16 +56,26 @@ from . import boosting  # noqa: F401
 from .boosting import (  # noqa: F401
     Booster,
     Callback,
+    EarlyStopping,
     Ensemble,
     FeatureRankers,
     HistoryCallback,
     PrintCallback,
     RegressionTree,
     Stumps,
-    UnboundedDirectionError,
     line_search,
 )
 from .losses.pointwise import SquaredErrorLoss  # noqa: F401  (the driver's GBT loss)
+
+# --- the ranker contract (every algorithm) ---
+from .contract import (  # noqa: F401
+    FitInfo,
+    NumericalError,
+    Ranker,
+    RankingModel,
+    RoundRecord,
+    UnboundedDirectionError,
+)
 
 # --- algorithms ---
 from .boosting.rankboost import (  # noqa: F401
