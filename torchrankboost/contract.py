@@ -63,13 +63,47 @@ class UnboundedDirectionError(NumericalError):
     (``on_unbounded="raise"``)."""
 
 
+class _Lookup:
+    """Read a dataclass's fields and the entries of its open-ended dict (``_more``) by name:
+    ``obj["key"]``, ``obj.get("key")``, ``"key" in obj``, ``obj.to_dict()``."""
+
+    _more = ""
+
+    def _bag(self) -> Dict[str, Any]:
+        return getattr(self, self._more)
+
+    def to_dict(self) -> Dict[str, Any]:
+        """The fields and the open-ended entries in one flat dict (entries do not override
+        fields)."""
+        out = dict(self._bag())
+        out.update({k: getattr(self, k) for k in self.__dataclass_fields__ if k != self._more})
+        return out
+
+    def get(self, key: str, default: Any = None) -> Any:
+        """A field or an entry by name (``record.get("grad_norm")``)."""
+        if key in self.__dataclass_fields__:
+            return getattr(self, key)
+        return self._bag().get(key, default)
+
+    def __getitem__(self, key: str) -> Any:
+        if key in self.__dataclass_fields__:
+            return getattr(self, key)
+        return self._bag()[key]
+
+    def __contains__(self, key: str) -> bool:
+        return key in self.__dataclass_fields__ or key in self._bag()
+
+
 @dataclass
-class FitInfo:
+class FitInfo(_Lookup):
     """What a run is about, given to ``on_fit_start``.
 
     ``algorithm`` is the name the user chose (e.g. ``"rankboost"``, ``"boost"``);
-    ``params`` the hyperparameters a person tunes (plain JSON-able values).
+    ``params`` the hyperparameters a person tunes (plain JSON-able values); ``info["key"]``
+    and ``info.get("key")`` read a field or a ``params`` entry.
     """
+
+    _more = "params"
 
     algorithm: str
     n_docs: int
@@ -81,29 +115,9 @@ class FitInfo:
     params: Dict[str, Any] = field(default_factory=dict)
     initial_loss: Optional[float] = None
 
-    def to_dict(self) -> Dict[str, Any]:
-        """The fields and ``params`` in one flat dict (``params`` do not override fields)."""
-        out = dict(self.params)
-        out.update({k: getattr(self, k) for k in self.__dataclass_fields__ if k != "params"})
-        return out
-
-    def get(self, key: str, default: Any = None) -> Any:
-        """A field or a ``params`` entry by name (``info.get("learning_rate")``)."""
-        if key in self.__dataclass_fields__:
-            return getattr(self, key)
-        return self.params.get(key, default)
-
-    def __getitem__(self, key: str) -> Any:
-        if key in self.__dataclass_fields__:
-            return getattr(self, key)
-        return self.params[key]
-
-    def __contains__(self, key: str) -> bool:
-        return key in self.__dataclass_fields__ or key in self.params
-
 
 @dataclass
-class RoundRecord:
+class RoundRecord(_Lookup):
     """One round of any algorithm, given to ``on_round_end`` and kept in ``history_``.
 
     Fields:
@@ -118,8 +132,11 @@ class RoundRecord:
         best_round, best_score: the best evaluation so far (``None`` without an eval set).
         extra: algorithm-specific diagnostics (plain numbers, strings, lists, dicts), e.g.
             the line search's status, curvature norms, the weak model's summary, AdaBoost's
-            F-skew.
+            F-skew. ``record["key"]`` and ``record.get("key")`` read a field or an ``extra``
+            entry; ``record.to_dict()`` is the flat dict of both.
     """
+
+    _more = "extra"
 
     round: int
     loss: Optional[float] = None
@@ -130,27 +147,6 @@ class RoundRecord:
     best_round: Optional[int] = None
     best_score: Optional[float] = None
     extra: Dict[str, Any] = field(default_factory=dict)
-
-    def to_dict(self) -> Dict[str, Any]:
-        """The fields and the ``extra`` entries in one flat dict (the JSON-able diagnostics
-        of the round; ``extra`` does not override fields)."""
-        out = dict(self.extra)
-        out.update({k: getattr(self, k) for k in self.__dataclass_fields__ if k != "extra"})
-        return out
-
-    def get(self, key: str, default: Any = None) -> Any:
-        """A field or an ``extra`` entry by name (``record.get("grad_norm")``)."""
-        if key in self.__dataclass_fields__:
-            return getattr(self, key)
-        return self.extra.get(key, default)
-
-    def __getitem__(self, key: str) -> Any:
-        if key in self.__dataclass_fields__:
-            return getattr(self, key)
-        return self.extra[key]
-
-    def __contains__(self, key: str) -> bool:
-        return key in self.__dataclass_fields__ or key in self.extra
 
 
 @runtime_checkable
