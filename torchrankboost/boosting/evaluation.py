@@ -257,8 +257,7 @@ class FitMonitor:
                 v = m(self.scores[j], yv, gv)
                 metrics[name][m.name] = v
                 r.evals_result_[name][m.name].append(v)
-        if self.evals:
-            record.extra.setdefault("seconds_eval", time.perf_counter() - t_eval)
+        record.extra.setdefault("seconds_eval", time.perf_counter() - t_eval)
         if self.evals and self.metrics:
             self.best.update(record.round, metrics[self.evals[0][0]][self.metrics[0].name])
             r.best_round_, r.best_score_ = self.best.round, self.best.score
