@@ -64,7 +64,7 @@ Shared conventions
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, List, Optional
+from typing import List, Optional
 
 import torch
 from torch import Tensor
