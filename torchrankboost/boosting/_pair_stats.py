@@ -31,6 +31,7 @@ Explicit pair lists cost O(#pairs) per round (``ExplicitPairStats``).
 
 from __future__ import annotations
 
+import math
 from typing import Optional
 
 import torch
@@ -248,11 +249,13 @@ class LabelPairStats:
 
     # ------------------------------------------------------------------ line search
     def line_function(self, s: Tensor, h: Tensor):
-        """``α ↦ (ln F̃(s + α h), ∂ ln F̃(s + α h)/∂α)`` (a convex function and its
-        non-decreasing derivative, for :func:`~.steps.line_search`'s ``evaluate``), ~10 ops
-        per call: bucket sums of ``[e^{-x}, -h e^{-x}, e^{x}, h e^{x}]`` at ``x = s + αh``
-        centred per query (the log-domain path is used when the centred exponentials would
-        overflow)."""
+        """``α ↦ (φ, φ', φ'')`` of the convex ``φ(α) = ln F̃(s + α h)``, for
+        :func:`~.steps.line_search`'s ``evaluate``, ~12 ops per call: bucket sums of
+        ``[e^{-x}, -h e^{-x}, h² e^{-x}, e^{x}, h e^{x}, h² e^{x}]`` at ``x = s + αh`` centred
+        per query give ``F = Σ_k A_k B_{<k}`` and its first two derivatives
+        (``F' = Σ A' B_{<k} + A B'_{<k}``, ``F'' = Σ A'' B_{<k} + 2 A' B'_{<k} + A B''_{<k}``),
+        so ``φ' = F'/F`` and ``φ'' = F''/F − φ'²``. The log-domain path (without ``φ''``) is
+        used when the centred exponentials would overflow."""
         s = s.to(torch.float64)
         h = h.to(torch.float64)
         G, K = self.G, self.K
@@ -272,12 +275,15 @@ class LabelPairStats:
                 return float(w.log_loss), float(-((w.U - w.L) * h).sum())
             x = x0 + a * h
             ea, eb = torch.exp(-x), torch.exp(x)
-            z = torch.zeros(G * K, 4, dtype=s.dtype, device=s.device).index_add_(
-                0, self.bucket, torch.stack([ea, -h * ea, eb, h * eb], 1)).view(G, K, 4)
-            A, dA, B, dB = z.unbind(-1)
-            Blt, dBlt = excl_cumsum(B), excl_cumsum(dB)
-            F = (A * Blt).sum()
-            return float(torch.log(F)), float(((dA * Blt + A * dBlt).sum()) / F)
+            hea, heb = h * ea, h * eb
+            z = torch.zeros(G * K, 6, dtype=s.dtype, device=s.device).index_add_(
+                0, self.bucket, torch.stack([ea, -hea, h * hea, eb, heb, h * heb], 1))
+            A, dA, d2A, B, dB, d2B = z.view(G, K, 6).unbind(-1)
+            Blt, dBlt, d2Blt = excl_cumsum(B), excl_cumsum(dB), excl_cumsum(d2B)
+            F = float((A * Blt).sum())
+            d1 = float((dA * Blt + A * dBlt).sum()) / F
+            d2 = float((d2A * Blt + 2 * dA * dBlt + A * d2Blt).sum()) / F - d1 * d1
+            return math.log(F), d1, d2
 
         return dphi
 
@@ -420,7 +426,8 @@ class ExplicitPairStats:
         return PairWeights(logZ, d=d, stats=self)
 
     def line_function(self, s: Tensor, h: Tensor):
-        """``α ↦ (ln F̃(s + α h), ∂ ln F̃(s + α h)/∂α)`` over the explicit pairs."""
+        """``α ↦ (φ, φ', φ'')`` of ``φ(α) = ln F̃(s + α h)`` over the explicit pairs
+        (``φ' = −E_D[Δh]``, ``φ'' = Var_D(Δh)`` under the pair distribution ``D``)."""
         z0 = self._logits(s.to(torch.float64))
         h = h.to(torch.float64)
         dh = h[self.hi] - h[self.lo]
@@ -428,7 +435,9 @@ class ExplicitPairStats:
         def dphi(a):
             z = z0 - a * dh
             lz = torch.logsumexp(z, 0)
-            return float(lz), float(-(torch.exp(z - lz) * dh).sum())
+            d = torch.exp(z - lz)
+            m1 = float((d * dh).sum())
+            return float(lz), -m1, float((d * dh * dh).sum()) - m1 * m1
 
         return dphi
 

@@ -601,8 +601,8 @@ class SmoothMarginRanking(_Base):
             line = stats.line_function(s, hh)
 
             def phi(a, line=line):  # eq. (11): the root of d/dα ln F̃ + g
-                v, d = line(a)
-                return v + g * a, d + g
+                v, d, *curv = line(a)
+                return (v + g * a, d + g, *curv)
 
             alpha, bounded = exact_step(phi, max_alpha=self.alpha_cap)
             if not bounded:
@@ -838,11 +838,15 @@ class PNormPush(_Base):
                 if single:
                     sp, sn, hp, hn = s[pm], p * s[nm], h[pm], h[nm]
 
-                    def phi(a_):  # ln F_p = p LSE(-s - αh) + LSE(p s + pαh); φ' = -p E_π[h] + p E_ν[h]
+                    def phi(a_):  # ln F_p = p LSE(-s - αh) + LSE(p s + pαh)
                         zp, zn = -sp - a_ * hp, sn + (p * a_) * hn
                         lp, ln = torch.logsumexp(zp, 0), torch.logsumexp(zn, 0)
                         pa, na = torch.exp(zp - lp), torch.exp(zn - ln)
-                        return float(p * lp + ln), float(p * ((na * hn).sum() - (pa * hp).sum()))
+                        mp, mn = float((pa * hp).sum()), float((na * hn).sum())
+                        vp = float((pa * hp * hp).sum()) - mp * mp  # Var_π(h)
+                        vn = float((na * hn * hn).sum()) - mn * mn  # Var_ν(h)
+                        # φ' = -p E_π[h] + p E_ν[h], φ'' = p Var_π(h) + p² Var_ν(h)
+                        return float(p * lp + ln), p * (mn - mp), p * vp + p * p * vn
                 else:
                     def phi(a_, h=h):
                         lz_a, wn = obj.grad(s + a_ * h)

@@ -121,8 +121,8 @@ def line_search(phi: Optional[Callable[[Tensor], Tensor]] = None, *, alpha0: flo
                 max_alpha: Optional[float] = None, max_ratio: float = 100.0, xtol: float = 1e-6, gtol: float = 1e-9,
                 max_evals: int = 60, order: int = 2, value0: Optional[float] = None,
                 deriv0: Optional[float] = None,
-                evaluate: Optional[Callable[[float], Tuple[float, ...]]] = None
-                ) -> LineSearchResult:
+                evaluate: Optional[Callable[[float], Tuple[float, ...]]] = None,
+                select: str = "value", min_scale: float = 0.0) -> LineSearchResult:
     r"""Minimise the scalar function ``φ(α)`` (exact 1-D line search).
 
     ``phi`` takes a 0-d float64 tensor ``α`` and returns a scalar tensor differentiable in
@@ -172,6 +172,11 @@ def line_search(phi: Optional[Callable[[Tensor], Tensor]] = None, *, alpha0: flo
         evaluate: instead of ``phi``, a closed form ``α ↦ (φ(α), φ'(α))`` or ``(φ, φ', φ'')``
             on Python floats (no autograd): the paper algorithms pass their pair-statistics
             kernels here. Without a third value the search runs with ``order=1``.
+        min_scale: a floor on the scale of the relative tolerances (``xtol·max(α₁, |α|,
+            min_scale)``): ``1.0`` makes ``xtol`` an absolute tolerance for small steps.
+        select: which evaluated point is returned: ``"value"`` (default, the lowest ``φ``)
+            or ``"derivative"`` (the smallest ``|φ'|``: the root of ``φ'`` of a convex
+            ``φ`` to the tolerance, where ``φ`` itself is flat to rounding).
         value0, deriv0: ``φ(0)`` and ``φ'(0)`` when the caller already knows them (the
             booster does: the current loss and ``⟨∇L, f⟩``); the evaluation at 0 is then
             skipped and the first trial is ``alpha0`` (pass a curvature-scaled guess, e.g.
@@ -181,6 +186,8 @@ def line_search(phi: Optional[Callable[[Tensor], Tensor]] = None, *, alpha0: flo
         :class:`LineSearchResult`.
     """
     _check_line_search_args(max_alpha, max_ratio, alpha0, order)
+    if select not in ("value", "derivative"):
+        raise ValueError(f"select must be 'value' or 'derivative', got {select!r}")
     if (phi is None) == (evaluate is None):
         raise ValueError("line_search needs exactly one of phi and evaluate")
     ev0 = _Phi(phi, 1.0, order, evaluate)
@@ -197,11 +204,12 @@ def line_search(phi: Optional[Callable[[Tensor], Tensor]] = None, *, alpha0: flo
     ev = _Phi(phi, sign, ev0.order, evaluate)
     ev.history = ev0.history
     return _search(ev, sign, f0, d0, h0, alpha0=alpha0, max_alpha=max_alpha,
-                   max_ratio=max_ratio, xtol=xtol, gtol=gtol, max_evals=max_evals)
+                   max_ratio=max_ratio, xtol=xtol, gtol=gtol, max_evals=max_evals,
+                   select=select, min_scale=min_scale)
 
 
 def _search(ev: _Phi, sign: float, f0: float, d0: float, h0: float, *, alpha0, max_alpha,
-            max_ratio, xtol, gtol, max_evals) -> LineSearchResult:
+            max_ratio, xtol, gtol, max_evals, select, min_scale) -> LineSearchResult:
     """Steps 2–4 of :func:`line_search` in the oriented variable ``β = sign·α``."""
     g0 = -abs(d0)  # ψ'(0) < 0 in the oriented variable
     best_b, best_f = 0.0, f0
@@ -212,7 +220,7 @@ def _search(ev: _Phi, sign: float, f0: float, d0: float, h0: float, *, alpha0, m
         b = -g0 / h0
     else:
         b = alpha0
-    scale = b  # the natural scale of α for the relative tolerances
+    scale = max(b, min_scale)  # the natural scale of α for the relative tolerances
     if max_alpha is None:
         max_alpha = max_ratio * b
     status = "max_iter"
@@ -261,6 +269,12 @@ def _search(ev: _Phi, sign: float, f0: float, d0: float, h0: float, *, alpha0, m
         b = cand
     else:
         status = "max_iter"
+    if select == "derivative" and status != "unbounded":
+        # the root of φ' (φ is flat to rounding there: its value need not beat φ(0))
+        fin = [(abs(dd), a, v) for a, v, dd in ev.history
+               if math.isfinite(v) and math.isfinite(dd)]
+        _, a_root, best_f = min(fin)
+        best_b = sign * a_root
     return _line_search_result(ev, status, sign, best_b, best_f, f0, d0)
 
 
@@ -327,12 +341,13 @@ def _line_search_result(ev, status, sign, best_b, best_f, f0, d0) -> LineSearchR
 def exact_step(evaluate: Callable[[float], Tuple[float, ...]], *, max_alpha: float,
                xtol: float = 1e-12, max_evals: int = 200) -> Tuple[float, bool]:
     """The exact minimiser of a convex ``φ`` given in closed form (``evaluate``: ``α ↦ (φ(α),
-    φ'(α))``), by :func:`line_search` to a tight tolerance: the step of the paper algorithms'
-    coordinate descent (Rudin & Schapire 2009, Fig. 1; Rudin 2009's p-norm push) for
-    real-valued rankers. Returns ``(alpha, bounded)``; ``bounded`` is False when ``φ`` still
+    φ'(α)[, φ''(α)])``), by :func:`line_search` to a tight tolerance (Newton steps when
+    ``φ''`` is given, else secant steps; the point with the smallest ``|φ'|``): the step of
+    the paper algorithms' coordinate descent (Rudin & Schapire 2009, Fig. 1; Rudin 2009's
+    p-norm push) for real-valued rankers. Returns ``(alpha, bounded)``; ``bounded`` is False when ``φ`` still
     decreases at ``|α| = max_alpha`` (the minimum is at infinity, ``alpha`` is the cap)."""
     res = line_search(evaluate=evaluate, max_alpha=max_alpha, xtol=xtol, gtol=0.0,
-                      max_evals=max_evals, order=1)
+                      max_evals=max_evals, order=2, select="derivative", min_scale=1.0)
     return res.alpha, not res.unbounded
 
 
