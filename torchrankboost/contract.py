@@ -11,12 +11,32 @@ algorithms (``RankBoost``, ``RankBoostPlus``, ``AdaBoost``, ``SmoothMarginRankin
 
 and after ``fit`` exposes ``model_`` (the fitted :class:`RankingModel`, also returned),
 ``history_`` (one :class:`RoundRecord` per round run), ``evals_result_``
-(``{set name: {metric name: [value per round]}}``), ``best_round_`` / ``best_score_``
-(``None`` without an evaluation set) and ``stop_reason_`` (``None`` or a message).
+(``{set name: {metric name: [value per round]}}``, with ``"train": {"loss": [...]}``),
+``best_round_`` / ``best_score_`` (``None`` without an evaluation set) and ``stop_reason_``
+(``None`` or a message). Before ``fit`` these are set too (``None`` / empty).
+
+Inputs: ``X`` a tensor, numpy array or scipy sparse matrix ``(n, F)`` (NaN = missing);
+``labels`` ``(n,)``; ``groups`` a :class:`~torchrankboost.groups.Groups`, a ``(n,)`` array of
+contiguous query ids, or ``None`` (one query); ``eval_set`` a list of ``(X, labels, groups)``
+(named ``valid_0``, ``valid_1``, ...). ``eval_metric``: anything
+:func:`torchrankboost.registry.metric` parses — a name (``"ndcg@10"``, ``"map"``,
+``"pos_above_neg"``, ...; ``"loss"`` is the algorithm's training objective on that set,
+lower is better), a callable, a ``(name, fn, greater_is_better)`` tuple — or a list of them.
+The first metric on the first evaluation set gives the best round; with
+``early_stopping_rounds`` the fit stops after that many rounds without improvement (a NaN is
+never an improvement) and the model is cut back to the best round. An algorithm may take
+extra keyword-only fit inputs (``pairs=``, ``init_scores=``, ``init_score=``).
+
+One vocabulary: ``learner`` (the weak learner / weak-ranker dictionary), ``learning_rate``
+(the shrinkage), ``on_unbounded`` (``"stop"``, ``"raise"``, ``"cap"``, and ``"smooth"`` for
+RankBoost). The older ``rankers=``, ``shrinkage=`` and ``on_undefined=`` still work, with a
+``DeprecationWarning``.
 
 Callbacks see the same things from every algorithm: ``on_fit_start(ranker, info)`` with a
 :class:`FitInfo`, ``on_round_end(ranker, record)`` with a :class:`RoundRecord` (return
-``True`` to stop), and ``on_fit_end(ranker, model)``.
+``True`` to stop), and ``on_fit_end(ranker, model)``. (A callback whose ``on_round_end``
+takes ``(ranker, round, diagnostics)`` still gets a flat dict, ``record.to_dict()``, with a
+``DeprecationWarning``.)
 
 Runtime numerical failures (a NaN gradient, a step that is undefined or unbounded) raise
 :class:`NumericalError`; bad arguments and bad data raise ``ValueError``.
