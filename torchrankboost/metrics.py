@@ -41,7 +41,7 @@ from typing import Optional, Sequence, Tuple, Union
 import torch
 from torch import Tensor
 
-from ._pair_engine.levels import dense_levels, label_levels
+from ._pair_engine.levels import dense_levels, label_levels, label_pair_chunks
 from ._pair_engine.margin import explicit_margin, label_margin
 from .groups import Groups, as_groups
 from .pairs import Bipartite, ExplicitPairs, resolve_pairs
@@ -690,21 +690,7 @@ def _label_pair_diffs(s64: Tensor, y: Tensor, g: Groups, max_pairs: int,
             f"precision_at_percent would materialise {m} crucial pairs, more than "
             f"max_pairs={max_pairs}; evaluate fewer queries at a time or raise max_pairs"
         )
-    dev = s64.device
-    sizes = g.sizes
-    csq = torch.cumsum(sizes * sizes, 0)  # inclusive prefix sums of candidates per query
-    total = int(csq[-1]) if csq.numel() else 0
-    out = []
-    for t0 in range(0, total, chunk):  # a loop over candidate ranges, each vectorised
-        t = torch.arange(t0, min(t0 + chunk, total), device=dev)
-        q = torch.searchsorted(csq, t, right=True)
-        n_q = sizes[q]
-        local = t - (csq[q] - n_q * n_q)
-        off = g.offsets[q]
-        i = off + torch.div(local, n_q, rounding_mode="floor")
-        j = off + local % n_q
-        keep = y[i] > y[j]
-        out.append(s64[i[keep]] - s64[j[keep]])
+    out = [s64[i] - s64[j] for i, j in label_pair_chunks(y, g, chunk)]
     return torch.cat(out) if out else s64.new_zeros(0)
 
 

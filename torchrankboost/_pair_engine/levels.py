@@ -22,7 +22,7 @@ for the algorithms whose statistics are pair-specific.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional, Tuple
+from typing import Iterator, Optional, Tuple
 
 import torch
 from torch import Tensor
@@ -32,7 +32,7 @@ from ..pairs import Bipartite, ExplicitPairs, Graded, resolve_pairs
 
 __all__ = ["Levels", "build_levels", "levels_for", "small_integer_levels", "dense_levels",
            "label_levels", "level_cells", "cell_totals", "pairs_per_group",
-           "levels_from_cells", "label_pairs"]
+           "levels_from_cells", "label_pair_chunks", "label_pairs"]
 
 
 @dataclass
@@ -169,9 +169,32 @@ def levels_from_cells(cell: Tensor, G: int, K: int) -> Levels:
     return Levels(rank.index_select(0, cell), Groups.from_sizes(sizes), int(present.sum()))
 
 
+def label_pair_chunks(labels: Tensor, groups: Groups, chunk: int = 1 << 22
+                      ) -> Iterator[Tuple[Tensor, Tensor]]:
+    """The label-induced pairs ``(hi, lo)`` (``labels[hi] > labels[lo]``, same query), in
+    chunks: the ``Σ_q n_q²`` ordered candidates ``(i, j)`` of each query are enumerated in
+    (query, ``i``, ``j``) order in ranges of ``chunk`` candidates (whatever the query
+    sizes), keeping the crucial ones, so the transient memory is O(chunk)."""
+    dev = labels.device
+    sizes = groups.sizes.to(dev)
+    csq = torch.cumsum(sizes * sizes, 0)  # inclusive prefix sums of candidates per query
+    total = int(csq[-1]) if csq.numel() else 0
+    offsets = groups.offsets.to(dev)
+    for t0 in range(0, total, chunk):  # a loop over candidate ranges, each vectorised
+        t = torch.arange(t0, min(t0 + chunk, total), device=dev)
+        q = torch.searchsorted(csq, t, right=True)
+        n_q = sizes[q]
+        local = t - (csq[q] - n_q * n_q)
+        off = offsets[q]
+        i = off + torch.div(local, n_q, rounding_mode="floor")
+        j = off + local % n_q
+        keep = labels[i] > labels[j]
+        yield i[keep], j[keep]
+
+
 def label_pairs(labels: Tensor, groups: Groups, pairs=None):
-    """Materialise the crucial pairs ``(hi, lo)`` induced by labels inside each query
-    (vectorised over queries; O(Σ_q n_q²) memory)."""
+    """Materialise the crucial pairs ``(hi, lo, weight)`` of a pair spec: an explicit list
+    as validated, label-induced pairs from :func:`label_pair_chunks` (O(#pairs) memory)."""
     p = resolve_pairs(pairs)
     if isinstance(p, ExplicitPairs):
         q = p.validate(groups)
@@ -179,14 +202,11 @@ def label_pairs(labels: Tensor, groups: Groups, pairs=None):
     lab = torch.as_tensor(labels, device=groups.device)
     if isinstance(p, Bipartite):
         lab = (lab > p.threshold).to(torch.float64)
-    sizes = groups.sizes
-    rep = torch.repeat_interleave(torch.arange(groups.num_docs, device=groups.device),
-                                  sizes[groups.group_index])
-    # partner index within the query, for every (doc, partner) slot
-    start = groups.offsets[:-1][groups.group_index]
-    cnt = sizes[groups.group_index]
-    off = torch.cumsum(cnt, 0) - cnt
-    slot = torch.arange(rep.numel(), device=groups.device) - off[rep]
-    partner = start[rep] + slot
-    keep = lab[rep] > lab[partner]
-    return rep[keep], partner[keep], None
+    his, los = [], []
+    for hi, lo in label_pair_chunks(lab, groups):
+        his.append(hi)
+        los.append(lo)
+    if not his:
+        empty = torch.zeros(0, dtype=torch.long, device=groups.device)
+        return empty, empty.clone(), None
+    return torch.cat(his), torch.cat(los), None
