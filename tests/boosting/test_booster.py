@@ -348,6 +348,28 @@ def test_early_stopping_ranking_metric_and_lists():
         b.fit(X, y, g, early_stopping_rounds=3)
 
 
+def test_eval_metric_specs_are_the_registry_s():
+    """One metric parser: registry names (``pos_above_neg``, ``r1``...), ``loss``, Metric
+    objects, ``(name, fn, greater_is_better)`` tuples and callables all work in ``fit``."""
+    from torchrankboost import registry
+
+    X, y, g = ranking_data(G=10, seed=19)
+    Xv, yv, gv = ranking_data(G=6, seed=20)
+    b = Booster(ExponentialPairwiseLoss(), RegressionTree(max_leaves=4), n_rounds=4)
+    b.fit(X, y, g, eval_set=[(Xv, yv, gv)], eval_metric="pos_above_neg")
+    assert list(b.evals_result_["valid_0"]) == ["pos_above_neg"]
+    neg_err = ("neg_err", lambda s, yy, gg: float(registry.metric("r1")(s, yy, gg)), False)
+    b.fit(X, y, g, eval_set=[(Xv, yv, gv)],
+          eval_metric=[neg_err, registry.metric("NDCG@3"), "r1", "loss"],
+          early_stopping_rounds=2)
+    r = b.evals_result_["valid_0"]
+    assert list(r) == ["neg_err", "ndcg@3", "pair_error", "loss"]
+    assert r["neg_err"] == r["pair_error"]
+    assert b.best_score_ == min(r["neg_err"])  # lower is better for the tuple's metric
+    with pytest.raises(ValueError, match="'loss' is the training objective"):
+        registry.metric("loss")
+
+
 # ----------------------------------------------------------------------------- callbacks
 class Recorder:
     def __init__(self, stop_at=None):
