@@ -1,0 +1,61 @@
+"""The shared evaluation machinery: the best-round rule (NaN never improves), the early
+stopping callback, metric specs."""
+
+import math
+
+import pytest
+import torch
+
+from torchrankboost.boosting import Booster, EarlyStopping, RegressionTree
+from torchrankboost.boosting.evaluation import BestTracker, resolve_metrics
+from torchrankboost.data import make_letor
+from torchrankboost.losses import ExponentialPairwiseLoss
+
+
+def test_best_tracker_ignores_nan_and_keeps_the_first_best():
+    b = BestTracker(greater_is_better=True)
+    assert not b.update(1, float("nan")) and b.round is None
+    assert b.update(2, 0.5) and not b.update(3, 0.5) and not b.update(4, float("nan"))
+    assert (b.round, b.score) == (2, 0.5) and b.rounds_since_best(6) == 4
+    low = BestTracker(greater_is_better=False)
+    assert low.update(1, 2.0) and low.update(2, 1.0) and not low.update(3, 1.5)
+    assert low.round == 2
+
+
+def test_nan_metric_rounds_never_become_the_best_round():
+    X, y, g = make_letor(10, 10, 5, n_grades=3, seed=0, noise=1.5)
+    values = iter([0.3, float("nan"), 0.2, float("nan"), 0.1, 0.9, 0.0])
+
+    def flaky(s, labels, groups):
+        return next(values)
+
+    b = Booster(ExponentialPairwiseLoss(), RegressionTree(max_leaves=4), n_rounds=7)
+    model = b.fit(X, y, g, eval_set=[(X, y, g)], eval_metric=flaky, early_stopping_rounds=4)
+    # rounds 1..5: best stays round 1 (NaN never improves); the stop comes at round 5
+    assert b.best_round_ == 1 and b.best_score_ == 0.3 and len(b.history_) == 5
+    assert math.isnan(b.evals_result_["valid_0"]["flaky"][1]) and model.n_rounds == 1
+    assert "valid_0 flaky has not improved for 4 rounds" in b.stop_reason_
+
+
+def test_early_stopping_callback_on_its_own_key_only_stops():
+    X, y, g = make_letor(10, 10, 5, n_grades=3, seed=0, noise=1.5)
+    vals = iter([1.0, 2.0, 1.5, 1.5, 1.5, 1.5])
+    b = Booster(ExponentialPairwiseLoss(), RegressionTree(max_leaves=4), n_rounds=6)
+    es = EarlyStopping(2, key=("valid_0", "m"))
+    model = b.fit(X, y, g, eval_set=[(X, y, g)], callbacks=[es],
+                  eval_metric=[("ndcg", lambda s, yy, gg: 0.5, True),
+                               ("m", lambda s, yy, gg: next(vals), True)])
+    assert len(b.history_) == 4 and "valid_0 m has not improved for 2 rounds" in es.reason
+    assert model.n_rounds == 4  # no early_stopping_rounds: the model is not cut back
+    with pytest.raises(ValueError, match="patience"):
+        EarlyStopping(0)
+
+
+def test_resolve_metrics_lists_and_tuples():
+    fn = lambda s, y, g: 0.0  # noqa: E731
+    assert [m.name for m in resolve_metrics(("x", fn, False))] == ["x"]
+    assert [m.name for m in resolve_metrics(["map", ("x", fn, False)])] == ["map", "x"]
+    assert resolve_metrics("loss", loss=lambda s, y, g: torch.ones(2))[0](
+        torch.zeros(2), torch.zeros(2)) == 2.0
+    with pytest.raises(ValueError, match="eval_metric: unknown metric"):
+        resolve_metrics(["ndcg@10", "bleu"])
