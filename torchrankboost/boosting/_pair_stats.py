@@ -179,15 +179,20 @@ class LabelPairStats:
                                              device=like.device).triu(1)
         return t
 
-    def _centre(self, s: Tensor) -> Tensor:
-        """Per-document query centre ``(max + min)/2`` of the scores (``(n,)``)."""
+    def _centre(self, s: Tensor, *, span: bool = False):
+        """Per-document query centre ``(max + min)/2`` of the scores (``(n,)``); with
+        ``span=True`` also the largest query span ``max − min`` (a float)."""
         G = self.G
         inf = float("inf")
         smax = torch.full((G,), -inf, dtype=s.dtype, device=s.device).scatter_reduce(
             0, self.gi, s, "amax", include_self=True)
         smin = torch.full((G,), inf, dtype=s.dtype, device=s.device).scatter_reduce(
             0, self.gi, s, "amin", include_self=True)
-        return torch.where(torch.isfinite(smax), (smax + smin) / 2, torch.zeros_like(smax))[self.gi]
+        c = torch.where(torch.isfinite(smax), (smax + smin) / 2, torch.zeros_like(smax))[self.gi]
+        if not span:
+            return c
+        d = smax - smin
+        return c, (float(torch.where(torch.isfinite(d), d, torch.zeros_like(d)).max()) if G else 0.0)
 
     def _weights_linear(self, s: Tensor):
         """Fast path in the linear domain: ``a = e^{c - s}``, ``b = e^{s - c}`` with a per-query
@@ -259,15 +264,9 @@ class LabelPairStats:
         s = s.to(torch.float64)
         h = h.to(torch.float64)
         G, K = self.G, self.K
-        inf = float("inf")
-        smax = torch.full((G,), -inf, dtype=s.dtype, device=s.device).scatter_reduce(
-            0, self.gi, s, "amax", include_self=True)
-        smin = torch.full((G,), inf, dtype=s.dtype, device=s.device).scatter_reduce(
-            0, self.gi, s, "amin", include_self=True)
-        c = torch.where(torch.isfinite(smax), (smax + smin) / 2, torch.zeros_like(smax))[self.gi]
+        c, span = self._centre(s, span=True)
         x0 = s - c
         hmax = float(h.abs().max()) if h.numel() else 0.0
-        span = float(torch.where(torch.isfinite(smax - smin), smax - smin, torch.zeros_like(smax)).max()) if G else 0.0
 
         def dphi(a):
             if span / 2 + abs(a) * hmax > 600:
