@@ -141,13 +141,16 @@ class Recorder:
 
     def on_fit_start(self, ranker, info):
         self.events.append(("start", info))
+        self.rankers = {id(ranker)}
 
     def on_round_end(self, ranker, record):
         self.events.append(("round", record))
+        self.rankers.add(id(ranker))
         return self.stop_at is not None and record.round >= self.stop_at
 
     def on_fit_end(self, ranker, model):
         self.events.append(("end", model))
+        self.rankers.add(id(ranker))
 
 
 @pytest.mark.parametrize("name", ALGORITHMS)
@@ -169,7 +172,7 @@ def test_callbacks_see_the_same_records(name, data):
             assert r.loss is not None and math.isfinite(r.step) and math.isfinite(r.weight)
             assert set(r.metrics) == {"train", "valid_0"} and r.seconds >= 0
             assert r.best_round is not None and r.get("nothing", 7) == 7
-        assert rec.events[-1][1] is model
+        assert rec.events[-1][1] is model and rec.rankers == {id(algo)}
     assert "callback" in algo.stop_reason_ and len(algo.history_) == 2
 
 

@@ -303,6 +303,7 @@ class Booster(FitState):
             raise ValueError(f"line_search_order must be 1 or 2, got {line_search_order!r}")
         self.line_search_order = int(line_search_order)
         self._has_gh = has_gh
+        self._owner = None
         self._reset_fit_state()
         self.n_rounds_: Optional[int] = None
 
@@ -355,6 +356,10 @@ class Booster(FitState):
                 break
         model = run.monitor.finish(lambda n: self._final_model(run, n))
         self.n_rounds_ = model.n_rounds
+        if run.monitor.ranker is not self:  # an algorithm built on the driver (QBRank, GBT)
+            for name in ("model_", "history_", "evals_result_", "best_round_", "best_score_",
+                         "stop_reason_"):
+                setattr(self, name, getattr(run.monitor.ranker, name))
         return model
 
     def _begin(self, X, labels, groups, eval_set, eval_metric, early_stopping_rounds,
@@ -370,7 +375,9 @@ class Booster(FitState):
         if self.verbose:
             cbs.append(PrintCallback(10 if self.verbose is True else int(self.verbose)))
         base = self._base_score(init_score, n, labels, groups, dev)
-        monitor = FitMonitor(self, n_features=F, device=dev, eval_set=eval_set,
+        # the ranker callbacks see and whose attributes the fit sets: this driver, or the
+        # algorithm that configured it (``_owner``: QBRank, GBT)
+        monitor = FitMonitor(self._owner or self, n_features=F, device=dev, eval_set=eval_set,
                              eval_metric=eval_metric,
                              early_stopping_rounds=early_stopping_rounds, callbacks=cbs,
                              loss=self.loss, base_score=base,
@@ -391,7 +398,7 @@ class Booster(FitState):
                       curvature=self.curvature, learning_rate=self.learning_rate,
                       subsample=self.subsample, seed=self.seed, device=str(dev),
                       base_score=base)
-        monitor.start(FitInfo(algorithm=getattr(self, "_algorithm", "boost"), n_docs=n,
+        monitor.start(FitInfo(algorithm=getattr(self._owner, "_algorithm", "boost"), n_docs=n,
                               n_queries=groups.num_groups, n_features=F,
                               n_rounds=self.n_rounds, params=params, initial_loss=loss0))
         return run

@@ -94,15 +94,15 @@ class _ZhengBase(FitState):
             step="line_search", curvature=self._curv, callbacks=self.callbacks, seed=self.seed,
             base_score=self.base_score, line_search_tol=self.line_search_tol,
             line_search_order=self._line_search_order, verbose=self.verbose)
-        self.booster_._algorithm = self._algorithm
-        try:
-            self.booster_.fit(X, labels, groups, eval_set=eval_set, eval_metric=eval_metric,
-                              early_stopping_rounds=early_stopping_rounds, callbacks=callbacks)
-        finally:
-            for name in ("model_", "history_", "evals_result_", "best_round_", "best_score_",
-                         "stop_reason_"):
-                setattr(self, name, getattr(self.booster_, name))
-        return self.model_
+        self.booster_._owner = self  # callbacks see this algorithm, which gets the results
+        return self.booster_.fit(X, labels, groups, eval_set=eval_set, eval_metric=eval_metric,
+                                 early_stopping_rounds=early_stopping_rounds,
+                                 callbacks=callbacks)
+
+    @property
+    def scores_(self):
+        """The current training scores of the fit (the driver's)."""
+        return getattr(getattr(self, "booster_", None), "scores_", None)
 
 
 class QBRank(_ZhengBase):
