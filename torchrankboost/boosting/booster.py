@@ -253,7 +253,9 @@ class Booster(FitState):
             raise ValueError("loss must be callable: loss(scores, labels, groups) -> scalar")
         for meth in ("prepare", "fit"):
             if not callable(getattr(learner, meth, None)):
-                raise ValueError(f"learner must have a {meth}() method (see :mod:`torchrankboost.boosting.learners`)")
+                raise ValueError(f"learner must have a {meth}() method (a weak learner: "
+                                 f"prepare(X), fit(prepared, target, weight, *, rows, "
+                                 f"generator))")
         if int(n_rounds) != n_rounds or n_rounds < 0:
             raise ValueError(f"n_rounds must be a non-negative integer, got {n_rounds}")
         if not (learning_rate > 0 and math.isfinite(learning_rate)):
