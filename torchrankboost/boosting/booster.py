@@ -432,23 +432,8 @@ class Booster(FitState):
         loss_before, w_round = run.loss, self.learning_rate * step.alpha
         self._apply(run, rnd, step, w_round, model, f)
         run.sync()
-        t3 = time.perf_counter()
-        extra = {
-            "loss_before": loss_before, "learning_rate": self.learning_rate,
-            "grad_norm": float(torch.linalg.vector_norm(g)), "grad_max": float(g.abs().max()),
-            "curvature_norm": float(torch.linalg.vector_norm(hc)),
-            "curvature_mean": float(hc.mean()), "curvature_kind": ckind,
-            "line_search": step.info, "seconds_grad": t1 - t0, "seconds_learner": t2 - t1,
-            "seconds_step": t3 - t2,
-            "n_rows": run.X.shape[0] if rows is None else int(rows.numel()),
-            "learner": _summary(model),
-        }
-        more = getattr(self.loss, "round_diagnostics", None)
-        if callable(more):  # e.g. AdaBoostLoss: F₊, F₋ and the F-skew
-            for k, v in more(run.scores, run.labels, run.groups).items():
-                extra.setdefault(k, v)
-        record = RoundRecord(round=rnd, loss=run.loss, step=step.alpha, weight=w_round,
-                             extra=extra)
+        record = self._record(run, rnd, step, w_round, loss_before, g, hc, ckind, rows, model,
+                              (t0, t1, t2, time.perf_counter()))
         run.monitor.add([(model, w_round)])
         return not run.monitor.end_round(record, train_scores=run.scores)
 
@@ -607,6 +592,27 @@ class Booster(FitState):
         self.scores_ = s_new  # current training scores, for callbacks (score histograms)
         run.loss = loss_new
         run.ensemble.append(model, w_round)
+
+    def _record(self, run: _Run, rnd: int, step: _Step, w_round: float, loss_before: float,
+                g, hc, ckind: str, rows, model, times) -> RoundRecord:
+        """The round's :class:`RoundRecord` (the driver's diagnostics in ``extra``)."""
+        t0, t1, t2, t3 = times
+        extra = {
+            "loss_before": loss_before, "learning_rate": self.learning_rate,
+            "grad_norm": float(torch.linalg.vector_norm(g)), "grad_max": float(g.abs().max()),
+            "curvature_norm": float(torch.linalg.vector_norm(hc)),
+            "curvature_mean": float(hc.mean()), "curvature_kind": ckind,
+            "line_search": step.info, "seconds_grad": t1 - t0, "seconds_learner": t2 - t1,
+            "seconds_step": t3 - t2,
+            "n_rows": run.X.shape[0] if rows is None else int(rows.numel()),
+            "learner": _summary(model),
+        }
+        more = getattr(self.loss, "round_diagnostics", None)
+        if callable(more):  # e.g. AdaBoostLoss: F₊, F₋ and the F-skew
+            for k, v in more(run.scores, run.labels, run.groups).items():
+                extra.setdefault(k, v)
+        return RoundRecord(round=rnd, loss=run.loss, step=step.alpha, weight=w_round,
+                           extra=extra)
 
     def _final_model(self, run: _Run, n_rounds: int) -> Ensemble:
         ens = run.ensemble.truncate(n_rounds)
