@@ -51,3 +51,13 @@ def require_data(*parts):
     if not p.exists():
         pytest.skip(f"data not found: {p}")
     return p
+
+
+def read_events(logdir):
+    """TensorBoard's event reader over a run directory, everything kept."""
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    ea = EventAccumulator(str(logdir), size_guidance={"scalars": 0, "histograms": 0,
+                                                      "tensors": 0, "images": 0})
+    ea.Reload()
+    return ea

@@ -14,6 +14,8 @@ import torch
 from torchrankboost import registry
 from torchrankboost.cli import main, parse_params, CLIError
 
+from conftest import read_events
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -27,15 +29,6 @@ def run_cli(args, cwd, timeout=120, *, console_script=False):
         [sys.executable, "-m", "torchrankboost"]
     return subprocess.run([*cmd, *args], cwd=cwd, env=env, capture_output=True, text=True,
                           timeout=timeout)
-
-
-def read_events(logdir):
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-
-    ea = EventAccumulator(str(logdir), size_guidance={"scalars": 0, "histograms": 0,
-                                                      "tensors": 0, "images": 0})
-    ea.Reload()
-    return ea
 
 
 def one_error_line(capsys_or_text):
@@ -99,7 +92,7 @@ def test_every_registered_name_resolves():
 
 def test_registry_lookup_and_parameters():
     assert registry.lookup("loss", "P-Norm-Push").name == "pnorm_push"
-    assert registry.lookup("losses", "rankboost").name == "exponential"
+    assert registry.lookup("losses", "exp").name == "exponential"  # plural kind, an alias
     loss = registry.create("loss", "pnorm_push", p=4)
     assert loss.p == 4
     with pytest.raises(ValueError, match="valid parameters: .*p"):
@@ -181,7 +174,7 @@ def test_train_algorithm_by_name_with_params(tmp_path, capsys):
     cap = capsys.readouterr()
     assert rc == 0, cap.err
     assert "pnorm_push on wdbc" in cap.out
-    # a paper's algorithm: validation metrics per round (post hoc) and its own diagnostics
+    # a paper's algorithm: validation metrics per round and its own diagnostics
     rc = main(["train", "-a", "smooth_margin", "--rounds", "6", "--quiet",
                "--logdir", str(tmp_path / "sm")])
     assert rc == 0, capsys.readouterr().err
@@ -237,6 +230,21 @@ def test_malformed_and_missing_files(tmp_path, capsys):
     fold.mkdir()
     assert main(["train", "--data", str(fold)]) != 0
     assert "not a LETOR fold folder" in one_error_line(capsys.readouterr().err)
+
+
+def test_numerical_failure_is_one_line_and_status_1(tmp_path, capsys):
+    """RankBoost on separable data: the first stump orders every pair, its exact step is
+    infinite; with on_unbounded=raise the run stops with a NumericalError."""
+    sep = tmp_path / "separable.txt"
+    sep.write_text("1 qid:1 1:1.0 2:0.3\n0 qid:1 1:0.0 2:0.5\n1 qid:1 1:0.9 2:0.1\n"
+                   "0 qid:1 1:0.1 2:0.2\n")
+    rc = main(["train", "--data", str(sep), "-a", "rankboost", "--learner", "stump",
+               "-p", "on_unbounded=raise", "--rounds", "3", "--quiet", "--no-tensorboard",
+               "--output", str(tmp_path / "m.safetensors")])
+    cap = capsys.readouterr()
+    assert rc == 1, cap.err
+    one_error_line(cap.err)
+    assert not (tmp_path / "m.safetensors").exists()
 
 
 def test_bad_input_from_the_real_entry_point(tmp_path):

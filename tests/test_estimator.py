@@ -99,11 +99,16 @@ def test_eval_set_early_stopping_and_algorithms(letor):
     est_b = clone(est).fit(X[tr], y[tr], qid=qid[tr], eval_set=[(X[va], y[va])],
                            eval_qid=[qid[va]])
     np.testing.assert_allclose(est_b.predict(X), est.predict(X))
-    # a paper's algorithm by name, with post-hoc validation tracking
+    # a paper's algorithm by name, with validation tracking and early stopping
     rb = BoostedRanker(algorithm="rankboost", learner="stump", n_rounds=10,
                        early_stopping_rounds=100).fit(X[tr], y[tr], qid=qid[tr],
                                                       eval_set=[(X[va], y[va], qid[va])])
     assert rb.best_round_ is not None and rb.score(X[va], y[va], qid=qid[va]) > 0
+    assert rb.evals_result_["valid_0"]["ndcg@10"] and len(rb.history_) >= rb.n_rounds_
+    # an algorithm without rounds of boosting: the defaults fit it as it is
+    svm = BoostedRanker(algorithm="ranksvm", params={"max_iter": 20}).fit(X[tr], y[tr],
+                                                                         qid=qid[tr])
+    assert svm.score(X[va], y[va], qid=qid[va]) > 0 and svm.best_round_ is None
 
 
 def test_loss_and_learner_objects(letor):

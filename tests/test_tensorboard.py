@@ -6,19 +6,14 @@ import numpy as np
 import pytest
 import torch
 
+from torchrankboost.contract import FitInfo, RoundRecord
 from torchrankboost.tensorboard import (TensorBoardLogger, default_logdir, render_roc_image,
-                                    roc_curve_points)
+                                        roc_curve_points)
 from torchrankboost.progress import ProgressCallback
 
-EventAccumulator = pytest.importorskip(
-    "tensorboard.backend.event_processing.event_accumulator").EventAccumulator
+from conftest import read_events
 
-
-def read_events(logdir):
-    ea = EventAccumulator(str(logdir), size_guidance={"scalars": 0, "histograms": 0,
-                                                      "tensors": 0, "images": 0})
-    ea.Reload()
-    return ea
+pytest.importorskip("tensorboard.backend.event_processing.event_accumulator")
 
 
 def test_explicit_api_writes_scalars_histograms_hparams_curves(tmp_path):
@@ -53,34 +48,35 @@ def test_explicit_api_writes_scalars_histograms_hparams_curves(tmp_path):
     assert "none" not in got and "obj" in got  # None dropped, other objects stringified
 
 
-class _FakeBooster:
-    n_rounds = 12
-    learning_rate = 0.1
-
-    def get_params(self):
-        return {"n_rounds": 12, "learning_rate": 0.1, "loss": torch.nn.MSELoss(),
-                "callbacks": [1, 2]}
-
-
-def _diag(r):
-    """A per-round diagnostics dict shaped like the driver's (see boosting/callbacks.py)."""
-    return {"round": r, "loss": 10.0 - r, "loss_before": 11.0 - r, "step": 0.5,
-            "learning_rate": 0.1, "weight": 0.05, "grad_norm": 2.0, "curvature_norm": 1.0,
-            "curvature_kind": "diag",
-            "line_search": {"status": "ok", "n_evals": 3},
-            "metrics": {"train": {"loss": 10.0 - r}, "valid_0": {"auc": 0.9, "ndcg@10": 0.5}},
-            "seconds": 0.01, "seconds_learner": 0.005,
-            "learner": {"feature": 3, "leaf_values": [0.1 * r, -0.2, 0.3, 0.05]}}
+def _info(n_rounds=12):
+    """A FitInfo shaped like the driver's (see boosting/callbacks.py)."""
+    return FitInfo(algorithm="boost", n_docs=50, n_queries=1, n_features=4, n_rounds=n_rounds,
+                   eval_names=["valid_0"], metric_names=["auc", "ndcg@10"],
+                   params={"learning_rate": 0.1, "loss": torch.nn.MSELoss(),
+                           "callbacks": [1, 2]})
 
 
-def test_driver_callback_protocol(tmp_path):
+def _record(r, scores=None):
+    """A RoundRecord shaped like the driver's (see boosting/callbacks.py)."""
+    extra = {"loss_before": 11.0 - r, "learning_rate": 0.1, "grad_norm": 2.0,
+             "curvature_norm": 1.0, "curvature_kind": "diag",
+             "line_search": {"status": "ok", "n_evals": 3}, "seconds_learner": 0.005,
+             "learner": {"feature": 3, "leaf_values": [0.1 * r, -0.2, 0.3, 0.05]}}
+    if scores is not None:
+        extra["scores"] = scores
+    return RoundRecord(round=r, loss=10.0 - r, step=0.5, weight=0.05,
+                       metrics={"train": {"loss": 10.0 - r},
+                                "valid_0": {"auc": 0.9, "ndcg@10": 0.5}},
+                       seconds=0.01, best_round=1, best_score=0.9, extra=extra)
+
+
+def test_callback_protocol(tmp_path):
     lg = TensorBoardLogger(tmp_path / "cb", histogram_every=5)
-    b = _FakeBooster()
-    b.scores_ = torch.randn(50)
-    lg.on_fit_start(b, {"n_rounds": 12})
+    ranker = object()  # the logger reads only what the hooks give it
+    lg.on_fit_start(ranker, _info(12))
     for r in range(1, 13):
-        assert lg.on_round_end(b, r, _diag(r)) is None
-    lg.on_fit_end(b, None)
+        assert lg.on_round_end(ranker, _record(r, scores=torch.randn(50))) is None
+    lg.on_fit_end(ranker, None)
     lg.close()
     ea = read_events(tmp_path / "cb")
     tags = set(ea.Tags()["scalars"])
@@ -142,10 +138,11 @@ def test_histogram_every_validated(tmp_path):
 def test_progress_plain_lines_when_not_a_terminal():
     out = io.StringIO()
     p = ProgressCallback(stream=out, every=2)
-    p.on_fit_start(_FakeBooster(), {"n_rounds": 5})
-    for r in range(5):
-        p.on_round_end(None, r, {"train/loss": 1.0 / (r + 1), "valid/ndcg@10": 0.3,
-                                 "round/alpha": 0.2})
+    p.on_fit_start(None, _info(5))
+    for r in range(1, 6):
+        p.on_round_end(None, RoundRecord(round=r, loss=1.0 / r, step=0.2,
+                                         metrics={"train": {"loss": 1.0 / r},
+                                                  "valid_0": {"ndcg@10": 0.3}}))
     p.on_fit_end(None, None)
     lines = out.getvalue().strip().splitlines()
     assert len(lines) == 3  # rounds 2, 4 and the last

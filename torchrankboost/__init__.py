@@ -92,12 +92,13 @@ from .linear import LinearRanker, RankSVM  # noqa: F401
 
 # --- user surface (estimator, TensorBoard logging, progress) ---
 from . import registry  # noqa: F401
+from .factory import load_model, make_ranker  # noqa: F401
 from .tensorboard import TensorBoardLogger  # noqa: F401
 from .progress import ProgressCallback  # noqa: F401
 
 
 def __getattr__(name):  # PEP 562: the estimator imports scikit-learn (~1 s), load it on use
-    if name in ("BoostedRanker", "load_model", "estimator"):
+    if name in ("BoostedRanker", "estimator"):
         import importlib
 
         estimator = importlib.import_module(f"{__name__}.estimator")

@@ -11,7 +11,10 @@ Sub-commands::
 ``torchrankboost train`` with no arguments trains the main job on built-in data (wdbc,
 bipartite) in seconds, logs to ``runs/<name>-<timestamp>`` and prints how to open
 TensorBoard. Errors in the input (unknown names, missing or malformed files, bad parameters)
-print one line ``torchrankboost: error: ...`` on stderr and exit with status 2; no traceback.
+print one line ``torchrankboost: error: ...`` on stderr and exit with status 2; a run that
+fails numerically (:class:`~torchrankboost.contract.NumericalError`: a NaN gradient, an
+unbounded step with ``-p on_unbounded=raise``...) prints one such line and exits with status
+1; no traceback.
 """
 
 from __future__ import annotations
@@ -22,9 +25,11 @@ import math
 import os
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
+from .contract import NumericalError
 from .datasets import load_data, load_file, pad_features
 
 __all__ = ["main", "build_parser", "parse_params", "CLIError"]
@@ -36,6 +41,11 @@ DEFAULT_REPORT_BINARY = ("auc", "pair_error", "map", "ndcg@10", "pos_above_neg")
 
 class CLIError(Exception):
     """An input problem reported as one line and exit status 2."""
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else ""
 
 
 # ============================================================================ parameters
@@ -151,7 +161,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--learner", default=None, metavar="NAME",
                    help="weak learner for the generic driver (default: tree)")
     g.add_argument("--rounds", "-n", type=int, default=None, metavar="N",
-                   help="boosting rounds (default 100)")
+                   help="boosting rounds (default: the algorithm's own; 100 for boost)")
     g.add_argument("--learning-rate", "--lr", type=float, default=None, metavar="LR",
                    help="shrinkage applied to each round's step (default 0.1 for the driver)")
     g.add_argument("--max-leaves", type=int, default=None, metavar="N",
@@ -170,7 +180,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "ndcg@10 otherwise)")
     g.add_argument("--report", nargs="+", default=None, metavar="METRIC",
                    help="metrics of the final table")
-    g.add_argument("--seed", type=int, default=0, help="random seed (data split, subsampling)")
+    g.add_argument("--seed", type=int, default=0,
+                   help="random seed of the data split and of torch (default 0); an "
+                        "algorithm's own seed: -p seed=N, a weak learner's: "
+                        "--learner-param seed=N")
     g = tr.add_argument_group("output")
     g.add_argument("--device", default="cpu", help="torch device: cpu, cuda, cuda:1, mps ...")
     g.add_argument("--logdir", default=None, metavar="DIR",
@@ -237,182 +250,199 @@ def cmd_list(args) -> int:
     return 0
 
 
-def cmd_train(args) -> int:
-    import torch
+# ---------------------------------------------------------------------------- train
+# options turned on when TensorBoard logs the run: the driver's training metrics per round,
+# RankBoost's ranking margin per round
+_LOGGED_OPTIONS = {"boost": {"eval_train": True}, "rankboost": {"track_margin": True}}
 
+@dataclass
+class _Run:
+    """What ``train`` decided before fitting."""
+
+    algorithm: str  # canonical algorithm name
+    label: str  # the algorithm, or the driver's loss
+    data_name: str
+    metric: str  # validation metric (early stopping)
+    report: Sequence[str]  # metrics of the final table
+    logdir: str
+    early_stopping: int  # patience, 0 = off
+
+
+def _ranker_options(args) -> Dict[str, Any]:
+    """``make_ranker`` keywords from the command line; unknown names fail here, before any
+    data is read."""
     from . import registry
-    from .estimator import make_trainer
 
-    dev = _device(args.device)
-    torch.manual_seed(args.seed)
-    loss_params = parse_params(args.loss_param, "--loss-param")
-    learner_params = parse_params(args.learner_param, "--learner-param")
-    params = parse_params(args.param, "--param")
-
-    # resolve names first: unknown names fail before any data is read
     algorithm = registry.lookup("algorithm", args.algorithm or "boost").name
     if algorithm != "boost" and (args.loss or args.loss_param):
         raise CLIError(f"--loss/--loss-param go with the generic driver (--algorithm boost); "
                        f"algorithm {algorithm!r} has its own objective (options: -p KEY=VALUE)")
-    loss_name = registry.lookup("loss", args.loss).name if args.loss else None
-    learner_name = registry.lookup("learner", args.learner).name if args.learner else None
-    if args.metric:
-        registry.metric(args.metric)
-    for m in args.report or ():
+    for m in ([args.metric] if args.metric else []) + list(args.report or ()):
         registry.metric(m)
+    return dict(algorithm=algorithm,
+                loss=registry.lookup("loss", args.loss).name if args.loss else None,
+                learner=registry.lookup("learner", args.learner).name if args.learner else None,
+                n_rounds=args.rounds, learning_rate=args.learning_rate,
+                max_leaves=args.max_leaves,
+                loss_params=parse_params(args.loss_param, "--loss-param"),
+                learner_params=parse_params(args.learner_param, "--learner-param"),
+                params=parse_params(args.param, "--param"))
 
+
+def _plan(args, options: Dict[str, Any], train, valid, data_name: str) -> _Run:
+    from .tensorboard import default_logdir
+
+    binary = _is_binary(train.labels)
+    algorithm = options["algorithm"]
+    label = algorithm if algorithm != "boost" else options["loss"] or "exponential"
+    patience = args.early_stopping
+    if patience is None:
+        patience = 20 if valid is not None else 0
+    return _Run(algorithm=algorithm, label=label, data_name=data_name,
+                metric=args.metric or ("auc" if binary else "ndcg@10"),
+                report=args.report or (DEFAULT_REPORT_BINARY if binary else DEFAULT_REPORT_GRADED),
+                logdir=args.logdir or default_logdir(args.name or f"{data_name}-{label}"),
+                early_stopping=patience)
+
+
+def _fit(ranker, splits: Dict[str, Any], run: _Run, callbacks: List[Any]):
+    """Fit on ``splits["train"]``, watching ``splits["valid"]`` when there is one; returns
+    ``(model, seconds)``."""
+    from . import registry
+
+    tr, va = splits["train"], splits.get("valid")
+    kwargs: Dict[str, Any] = {"callbacks": callbacks}
+    if va is not None:
+        main_metric = registry.metric(run.metric).name
+        watch = [run.metric] + [m for m in run.report if registry.metric(m).name != main_metric]
+        kwargs.update(eval_set=[(va.X, va.labels, va.groups)], eval_metric=watch + ["loss"],
+                      early_stopping_rounds=run.early_stopping or None)
+    t0 = time.perf_counter()
+    model = ranker.fit(tr.X, tr.labels, tr.groups, **kwargs)
+    return model, time.perf_counter() - t0
+
+
+def _rounds_in_model(ranker, run: _Run) -> int:
+    """Rounds kept in the model: the best one after early stopping, else all that ran."""
+    if run.early_stopping and ranker.best_round_ is not None:
+        return int(ranker.best_round_)
+    return len(ranker.history_)
+
+
+def _final_metrics(model, splits: Dict[str, Any], run: _Run, logger, step: int):
+    """``{split: {metric: value}}`` of the final model; with a logger, the score histograms
+    and the PR/ROC curves of the last split (test, else valid, else train)."""
+    import torch
+
+    rows = {}
+    last = list(splits)[-1]
+    for split, d in splits.items():
+        with torch.no_grad():
+            s = model.predict(d.X)
+        rows[split] = compute_metrics(s, d.labels, d.groups, run.report)
+        if logger is not None:
+            logger.log_histograms(step, {f"{split}/scores": s})
+            if split == last:
+                logger.log_curves(step, d.labels, s, tag=split)
+    return rows
+
+
+def _print_summary(run: _Run, ranker, model, seconds: float, rows, out_path: str,
+                   logger) -> None:
+    used, ran = _rounds_in_model(ranker, run), len(ranker.history_)
+    note = f" (best validation round of {ran})" if ran > used else ""
+    what = f"{type(model).__name__}, {used} rounds{note}" if ran else type(model).__name__
+    print(f"\n{run.label} on {run.data_name}: {what}, {seconds:.1f} s")
+    print(format_table(rows))
+    print(f"\nmodel saved to {out_path}")
+    if logger is not None:
+        root = str(Path(run.logdir).parent)
+        print(f"TensorBoard logs in {run.logdir}; view them with: tensorboard --logdir {root}")
+
+
+def cmd_train(args) -> int:
+    import torch
+
+    from .factory import make_ranker
+    from .progress import ProgressCallback
+    from .tensorboard import TensorBoardLogger
+
+    dev = _device(args.device)
+    torch.manual_seed(args.seed)
+    options = _ranker_options(args)
     tr, va, te, data_name = load_data(args.data, valid=args.valid, test=args.test,
                                       seed=args.seed)
     if tr.X.shape[0] == 0:
         raise CLIError(f"training data {args.data!r} is empty")
-    binary = _is_binary(tr.labels)
-    metric_name = args.metric or ("auc" if binary else "ndcg@10")
-    report = args.report or (DEFAULT_REPORT_BINARY if binary else DEFAULT_REPORT_GRADED)
-    label = algorithm if algorithm != "boost" else f"{loss_name or 'exponential'}"
-    name = args.name or f"{data_name}-{label}"
+    run = _plan(args, options, tr, va, data_name)
+    if not args.no_tensorboard:  # what the log shows beyond the defaults
+        for key, value in _LOGGED_OPTIONS.get(run.algorithm, {}).items():
+            options["params"].setdefault(key, value)
+    ranker = make_ranker(**options)  # bad parameters fail here, before a run directory exists
 
-    from .tensorboard import TensorBoardLogger, default_logdir
-    from .progress import ProgressCallback
-
-    n_rounds = args.rounds if args.rounds is not None else 100
-    init_params = _init_params(algorithm)
-    if not args.no_tensorboard and "track_margin" in init_params:
-        params.setdefault("track_margin", True)  # log the ranking margin per round
-    if not args.no_tensorboard and "eval_train" in init_params:
-        params.setdefault("eval_train", True)  # training metrics per round too
-    build = dict(algorithm=algorithm, loss=loss_name, learner=learner_name, n_rounds=n_rounds,
-                 learning_rate=args.learning_rate, max_leaves=args.max_leaves,
-                 loss_params=loss_params, learner_params=learner_params, params=params,
-                 seed=args.seed)
-    make_trainer(**build)  # bad parameters fail here, before a run directory is created
-
-    logdir = args.logdir or default_logdir(name)
-    callbacks = [ProgressCallback(quiet=args.quiet)]
+    callbacks: List[Any] = [ProgressCallback(quiet=args.quiet)]
     logger = None
     if not args.no_tensorboard:
-        logger = TensorBoardLogger(logdir, hparams={"data": data_name, "metric": metric_name},
+        logger = TensorBoardLogger(run.logdir, hparams={"data": data_name, "metric": run.metric},
                                    hparams_on_fit_end=False)
         callbacks.append(logger)
-
-    trainer = make_trainer(**build, callbacks=callbacks)
-    trd, vad, ted = (d.to(dev) if d is not None else None for d in (tr, va, te))
-    es = args.early_stopping
-    if es is None:
-        es = 20 if vad is not None else 0
+    splits = {k: d.to(dev) for k, d in (("train", tr), ("valid", va), ("test", te))
+              if d is not None}
     if not args.quiet:
-        print(f"{PROG}: training {label} on {data_name} ({tr.num_queries} train queries, "
+        print(f"{PROG}: training {run.label} on {data_name} ({tr.num_queries} train queries, "
               f"{len(tr)} documents, {tr.num_features} features) on {dev}", file=sys.stderr)
-    t0 = time.perf_counter()
-    fit_kwargs = {}
-    if vad is not None:
-        fit_kwargs["eval_set"] = [(vad.X, vad.labels, vad.groups)]
-        watch = [metric_name] + [m for m in report if registry.metric(m).name
-                                 != registry.metric(metric_name).name]
-        fit_kwargs["eval_metric"] = watch + ["loss"]  # all logged per round
-        if es:
-            fit_kwargs["early_stopping_rounds"] = es
-    model = trainer.fit(trd.X, trd.labels, trd.groups, **fit_kwargs)
-    seconds = time.perf_counter() - t0
+    model, seconds = _fit(ranker, splits, run, callbacks)
 
-    rows = {}
-    for split, d in (("train", trd), ("valid", vad), ("test", ted)):
-        if d is None:
-            continue
-        with torch.no_grad():
-            s = model.predict(d.X)
-        rows[split] = compute_metrics(s, d.labels, d.groups, report)
-        if logger is not None:
-            step = _rounds_of(model, n_rounds)
-            logger.log_histograms(step, {f"{split}/scores": s})
-            if split == ("test" if ted is not None else "valid" if vad is not None else "train"):
-                logger.log_curves(step, d.labels, s, tag=split)
-    out_path = args.output or os.path.join(logdir, "model.safetensors")
+    used = _rounds_in_model(ranker, run)
+    rows = _final_metrics(model, splits, run, logger, used)
+    out_path = args.output or os.path.join(run.logdir, "model.safetensors")
     Path(out_path).parent.mkdir(parents=True, exist_ok=True)
     model.save(out_path)
     if logger is not None:
         final = {f"{split}/{k}": v for split, r in rows.items() for k, v in r.items()}
-        logger.log_hparams({"seconds": round(seconds, 3),
-                            "rounds_used": _rounds_of(model, n_rounds)}, final)
+        logger.log_hparams({"seconds": round(seconds, 3), "rounds_used": used}, final)
         logger.close()
-    used = _rounds_of(model, n_rounds)
-    best = getattr(model, "best_round", None)
-    ran = len(getattr(trainer.obj, "history_", []) or []) or used
-    evals = getattr(model, "evals_result", None) or {}
-    for per in evals.values():
-        for vals in per.values():
-            ran = max(ran, len(vals))
-    note = f" (best validation round of {ran})" if best is not None and ran > used else ""
-    what = f"{used} rounds{note}" if hasattr(model, "n_rounds") else type(model).__name__
-    print(f"\n{label} on {data_name}: {what}, {seconds:.1f} s")
-    print(format_table(rows))
-    print(f"\nmodel saved to {out_path}")
-    if logger is not None:
-        root = str(Path(logdir).parent)
-        print(f"TensorBoard logs in {logdir}; view them with: tensorboard --logdir {root}")
+    _print_summary(run, ranker, model, seconds, rows, out_path, logger)
     return 0
 
 
-def _init_params(algorithm: str):
-    import inspect
-
-    from . import registry
-
-    try:
-        return inspect.signature(registry.lookup("algorithm", algorithm).resolve()).parameters
-    except (TypeError, ValueError):  # pragma: no cover
-        return {}
-
-
-def _rounds_of(model, default: int) -> int:
-    for attr in ("n_rounds", "num_rounds", "best_iteration"):
-        v = getattr(model, attr, None)
-        if isinstance(v, int):
-            return v
-    try:
-        return len(model)
-    except TypeError:
-        return default
-
-
-def _load_model(path: str):
-    from .estimator import load_model
+def _load_model(path: str, device):
+    from .factory import load_model
 
     if not Path(path).exists():
         raise CLIError(f"model not found: {path}")
     try:
-        return load_model(path)
+        return load_model(path, device=device)
     except Exception as exc:  # any reader error (safetensors, JSON, ...) is one line
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise CLIError(f"cannot load model {path}: {first}") from None
+        raise CLIError(f"cannot load model {path}: {_first_line(exc) or type(exc).__name__}") \
+            from None
 
 
-def _model_data(model, path: str):
-    F = getattr(model, "num_features", None)
-    data = load_file(path)
-    if F is not None and data.num_features != F:
-        if data.num_features > F:
-            raise CLIError(f"{path}: has {data.num_features} features, the model expects {F}")
-        data = pad_features(data, F)
-    return data
+def _score_file(args):
+    """``(data, scores)``: the saved model ``args.model`` applied to ``args.file`` (its
+    features padded to the model's count) on ``args.device``."""
+    import torch
+
+    dev = _device(args.device)
+    model = _load_model(args.model, dev)
+    data = load_file(args.file)
+    F = model.num_features
+    if data.num_features > F:
+        raise CLIError(f"{args.file}: has {data.num_features} features, the model expects {F}")
+    data = pad_features(data, F).to(dev)
+    with torch.no_grad():
+        return data, model.predict(data.X)
 
 
 def cmd_evaluate(args) -> int:
-    import torch
-
     from . import registry
 
     names = args.metric
     for n in names or ():
         registry.metric(n)
-    dev = _device(args.device)
-    model = _load_model(args.model)
-    data = _model_data(model, args.file).to(dev)
-    if hasattr(model, "to"):
-        model = model.to(dev)
+    data, s = _score_file(args)
     if names is None:
         names = DEFAULT_REPORT_BINARY if _is_binary(data.labels) else DEFAULT_REPORT_GRADED
-    with torch.no_grad():
-        s = model.predict(data.X)
     print(format_table({Path(args.file).name: compute_metrics(s, data.labels, data.groups,
                                                               names)}))
     return 0
@@ -421,13 +451,7 @@ def cmd_evaluate(args) -> int:
 def cmd_predict(args) -> int:
     import torch
 
-    dev = _device(args.device)
-    model = _load_model(args.model)
-    data = _model_data(model, args.file).to(dev)
-    if hasattr(model, "to"):
-        model = model.to(dev)
-    with torch.no_grad():
-        s = model.predict(data.X)
+    data, s = _score_file(args)
     if data.row is not None:  # back to file order if the loader regrouped the rows
         s = torch.empty_like(s).index_copy_(0, data.row.to(s.device), s)
     text = "\n".join(repr(float(v)) for v in s.detach().cpu().tolist())
@@ -451,6 +475,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 0
     try:
         return COMMANDS[args.command](args)
+    except NumericalError as exc:  # the run failed numerically: status 1, one line
+        print(f"{PROG}: error: {_first_line(exc)}", file=sys.stderr)
+        return 1
     except CLIError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
@@ -459,8 +486,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
               if exc.filename else f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
     except ValueError as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else "invalid value"
-        print(f"{PROG}: error: {first}", file=sys.stderr)
+        print(f"{PROG}: error: {_first_line(exc) or 'invalid value'}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)

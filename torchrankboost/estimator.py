@@ -1,4 +1,4 @@
-"""A scikit-learn style estimator, and the name-based trainer shared with the CLI.
+"""A scikit-learn style estimator over every algorithm of the library.
 
 :class:`BoostedRanker` follows scikit-learn's conventions (``fit``/``predict``/``score``,
 ``get_params``/``set_params``, :func:`sklearn.base.clone`)::
@@ -31,221 +31,21 @@ query id), ``predict`` is per document and keeps the input order.
 
 from __future__ import annotations
 
-import inspect
-import math
-from typing import Any, Dict, Optional, Sequence
+from typing import Optional
 
 import numpy as np
 import torch
 from torch import Tensor
 
 from . import registry
+from .factory import load_model, make_ranker
 
 try:  # scikit-learn is a dependency; keep the import local to this module
     from sklearn.base import BaseEstimator
 except ImportError:  # pragma: no cover
     BaseEstimator = object
 
-__all__ = ["BoostedRanker", "Trainer", "make_trainer", "load_model"]
-
-
-# ============================================================================ trainer
-def _sig(obj):
-    try:
-        return inspect.signature(obj).parameters
-    except (TypeError, ValueError):  # pragma: no cover
-        return {}
-
-
-class Trainer:
-    """A configured driver or algorithm with one ``fit`` signature.
-
-    ``fit(X, labels, groups, *, eval_set=None, early_stopping_rounds=None,
-    eval_metric="ndcg@10")`` returns the fitted model (an
-    :class:`~torchrankboost.boosting.Ensemble` for the boosting algorithms). For algorithms
-    whose ``fit`` has no evaluation set (the papers' RankBoost family), the validation metric
-    is computed after the fit from the staged predictions, written to the callbacks that have
-    ``log_step`` (the TensorBoard logger), and early stopping truncates the ensemble to the
-    best round with the same patience rule.
-    """
-
-    def __init__(self, obj, *, name: str, callbacks: Sequence = ()):
-        self.obj = obj
-        self.name = name
-        self.callbacks = list(callbacks)
-
-    def __repr__(self) -> str:
-        return f"Trainer({self.obj!r})"
-
-    def fit(self, X, labels, groups=None, *, eval_set=None,
-            early_stopping_rounds: Optional[int] = None, eval_metric="ndcg@10"):
-        """``eval_metric``: a name, a :class:`~torchrankboost.registry.Metric`, a
-        ``(name, fn, greater_is_better)`` tuple, or a list of them (the first drives early
-        stopping; ``"loss"`` = the training loss on the evaluation set, driver only)."""
-        specs = [self._spec(m) for m in (eval_metric if isinstance(eval_metric, (list, tuple))
-                                         and not _is_spec_tuple(eval_metric)
-                                         else [eval_metric])]
-        fit_params = _sig(self.obj.fit)
-        if "eval_set" in fit_params:
-            kw: Dict[str, Any] = {}
-            if eval_set:
-                kw["eval_set"] = list(eval_set)
-                kw["eval_metric"] = specs if len(specs) > 1 else specs[0]
-                if early_stopping_rounds:
-                    kw["early_stopping_rounds"] = int(early_stopping_rounds)
-            return self.obj.fit(X, labels, groups, **kw)
-        model = self.obj.fit(X, labels, groups)
-        specs = [sp for sp in specs if sp != "loss"]
-        if eval_set and specs and hasattr(model, "staged_predict"):
-            model = self._posthoc_eval(model, eval_set[0], specs, early_stopping_rounds)
-        return model
-
-    @staticmethod
-    def _spec(m):
-        if isinstance(m, str) and m.strip().lower() == "loss":
-            return "loss"
-        metric = registry.metric(m) if isinstance(m, str) else m
-        if isinstance(metric, registry.Metric):
-            return (metric.name, metric, metric.greater_is_better)
-        return metric
-
-    def _posthoc_eval(self, model, ev, specs, patience):
-        name, fn, greater = specs[0]
-        Xv, yv, gv = ev
-        history = {sp[0]: [] for sp in specs}
-        for s in model.staged_predict(Xv):
-            for sp in specs:
-                history[sp[0]].append(float(sp[1](s, yv, gv)))
-        values = history[name]
-        loggers = [cb for cb in self.callbacks if hasattr(cb, "log_step")]
-        for t in range(len(values)):
-            for lg in loggers:
-                lg.log_step(t, {f"valid/{k}": v[t] for k, v in history.items()})
-        if not values:
-            return model
-        best, best_t, stop_t = None, 0, len(values) - 1
-        for t, v in enumerate(values):
-            if best is None or (v > best if greater else v < best):
-                best, best_t = v, t
-            elif patience and t - best_t >= int(patience):
-                stop_t = t
-                break
-        model.info.update({"best_round": best_t + 1, "best_score": best,
-                           "evals_result": {"valid_0": {k: v[:stop_t + 1]
-                                                        for k, v in history.items()}}})
-        if patience:
-            info = dict(model.info)
-            model = model.truncate(best_t + 1)
-            model.info.update(info)
-        return model
-
-
-def _is_spec_tuple(x) -> bool:
-    return isinstance(x, tuple) and len(x) == 3 and isinstance(x[0], str) and callable(x[1])
-
-
-def make_trainer(*, algorithm: str = "boost", loss=None, learner=None, n_rounds: int = 100,
-                 learning_rate: Optional[float] = None, max_leaves: Optional[int] = None,
-                 loss_params: Optional[dict] = None, learner_params: Optional[dict] = None,
-                 params: Optional[dict] = None, seed: int = 0, callbacks: Sequence = (),
-                 device=None) -> Trainer:
-    """Build a :class:`Trainer` from names (or objects) and parameters.
-
-    ``algorithm="boost"``: the generic :class:`~torchrankboost.boosting.Booster` with
-    ``loss`` (default ``"exponential"``) and ``learner`` (default ``"tree"``); ``params`` go
-    to the Booster (``step``, ``curvature``, ``subsample``...). Any other algorithm name (see
-    ``torchrankboost list algorithms``) builds that class with ``params``; ``learner`` is
-    passed as its ``learner``/``rankers`` argument, ``n_rounds``/``learning_rate``/``seed``
-    when it takes them. ``max_leaves`` configures a tree learner. Unknown names or
-    parameters raise ``ValueError`` listing the valid ones.
-    """
-    loss_params = dict(loss_params or {})
-    learner_params = dict(learner_params or {})
-    params = dict(params or {})
-    entry = registry.lookup("algorithm", algorithm)
-    cls = entry.resolve()
-    sig = _sig(cls)
-
-    def build_learner(default: Optional[str]):
-        spec = learner if learner is not None else default
-        if spec is None:
-            if learner_params or max_leaves is not None:
-                raise ValueError(f"--learner-param/max_leaves given but algorithm "
-                                 f"{entry.name!r} uses no weak learner by name")
-            return None
-        lp = dict(learner_params)
-        if max_leaves is not None:
-            if isinstance(spec, str) and registry.lookup("learner", spec).name != "tree":
-                raise ValueError("max_leaves applies to the tree learner only")
-            lp.setdefault("max_leaves", int(max_leaves))
-        if isinstance(spec, str) and "seed" in _sig(registry.lookup("learner", spec).resolve()):
-            lp.setdefault("seed", int(seed))
-        return registry.resolve_learner(spec, **lp)
-
-    if entry.name == "boost":
-        loss_obj = registry.resolve_loss(loss if loss is not None else "exponential",
-                                         **loss_params)
-        learner_obj = build_learner("tree")
-        kwargs = dict(n_rounds=int(n_rounds), seed=int(seed), callbacks=list(callbacks))
-        if learning_rate is not None:
-            kwargs["learning_rate"] = float(learning_rate)
-        if device is not None:
-            kwargs["device"] = device
-        kwargs.update(params)
-        registry._check_kwargs(cls, kwargs, "algorithm 'boost'")
-        return Trainer(cls(loss_obj, learner_obj, **kwargs), name=entry.name,
-                       callbacks=callbacks)
-
-    kwargs = dict(params)
-    if loss is not None or loss_params:
-        raise ValueError(f"a loss (--loss/--loss-param) goes with the generic driver "
-                         f"(algorithm 'boost'); algorithm {entry.name!r} has its own objective "
-                         f"(set its options with params / -p KEY=VALUE)")
-    if learner is not None or learner_params or max_leaves is not None:
-        slot = "learner" if "learner" in sig else "rankers" if "rankers" in sig else None
-        if slot is None:
-            if max_leaves is not None and "max_leaves" in sig and learner is None \
-                    and not learner_params:
-                kwargs["max_leaves"] = int(max_leaves)
-            else:
-                raise ValueError(f"algorithm {entry.name!r} takes no weak learner")
-        elif learner is None and max_leaves is not None and "max_leaves" in sig:
-            kwargs["max_leaves"] = int(max_leaves)
-        else:
-            kwargs[slot] = build_learner(None)
-    for key, val in (("n_rounds", n_rounds), ("learning_rate", learning_rate), ("seed", seed)):
-        if val is None or key in kwargs:
-            continue
-        if key in sig:
-            kwargs[key] = val
-        elif key == "learning_rate" and "shrinkage" in sig:  # QBRank/GBT's name for it
-            kwargs.setdefault("shrinkage", val)
-        elif key == "learning_rate":
-            raise ValueError(f"algorithm {entry.name!r} has no learning_rate (its step is "
-                             f"exact); remove --learning-rate")
-    if "callbacks" in sig:
-        kwargs["callbacks"] = list(callbacks)
-    if device is not None and "device" in sig:
-        kwargs["device"] = device
-    registry._check_kwargs(cls, kwargs, f"algorithm {entry.name!r}")
-    return Trainer(cls(**kwargs), name=entry.name, callbacks=callbacks)
-
-
-def load_model(path, *, device=None):
-    """Load a model saved by ``torchrankboost train`` / ``model.save(path)``: an
-    :class:`~torchrankboost.boosting.Ensemble` or a :class:`~torchrankboost.linear.LinearRanker`
-    (told apart by the file's metadata)."""
-    from safetensors import safe_open
-
-    with safe_open(str(path), framework="pt") as fh:
-        md = fh.metadata() or {}
-    if "linear" in md:
-        from .linear import LinearRanker
-
-        return LinearRanker.load(path, device=device)
-    from .boosting.ensemble import Ensemble
-
-    return Ensemble.load(path, device=device)
+__all__ = ["BoostedRanker", "load_model"]
 
 
 # ============================================================================ estimator
@@ -303,8 +103,11 @@ class BoostedRanker(BaseEstimator):
             (``None``: ``"exponential"``).
         learner: weak learner name (``"tree"``, ``"stump"``, ``"feature"``) or object
             (``None``: ``"tree"`` for the driver, the algorithm's own default otherwise).
-        n_rounds: boosting rounds (the maximum, with early stopping).
-        learning_rate: shrinkage (``None``: the algorithm's default).
+        n_rounds: boosting rounds (the maximum, with early stopping; ``None``: the
+            algorithm's default, 100 for ``"boost"``; RankSVM has ``max_iter`` in ``params``
+            instead).
+        learning_rate: shrinkage (``None``: the algorithm's default; the algorithms with
+            exact steps, such as RankBoost, have none).
         max_leaves: leaves per tree (tree learner).
         loss_params, learner_params, params: dicts of extra options for the loss, the
             learner and the driver/algorithm.
@@ -314,19 +117,23 @@ class BoostedRanker(BaseEstimator):
         qid_column: if an int, that column of ``X`` holds the query ids and is removed from
             the features (the way to cross-validate with plain ``cross_val_score``).
         device: torch device for training and prediction (default CPU).
-        seed: random seed.
+        seed: random seed of the algorithm (``None``: its default; not every algorithm has
+            one).
 
-    Attributes after ``fit``: ``model_`` (the fitted model, e.g. an ``Ensemble``),
-    ``n_features_in_``, ``best_round_``, ``n_rounds_``.
+    Attributes after ``fit``: ``ranker_`` (the fitted algorithm, see
+    :mod:`torchrankboost.contract`), ``model_`` (the fitted model, e.g. an ``Ensemble``),
+    ``n_features_in_``, ``best_round_``, ``best_score_``, ``evals_result_`` (``{set name:
+    {metric: [value per round]}}``), ``history_`` (one ``RoundRecord`` per round),
+    ``stop_reason_`` and ``n_rounds_`` (the rounds in ``model_``).
     """
 
     def __init__(self, *, algorithm: str = "boost", loss=None, learner=None,
-                 n_rounds: int = 100, learning_rate: Optional[float] = None,
+                 n_rounds: Optional[int] = None, learning_rate: Optional[float] = None,
                  max_leaves: Optional[int] = None, loss_params: Optional[dict] = None,
                  learner_params: Optional[dict] = None, params: Optional[dict] = None,
                  early_stopping_rounds: Optional[int] = None, eval_metric: str = "ndcg@10",
                  score_metric: str = "ndcg@10", qid_column: Optional[int] = None,
-                 device: Optional[str] = None, seed: int = 0):
+                 device: Optional[str] = None, seed: Optional[int] = None):
         self.algorithm = algorithm
         self.loss = loss
         self.learner = learner
@@ -400,8 +207,9 @@ class BoostedRanker(BaseEstimator):
         consecutive queries, LightGBM style), ``qid_column`` (constructor), or none of these
         (one query: bipartite ranking). ``eval_set``: a list of ``(X_v, y_v)`` pairs with
         their query ids in ``eval_qid`` / ``eval_group`` (lists), or ``(X_v, y_v, qid_v)``
-        triples; the first drives ``early_stopping_rounds``. ``callbacks``: driver callbacks
-        (e.g. a :class:`~torchrankboost.tensorboard.TensorBoardLogger`).
+        triples; the first drives ``early_stopping_rounds`` (ignored without an ``eval_set``).
+        ``callbacks``: callbacks of the contract (e.g. a
+        :class:`~torchrankboost.tensorboard.TensorBoardLogger`).
         """
         Xt, yt, groups = self._prepare(X, y, qid, group)
         if Xt.shape[0] == 0:
@@ -418,19 +226,24 @@ class BoostedRanker(BaseEstimator):
                                  f"{Xt.shape[1]}")
             evals.append((Xv, yv, gv))
         registry.metric(self.score_metric)  # validate early
-        trainer = make_trainer(
-            algorithm=self.algorithm, loss=self.loss, learner=self.learner,
-            n_rounds=self.n_rounds, learning_rate=self.learning_rate,
-            max_leaves=self.max_leaves, loss_params=self.loss_params,
-            learner_params=self.learner_params, params=self.params, seed=self.seed,
-            callbacks=list(callbacks or ()))
-        model = trainer.fit(Xt, yt, groups, eval_set=evals or None,
-                            early_stopping_rounds=self.early_stopping_rounds,
-                            eval_metric=self.eval_metric)
+        ranker = make_ranker(
+            self.algorithm, loss=self.loss, learner=self.learner, n_rounds=self.n_rounds,
+            learning_rate=self.learning_rate, max_leaves=self.max_leaves,
+            loss_params=self.loss_params, learner_params=self.learner_params,
+            params=self.params, seed=self.seed)
+        stopping = self.early_stopping_rounds if evals else None
+        model = ranker.fit(Xt, yt, groups, eval_set=evals or None, eval_metric=self.eval_metric,
+                           early_stopping_rounds=stopping, callbacks=list(callbacks or ()))
+        self.ranker_ = ranker
         self.model_ = model
         self.n_features_in_ = int(Xt.shape[1]) + (1 if self.qid_column is not None else 0)
-        self.best_round_ = getattr(model, "best_round", None)
-        self.n_rounds_ = getattr(model, "n_rounds", None)
+        self.best_round_ = ranker.best_round_
+        self.best_score_ = ranker.best_score_
+        self.evals_result_ = ranker.evals_result_
+        self.history_ = ranker.history_
+        self.stop_reason_ = ranker.stop_reason_
+        cut = stopping and ranker.best_round_ is not None  # early stopping keeps the best round
+        self.n_rounds_ = ranker.best_round_ if cut else len(ranker.history_)
         return self
 
     def _check_fitted(self):

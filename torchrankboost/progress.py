@@ -1,7 +1,8 @@
 """Progress reporting for boosting runs and training loops.
 
-:class:`ProgressCallback` is a driver callback (``on_fit_start`` / ``on_round_end`` /
-``on_fit_end``) that also works from any loop through :meth:`ProgressCallback.update`.
+:class:`ProgressCallback` is a callback of every algorithm (the contract's ``on_fit_start`` /
+``on_round_end`` / ``on_fit_end``, see :mod:`torchrankboost.contract`) that also works from
+any loop through :meth:`ProgressCallback.update`.
 
 * On a terminal: a ``tqdm`` bar whose postfix shows the current metrics.
 * Not a terminal (a log file, CI, a pipe): a plain line every ``every`` rounds and at the end,
@@ -15,6 +16,9 @@ import math
 import sys
 import time
 from typing import Any, Mapping, Optional, Sequence, TextIO
+
+from .contract import FitInfo, RoundRecord
+from .tensorboard import flatten, round_tag
 
 __all__ = ["ProgressCallback"]
 
@@ -32,17 +36,6 @@ def _scalar(v) -> Optional[float]:
     return None
 
 
-def _flatten(d: Mapping[str, Any], prefix: str = "") -> dict:
-    out = {}
-    for k, v in d.items():
-        key = f"{prefix}/{k}" if prefix else str(k)
-        if isinstance(v, Mapping):
-            out.update(_flatten(v, key))
-        else:
-            out[key] = v
-    return out
-
-
 def _fmt(x: float) -> str:
     if not math.isfinite(x):
         return str(x)
@@ -56,7 +49,7 @@ class ProgressCallback:
     """Show training progress: a tqdm bar on a terminal, plain lines otherwise.
 
     Args:
-        total: number of rounds/steps (taken from the driver's ``n_rounds`` if omitted).
+        total: number of rounds/steps (taken from the fit's ``FitInfo.n_rounds`` if omitted).
         keys: which metrics to show; default: every ``train/`` and ``valid/`` scalar whose
             name contains ``loss``, ``ndcg``, ``auc``, ``map`` or ``error`` (at most 4).
         every: plain-line period when not on a terminal (default: about 10 lines per run).
@@ -101,8 +94,6 @@ class ProgressCallback:
             return False
 
     def _select(self, flat: Mapping[str, Any]) -> dict:
-        from .tensorboard import round_tag
-
         tagged = {}
         for k, v in flat.items():
             t = round_tag(k) if k.startswith("metrics/") else k
@@ -144,7 +135,7 @@ class ProgressCallback:
         if self._t0 is None:
             self.start()
         self._count += 1
-        shown = self._select(_flatten(metrics or {}))
+        shown = self._select(flatten(metrics or {}))
         self._last = shown
         self._last_step = self._count
         if self.quiet:
@@ -182,16 +173,14 @@ class ProgressCallback:
         if message and not self.quiet:
             print(message, file=self._out(), flush=True)
 
-    # ------------------------------------------------------------------ driver callback
-    def on_fit_start(self, booster, info: Optional[Mapping[str, Any]] = None) -> None:
-        total = (info or {}).get("n_rounds", None)
-        if total is None:
-            total = getattr(booster, "n_rounds", None)
-        self.start(total if self.total is None else self.total)
+    # ------------------------------------------------------------------ callback
+    def on_fit_start(self, ranker, info: FitInfo) -> None:
+        self.start(info.n_rounds if self.total is None else self.total)
 
-    def on_round_end(self, booster, round: int, diagnostics: Mapping[str, Any]) -> None:
-        self.update(round, diagnostics)
+    def on_round_end(self, ranker, record: RoundRecord) -> None:
+        """Show the record's metrics (``train/loss``, ``valid/ndcg@10``, ...); never stops."""
+        self.update(record.round, {"metrics": record.metrics})
         return None
 
-    def on_fit_end(self, booster, ensemble=None) -> None:
+    def on_fit_end(self, ranker, model=None) -> None:
         self.finish()

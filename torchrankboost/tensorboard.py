@@ -3,9 +3,10 @@
 :class:`TensorBoardLogger` writes TensorBoard event files with
 :class:`torch.utils.tensorboard.SummaryWriter`. It is used two ways:
 
-1. as a callback of the boosting driver (``Booster(..., callbacks=[logger])``): it implements
-   ``on_fit_start(booster, info)``, ``on_round_end(booster, round, diagnostics)`` and
-   ``on_fit_end(booster, ensemble)``;
+1. as a callback of any algorithm (``ranker.fit(..., callbacks=[logger])``): it implements
+   the contract's hooks ``on_fit_start(ranker, info: FitInfo)``,
+   ``on_round_end(ranker, record: RoundRecord)`` and ``on_fit_end(ranker, model)`` (see
+   :mod:`torchrankboost.contract`) and reads only what they are given;
 2. from any training loop, through explicit methods::
 
        logger = TensorBoardLogger("runs/mlp")
@@ -19,13 +20,15 @@
 
 What is written (tags):
 
-* scalars: every scalar entry of the driver's per-round diagnostics under its own name
-  (``train/loss``, ``valid/ndcg@10``, ``round/alpha``, ``round/learning_rate``,
+* scalars: every scalar of the round's :class:`~torchrankboost.contract.RoundRecord` — its
+  ``metrics`` as ``train/loss``, ``valid/ndcg@10``..., its ``step`` as ``round/alpha``, its
+  other fields and ``extra`` entries under their own names (``round/learning_rate``,
   ``round/f_skew``, ``round/margin``, ``round/smooth_margin``, ``round/grad_norm``,
-  ``round/curvature_norm``...; names without a ``/`` are put under ``round/``), plus
-  ``time/seconds_per_round`` measured by the logger;
-* histograms: every vector entry of the diagnostics (e.g. ``scores``, ``leaf_values``),
-  every ``histogram_every`` rounds and at the last round;
+  ``round/curvature_norm``, ``line_search/n_evals``...; names without a ``/`` are put under
+  ``round/``), plus ``time/seconds_per_round``;
+* histograms: every vector entry of ``extra`` (e.g. the weak model's ``leaf_values``;
+  ``scores``, when an algorithm reports its training scores, as ``train/scores``), every
+  ``histogram_every`` rounds and at the last round;
 * ``hparams``: the run's hyper-parameters with its final metrics (the last value of every
   ``train/``, ``valid/`` and ``test/`` scalar unless given explicitly), written into the same
   run directory so that TensorBoard's HPARAMS tab links to the scalars;
@@ -50,7 +53,10 @@ import numpy as np
 import torch
 from torch import Tensor
 
-__all__ = ["TensorBoardLogger", "default_logdir", "roc_curve_points", "render_roc_image"]
+from .contract import FitInfo, RoundRecord
+
+__all__ = ["TensorBoardLogger", "default_logdir", "roc_curve_points", "render_roc_image",
+           "round_tag", "record_items", "info_hparams", "flatten"]
 
 
 def default_logdir(name: str = "run", *, root: str = "runs") -> str:
@@ -93,12 +99,13 @@ def _as_vector(v) -> Optional[np.ndarray]:
     return None
 
 
-def _flatten(d: Mapping[str, Any], prefix: str = "") -> Dict[str, Any]:
+def flatten(d: Mapping[str, Any], prefix: str = "") -> Dict[str, Any]:
+    """Nested dicts as one level of ``a/b`` keys."""
     out: Dict[str, Any] = {}
     for k, v in d.items():
         key = f"{prefix}/{k}" if prefix else str(k)
         if isinstance(v, Mapping):
-            out.update(_flatten(v, key))
+            out.update(flatten(v, key))
         else:
             out[key] = v
     return out
@@ -169,18 +176,18 @@ class TensorBoardLogger:
     Args:
         logdir: run directory; default ``runs/<name>-<timestamp>`` (see :func:`default_logdir`).
         name: run name used for the default ``logdir``.
-        hparams: hyper-parameters recorded with the final metrics (merged with those the
-            driver reports in ``on_fit_start``).
+        hparams: hyper-parameters recorded with the final metrics (merged with the
+            algorithm's, from the ``FitInfo`` of ``on_fit_start``).
         histogram_every: write histograms every this many rounds/steps (and at the end).
         relevance_threshold: labels ``> relevance_threshold`` count as relevant for the
             PR/ROC curves.
         flush_secs: passed to ``SummaryWriter``.
-        hparams_on_fit_end: write the hyper-parameters with the final metrics when the driver
-            finishes (set ``False`` to call :meth:`log_hparams` yourself later, e.g. with test
+        hparams_on_fit_end: write the hyper-parameters with the final metrics when the fit
+            ends (set ``False`` to call :meth:`log_hparams` yourself later, e.g. with test
             metrics; a run should hold one hparams record).
 
-    Driver callback: ``on_fit_start(booster, info)``, ``on_round_end(booster, round,
-    diagnostics) -> None`` (never asks to stop), ``on_fit_end(booster, ensemble)``.
+    Callback: ``on_fit_start(ranker, info)``, ``on_round_end(ranker, record) -> None`` (never
+    asks to stop), ``on_fit_end(ranker, model)``.
     Explicit use: :meth:`log_step`, :meth:`log_histograms`, :meth:`log_curves`,
     :meth:`log_hparams`, :meth:`close` (also a context manager).
     """
@@ -202,6 +209,9 @@ class TensorBoardLogger:
         self.last_scalars: Dict[str, float] = {}
         self._last_time: Optional[float] = None
         self._last_round: Optional[int] = None
+        self._hist_round: Optional[int] = None
+        self._pending_vectors: Dict[str, Any] = {}
+        self._best_round: Optional[int] = None
         self._n_rounds: Optional[int] = None
         self._hparams_written = False
         self._closed = False
@@ -213,7 +223,7 @@ class TensorBoardLogger:
         Non-scalar values are ignored here (see :meth:`log_histograms`); non-finite values
         are skipped (TensorBoard cannot plot them).
         """
-        for tag, v in _flatten(scalars).items():
+        for tag, v in flatten(scalars).items():
             x = _as_scalar(v)
             if x is None or not math.isfinite(x):
                 continue
@@ -222,7 +232,7 @@ class TensorBoardLogger:
 
     def log_histograms(self, step: int, values: Mapping[str, Any]) -> None:
         """Write a histogram for every vector value (tensor/array with > 1 element)."""
-        for tag, v in _flatten(values).items():
+        for tag, v in flatten(values).items():
             arr = _as_vector(v)
             if arr is None:
                 continue
@@ -311,32 +321,30 @@ class TensorBoardLogger:
     def __exit__(self, *exc) -> None:
         self.close()
 
-    # ------------------------------------------------------------------ driver callback
-    def on_fit_start(self, booster, info: Optional[Mapping[str, Any]] = None) -> None:
-        # ``info`` is optional: the RankBoost-family algorithms call on_fit_start(booster)
-        """Record the booster's hyper-parameters and start the round timer."""
-        hp = _booster_hparams(booster)
-        for k, v in hp.items():
+    # ------------------------------------------------------------------ callback
+    def on_fit_start(self, ranker, info: FitInfo) -> None:
+        """Record the run's hyper-parameters (``info.algorithm``, ``info.n_rounds``,
+        ``info.params``) and start the round timer."""
+        for k, v in info_hparams(info).items():
             self.hparams.setdefault(k, v)
-        info = dict(info or {})
-        self._n_rounds = info.get("n_rounds", getattr(booster, "n_rounds", None))
+        self._n_rounds = info.n_rounds
+        self._last_round = self._hist_round = self._best_round = None
+        self._pending_vectors = {}
         self._last_time = time.perf_counter()
 
-    def on_round_end(self, booster, round: int, diagnostics: Mapping[str, Any]) -> None:
+    def on_round_end(self, ranker, record: RoundRecord) -> None:
         """Write the round's scalars (and, every ``histogram_every`` rounds, histograms).
 
-        Tags follow :func:`round_tag`: the driver's ``metrics`` become ``train/<m>`` and
-        ``valid/<m>``, the step size ``round/alpha``, timings ``time/...``, other scalars
+        Tags follow :func:`round_tag`: the record's ``metrics`` become ``train/<m>`` and
+        ``valid/<m>``, its ``step`` ``round/alpha``, timings ``time/...``, other scalars
         ``round/<key>``; vectors (leaf values, scores) become histograms.
         """
         now = time.perf_counter()
-        flat = _flatten(diagnostics or {})
-        n_valid = len([k for k in (diagnostics or {}).get("metrics", {}) if k != "train"]) \
-            if isinstance((diagnostics or {}).get("metrics"), Mapping) else 0
+        single_valid = len([k for k in record.metrics if k != "train"]) <= 1
         scalars: Dict[str, Any] = {}
         vectors: Dict[str, Any] = {}
-        for k, v in flat.items():
-            tag = round_tag(k, single_valid=n_valid <= 1)
+        for k, v in record_items(record).items():
+            tag = round_tag(k, single_valid=single_valid)
             if tag is None:
                 continue
             if tag.startswith("learner/"):
@@ -350,44 +358,34 @@ class TensorBoardLogger:
             elif _as_scalar(v) is not None:
                 scalars[tag] = v
             elif _as_vector(v) is not None:
-                vectors[tag] = v
-        scores = _current_scores(booster)
-        if scores is not None:
-            vectors.setdefault("train/scores", scores)
-        if self._last_time is not None and "time/seconds" not in scalars:
-            scalars["time/seconds_per_round"] = now - self._last_time
-        elif "time/seconds" in scalars:
+                vectors["train/scores" if tag == "round/scores" else tag] = v
+        if "time/seconds" in scalars:
             scalars["time/seconds_per_round"] = scalars.pop("time/seconds")
-        self.log_step(round, scalars)
-        last = self._n_rounds is not None and round >= self._n_rounds
-        if vectors and (round % self.histogram_every == 0 or last or round <= 1):
-            self.log_histograms(round, vectors)
-            self._hist_round = int(round)
-        self._last_round = int(round)
+        elif self._last_time is not None:
+            scalars["time/seconds_per_round"] = now - self._last_time
+        rnd = int(record.round)
+        self.log_step(rnd, scalars)
+        last = self._n_rounds is not None and rnd >= self._n_rounds
+        if vectors and (rnd % self.histogram_every == 0 or last or rnd <= 1):
+            self.log_histograms(rnd, vectors)
+            self._hist_round = rnd
+        self._last_round = rnd
+        self._best_round = record.best_round
         self._pending_vectors = vectors
         self._last_time = time.perf_counter()
         return None
 
-    def on_fit_end(self, booster, ensemble=None) -> None:
-        """Write the last histograms, the hyper-parameters with the final metrics, flush."""
-        if ensemble is None:
-            ensemble = getattr(booster, "model_", None) or getattr(booster, "ensemble_", None)
-        scores = _current_scores(booster)
-        if scores is not None and self._last_round is not None and \
-                getattr(self, "_hist_round", None) != self._last_round:
-            self.log_histograms(self._last_round, {"train/scores": scores})
-        vectors = getattr(self, "_pending_vectors", None)
-        if vectors and self._last_round is not None and \
-                getattr(self, "_hist_round", None) != self._last_round:
-            self.log_histograms(self._last_round, vectors)
-        extra = {}
-        n = getattr(ensemble, "n_rounds", None) or getattr(ensemble, "num_rounds", None)
-        if isinstance(n, numbers.Integral):
-            extra["rounds_used"] = int(n)
+    def on_fit_end(self, ranker, model=None) -> None:
+        """Write the last round's histograms (if not yet written), the hyper-parameters with
+        the final metrics (unless ``hparams_on_fit_end=False``), flush."""
+        if self._pending_vectors and self._last_round is not None and \
+                self._hist_round != self._last_round:
+            self.log_histograms(self._last_round, self._pending_vectors)
+        extra = {"rounds_run": self._last_round, "best_round": self._best_round}
         if self.hparams_on_fit_end:
             self.log_hparams(extra)
         else:
-            self.hparams.update(extra)
+            self.hparams.update({k: v for k, v in extra.items() if v is not None})
         self.flush()
 
 
@@ -422,54 +420,23 @@ def round_tag(key: str, *, single_valid: bool = True) -> Optional[str]:
     return f"round/{key}"
 
 
-def _current_scores(booster):
-    """The driver's current training scores if it exposes them (for the histogram)."""
-    for attr in ("scores_", "train_scores_", "current_scores_"):
-        v = getattr(booster, attr, None)
-        if isinstance(v, Tensor) and v.numel() > 1:
-            return v
-    return None
+def record_items(record: RoundRecord) -> Dict[str, Any]:
+    """A round record as flat ``a/b`` keys: ``loss``, ``step``, ``weight``, ``seconds``,
+    ``best_score``, ``metrics/<set>/<metric>`` and every ``extra`` entry (nested dicts
+    flattened; ``None`` values left out; ``extra`` never overrides a field)."""
+    d: Dict[str, Any] = dict(record.extra)
+    d.update({"loss": record.loss, "step": record.step, "weight": record.weight,
+              "seconds": record.seconds, "best_score": record.best_score,
+              "metrics": record.metrics})
+    return {k: v for k, v in flatten(d).items() if v is not None}
 
 
-def _booster_hparams(booster) -> Dict[str, Any]:
-    """Hyper-parameters of a driver/algorithm object, best effort, JSON-like values only."""
-    if booster is None:
-        return {}
-    getter = getattr(booster, "get_params", None)
-    params: Dict[str, Any] = {}
-    if callable(getter):
-        try:
-            params = dict(getter())
-        except Exception:  # pragma: no cover - third-party objects
-            params = {}
-    if not params:
-        # public, simple attributes (n_rounds, learning_rate, variant, p, ...) and the
-        # loss / weak learner described in one line
-        for k, v in vars(booster).items():
-            if k.startswith("_") or k.endswith("_") or k == "callbacks":
-                continue
-            if v is None or isinstance(v, (bool, str, numbers.Real)):
-                params[k] = v
-            elif k in ("loss", "learner", "rankers", "pairs"):
-                params[k] = _describe(v)
-    out = {}
-    for k, v in params.items():
+def info_hparams(info: FitInfo) -> Dict[str, Any]:
+    """The hyper-parameters of a run from its ``FitInfo``: ``algorithm``, ``n_rounds`` and
+    ``params`` (plain values as they are, anything else as a string)."""
+    out: Dict[str, Any] = {"algorithm": info.algorithm, "n_rounds": info.n_rounds}
+    for k, v in info.params.items():
         if k == "callbacks":
             continue
-        if isinstance(v, (bool, str, numbers.Real)) or v is None:
-            out[k] = v
-        else:
-            out[k] = _describe(v)
-    out.setdefault("algorithm", type(booster).__name__)
+        out[k] = v if v is None or isinstance(v, (bool, str, numbers.Real)) else str(v)
     return out
-
-
-def _describe(obj) -> str:
-    """A short string for an object: ``ClassName(a=1, b=2)`` from its simple attributes."""
-    if isinstance(obj, str):
-        return obj
-    name = type(obj).__name__
-    if hasattr(obj, "extra_repr") and callable(obj.extra_repr):
-        extra = obj.extra_repr()
-        return f"{name}({extra})" if extra else name
-    return repr(obj) if len(repr(obj)) <= 200 else name

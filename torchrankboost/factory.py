@@ -1,0 +1,96 @@
+"""Rankers built from names, and saved models loaded from files (used by the CLI and the
+scikit-learn estimator).
+
+:func:`make_ranker` turns the user's choices (an algorithm name, a loss and a weak learner by
+name or as objects, their parameters) into an unfitted ranker of the contract
+(:mod:`torchrankboost.contract`); the caller then calls its ``fit`` directly::
+
+    from torchrankboost.factory import make_ranker
+    ranker = make_ranker("boost", loss="pnorm_push", loss_params={"p": 4}, max_leaves=15)
+    model = ranker.fit(X, y, groups, eval_set=[(Xv, yv, gv)], early_stopping_rounds=20)
+
+:func:`load_model` reads back what ``model.save(path)`` wrote.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Optional
+
+from . import registry
+
+__all__ = ["make_ranker", "load_model"]
+
+
+def _learner(entry_name: str, learner, learner_params: Dict[str, Any],
+             max_leaves: Optional[int], default: Optional[str]):
+    """The weak learner object, or ``None`` when the user chose none and there is no
+    default (the algorithm keeps its own)."""
+    spec = learner if learner is not None else default
+    if spec is None and max_leaves is not None:
+        spec = "tree"  # --max-leaves alone: a tree learner of that size
+    if spec is None:
+        if learner_params:
+            raise ValueError(f"learner parameters given but no learner: name one "
+                             f"(--learner) for algorithm {entry_name!r}")
+        return None
+    params = dict(learner_params)
+    if max_leaves is not None:
+        if not isinstance(spec, str) or registry.lookup("learner", spec).name != "tree":
+            raise ValueError("max_leaves applies to the tree learner only")
+        params.setdefault("max_leaves", int(max_leaves))
+    return registry.resolve_learner(spec, **params)
+
+
+def make_ranker(algorithm: str = "boost", *, loss=None, learner=None,
+                n_rounds: Optional[int] = None, learning_rate: Optional[float] = None,
+                max_leaves: Optional[int] = None, loss_params: Optional[dict] = None,
+                learner_params: Optional[dict] = None, params: Optional[dict] = None,
+                seed: Optional[int] = None):
+    """An unfitted ranker from names (or objects) and parameters.
+
+    ``algorithm="boost"``: the generic :class:`~torchrankboost.boosting.Booster` with
+    ``loss`` (default ``"exponential"``) and ``learner`` (default ``"tree"``). Any other
+    algorithm (``torchrankboost list algorithms``) has its own objective: giving it a
+    ``loss`` is an error. ``learner`` (a name with ``learner_params``, or an object) and
+    ``max_leaves`` (a tree's size; alone it means a tree learner) become the algorithm's
+    ``learner``. ``n_rounds``, ``learning_rate`` and ``seed`` are passed when given
+    (``None``: the algorithm's default); ``params`` are the algorithm's other options.
+
+    Unknown names or parameters raise ``ValueError`` naming the valid ones (a parameter the
+    algorithm does not have, e.g. ``learning_rate`` for RankBoost's exact steps, included).
+    """
+    entry = registry.lookup("algorithm", algorithm)
+    kwargs: Dict[str, Any] = {}
+    if entry.name == "boost":
+        kwargs["loss"] = registry.resolve_loss(loss if loss is not None else "exponential",
+                                               **dict(loss_params or {}))
+    elif loss is not None or loss_params:
+        raise ValueError(f"a loss (--loss/--loss-param) goes with the generic driver "
+                         f"(algorithm 'boost'); algorithm {entry.name!r} has its own objective "
+                         f"(set its options with params / -p KEY=VALUE)")
+    weak = _learner(entry.name, learner, dict(learner_params or {}), max_leaves,
+                    "tree" if entry.name == "boost" else None)
+    if weak is not None:
+        kwargs["learner"] = weak
+    for key, val in (("n_rounds", n_rounds), ("learning_rate", learning_rate), ("seed", seed)):
+        if val is not None:
+            kwargs[key] = val
+    kwargs.update(params or {})
+    return registry.create("algorithm", entry.name, **kwargs)
+
+
+def load_model(path, *, device=None):
+    """Load a model saved by ``torchrankboost train`` / ``model.save(path)``: an
+    :class:`~torchrankboost.boosting.Ensemble` or a :class:`~torchrankboost.linear.LinearRanker`
+    (told apart by the file's metadata)."""
+    from safetensors import safe_open
+
+    with safe_open(str(path), framework="pt") as fh:
+        md = fh.metadata() or {}
+    if "linear" in md:
+        from .linear import LinearRanker
+
+        return LinearRanker.load(path, device=device)
+    from .boosting.ensemble import Ensemble
+
+    return Ensemble.load(path, device=device)
