@@ -129,7 +129,7 @@ def test_save_load_roundtrip(name, data, tmp_path):
     model.save(path)
     again = type(model).load(path)
     assert torch.equal(again.predict(Xv), model.predict(Xv))
-    from torchrankboost.estimator import load_model
+    from torchrankboost import load_model
 
     assert torch.equal(load_model(path).predict(Xv), model.predict(Xv))
 
