@@ -44,7 +44,8 @@ def seg_lse(x: Tensor, index: Tensor, num: int) -> Tensor:
     ``(n,)`` int64 in ``[0, num)`` (need not be sorted), ``out`` ``(num, *rest)``.
 
     Empty and all ``-inf`` segments give ``-inf`` with finite (zero) gradients (the
-    double-where trick); a NaN input makes its segment NaN. Differentiable twice.
+    double-where trick); a NaN input makes its segment NaN. Differentiable twice, and free
+    of data-dependent control flow (``torch.func`` transforms such as ``vmap`` apply).
     """
     xd = x.detach()
     shape = (num,) + tuple(x.shape[1:])
@@ -53,10 +54,6 @@ def seg_lse(x: Tensor, index: Tensor, num: int) -> Tensor:
     m = m.scatter_reduce(0, idx, xd, "amax", include_self=True)
     m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))
     valid = xd != NEG_INF
-    if bool(valid.all()):  # no -inf input: the plain max-shifted sum (empty segments: log 0)
-        e = torch.exp(x - m[index])
-        s = torch.zeros(shape, dtype=x.dtype, device=x.device).index_add(0, index, e)
-        return torch.log(s) + m
     z = torch.where(valid, x, torch.zeros_like(x)) - m[index]
     e = torch.where(valid, torch.exp(torch.where(valid, z, torch.zeros_like(z))),
                     torch.zeros_like(z))
