@@ -15,8 +15,9 @@ document ``i`` is preferred to ``j`` of the same query iff ``lev_i > lev_j``. Tw
   segmented sort (:func:`build_levels`, any key) or from dense cells without a sort
   (:func:`levels_from_cells`).
 
-:func:`label_pairs` materialises the pairs ``(hi, lo)`` themselves (O(Σ_q n_q²) memory)
-for the algorithms whose statistics are pair-specific.
+:func:`label_pair_chunks` enumerates the pairs ``(hi, lo)`` themselves in bounded chunks,
+and :func:`label_pairs` materialises them (O(#pairs) memory), for the algorithms and metrics
+whose statistics are pair-specific (RankBoost+'s tie factors, pair-gap precision).
 """
 
 from __future__ import annotations
