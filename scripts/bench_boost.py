@@ -70,12 +70,11 @@ def run_trb(loss, step, curvature, tr, va, args, rounds, early):
     X, y, g = tr
     hist = HistoryCallback()
     b = Booster(loss, tree(args), n_rounds=rounds, learning_rate=args.lr, step=step,
-                curvature=curvature, seed=0, callbacks=[hist])
+                curvature=curvature, seed=0)
     t0 = time.perf_counter()
-    kw = {}
+    kw = {"callbacks": [hist]}
     if va is not None:
-        kw = dict(eval_set=[va], eval_metric="ndcg@10",
-                  early_stopping_rounds=early)
+        kw.update(eval_set=[va], eval_metric="ndcg@10", early_stopping_rounds=early)
     ens = b.fit(X, y, g, **kw)
     fit_s = time.perf_counter() - t0
     n_trees = len(hist.rounds)

@@ -6,7 +6,7 @@ test NDCG@10 0.7810 with empty queries scoring 1 (0.5003 with 0), and 289 s on F
 threshold (``-tc -1``).
 
 For each fold: load train/test (LETOR QueryLevelNorm), fit ``RankBoost("rb-c",
-rankers=Stumps(max_thresholds=T), n_rounds=300)`` on train (the timing includes the binning),
+learner=Stumps(max_thresholds=T), n_rounds=300)`` on train (the timing includes the binning),
 score test, NDCG@10 with ``empty=1`` and ``empty=0``. Prints per fold, then medians (time) and
 means (NDCG) and the ratio to RankLib. Note our stumps use quantile thresholds (RankLib: evenly
 spaced between min and max) and the same ``1[x > θ]`` rankers.
@@ -66,7 +66,7 @@ def main(argv=None):
             times = []
             for _ in range(args.repeats):
                 t0 = time.perf_counter()
-                rb = RankBoost(args.variant, rankers=Stumps(max_thresholds=T), n_rounds=args.rounds)
+                rb = RankBoost(args.variant, learner=Stumps(max_thresholds=T), n_rounds=args.rounds)
                 model = rb.fit(tr.X, tr.labels, tr.groups)
                 times.append(time.perf_counter() - t0)
             p = model.predict(te.X)

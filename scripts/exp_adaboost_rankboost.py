@@ -114,9 +114,9 @@ def run_dataset(name, data, T, max_thresholds, log):
         t0 = time.perf_counter()
         rankers = Stumps(max_thresholds=max_thresholds)
         if algo == "rankboost":
-            est = RankBoost("rb-d", rankers=rankers, n_rounds=T, pairs="bipartite")
+            est = RankBoost("rb-d", learner=rankers, n_rounds=T, pairs="bipartite")
         else:
-            est = AdaBoost(rankers=rankers, n_rounds=T, include_constant=(algo == "adaboost"))
+            est = AdaBoost(learner=rankers, n_rounds=T, include_constant=(algo == "adaboost"))
         est.fit(torch.tensor(Xtr), torch.tensor(ytr))
         fit_s = time.perf_counter() - t0
         # replay the rounds to get the scores after every round (train and test)
@@ -239,12 +239,12 @@ def run_8x8(T, log):
     H, y, g = ranking_8x8()
     rho, lam = lp_value()
     t0 = time.perf_counter()
-    rb = RankBoost("rb-d", rankers=MatrixRankers(), n_rounds=T, pairs="bipartite",
+    rb = RankBoost("rb-d", learner=MatrixRankers(), n_rounds=T, pairs="bipartite",
                    allow_negative_alpha=False, track_margin=True)
     rb.fit(H, y, g)
     t_rb = time.perf_counter() - t0
     t0 = time.perf_counter()
-    sm = SmoothMarginRanking(rankers=MatrixRankers(), n_rounds=T, pairs="bipartite", complement=False)
+    sm = SmoothMarginRanking(learner=MatrixRankers(), n_rounds=T, pairs="bipartite", complement=False)
     sm.fit(H, y, g)
     t_sm = time.perf_counter() - t0
     log(f"  8x8: RankBoost {len(rb.history_)} rounds {t_rb:.1f} s (stop: {rb.stop_reason_}); "

@@ -100,7 +100,7 @@ def run_boost(name, tr, va, args):
 
 
 def run_qbrank(tr, va, args):
-    b = QBRank(w=0.5, tau="grade_difference", shrinkage=LR, learner=tree(), n_rounds=args.rounds)
+    b = QBRank(w=0.5, tau="grade_difference", learning_rate=LR, learner=tree(), n_rounds=args.rounds)
     ens = b.fit(tr.X, tr.labels, tr.groups, eval_set=[tuple(va)], eval_metric="ndcg@10",
                 early_stopping_rounds=args.patience)
     return ens.predict, ens.n_rounds
@@ -108,9 +108,9 @@ def run_qbrank(tr, va, args):
 
 def run_rb(variant, tr, va, args):
     st = Stumps(max_thresholds=255, seed=0)
-    algo = (RankBoostPlus(rankers=st, n_rounds=args.rb_rounds, seed=0,
+    algo = (RankBoostPlus(learner=st, n_rounds=args.rb_rounds, seed=0,
                           max_pair_entries=400_000_000) if variant == "rb+"
-            else RankBoost(variant, rankers=st, n_rounds=args.rb_rounds))
+            else RankBoost(variant, learner=st, n_rounds=args.rb_rounds))
     model = algo.fit(tr.X, tr.labels, tr.groups)
     best, best_t = -1.0, 0
     for t, s in enumerate(model.staged_predict(va.X), start=1):

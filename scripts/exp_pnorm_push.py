@@ -148,7 +148,7 @@ def first_crossover(s_hi, s_lo, y, kmax=None):
 # ----------------------------------------------------------------------------- runs
 def fit_scores(kind, Xtr, ytr, Xte, p):
     rankers = MatrixRankers() if kind == "thresholds" else FeatureRankers(normalize=True)
-    algo = PNormPush(p, rankers=rankers, n_rounds=N_ROUNDS)
+    algo = PNormPush(p, learner=rankers, n_rounds=N_ROUNDS)
     model = algo.fit(torch.tensor(Xtr), torch.tensor(ytr))
     s_tr = model.predict(torch.tensor(Xtr)).double().numpy()
     s_te = model.predict(torch.tensor(Xte)).double().numpy()

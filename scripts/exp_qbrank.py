@@ -100,10 +100,10 @@ def run(args):
                               **{f"P@{k}%": v for k, v in zip(KS, p)}})
             else:
                 if name == "GBT":
-                    algo = GBT(shrinkage=0.05, learner=tree(), n_rounds=T)
+                    algo = GBT(learning_rate=0.05, learner=tree(), n_rounds=T)
                 else:
                     algo = QBRank(w=0.5 if name == "QBRank" else 1.0, tau="grade_difference",
-                                  shrinkage=0.05, learner=tree(), n_rounds=T)
+                                  learning_rate=0.05, learner=tree(), n_rounds=T)
                 model = algo.fit(tr.X, tr.labels, tr.groups)
                 fit_s = time.perf_counter() - t0
                 for t, s in enumerate(model.staged_predict(te.X), start=1):

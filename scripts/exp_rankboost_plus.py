@@ -93,12 +93,12 @@ def make_algo(name, rounds, seed):
     if name == "RankBoost+":
         # MQ2008 folds: ~52k training pairs x ~5.3k stump columns (2.2 GB of float64), above
         # the library's default guard of 5e7 entries
-        return RankBoostPlus(rankers=st, n_rounds=rounds, seed=seed, max_pair_entries=400_000_000)
+        return RankBoostPlus(learner=st, n_rounds=rounds, seed=seed, max_pair_entries=400_000_000)
     # RB-D as in Connamacher et al. (eq. 13 with signed α, as their reference code: the ranker
     # with the largest |ε⁺ - ε⁻|, α = ½ ln(ε⁺/ε⁻), halt before a step with ε⁻ = 0) is the
     # library's variant="coordinate"; its variant="rb-d" picks the exact Z-minimiser
     # ε⁰ + 2√(ε⁺ε⁻) instead (Rudin-Schapire rule (5)), a different algorithm.
-    return RankBoost({"RB-C": "rb-c", "RB-D": "coordinate"}[name], rankers=st, n_rounds=rounds)
+    return RankBoost({"RB-C": "rb-c", "RB-D": "coordinate"}[name], learner=st, n_rounds=rounds)
 
 
 def curves(model, T, parts, *, ndcg_empty, with_map):
