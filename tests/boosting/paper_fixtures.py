@@ -6,7 +6,7 @@ from torchrankboost.groups import Groups
 
 F64 = torch.float64
 
-# the 8x8 matrix of Rudin, Daubechies & Schapire (spec rankboost_adaboost_smooth_margin.md §6.1)
+# the 8x8 matrix of Rudin, Daubechies & Schapire (2004), "The dynamics of AdaBoost"
 M88 = torch.tensor([
     [-1, 1, 1, 1, 1, -1, -1, 1], [-1, 1, 1, -1, -1, 1, 1, 1], [1, -1, 1, 1, 1, -1, 1, 1],
     [1, -1, 1, 1, -1, 1, 1, 1], [1, -1, 1, -1, 1, 1, 1, -1], [1, 1, -1, 1, 1, 1, 1, -1],
@@ -14,7 +14,7 @@ M88 = torch.tensor([
 
 
 def ranking_8x8():
-    """Spec §6.1 as a ranking problem: 16 instances a_p, b_p; crucial pairs (a_p, b_p) in 8
+    """The 8x8 example as a ranking problem: 16 instances a_p, b_p; crucial pairs (a_p, b_p) in 8
     queries; h_j(a_p) = (1 + M_pj)/2, h_j(b_p) = (1 - M_pj)/2."""
     H = torch.empty(16, 8, dtype=F64)
     H[0::2] = (1 + M88) / 2
@@ -23,7 +23,8 @@ def ranking_8x8():
 
 
 def discrete_fixture():
-    """Spec T5: one discrete feature, both classes at every value."""
+    """One discrete feature, both classes at every value (so no model separates them; the
+    infimum of AdaBoost's loss is ``F = 2 Σ_v sqrt(n⁺_v n⁻_v)``)."""
     npos = [2, 3, 5, 4, 8, 6, 9, 12]
     nneg = [10, 9, 7, 8, 4, 6, 3, 2]
     x, y = [], []

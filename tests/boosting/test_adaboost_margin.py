@@ -19,7 +19,7 @@ F64 = torch.float64
 
 
 
-INF_F = 85.98641713612714  # spec T5: inf F = 2 Σ_v sqrt(n⁺_v n⁻_v)
+INF_F = 85.98641713612714  # inf F = 2 Σ_v sqrt(n⁺_v n⁻_v) (Rudin & Schapire 2009, §5)
 INF_FT = 1848.415982977015  # inf F̃ = (Σ_v sqrt(n⁺_v n⁻_v))²
 
 
@@ -80,7 +80,8 @@ def test_corollary13_intercept_on_any_rankboost_model(variant, T):
 
 
 def test_eq12_values_and_limits():
-    """Spec §4.3: r = 0.6, d₀ = 0.05; g = 0 gives RankBoost's step; α decreasing in g."""
+    """Rudin & Schapire 2009, §4, eq. (12) at r = 0.6, d₀ = 0.05: g = 0 gives RankBoost's
+    step; α decreases in g."""
     r, d0 = 0.6, 0.05
     dp, dm = (1 + r - d0) / 2, (1 - r - d0) / 2
     want = [0.74404, 0.63688, 0.52745, 0.41317, 0.29077, 0.15555, 0.01679]

@@ -1,4 +1,4 @@
-"""p-norm push (Rudin 2005; spec pnorm_push_and_chapter10.md §A.6, §C.4)."""
+"""p-norm push (Rudin 2009, "The P-Norm Push")."""
 
 import math
 

@@ -42,7 +42,7 @@ def test_objective_never_increases(curvature):
 
 
 def test_curvature_proxy_is_the_row_weighting():
-    """Spec §B.6: Algorithm 2's rows (w per pair occurrence, 1-w per label) collapse per
+    """Zheng et al. 2007: Algorithm 2's rows (w per pair occurrence, 1-w per label) collapse per
     document to target -g/c_d with weight c_d = w·n_d + (1-w)."""
     X, y, g = _data(1)
     w = 0.5

@@ -109,7 +109,8 @@ def test_8x8_rankboost_margin_tends_to_one_third():
     mus = [d["margin"] for d in rb.history_]
     assert len(mus) == 10_000 and rb.stop_reason_ is None
     assert max(mus) <= 1 / 3 + 1e-9  # stays at or below 1/3 ...
-    # spec §6.1 reproduction: 0.32482 / 0.33248 / 0.33325 at T = 100 / 1000 / 10000
+    # Rudin, Daubechies & Schapire (2004)'s 8x8 example: 0.32482 / 0.33248 / 0.33325 at
+    # T = 100 / 1000 / 10000
     assert mus[99] == pytest.approx(0.32482, abs=5e-6)
     assert mus[999] == pytest.approx(0.33248, abs=5e-6)
     assert mus[-1] == pytest.approx(0.33325, abs=5e-6)  # ... and tends to it
@@ -118,8 +119,9 @@ def test_8x8_rankboost_margin_tends_to_one_third():
 
 
 def test_rules_differ_coordinate_vs_rankboost():
-    """Spec §3.5: A = (.5, .3, .2), B = (.2, .02, .78): coordinate descent picks A (larger edge),
-    RankBoost's rule (5) picks B (smaller Z)."""
+    """A worked example, A = (.5, .3, .2), B = (.2, .02, .78) as (ε⁺, ε⁻, ε⁰): coordinate
+    descent picks A (larger edge), RankBoost's rule (5) (Rudin & Schapire 2009) picks B
+    (smaller Z)."""
     P = 100
     hi = torch.arange(P) * 2
     lo = hi + 1

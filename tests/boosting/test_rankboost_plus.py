@@ -1,5 +1,5 @@
 """RankBoost+ and RB-D/RB-C: Connamacher et al. 2019 Proposition 1, Lemma 3, Ê2 identities,
-Algorithm 2's pruning (spec rankboost_plus_and_qbrank.md §A)."""
+Algorithm 2's pruning."""
 
 import itertools
 import math
