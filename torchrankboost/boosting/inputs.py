@@ -126,7 +126,14 @@ def eval_inputs(eval_set, n_features: int, *, device=None
     return out
 
 
-_UNSET: Any = object()
+class _Unset:
+    """The default of a keyword that was not given (shown as ``<unset>`` in signatures)."""
+
+    def __repr__(self) -> str:
+        return "<unset>"
+
+
+_UNSET: Any = _Unset()
 
 
 def renamed_keyword(new_value, old_value, *, old: str, new: str, default):
