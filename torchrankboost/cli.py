@@ -255,6 +255,7 @@ def cmd_list(args) -> int:
 # RankBoost's ranking margin per round
 _LOGGED_OPTIONS = {"boost": {"eval_train": True}, "rankboost": {"track_margin": True}}
 
+
 @dataclass
 class _Run:
     """What ``train`` decided before fitting."""
@@ -315,7 +316,9 @@ def _fit(ranker, splits: Dict[str, Any], run: _Run, callbacks: List[Any]):
     if va is not None:
         main_metric = registry.metric(run.metric).name
         watch = [run.metric] + [m for m in run.report if registry.metric(m).name != main_metric]
-        kwargs.update(eval_set=[(va.X, va.labels, va.groups)], eval_metric=watch + ["loss"],
+        if run.algorithm == "boost":  # the driver's loss is the user's choice: watch it too
+            watch.append("loss")
+        kwargs.update(eval_set=[(va.X, va.labels, va.groups)], eval_metric=watch,
                       early_stopping_rounds=run.early_stopping or None)
     t0 = time.perf_counter()
     model = ranker.fit(tr.X, tr.labels, tr.groups, **kwargs)
@@ -351,7 +354,8 @@ def _print_summary(run: _Run, ranker, model, seconds: float, rows, out_path: str
                    logger) -> None:
     used, ran = _rounds_in_model(ranker, run), len(ranker.history_)
     note = f" (best validation round of {ran})" if ran > used else ""
-    what = f"{type(model).__name__}, {used} rounds{note}" if ran else type(model).__name__
+    rounds = f"{used} round{'s' if used != 1 else ''}"
+    what = f"{type(model).__name__}, {rounds}{note}" if ran else type(model).__name__
     print(f"\n{run.label} on {run.data_name}: {what}, {seconds:.1f} s")
     print(format_table(rows))
     print(f"\nmodel saved to {out_path}")
@@ -391,17 +395,19 @@ def cmd_train(args) -> int:
     if not args.quiet:
         print(f"{PROG}: training {run.label} on {data_name} ({tr.num_queries} train queries, "
               f"{len(tr)} documents, {tr.num_features} features) on {dev}", file=sys.stderr)
-    model, seconds = _fit(ranker, splits, run, callbacks)
-
-    used = _rounds_in_model(ranker, run)
-    rows = _final_metrics(model, splits, run, logger, used)
-    out_path = args.output or os.path.join(run.logdir, "model.safetensors")
-    Path(out_path).parent.mkdir(parents=True, exist_ok=True)
-    model.save(out_path)
-    if logger is not None:
-        final = {f"{split}/{k}": v for split, r in rows.items() for k, v in r.items()}
-        logger.log_hparams({"seconds": round(seconds, 3), "rounds_used": used}, final)
-        logger.close()
+    try:
+        model, seconds = _fit(ranker, splits, run, callbacks)
+        used = _rounds_in_model(ranker, run)
+        rows = _final_metrics(model, splits, run, logger, used)
+        out_path = args.output or os.path.join(run.logdir, "model.safetensors")
+        Path(out_path).parent.mkdir(parents=True, exist_ok=True)
+        model.save(out_path)
+        if logger is not None:
+            final = {f"{split}/{k}": v for split, r in rows.items() for k, v in r.items()}
+            logger.log_hparams({"seconds": round(seconds, 3), "rounds_used": used}, final)
+    finally:  # a failed run (NumericalError...) still leaves readable event files
+        if logger is not None:
+            logger.close()
     _print_summary(run, ranker, model, seconds, rows, out_path, logger)
     return 0
 
