@@ -184,6 +184,20 @@ def test_train_algorithm_by_name_with_params(tmp_path, capsys):
     assert "round/candidate" not in tags
 
 
+@pytest.mark.parametrize("algorithm", registry.names("algorithm"))
+def test_every_algorithm_trains_from_the_cli(algorithm, svm_files, tmp_path, capsys):
+    size = ["-p", "max_iter=5"] if algorithm == "ranksvm" else ["--rounds", "2"]
+    model = tmp_path / "m.safetensors"
+    rc = main(["train", "--data", str(svm_files[0].parent), "-a", algorithm, *size, "--quiet",
+               "--logdir", str(tmp_path / "run"), "--output", str(model)])
+    cap = capsys.readouterr()
+    assert rc == 0, cap.err
+    label = "exponential" if algorithm == "boost" else algorithm  # the driver: its loss
+    assert f"{label} on " in cap.out and model.is_file()
+    assert "valid/ndcg@10" in read_events(tmp_path / "run").Tags()["scalars"]
+    assert main(["evaluate", str(model), str(svm_files[2])]) == 0
+
+
 # ------------------------------------------------------------------ bad input
 @pytest.mark.parametrize("args, pattern", [
     (["train", "--loss", "nope"], r"unknown loss 'nope'; valid choices: .*exponential"),
