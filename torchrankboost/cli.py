@@ -31,6 +31,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from .contract import NumericalError
 from .datasets import load_data, load_file, pad_features
+from .factory import load_model, make_ranker, rounds_kept
 
 __all__ = ["main", "build_parser", "parse_params", "CLIError"]
 
@@ -325,13 +326,6 @@ def _fit(ranker, splits: Dict[str, Any], run: _Run, callbacks: List[Any]):
     return model, time.perf_counter() - t0
 
 
-def _rounds_in_model(ranker, run: _Run) -> int:
-    """Rounds kept in the model: the best one after early stopping, else all that ran."""
-    if run.early_stopping and ranker.best_round_ is not None:
-        return int(ranker.best_round_)
-    return len(ranker.history_)
-
-
 def _final_metrics(model, splits: Dict[str, Any], run: _Run, logger, step: int):
     """``{split: {metric: value}}`` of the final model; with a logger, the score histograms
     and the PR/ROC curves of the last split (test, else valid, else train)."""
@@ -352,7 +346,7 @@ def _final_metrics(model, splits: Dict[str, Any], run: _Run, logger, step: int):
 
 def _print_summary(run: _Run, ranker, model, seconds: float, rows, out_path: str,
                    logger) -> None:
-    used, ran = _rounds_in_model(ranker, run), len(ranker.history_)
+    used, ran = rounds_kept(ranker, run.early_stopping), len(ranker.history_)
     note = f" (best validation round of {ran})" if ran > used else ""
     rounds = f"{used} round{'s' if used != 1 else ''}"
     what = f"{type(model).__name__}, {rounds}{note}" if ran else type(model).__name__
@@ -367,7 +361,6 @@ def _print_summary(run: _Run, ranker, model, seconds: float, rows, out_path: str
 def cmd_train(args) -> int:
     import torch
 
-    from .factory import make_ranker
     from .progress import ProgressCallback
     from .tensorboard import TensorBoardLogger
 
@@ -397,7 +390,7 @@ def cmd_train(args) -> int:
               f"{len(tr)} documents, {tr.num_features} features) on {dev}", file=sys.stderr)
     try:
         model, seconds = _fit(ranker, splits, run, callbacks)
-        used = _rounds_in_model(ranker, run)
+        used = rounds_kept(ranker, run.early_stopping)
         rows = _final_metrics(model, splits, run, logger, used)
         out_path = args.output or os.path.join(run.logdir, "model.safetensors")
         Path(out_path).parent.mkdir(parents=True, exist_ok=True)
@@ -413,8 +406,6 @@ def cmd_train(args) -> int:
 
 
 def _load_model(path: str, device):
-    from .factory import load_model
-
     if not Path(path).exists():
         raise CLIError(f"model not found: {path}")
     try:

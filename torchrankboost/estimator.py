@@ -38,7 +38,7 @@ import torch
 from torch import Tensor
 
 from . import registry
-from .factory import load_model, make_ranker
+from .factory import load_model, make_ranker, rounds_kept
 
 try:  # scikit-learn is a dependency; keep the import local to this module
     from sklearn.base import BaseEstimator
@@ -242,8 +242,7 @@ class BoostedRanker(BaseEstimator):
         self.evals_result_ = ranker.evals_result_
         self.history_ = ranker.history_
         self.stop_reason_ = ranker.stop_reason_
-        cut = stopping and ranker.best_round_ is not None  # early stopping keeps the best round
-        self.n_rounds_ = ranker.best_round_ if cut else len(ranker.history_)
+        self.n_rounds_ = rounds_kept(ranker, stopping)
         return self
 
     def _check_fitted(self):

@@ -18,7 +18,7 @@ from typing import Any, Dict, Optional
 
 from . import registry
 
-__all__ = ["make_ranker", "load_model"]
+__all__ = ["make_ranker", "rounds_kept", "load_model"]
 
 
 def _learner(entry_name: str, learner, learner_params: Dict[str, Any],
@@ -77,6 +77,14 @@ def make_ranker(algorithm: str = "boost", *, loss=None, learner=None,
             kwargs[key] = val
     kwargs.update(params or {})
     return registry.create("algorithm", entry.name, **kwargs)
+
+
+def rounds_kept(ranker, early_stopping_rounds: Optional[int]) -> int:
+    """Rounds in a fitted ranker's model: the best round when early stopping cut the model
+    back to it, else every round that ran (``len(history_)``)."""
+    if early_stopping_rounds and ranker.best_round_ is not None:
+        return int(ranker.best_round_)
+    return len(ranker.history_)
 
 
 def load_model(path, *, device=None):
