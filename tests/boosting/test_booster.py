@@ -9,6 +9,7 @@ import torch
 
 import torchrankboost.losses as L
 from torchrankboost import Groups
+from torchrankboost.curvature import per_query
 from torchrankboost.boosting import (
     Booster,
     Ensemble,
@@ -186,6 +187,27 @@ def test_booster_with_plain_callable_loss():
                 exact_hess_max_n=10).fit(X, y, g)
     with pytest.raises(ValueError, match="bound"):
         Booster(listnet_loss, RegressionTree(), curvature="bound")
+
+
+def test_per_query_loss_gets_exact_curvature_past_the_document_limit():
+    X, y, g = ranking_data(G=12, size=8, seed=7)
+    limit = g.max_size  # far fewer than the documents
+    assert g.num_docs > 5 * limit
+    marked = per_query(lambda s, labels, groups: listnet_loss(s, labels, groups))
+    hist = HistoryCallback()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # max_size products: no fallback, no warning
+        Booster(marked, RegressionTree(max_leaves=4), n_rounds=2, exact_hess_max_n=limit,
+                callbacks=[hist]).fit(X, y, g)
+    assert hist["curvature_kind"] == ["autograd-diag"] * 2
+    s = torch.randn(y.shape[0], dtype=F64)
+    _, h, kind = autograd_grad_hess(marked, s, y, g, max_exact=limit)
+    H = torch.autograd.functional.hessian(lambda z: listnet_loss(z, y, g), s)
+    assert kind == "autograd-diag"
+    torch.testing.assert_close(h, torch.diagonal(H), rtol=1e-10, atol=1e-12)
+    with pytest.warns(UserWarning, match="per_query"):
+        Booster(listnet_loss, RegressionTree(max_leaves=4), n_rounds=1,
+                exact_hess_max_n=limit).fit(X, y, g)
 
 
 # ----------------------------------------------------------------------------- line search

@@ -40,6 +40,7 @@ from .ensemble import Ensemble
 from .evaluation import FitMonitor, FitState
 from .inputs import fit_inputs
 from .steps import line_search, newton_step
+from ..curvature import hessian_diagonal, hvp_probes, is_per_query
 
 __all__ = ["Booster", "UnboundedDirectionError", "hessian_diagonal", "autograd_grad_hess"]
 
@@ -56,65 +57,27 @@ def _scalar(v) -> Tensor:
     return v.sum() if v.dim() > 0 else v
 
 
-def hessian_diagonal(fn: Callable[[Tensor], Tensor], scores: Tensor) -> Tensor:
-    r"""Exact diagonal of :math:`\nabla^2 fn(s)` by ``n`` Hessian-vector products.
-
-    ``fn`` maps ``(n,)`` scores to a scalar. Tries, in order: forward-over-reverse
-    (``torch.func.vmap`` of ``torch.func.jvp`` of ``torch.func.grad``), batched double
-    backward (``torch.autograd.grad(..., is_grads_batched=True)``), and a plain loop of ``n``
-    double-backward products. Cost ``O(n)`` loss-gradient evaluations and an ``(n, n)``
-    intermediate: meant for small ``n`` (the booster uses it up to ``exact_hess_max_n``).
-    """
-    s = scores.detach()
-    n = s.shape[0]
-    eye = torch.eye(n, dtype=s.dtype, device=s.device)
-    try:
-        gfn = torch.func.grad(lambda x: _scalar(fn(x)))
-
-        def hvp(v):
-            return torch.func.jvp(gfn, (s,), (v,))[1]
-
-        H = torch.func.vmap(hvp)(eye)
-        return torch.diagonal(H).clone()
-    except Exception:  # noqa: BLE001 - fall through to the autograd variants
-        pass
-    x = s.clone().requires_grad_(True)
-    with torch.enable_grad():
-        (g,) = torch.autograd.grad(_scalar(fn(x)), x, create_graph=True)
-    if not g.requires_grad:  # linear loss
-        return torch.zeros_like(s)
-    try:
-        (H,) = torch.autograd.grad(g, x, grad_outputs=eye, is_grads_batched=True,
-                                   retain_graph=True, allow_unused=True)
-        if H is None:
-            return torch.zeros_like(s)
-        return torch.diagonal(H).detach().clone()
-    except Exception:  # noqa: BLE001
-        pass
-    out = torch.empty_like(s)
-    for i in range(n):
-        (row,) = torch.autograd.grad(g[i], x, retain_graph=True, allow_unused=True)
-        out[i] = 0.0 if row is None else row[i].detach()
-    return out
-
-
 def autograd_grad_hess(loss: Callable, scores: Tensor, labels, groups, *, hess: str = "diag",
                        max_exact: int = 2048) -> Tuple[Tensor, Tensor, str]:
     """Gradient by autograd and a curvature for a loss without ``grad_hess``.
 
-    ``hess="diag"``: the exact Hessian diagonal (:func:`hessian_diagonal`) when
-    ``n <= max_exact``, else unit curvature (Friedman's gradient boosting). ``hess="none"``:
-    unit curvature. Returns ``(grad, curvature, kind)`` with ``kind`` ``"autograd-diag"`` or
-    ``"unit"``.
+    ``hess="diag"``: the exact Hessian diagonal by Hessian-vector products
+    (:func:`torchrankboost.curvature.hessian_diagonal`) when they number at most
+    ``max_exact`` — one per position of the longest query for a loss that declares itself
+    per-query (:func:`torchrankboost.curvature.per_query`; the library's losses do), else one
+    per document — and unit curvature (Friedman's gradient boosting) beyond.
+    ``hess="none"``: unit curvature. Returns ``(grad, curvature, kind)`` with ``kind``
+    ``"autograd-diag"`` or ``"unit"``.
     """
     s = scores.detach().clone().requires_grad_(True)
     with torch.enable_grad():
         v = _scalar(loss(s, labels, groups))
         (g,) = torch.autograd.grad(v, s, allow_unused=True)
     g = torch.zeros_like(s) if g is None else g.detach()
-    n = s.shape[0]
-    if hess == "diag" and n <= max_exact:
-        h = hessian_diagonal(lambda x: loss(x, labels, groups), scores)
+    blocks = is_per_query(loss)
+    if hess == "diag" and hvp_probes(s.shape[0], groups, blocks) <= max_exact:
+        h = hessian_diagonal(lambda x: loss(x, labels, groups), scores, groups,
+                             per_query_hessian=blocks)
         return g, h, "autograd-diag"
     return g, torch.ones_like(g), "unit"
 
@@ -187,9 +150,10 @@ class Booster(FitState):
             backward; halved until ``L(s + ν α f) ≤ L(s)``, at most 30 times) or
             ``"fixed"`` (``α = 1``).
         curvature: ``"diag"`` (Newton / Zheng Alg. 1: the exact Hessian diagonal from
-            ``grad_hess(hess="diag")``, or the autograd fallback: exact diagonal by ``n``
-            Hessian-vector products when ``n <= exact_hess_max_n``, else unit curvature with
-            a warning), ``"bound"`` (a diagonal upper bound of the Hessian from
+            ``grad_hess(hess="diag")``, or the autograd fallback: the exact diagonal by
+            Hessian-vector products — as many as the longest query has documents for a
+            loss marked :func:`~torchrankboost.curvature.per_query`, else ``n`` — when they
+            number at most ``exact_hess_max_n``, else unit curvature with a warning), ``"bound"`` (a diagonal upper bound of the Hessian from
             ``grad_hess(hess="bound")``; needs a loss that has one) or ``"none"`` (fit
             ``−g`` with unit weights: Friedman's gradient boosting).
         subsample: fraction of **queries** the learner sees each round (seeded draw without
@@ -205,7 +169,8 @@ class Booster(FitState):
             get a target ``−g/floor`` with a negligible weight instead of ``0/0``; negative
             curvatures of non-convex losses are clamped too). When every curvature is 0 the
             round falls back to unit curvature.
-        exact_hess_max_n: largest ``n`` for the autograd exact-diagonal fallback.
+        exact_hess_max_n: most Hessian-vector products per round for the autograd
+            exact-diagonal fallback (see ``curvature``).
         on_unbounded: what to do when the line search finds that the loss decreases without
             bound along the weak model (``φ'`` still negative at ``max_step_ratio`` Newton
             steps — e.g. separable data under an exponential loss): ``"stop"`` (warn and
@@ -454,11 +419,16 @@ class Booster(FitState):
             g, h = self.loss.grad_hess(s, labels, groups, hess=kind)
         else:
             want = "diag" if self.curvature == "diag" else "none"
-            if want == "diag" and s.shape[0] > self.exact_hess_max_n and not self._warned_unit:
+            probes = hvp_probes(s.shape[0], groups, is_per_query(self.loss))
+            if want == "diag" and probes > self.exact_hess_max_n and not self._warned_unit:
+                hint = ("" if is_per_query(self.loss) else "; a loss that is a sum of "
+                        "per-query terms can say so with @torchrankboost.per_query (then "
+                        "the longest query's length is the count)")
                 warnings.warn(
-                    f"curvature='diag': the loss has no grad_hess and n = {s.shape[0]} > "
-                    f"exact_hess_max_n = {self.exact_hess_max_n}; using unit curvature "
-                    f"(Friedman gradient boosting)", stacklevel=4)
+                    f"curvature='diag': the loss has no grad_hess and its exact Hessian "
+                    f"diagonal needs {probes} Hessian-vector products > exact_hess_max_n = "
+                    f"{self.exact_hess_max_n}; using unit curvature (Friedman gradient "
+                    f"boosting){hint}", stacklevel=4)
                 self._warned_unit = True
             g, h, kind = autograd_grad_hess(self.loss, s, labels, groups, hess=want,
                                             max_exact=self.exact_hess_max_n)
