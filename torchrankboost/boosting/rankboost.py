@@ -76,7 +76,8 @@ from ..losses.exponential import AdaBoostLoss
 from ._dictionaries import MatrixRankers, make_source  # noqa: F401 (re-exported)
 from .._pair_engine.exponential import log_cosh as _logcosh, pooled_log_loss
 from .._pair_engine.levels import label_pairs
-from ._pair_stats import LabelPairStats, PairMatrixDictionary, make_pair_stats
+from ._dictionaries import PairMatrixDictionary
+from ._pair_stats import LabelPairStats, make_pair_stats
 from .steps import exact_step
 from ._model import StumpEnsembleBuilder
 from .evaluation import FitMonitor, FitState
