@@ -49,3 +49,19 @@ def dense_pairs(labels, groups: Groups, pairs=None, weights=None):
 def pair_group(hi, groups: Groups):
     """Group index of each pair."""
     return groups.group_index.cpu()[hi]
+
+
+def check_against_oracle(loss_fn, oracle_fn, s, *, tol=None):
+    """``loss_fn(s)`` and its autograd gradient equal the oracle's (an oracle that does not
+    reach some score, e.g. no active pair, has gradient 0 there). Returns the gradient."""
+    kw = {} if tol is None else {"rtol": tol, "atol": tol}
+    s1 = s.clone().requires_grad_()
+    out = loss_fn(s1)
+    s2 = s.clone().requires_grad_()
+    ref = oracle_fn(s2)
+    torch.testing.assert_close(out, ref, **kw)
+    (gr,) = torch.autograd.grad(out.sum(), s1)
+    (gref,) = torch.autograd.grad(ref.sum(), s2, allow_unused=True)
+    gref = torch.zeros_like(s) if gref is None else gref
+    torch.testing.assert_close(gr, gref, **kw)
+    return gr
