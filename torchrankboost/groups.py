@@ -24,7 +24,7 @@ from typing import Optional, Sequence, Tuple, Union
 import torch
 from torch import Tensor
 
-from ._pair_engine.segment import seg_lse
+from ._pair_engine.segment import seg_lse, seg_scan_lse
 
 __all__ = ["Groups", "as_groups"]
 
@@ -343,32 +343,15 @@ class Groups:
         """``log Σ_{j ≤ i in i's group} exp(x_j)``, restarting at each group (1-D ``x``).
 
         Exact in log space (no subtraction of global prefixes): a Hillis–Steele scan with
-        ``ceil(log2(max_size))`` vectorised ``logaddexp`` steps, O(n log L) work. With
+        ``ceil(log2(max_size))`` vectorised log-add-exp steps, O(n log L) work (the pair
+        engine's :func:`~torchrankboost._pair_engine.segment.seg_scan_lse`). With
         ``exclusive=True`` the first element of each group gets ``-inf``; ``reverse=True``
-        scans from the end of each group. Differentiable.
+        scans from the end of each group. Differentiable to any order, never NaN.
         """
         self.check(x, "x")
         if x.dim() != 1:
             raise ValueError("segment_logcumsumexp expects a 1-D tensor")
-        if reverse:
-            return self.reversed().segment_logcumsumexp(
-                x.flip(0), exclusive=exclusive
-            ).flip(0)
-        pos = self.position.to(x.device)
-        out = x
-        step = 1
-        L = self.max_size
-        neg_inf = torch.tensor(float("-inf"), dtype=x.dtype, device=x.device)
-        while step < L:
-            shifted = torch.cat([out.new_full((step,), float("-inf")), out[:-step]])
-            valid = pos >= step
-            shifted = torch.where(valid, shifted, neg_inf)
-            out = torch.logaddexp(out, shifted)
-            step *= 2
-        if exclusive:
-            prev = torch.cat([out.new_full((1,), float("-inf")), out[:-1]])
-            out = torch.where(pos > 0, prev, neg_inf)
-        return out
+        return seg_scan_lse(x, self, reverse=reverse, exclusive=exclusive)
 
     def reversed(self) -> "Groups":
         """The groups of the flipped document axis (``x.flip(0)``)."""

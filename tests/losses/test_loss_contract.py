@@ -29,7 +29,7 @@ VARIANTS = {
     "AdaBoostLoss": [{"threshold": 0.5}, {"threshold": 0.5, "log": True}],
 }
 # losses that may be non-zero on a query without crucial pairs (pointwise terms)
-NOT_PAIR_ONLY = {"AdaBoostLoss", "SquaredErrorLoss", "QBRankLoss"}
+NOT_PAIR_ONLY = {"AdaBoostLoss", "SquaredErrorLoss", "QBRankLoss", "ListNetLoss", "ListMLELoss"}
 
 
 def _registry():

@@ -91,14 +91,17 @@ def mask_inf(x: Tensor, valid: Tensor) -> Tensor:
     return torch.where(valid, x, torch.full_like(x, NEG_INF))
 
 
-def seg_scan_lse(v: Tensor, groups: "Groups", *, reverse: bool = False) -> Tensor:
-    """Exclusive segmented log-cum-sum-exp: ``out[i] = log Σ_{j < i in i's segment} e^{v_j}``.
+def seg_scan_lse(v: Tensor, groups: "Groups", *, reverse: bool = False,
+                 exclusive: bool = True) -> Tensor:
+    """Segmented log-cum-sum-exp: ``out[i] = log Σ_{j < i in i's segment} e^{v_j}``
+    (``j ≤ i`` with ``exclusive=False``).
 
-    ``reverse=True`` sums over ``j > i`` instead. Hillis–Steele scan (``ceil(log2 L)`` steps of
-    :func:`safe_logaddexp`), exact in log space, ``-inf``-safe, differentiable.
+    ``reverse=True`` sums over ``j > i`` (``j ≥ i``) instead. Hillis–Steele scan
+    (``ceil(log2 L)`` steps of :func:`safe_logaddexp`), exact in log space, ``-inf``-safe,
+    differentiable to any order without NaN (autograd Hessians, ``gradgradcheck``).
     """
     if reverse:
-        return seg_scan_lse(v.flip(0), groups.reversed()).flip(0)
+        return seg_scan_lse(v.flip(0), groups.reversed(), exclusive=exclusive).flip(0)
     pos = groups.position.to(v.device)
     out = v
     step = 1
@@ -108,6 +111,8 @@ def seg_scan_lse(v: Tensor, groups: "Groups", *, reverse: bool = False) -> Tenso
         shifted = torch.where(pos >= step, shifted, torch.full_like(shifted, NEG_INF))
         out = safe_logaddexp(out, shifted)
         step *= 2
+    if not exclusive:
+        return out
     prev = torch.cat([out.new_full((1,), NEG_INF), out[:-1]])
     return torch.where(pos > 0, prev, torch.full_like(prev, NEG_INF))
 

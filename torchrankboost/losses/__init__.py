@@ -13,3 +13,4 @@ from .pnorm import PNormPushLoss  # noqa: F401
 from .margin import SmoothMarginLoss, smooth_margin  # noqa: F401
 from .hinge import PairwiseHingeLoss  # noqa: F401
 from .qbrank import QBRankLoss  # noqa: F401
+from .listwise import ListMLELoss, ListNetLoss, RankNetLoss  # noqa: F401
