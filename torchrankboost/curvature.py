@@ -62,12 +62,10 @@ def per_query(fn: Callable) -> Callable:
 
 
 def is_per_query(loss) -> bool:
-    """Whether ``loss`` declares a block-diagonal (per-query) Hessian: a ``per_query``
-    attribute, or one of the library's ranking losses (every term of theirs lies inside one
-    query; explicit pairs are checked to)."""
-    from .losses.base import RankingLoss
-
-    return bool(getattr(loss, "per_query", False)) or isinstance(loss, RankingLoss)
+    """Whether ``loss`` declares a block-diagonal (per-query) Hessian with a true
+    ``per_query`` attribute (every :class:`~torchrankboost.losses.RankingLoss` does: each of
+    its terms lies inside one query, explicit pairs are checked to)."""
+    return bool(getattr(loss, "per_query", False))
 
 
 def _scalar(v) -> Tensor:

@@ -14,10 +14,13 @@ docstring).
 
 Conventions (each is a named argument with a documented default):
 
-* **Score ties** in list metrics (DCG/NDCG, MAP, P@k, RR): documents with equal scores keep
-  their input order (stable descending sort), exactly as LightGBM's ``ndcg``/``map``
-  evaluation (``std::stable_sort`` by score, descending). The result is therefore
-  deterministic but depends on the document order inside a query.
+* **Score ties** in list metrics (DCG/NDCG, MAP, P@k, RR): the ``ties`` argument.
+  ``"stable"`` (default): documents with equal scores keep their input order (stable
+  descending sort), exactly as LightGBM's ``ndcg``/``map`` evaluation
+  (``std::stable_sort`` by score, descending); deterministic, but it depends on the document
+  order inside a query. ``"average"``: the expectation over all orders of the tied
+  documents (McSherry & Najork, 2008), which does not depend on the input order; computed in
+  closed form per tie run, in the same O(n log n).
 * **Ties in pairwise metrics** (AUC, R̂1/R̂2, precision at K%): the ``ties`` argument.
 * **Queries with nothing to measure**: list metrics return ``empty`` for such a query (NDCG,
   MAP: no relevant document; RR: no relevant document); AUC and the pair error have no value
@@ -25,6 +28,14 @@ Conventions (each is a named argument with a documented default):
   gives NaN there and ``reduction="mean"`` averages over the other queries only.
 * **Reductions**: ``"mean"`` is always the mean over queries (every query weighted equally),
   ``"none"`` the per-query ``(G,)`` tensor; some metrics add their natural pooled form.
+
+* **Padded input**: every metric that takes ``groups`` also takes padded ``(B, L)`` scores
+  and labels with a boolean ``mask`` (``True`` = a real document) instead, with the same
+  result as the flat tensors and one query per row.
+* **Labels**: graded relevance (DCG/NDCG gains, label-induced graded pairs) needs labels
+  ``>= 0``; a negative label is refused (``-1`` is allRank's padding: pass ``mask=``).
+  Metrics with a ``threshold`` (AUC, MAP, P@k, RR, the top-of-list measures, bipartite
+  pairs) read any label ``<= threshold`` as non-relevant, negative ones included.
 
 Results are float64 tensors (scalars for reductions) on the scores' device.
 
@@ -34,6 +45,7 @@ not cover the documents, NaN/inf scores or labels, ``k < 1``, unknown options.
 
 from __future__ import annotations
 
+import functools
 import math
 from numbers import Integral, Real
 from typing import Optional, Sequence, Tuple, Union
@@ -44,7 +56,7 @@ from torch import Tensor
 from ._pair_engine.levels import dense_levels, label_levels, label_pair_chunks
 from ._pair_engine.margin import explicit_margin, label_margin
 from .groups import Groups, as_groups
-from .pairs import Bipartite, ExplicitPairs, resolve_pairs
+from .pairs import Bipartite, ExplicitPairs, Graded, resolve_pairs
 
 __all__ = [
     "auc",
@@ -75,7 +87,8 @@ def _as_1d(x, name: str, device=None) -> Tensor:
         x = x.to(device)
     x = x.detach()
     if x.dim() != 1:
-        raise ValueError(f"{name} must be a 1-D tensor, got shape {tuple(x.shape)}")
+        raise ValueError(f"{name} must be a 1-D tensor (flat, with groups), got shape "
+                         f"{tuple(x.shape)}; padded (B, L) input needs mask=...")
     if x.dtype == torch.bool:
         x = x.to(F64)
     if x.dtype.is_complex:
@@ -84,6 +97,47 @@ def _as_1d(x, name: str, device=None) -> Tensor:
         what = "NaN" if bool(torch.isnan(x).any()) else "inf"
         raise ValueError(f"{name} contain {what} values; every value must be finite")
     return x
+
+
+def _unpad(scores, labels, groups, mask) -> Tuple[Tensor, Tensor, Groups]:
+    """Padded ``(B, L)`` scores and labels with a boolean ``mask`` → flat tensors and the
+    ``Groups`` of the rows (one query per row, empty rows included)."""
+    if groups is not None:
+        raise ValueError("pass either groups (flat input) or mask (padded input), not both")
+    mask = torch.as_tensor(mask)
+    scores = torch.as_tensor(scores)
+    labels = torch.as_tensor(labels, device=scores.device)
+    if mask.dtype != torch.bool:
+        raise ValueError(f"mask must be a boolean tensor, got {mask.dtype}")
+    if scores.dim() != 2 or mask.shape != scores.shape or labels.shape != scores.shape:
+        raise ValueError(f"padded input: scores, labels and mask must share one (B, L) shape; "
+                         f"got {tuple(scores.shape)}, {tuple(labels.shape)} and "
+                         f"{tuple(mask.shape)}")
+    mask = mask.to(scores.device)
+    return scores[mask], labels[mask], Groups.from_padded(mask).to(scores.device)
+
+
+def _accepts_padding(fn):
+    """Let a metric take padded ``(B, L)`` scores/labels with ``mask=`` (same result as the
+    flat tensors with the row ``Groups``)."""
+    @functools.wraps(fn)
+    def metric(scores, labels, groups=None, *, mask=None, **kwargs):
+        if mask is not None:
+            scores, labels, groups = _unpad(scores, labels, groups, mask)
+        return fn(scores, labels, groups, **kwargs)
+
+    return metric
+
+
+def _check_grades(y: Tensor, what: str) -> None:
+    """Graded relevance (gains, label-induced pairs) needs labels >= 0; a negative label is
+    most often padding (allRank pads with -1)."""
+    if y.numel() and float(y.min()) < 0:
+        raise ValueError(
+            f"{what} needs non-negative relevance labels, got {float(y.min()):g}; a label of "
+            f"-1 usually marks padding: pass the padded (B, L) tensors with mask=... (or drop "
+            f"the padded slots) instead; real-valued grades can be shifted to >= 0 (only their "
+            f"order counts for pairs)")
 
 
 def _prepare(scores, labels, groups) -> Tuple[Tensor, Tensor, Groups]:
@@ -257,10 +311,28 @@ def _ideal_dcg(gains: Tensor, y: Tensor, g: Groups, k: Optional[int]) -> Tensor:
     return g.segment_sum(torch.where(in_top, ideal * _discount(g.position), torch.zeros_like(ideal)))
 
 
-def _gain(gain, y: Tensor) -> Tensor:
+_EXP_GAIN_SAFE = 512.0  # 2^512 · any list length stays far below float64's 1.8e308
+
+
+def _gain(gain, y: Tensor, groups: Optional[Groups] = None) -> Tensor:
+    """Gain of each label (float64). With ``groups`` (for NDCG, a ratio within each query)
+    the exponential gain of large labels is scaled per query by ``2^-max label``:
+    ``2^(l - m_q) - 2^-m_q`` — the same NDCG, no overflow. Without ``groups`` (plain DCG) a
+    gain beyond float64 is a ``ValueError``, never an inf or a NaN downstream."""
     if isinstance(gain, str):
         _check_choice(gain, "gain", ("exp", "linear"))
-        return torch.exp2(y) - 1.0 if gain == "exp" else y
+        if gain == "linear":
+            return y
+        top = float(y.max()) if y.numel() else 0.0
+        if top <= _EXP_GAIN_SAFE:
+            return torch.exp2(y) - 1.0
+        if groups is None:
+            raise ValueError(
+                f"label {top:g} gives the exponential gain 2^{top:g} - 1, beyond float64 "
+                f"(labels above 1023 overflow): use gain='linear', a gain table, or NDCG "
+                f"(normalised per query)")
+        m = groups.segment_max(y).clamp_min(0.0)[groups.group_index]
+        return torch.exp2(y - m) - torch.exp2(-m)
     try:
         table = torch.as_tensor(gain, dtype=F64, device=y.device)
     except Exception:
@@ -288,6 +360,7 @@ def _discount(pos: Tensor) -> Tensor:
 
 
 # ----------------------------------------------------------------------------- AUC / ROC
+@_accepts_padding
 def auc(scores, labels, groups: Optional[Groups] = None, *, threshold: float = 0.0,
         ties: str = "half", reduction: str = "mean") -> Tensor:
     r"""Area under the ROC curve, per query (or globally with ``groups=None``).
@@ -429,6 +502,7 @@ def _label_pair_counts_many(st: _Sorted, rank: Tensor, R: int):
     return above, above_or_tied - above, lower
 
 
+@_accepts_padding
 def pair_error(scores, labels, groups: Optional[Groups] = None, *, pairs=None,
                ties: str = "error", reduction: str = "pooled") -> Tensor:
     r"""Weighted fraction of misordered crucial pairs: R̂1 (``ties="error"``) and R̂2
@@ -455,6 +529,8 @@ def pair_error(scores, labels, groups: Optional[Groups] = None, *, pairs=None,
     t = {"error": 1.0, "half": 0.5}[_check_choice(ties, "ties", ("error", "half"))]
     _check_choice(reduction, "reduction", ("pooled", "sum", "mean", "none"))
     spec = resolve_pairs(pairs)
+    if isinstance(spec, Graded):
+        _check_grades(y, "pair_error with graded pairs")
     if isinstance(spec, ExplicitPairs):
         p = spec.validate(g)
         s64 = s.to(F64)
@@ -483,15 +559,93 @@ def pair_error(scores, labels, groups: Optional[Groups] = None, *, pairs=None,
 
 
 # ----------------------------------------------------------------------------- DCG family
-def _list_common(scores, labels, groups, k):
+TIES = ("stable", "average")
+
+
+def _list_common(scores, labels, groups, k, ties="stable"):
     s, y, g = _prepare(scores, labels, groups)
     k = _check_k(k)
+    if _check_choice(ties, "ties", TIES) == "average":
+        return s, y, g, k, None, _TieRuns(s, g, k)
     perm, gk = _order(s, g, k)  # the top min(k, n_q) documents of each query, in order
     return s, y, g, k, perm, gk
 
 
+class _TieRuns:
+    r"""Documents sorted by score with their tie runs, for ``ties="average"``.
+
+    A run of ``m`` tied documents starting at position ``a`` (0-based) occupies positions
+    ``[a, a + m)`` in a uniformly random order, so each of its documents sits at each of
+    those positions with probability ``1/m`` (McSherry & Najork, 2008). Per document (sorted
+    order): ``a``, ``m``, the position ``pos``, and the cutoff ``k`` (the list length when
+    ``None``). ``groups`` lays the sorted documents out (the same as the input's).
+    """
+
+    def __init__(self, s: Tensor, g: Groups, k: Optional[int]):
+        st = _Sorted(s, g)
+        self.sorted, self.perm, self.groups = st, st.perm, g
+        self.pos = st.pos
+        self.a = self.pos[st.block_first][st.block_id]
+        self.m = st.block_sum(torch.ones_like(self.pos, dtype=F64))
+        self.k = g.max_size if k is None else min(k, max(g.max_size, 1))
+
+    def share_in_top(self) -> Tensor:
+        """Probability that the document lies in the top ``k``."""
+        a = self.a.to(F64)
+        return ((a + self.m).clamp(max=self.k) - a.clamp(max=self.k)) / self.m
+
+    def discount_share(self) -> Tensor:
+        """Expected discount ``E[1/log2(rank + 1)]`` of the document, counting only ranks
+        within the top ``k``."""
+        D = _discount_table(self.k, self.pos.device)
+        end = (self.a + self.m.long()).clamp(max=self.k)
+        return (D[end] - D[self.a.clamp(max=self.k)]) / self.m
+
+    def expected_precision_sum(self, rel: Tensor) -> Tensor:
+        """Per query, ``E[Σ_{relevant d, rank ≤ k} P@rank(d)]`` (``rel`` in sorted order).
+
+        Position ``j`` (1-based) of a run holds a relevant document with probability
+        ``r/m``; the other relevant documents of the run before it are hypergeometric with
+        mean ``(j − 1)(r − 1)/(m − 1)``; with ``c`` relevant documents above the run the
+        precision there is ``(c + 1 + (j − 1)(r − 1)/(m − 1)) / (a + j)``.
+        """
+        st = self.sorted
+        c, r = st.above(rel), st.block_sum(rel)
+        j1 = (self.pos - self.a).to(F64)  # j - 1
+        prec = (c + 1.0 + j1 * (r - 1.0) / (self.m - 1.0).clamp_min(1.0)) / (self.pos + 1.0)
+        term = torch.where((r > 0) & (self.pos < self.k), r / self.m * prec,
+                           torch.zeros_like(prec))
+        return self.groups.segment_sum(term)
+
+    def expected_reciprocal_rank(self, rel: Tensor) -> Tensor:
+        """Per query, ``E[1/rank]`` of the first relevant document within the top ``k``
+        (0 when it lies beyond): in the first run with ``r`` relevant documents among
+        ``m``, offset ``j`` is the first relevant one with probability
+        ``C(m − j − 1, r − 1) / C(m, r)``."""
+        st, g = self.sorted, self.groups
+        r = st.block_sum(rel)
+        big = torch.iinfo(torch.long).max
+        first_a = g.segment_min(torch.where(r > 0, self.a, torch.full_like(self.a, big)),
+                                empty=big)
+        in_first = (r > 0) & (self.a == first_a[g.group_index]) & (self.pos < self.k)
+        j = (self.pos - self.a).to(F64)
+        top, sub = self.m - j - 1.0, r - 1.0
+        ok = in_first & (top >= sub)
+        zero, one = torch.zeros_like(j), torch.ones_like(j)
+        top, sub = torch.where(ok, top, zero), torch.where(ok, sub, zero)
+        m, rr = torch.where(ok, self.m, one), torch.where(ok, r, one)
+        log_p = (_log_choose(top, sub) - _log_choose(m, rr))
+        term = torch.where(ok, torch.exp(log_p) / (self.pos + 1.0), torch.zeros_like(j))
+        return g.segment_sum(term)
+
+
+def _log_choose(n: Tensor, k: Tensor) -> Tensor:
+    return torch.lgamma(n + 1.0) - torch.lgamma(k + 1.0) - torch.lgamma(n - k + 1.0)
+
+
+@_accepts_padding
 def dcg_at_k(scores, labels, groups: Optional[Groups] = None, *, k: Optional[int] = 10,
-             gain="exp", reduction: str = "mean") -> Tensor:
+             gain="exp", ties: str = "stable", reduction: str = "mean") -> Tensor:
     r"""Discounted cumulative gain at ``k``:
     :math:`\mathrm{DCG@k} = \sum_{r=1}^{\min(k, n_q)} G(l_{(r)}) / \log_2(r+1)`.
 
@@ -500,18 +654,29 @@ def dcg_at_k(scores, labels, groups: Optional[Groups] = None, *, k: Optional[int
         gain: ``"exp"`` (default, :math:`2^l - 1`, as LightGBM/XGBoost/LETOR), ``"linear"``
             (:math:`l`) or a table (sequence/tensor) indexed by integer label (like
             LightGBM's ``label_gain``).
+        ties: ``"stable"`` (default: tied scores keep their input order, as LightGBM) or
+            ``"average"`` (the expectation over the orders of tied documents, McSherry &
+            Najork 2008; independent of the input order).
         reduction: ``"mean"`` over queries or ``"none"`` (``(G,)``).
 
-    Documents are ranked by score descending; ties keep their input order (LightGBM's
-    convention, see the module docstring).
+    Documents are ranked by score descending.
     """
-    s, y, g, k, perm, gk = _list_common(scores, labels, groups, k)
-    gains = _gain(gain, y)[perm]
-    return _reduce(gk.segment_sum(gains * _discount(gk.position)), reduction)
+    s, y, g, k, perm, order = _list_common(scores, labels, groups, k, ties)
+    _check_grades(y, "dcg_at_k")
+    return _reduce(_dcg(_gain(gain, y), perm, order), reduction)
 
 
+def _dcg(gains: Tensor, perm: Optional[Tensor], order) -> Tensor:
+    """Per-query DCG of ``_list_common``'s order (a truncated ``Groups``, or tie runs)."""
+    if perm is None:
+        return order.groups.segment_sum(gains[order.perm] * order.discount_share())
+    return order.segment_sum(gains[perm] * _discount(order.position))
+
+
+@_accepts_padding
 def ndcg_at_k(scores, labels, groups: Optional[Groups] = None, *, k: Optional[int] = 10,
-              gain="exp", empty: float = 1.0, reduction: str = "mean") -> Tensor:
+              gain="exp", empty: float = 1.0, ties: str = "stable",
+              reduction: str = "mean") -> Tensor:
     r"""Normalised DCG at ``k``: ``DCG@k / IDCG@k``, IDCG being the DCG@k of the
     documents sorted by gain.
 
@@ -521,25 +686,30 @@ def ndcg_at_k(scores, labels, groups: Optional[Groups] = None, *, k: Optional[in
             integer label.
         empty: the value of a query whose IDCG@k is 0 (no relevant document): ``1.0``
             (default, LightGBM/XGBoost) or e.g. ``0.0`` (LETOR evaluation tools).
+        ties: ``"stable"`` (default: tied scores keep their input order, as LightGBM) or
+            ``"average"`` (the expectation over the orders of tied documents, McSherry &
+            Najork 2008; independent of the input order).
         reduction: ``"mean"`` over all queries (those scored ``empty`` included) or
             ``"none"``.
 
-    Score ties keep their input order (stable sort, as LightGBM's ``ndcg@k``); this matches
-    LightGBM's evaluation to ~1e-15 on its lambdarank example and MQ2008 (see the tests).
+    With ``ties="stable"`` this matches LightGBM's evaluation to ~1e-15 on its lambdarank
+    example and MQ2008 (see the tests).
     """
-    s, y, g, k, perm, gk = _list_common(scores, labels, groups, k)
-    gains_all = _gain(gain, y)
-    dcg = gk.segment_sum(gains_all[perm] * _discount(gk.position))
+    s, y, g, k, perm, order = _list_common(scores, labels, groups, k, ties)
+    _check_grades(y, "ndcg_at_k")
+    gains_all = _gain(gain, y, g)  # scaled per query for large labels: NDCG is a ratio
+    dcg = _dcg(gains_all, perm, order)
     idcg = _ideal_dcg(gains_all, y, g, k)
     ok = idcg > 0
     nd = torch.where(ok, dcg / torch.where(ok, idcg, torch.ones_like(idcg)), idcg.new_tensor(float(empty)))
     return _reduce(nd, reduction)
 
 
+@_accepts_padding
 def mean_average_precision(scores, labels, groups: Optional[Groups] = None, *,
                            threshold: float = 0.0, k: Optional[int] = None,
                            denominator: str = "min_k", empty: float = 1.0,
-                           reduction: str = "mean") -> Tensor:
+                           ties: str = "stable", reduction: str = "mean") -> Tensor:
     r"""Mean (over queries) of the average precision at ``k``.
 
     .. math::
@@ -555,13 +725,19 @@ def mean_average_precision(scores, labels, groups: Optional[Groups] = None, *,
             (TREC-style, divides by all relevant documents).
         empty: AP of a query with no relevant document (default ``1.0`` as LightGBM;
             ``0.0`` is the other common choice).
+        ties: ``"stable"`` (default: tied scores keep their input order, as LightGBM) or
+            ``"average"`` (the expectation over the orders of tied documents, McSherry &
+            Najork 2008; independent of the input order).
         reduction: ``"mean"`` or ``"none"``.
     """
     _check_choice(denominator, "denominator", ("min_k", "relevant"))
-    s, y, g, k, perm, gk = _list_common(scores, labels, groups, k)
-    rel = (y[perm] > threshold).to(F64)
-    hits = gk.segment_cumsum(rel)
-    sum_ap = gk.segment_sum(rel * hits / (gk.position.to(F64) + 1.0))
+    s, y, g, k, perm, order = _list_common(scores, labels, groups, k, ties)
+    if perm is None:
+        sum_ap = order.expected_precision_sum((y[order.perm] > threshold).to(F64))
+    else:
+        rel = (y[perm] > threshold).to(F64)
+        hits = order.segment_cumsum(rel)
+        sum_ap = order.segment_sum(rel * hits / (order.position.to(F64) + 1.0))
     R = g.segment_sum((y > threshold).to(F64))
     D = R if (k is None or denominator == "relevant") else torch.clamp(R, max=float(k))
     ok = R > 0
@@ -569,8 +745,9 @@ def mean_average_precision(scores, labels, groups: Optional[Groups] = None, *,
     return _reduce(ap, reduction)
 
 
+@_accepts_padding
 def precision_at_k(scores, labels, groups: Optional[Groups] = None, *, k: Optional[int] = 10,
-                   threshold: float = 0.0, denominator: str = "k",
+                   threshold: float = 0.0, denominator: str = "k", ties: str = "stable",
                    reduction: str = "mean") -> Tensor:
     r"""Fraction of relevant documents (``label > threshold``) among the top ``k``.
 
@@ -579,11 +756,18 @@ def precision_at_k(scores, labels, groups: Optional[Groups] = None, *, k: Option
         denominator: ``"k"`` (default, textbook P@k: a query shorter than ``k`` is padded
             with non-relevant documents) or ``"min_k"`` (divide by ``min(k, n_q)``, as
             LightGBM's and TF-Ranking's precision). A query with no document scores 0.
+        ties: ``"stable"`` (default: tied scores keep their input order, as LightGBM) or
+            ``"average"`` (the expectation over the orders of tied documents, McSherry &
+            Najork 2008; independent of the input order).
         reduction: ``"mean"`` or ``"none"``.
     """
     _check_choice(denominator, "denominator", ("k", "min_k"))
-    s, y, g, k, perm, gk = _list_common(scores, labels, groups, k)
-    hits = gk.segment_sum((y[perm] > threshold).to(F64))
+    s, y, g, k, perm, order = _list_common(scores, labels, groups, k, ties)
+    if perm is None:
+        rel = (y[order.perm] > threshold).to(F64)
+        hits = g.segment_sum(rel * order.share_in_top())
+    else:
+        hits = order.segment_sum((y[perm] > threshold).to(F64))
     sizes = g.sizes.to(F64)
     if k is None:
         D = sizes
@@ -594,24 +778,32 @@ def precision_at_k(scores, labels, groups: Optional[Groups] = None, *, k: Option
     return _reduce(hits / D.clamp_min(1.0), reduction)
 
 
+@_accepts_padding
 def reciprocal_rank(scores, labels, groups: Optional[Groups] = None, *,
                     threshold: float = 0.0, k: Optional[int] = None, empty: float = 0.0,
-                    reduction: str = "mean") -> Tensor:
+                    ties: str = "stable", reduction: str = "mean") -> Tensor:
     r"""Reciprocal rank of the first relevant document (``label > threshold``):
     ``1 / rank`` (1-based), 0 when the first relevant document lies beyond ``k``.
 
     Args:
         k: cutoff (RR@k) or ``None``.
         empty: value for a query with no relevant document at all (default ``0.0``).
+        ties: ``"stable"`` (default: tied scores keep their input order, as LightGBM) or
+            ``"average"`` (the expectation over the orders of tied documents, McSherry &
+            Najork 2008; independent of the input order).
         reduction: ``"mean"`` (MRR) or ``"none"``.
     """
-    s, y, g, k, perm, gk = _list_common(scores, labels, groups, k)
+    s, y, g, k, perm, order = _list_common(scores, labels, groups, k, ties)
+    any_rel = g.segment_sum((y > threshold).to(F64)) > 0
+    if perm is None:
+        rr = order.expected_reciprocal_rank((y[order.perm] > threshold).to(F64))
+        return _reduce(torch.where(any_rel, rr, rr.new_tensor(float(empty))), reduction)
+    gk = order
     rel = y[perm] > threshold
     big = torch.iinfo(torch.long).max
     pos = gk.position
     first = gk.segment_min(torch.where(rel, pos, torch.full_like(pos, big)), empty=big)
     found = first < big  # a relevant document within the top k
-    any_rel = g.segment_sum((y > threshold).to(F64)) > 0
     rr = torch.where(found, 1.0 / (first.clamp(max=2**52).to(F64) + 1.0),
                      torch.zeros(first.shape, dtype=F64, device=first.device))
     rr = torch.where(any_rel, rr, rr.new_tensor(float(empty)))
@@ -630,6 +822,7 @@ def _top_negative_counts(scores, labels, groups, threshold):
     return n_above, n_pos
 
 
+@_accepts_padding
 def positives_above_first_negative(scores, labels, groups: Optional[Groups] = None, *,
                                    threshold: float = 0.0, normalize: bool = False,
                                    reduction: str = "mean") -> Tensor:
@@ -657,6 +850,7 @@ def positives_above_first_negative(scores, labels, groups: Optional[Groups] = No
     return _reduce(n_above, reduction)
 
 
+@_accepts_padding
 def positives_below_top_negative(scores, labels, groups: Optional[Groups] = None, *,
                                  threshold: float = 0.0, normalize: bool = False,
                                  reduction: str = "mean") -> Tensor:
@@ -694,6 +888,7 @@ def _label_pair_diffs(s64: Tensor, y: Tensor, g: Groups, max_pairs: int,
     return torch.cat(out) if out else s64.new_zeros(0)
 
 
+@_accepts_padding
 def precision_at_percent(scores, labels, groups: Optional[Groups] = None, *,
                          percent: Union[float, Sequence[float]] = 100.0, pairs=None,
                          ties: str = "error", max_pairs: int = 50_000_000) -> Tensor:
@@ -731,6 +926,8 @@ def precision_at_percent(scores, labels, groups: Optional[Groups] = None, *,
         if isinstance(p, bool) or not isinstance(p, Real) or not (0 < float(p) <= 100):
             raise ValueError(f"percent must lie in (0, 100], got {p!r}")
     spec = resolve_pairs(pairs)
+    if isinstance(spec, Graded):
+        _check_grades(y, "precision_at_percent with graded pairs")
     s64 = s.to(F64)
     if isinstance(spec, ExplicitPairs):
         pp = spec.validate(g)
@@ -763,6 +960,7 @@ def precision_at_percent(scores, labels, groups: Optional[Groups] = None, *,
 
 
 # ----------------------------------------------------------------------------- margin
+@_accepts_padding
 def ranking_margin(scores, labels, groups: Optional[Groups] = None, *, pairs=None,
                    scale: float = 1.0, reduction: str = "min") -> Tensor:
     r"""Ranking margin: the smallest score gap over crucial pairs,
@@ -790,6 +988,8 @@ def ranking_margin(scores, labels, groups: Optional[Groups] = None, *, pairs=Non
     s64 = s.to(F64)
     inf = float("inf")
     spec = resolve_pairs(pairs)
+    if isinstance(spec, Graded):
+        _check_grades(y, "ranking_margin with graded pairs")
     if isinstance(spec, ExplicitPairs):
         p = spec.validate(g)
         per_q = explicit_margin(s64, p.hi, p.lo, g, p.weight)

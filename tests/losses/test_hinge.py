@@ -341,7 +341,7 @@ def test_extreme_scores_float32():
 
 def test_many_levels_real_valued_labels():
     g, s, _, w = make_case([40, 33], 12, grid=False)
-    labels = torch.randn(g.num_docs, dtype=torch.float64)  # ~60 distinct levels, with ties
+    labels = torch.randn(g.num_docs, dtype=torch.float64) + 10.0  # ~60 levels (grades >= 0)
     labels[::5] = labels[1::5][: labels[::5].numel()]  # some ties
     for squared in (False, True):
         out = PairwiseHingeLoss(squared=squared, reduction="none")(s, labels, g, weights=w)

@@ -169,3 +169,37 @@ def test_bad_inputs():
         ListNetLoss(targets="exp")
     with pytest.raises(ValueError, match="sigma"):
         RankNetLoss(sigma=0)
+
+
+# --------------------------------------------------------------------------- label sign rule
+@pytest.mark.parametrize("name", ["ExponentialPairwiseLoss", "PNormPushLoss", "SmoothMarginLoss",
+                                  "PairwiseHingeLoss", "QBRankLoss", "ListNetLoss",
+                                  "ListMLELoss", "RankNetLoss"])
+def test_allrank_padding_without_a_mask_is_refused(name):
+    import torchrankboost.losses as L
+
+    loss = getattr(L, name)(**({"scale": 1.0} if name == "SmoothMarginLoss" else {}))
+    s = torch.tensor([0.3, 0.2, 0.1, 0.0, 0.5, 0.4], dtype=torch.float64)
+    y = torch.tensor([2.0, 1.0, -1.0, -1.0, 1.0, 0.0], dtype=torch.float64)  # -1: padding
+    g = Groups.from_sizes([4, 2])
+    with pytest.raises(ValueError, match="mask="):
+        loss(s, y, g)
+    with pytest.raises(ValueError, match="mask="):
+        loss.grad_hess(s, y, g)
+    S, mask = g.pad(s)
+    Y, _ = g.pad(y, fill=-1.0)
+    mask = mask & (Y >= 0)  # the same padding, declared: fine
+    flat = mask.flatten()
+    torch.testing.assert_close(loss(S, Y, mask=mask),
+                               loss(S.flatten()[flat], Y.flatten()[flat],
+                                    Groups.from_padded(mask)))
+
+
+def test_negative_labels_where_a_loss_gives_them_a_meaning():
+    import torchrankboost.losses as L
+
+    s = torch.tensor([0.3, -0.2, 0.1], dtype=torch.float64)
+    pm = torch.tensor([1.0, -1.0, -1.0], dtype=torch.float64)
+    assert float(L.AdaBoostLoss()(s, pm)) > 0          # +/-1 labels around the threshold
+    assert float(L.SquaredErrorLoss()(s, pm)) > 0      # a real target
+    assert float(L.ExponentialPairwiseLoss()(s, pm, pairs="bipartite")) > 0

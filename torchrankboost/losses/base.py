@@ -35,7 +35,7 @@ import torch
 from torch import Tensor, nn
 
 from ..groups import Groups, as_groups
-from ..pairs import ExplicitPairs, PairSpec, resolve_pairs
+from ..pairs import Bipartite, ExplicitPairs, PairSpec, resolve_pairs
 
 __all__ = ["RankingLoss", "Prepared", "prepare_inputs", "reduce_per_group", "REDUCTIONS"]
 
@@ -67,7 +67,7 @@ def prepare_inputs(scores: Tensor, labels: Optional[Tensor], groups: Optional[Gr
     Accepts flat ``(n,)`` inputs with optional ``groups``, or padded ``(B, L)`` scores and
     labels with a ``(B, L)`` boolean ``mask`` (then ``groups`` must be ``None``). Raises
     ``ValueError`` naming the argument for: non-tensor or non-float scores, shape
-    mismatches, NaN/inf scores, NaN labels, negative or NaN weights, groups that do not
+    mismatches, NaN/inf scores, NaN/inf labels, negative or NaN/inf weights, groups that do not
     cover the scores, explicit pairs outside their query.
     """
     if not isinstance(scores, Tensor):
@@ -118,8 +118,8 @@ def prepare_inputs(scores: Tensor, labels: Optional[Tensor], groups: Optional[Gr
                 f"labels must have shape ({n},) like scores, got {tuple(labels.shape)}"
             )
         labels = labels.to(scores.device)
-        if labels.dtype.is_floating_point and bool(torch.isnan(labels).any()):
-            raise ValueError("labels contain NaN values")
+        if labels.dtype.is_floating_point and not bool(torch.isfinite(labels).all()):
+            _check_finite(labels, "labels")
     if isinstance(p, ExplicitPairs):
         p = p.validate(groups)
     if weights is not None:
@@ -128,8 +128,8 @@ def prepare_inputs(scores: Tensor, labels: Optional[Tensor], groups: Optional[Gr
                 f"weights must have shape ({n},) like scores, got {tuple(weights.shape)}"
             )
         weights = weights.to(scores.device)
-        if bool(torch.isnan(weights).any()) or bool((weights < 0).any()):
-            raise ValueError("weights must be non-negative and not NaN")
+        if not bool(torch.isfinite(weights).all()) or bool((weights < 0).any()):
+            raise ValueError("weights must be finite and non-negative (no NaN or inf)")
     return Prepared(scores, labels, groups, p, weights)
 
 
@@ -160,6 +160,13 @@ class RankingLoss(nn.Module):
     and curvature of the summed loss). ``has_pairs`` (``(G,)`` bool) feeds ``"mean"``.
     """
 
+    #: the loss is a sum of per-query terms (a block-diagonal Hessian by query), which the
+    #: exact autograd curvature of :mod:`torchrankboost.curvature` exploits
+    per_query = True
+    #: labels are relevance grades (``>= 0``) unless a loss documents a meaning for negative
+    #: ones (``AdaBoostLoss``: below the threshold; ``SquaredErrorLoss``: a real target)
+    negative_labels = False
+
     def __init__(self, *, reduction: str = "sum"):
         super().__init__()
         if reduction not in REDUCTIONS:
@@ -178,7 +185,7 @@ class RankingLoss(nn.Module):
     def forward(self, scores: Tensor, labels: Optional[Tensor] = None,
                 groups: Optional[Groups] = None, *, pairs: PairSpec = None,
                 weights: Optional[Tensor] = None, mask: Optional[Tensor] = None) -> Tensor:
-        inp = prepare_inputs(scores, labels, groups, pairs=pairs, weights=weights, mask=mask)
+        inp = self._inputs(scores, labels, groups, pairs=pairs, weights=weights, mask=mask)
         per_group, has_pairs = self.per_group(inp)
         return reduce_per_group(per_group, self.reduction, has_pairs)
 
@@ -197,8 +204,24 @@ class RankingLoss(nn.Module):
         """
         if hess not in ("diag", "bound"):
             raise ValueError(f"hess must be 'diag' or 'bound', got {hess!r}")
-        inp = prepare_inputs(scores.detach(), labels, groups, pairs=pairs, weights=weights)
+        inp = self._inputs(scores.detach(), labels, groups, pairs=pairs, weights=weights)
         return self._grad_hess(inp, hess)
+
+    def _inputs(self, scores, labels, groups, **kw) -> Prepared:
+        """:func:`prepare_inputs`, then the label-sign rule: negative labels are refused
+        (allRank pads with -1) unless the loss gives them a meaning (``negative_labels``) or
+        the pairs do not read grades (``Bipartite``: below the threshold; explicit pairs)."""
+        inp = prepare_inputs(scores, labels, groups, **kw)
+        y = inp.labels
+        if (not self.negative_labels and y is not None and y.numel()
+                and not isinstance(inp.pairs, (Bipartite, ExplicitPairs))
+                and float(y.min()) < 0):
+            raise ValueError(
+                f"{type(self).__name__} needs non-negative relevance labels, got "
+                f"{float(y.min()):g}; a label of -1 usually marks padding: pass the padded "
+                f"(B, L) tensors with mask=... (or drop the padded slots); real-valued grades "
+                f"can be shifted to >= 0 (only their order counts)")
+        return inp
 
     def round_diagnostics(self, scores: Tensor, labels: Optional[Tensor] = None,
                           groups: Optional[Groups] = None) -> Dict[str, float]:

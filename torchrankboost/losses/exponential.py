@@ -148,6 +148,8 @@ class AdaBoostLoss(RankingLoss):
     identities in this module's docstring.
     """
 
+    negative_labels = True  # labels <= threshold are the negatives
+
     def __init__(self, *, threshold: float = 0.0, log: bool = False, reduction: str = "sum"):
         super().__init__(reduction=reduction)
         self.threshold = float(threshold)

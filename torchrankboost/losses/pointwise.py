@@ -42,6 +42,8 @@ class SquaredErrorLoss(RankingLoss):
         tensor(0.5000)
     """
 
+    negative_labels = True  # a real-valued regression target
+
     def __init__(self, *, reduction: str = "sum"):
         super().__init__(reduction=reduction)
 
