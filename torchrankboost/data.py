@@ -308,11 +308,23 @@ def _load_files(paths: Sequence[PathLike], *, n_features: Optional[int], zero_ba
         n = Xs.shape[0]
         F = (n_features or 0) if all_empty else Xs.shape[1]
         # labels: finite
-        bad = ~np.isfinite(y)
+        with np.errstate(over="ignore"):
+            bad = ~np.isfinite(y) | ~np.isfinite(y.astype(npdt))
         if bad.any():
             r = int(np.flatnonzero(bad)[0])
+            beyond = (f", beyond {np.dtype(npdt).name} (read with dtype=torch.float64)"
+                      if np.isfinite(y[r]) else "")
             raise ValueError(
-                f"{p}:{_data_line_number(p, r)}: label is {y[r]} (labels must be finite)"
+                f"{p}:{_data_line_number(p, r)}: label is {y[r]}{beyond} (labels must be "
+                f"finite)"
+            )
+        if n and Xs.nnz and np.isinf(Xs.data).any():
+            k = int(np.flatnonzero(np.isinf(Xs.data))[0])
+            r = int(np.searchsorted(Xs.indptr, k, side="right")) - 1
+            raise ValueError(
+                f"{p}:{_data_line_number(p, r)}: a feature value is infinite in "
+                f"{np.dtype(npdt).name} (column {int(Xs.indices[k])}; features must be "
+                f"finite, NaN = missing)"
             )
         if q.shape[0] not in (0, n):
             hit = _locate_problem(p, zero_based, n_features)

@@ -90,12 +90,11 @@ def rounds_kept(ranker, early_stopping_rounds: Optional[int]) -> int:
 def load_model(path, *, device=None):
     """Load a model saved by ``torchrankboost train`` / ``model.save(path)``: an
     :class:`~torchrankboost.boosting.Ensemble` or a :class:`~torchrankboost.linear.LinearRanker`
-    (told apart by the file's metadata)."""
-    from safetensors import safe_open
+    (told apart by the file's metadata). The file is validated on the way in: a folder, a
+    pipe, an unreadable, corrupt or tampered file raises ``ValueError`` naming it."""
+    from ._modelfile import metadata_keys
 
-    with safe_open(str(path), framework="pt") as fh:
-        md = fh.metadata() or {}
-    if "linear" in md:
+    if "linear" in metadata_keys(path):
         from .linear import LinearRanker
 
         return LinearRanker.load(path, device=device)

@@ -24,7 +24,6 @@ iteration, and early stopping keeps the best iteration's ``w``.
 
 from __future__ import annotations
 
-import json
 import math
 from typing import Optional, Sequence
 
@@ -67,26 +66,28 @@ class LinearRanker:
         return Xd @ self.weight.to(Xd.device) + self.bias
 
     def save(self, path) -> None:
-        from safetensors.torch import save_file
+        """Write a ``.safetensors`` file (``weight``; JSON in the ``"linear"`` metadata),
+        atomically."""
+        from ._modelfile import write_model_file
 
         meta = {"format": FORMAT, "bias": self.bias.hex(), "info": self.info}
-        save_file({"weight": self.weight.contiguous()}, str(path),
-                  metadata={"linear": json.dumps(meta)})
+        write_model_file(path, {"weight": self.weight}, "linear", meta, what="LinearRanker")
 
     @classmethod
     def load(cls, path, *, device=None) -> "LinearRanker":
-        from safetensors import safe_open
-        from safetensors.torch import load_file
+        """Read a file written by :meth:`save`; its values are validated (finite weights and
+        bias), a corrupt file raises ``ValueError`` naming it."""
+        from ._modelfile import ModelFileError, check_linear, read_model_file
 
-        with safe_open(str(path), framework="pt") as fh:
-            md = fh.metadata() or {}
-        if "linear" not in md:
-            raise ValueError(f"{path}: not a torchrankboost LinearRanker file")
-        meta = json.loads(md["linear"])
+        meta, t = read_model_file(path, "linear", "LinearRanker", device=device)
         if meta.get("format") != FORMAT:
-            raise ValueError(f"{path}: unknown format {meta.get('format')!r}")
-        t = load_file(str(path), device=str(device) if device is not None else "cpu")
-        return cls(t["weight"], float.fromhex(meta["bias"]), info=meta.get("info"))
+            raise ModelFileError(f"{path}: unknown format {meta.get('format')!r}")
+        try:
+            model = cls(t["weight"], float.fromhex(meta["bias"]), info=meta.get("info"))
+        except (KeyError, TypeError, ValueError) as exc:
+            raise ModelFileError(f"{path}: invalid model file: {exc}") from None
+        check_linear(path, model)
+        return model
 
     def __repr__(self):
         return f"LinearRanker(num_features={self.num_features}, bias={self.bias:.4g})"
@@ -174,7 +175,8 @@ class RankSVM(FitState):
                               n_queries=groups.num_groups, n_features=F,
                               n_rounds=self.max_iter, initial_loss=value,
                               params={"C": self.C, "loss": self.loss,
-                                      "standardize": self.standardize}))
+                                      "standardize": self.standardize}),
+                      build=lambda k: model_of(iterates[k]))
         iterates = [w.detach().clone()]
         for rnd in range(1, self.max_iter + 1):
             value, done = self._iteration(opt, closure, w, value, iterates)

@@ -1,4 +1,5 @@
-"""The shared evaluation machinery: the best-round rule (NaN never improves), the early
+"""The shared evaluation machinery: the best-round rule (NaN never improves; a NaN
+validation metric stops the run), the early
 stopping callback, metric specs."""
 
 import math
@@ -22,19 +23,22 @@ def test_best_tracker_ignores_nan_and_keeps_the_first_best():
     assert low.round == 2
 
 
-def test_nan_metric_rounds_never_become_the_best_round():
+def test_nan_validation_metric_stops_the_run_with_an_error_naming_it():
+    from torchrankboost.contract import NumericalError
+
     X, y, g = make_letor(10, 10, 5, n_grades=3, seed=0, noise=1.5)
-    values = iter([0.3, float("nan"), 0.2, float("nan"), 0.1, 0.9, 0.0])
+    values = iter([0.3, 0.4, float("nan"), 0.9])
 
     def flaky(s, labels, groups):
         return next(values)
 
     b = Booster(ExponentialPairwiseLoss(), RegressionTree(max_leaves=4), n_rounds=7)
-    model = b.fit(X, y, g, eval_set=[(X, y, g)], eval_metric=flaky, early_stopping_rounds=4)
-    # rounds 1..5: best stays round 1 (NaN never improves); the stop comes at round 5
-    assert b.best_round_ == 1 and b.best_score_ == 0.3 and len(b.history_) == 5
-    assert math.isnan(b.evals_result_["valid_0"]["flaky"][1]) and model.n_rounds == 1
-    assert "valid_0 flaky has not improved for 4 rounds" in b.stop_reason_
+    with pytest.raises(NumericalError, match="valid_0 flaky is NaN") as err:
+        b.fit(X, y, g, eval_set=[(X, y, g)], eval_metric=flaky, early_stopping_rounds=4)
+    # never "no improvement": the run stops at once, keeping the last good round's model
+    assert err.value.round == 3 and len(b.history_) == 2
+    assert b.model_ is not None and b.model_.n_rounds == 2 and b.model_.info["partial"]
+    assert "valid_0 flaky is NaN" in b.stop_reason_
 
 
 def test_early_stopping_callback_on_its_own_key_only_stops():

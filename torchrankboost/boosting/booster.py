@@ -367,7 +367,8 @@ class Booster(FitState):
                       base_score=base)
         monitor.start(FitInfo(algorithm=getattr(self._owner, "_algorithm", "boost"), n_docs=n,
                               n_queries=groups.num_groups, n_features=F,
-                              n_rounds=self.n_rounds, params=params, initial_loss=loss0))
+                              n_rounds=self.n_rounds, params=params, initial_loss=loss0),
+                      build=lambda k: self._final_model(run, k))
         return run
 
     def _base_score(self, init_score, n, labels, groups, dev) -> float:

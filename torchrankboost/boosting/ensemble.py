@@ -11,7 +11,6 @@ the safetensors metadata — no pickle anywhere.
 
 from __future__ import annotations
 
-import json
 import math
 from typing import Callable, Dict, Iterator, List, Optional, Sequence
 
@@ -24,6 +23,11 @@ __all__ = ["Ensemble", "as_features"]
 
 FORMAT = "torchrankboost.Ensemble"
 FORMAT_VERSION = 1
+
+
+def _line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def _default_registry(tensors, meta):
@@ -184,16 +188,12 @@ class Ensemble:
 
     def save(self, path) -> None:
         """Write a ``.safetensors`` file: the weak models' tensors (``m{t}.{name}``), the
-        float64 round weights, and the JSON description in the metadata (``"ensemble"``)."""
-        from safetensors.torch import save_file
+        float64 round weights, and the JSON description in the metadata (``"ensemble"``).
+        The write is atomic (a temporary file in the target's folder replaces it)."""
+        from .._modelfile import write_model_file
 
         tensors, meta = self.state()
-        try:
-            text = json.dumps(meta, allow_nan=True)
-        except TypeError as exc:
-            raise ValueError(f"Ensemble.save: model description is not JSON-able ({exc})"
-                             ) from None
-        save_file(tensors, str(path), metadata={"ensemble": text})
+        write_model_file(path, tensors, "ensemble", meta, what="Ensemble")
 
     @classmethod
     def load(cls, path, *, device=None,
@@ -204,29 +204,39 @@ class Ensemble:
         ``model_from_state(tensors, meta)`` rebuilds one weak model (default: the registry
         ``torchrankboost.boosting.learners.weak_model_from_state``, dispatching on
         ``meta["type"]``). ``device``: where to put the tensors (default CPU).
-        """
-        from safetensors import safe_open
-        from safetensors.torch import load_file
 
-        with safe_open(str(path), framework="pt") as fh:
-            md = fh.metadata() or {}
-        if "ensemble" not in md:
-            raise ValueError(f"{path}: not a torchrankboost Ensemble file (no metadata)")
-        meta = json.loads(md["ensemble"])
+        The structure is validated before use (:mod:`torchrankboost._modelfile`: index
+        ranges, acyclic tree links, depth, finite values, feature indices): a corrupt or
+        tampered file raises ``ValueError("<path>: invalid model file: <problem>")``.
+        """
+        from .._modelfile import ModelFileError, check_ensemble, read_model_file
+
+        meta, tensors = read_model_file(path, "ensemble", "Ensemble", device=device)
         if meta.get("format") != FORMAT:
-            raise ValueError(f"{path}: unknown format {meta.get('format')!r}")
-        if int(meta.get("version", 0)) > FORMAT_VERSION:
-            raise ValueError(f"{path}: format version {meta['version']} is newer than this "
-                             f"library ({FORMAT_VERSION})")
-        tensors = load_file(str(path), device=str(device) if device is not None else "cpu")
-        build = model_from_state or _default_registry
-        models = []
-        for t, mmeta in enumerate(meta["models"]):
-            prefix = f"m{t}."
-            ts = {k[len(prefix):]: v for k, v in tensors.items() if k.startswith(prefix)}
-            models.append(build(ts, mmeta))
-        weights = tensors["weights"].to("cpu", torch.float64).tolist()
-        base = meta["base_score"]
-        base = float.fromhex(base) if isinstance(base, str) else float(base)
-        return cls(models, weights, base_score=base, num_features=meta["num_features"],
-                   info=meta.get("info") or {})
+            raise ModelFileError(f"{path}: unknown format {meta.get('format')!r}")
+        try:
+            if int(meta.get("version", 0)) > FORMAT_VERSION:
+                raise ModelFileError(f"{path}: format version {meta['version']} is newer "
+                                     f"than this library ({FORMAT_VERSION})")
+            build = model_from_state or _default_registry
+            models = []
+            for t, mmeta in enumerate(meta["models"]):
+                prefix = f"m{t}."
+                ts = {k[len(prefix):]: v for k, v in tensors.items() if k.startswith(prefix)}
+                models.append(build(ts, mmeta))
+            weights = tensors["weights"].to("cpu", torch.float64).reshape(-1).tolist()
+            base = meta["base_score"]
+            base = float.fromhex(base) if isinstance(base, str) else float(base)
+            nf = meta["num_features"]
+            if isinstance(nf, bool) or not isinstance(nf, int):
+                raise ValueError(f"num_features is {nf!r}")
+            ens = cls(models, weights, base_score=base, num_features=nf,
+                      info=meta.get("info") or {})
+        except ModelFileError:
+            raise
+        except (KeyError, TypeError, ValueError, IndexError, AttributeError,
+                RuntimeError) as exc:
+            what = f"missing entry {exc}" if isinstance(exc, KeyError) else _line(exc)
+            raise ModelFileError(f"{path}: invalid model file: {what}") from None
+        check_ensemble(path, ens, meta)
+        return ens

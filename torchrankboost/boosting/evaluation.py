@@ -7,15 +7,25 @@ RoundRecord` (``end_round``). The monitor keeps the running scores of every eval
 (incrementally: ``scores += weight · weak_model(X_valid)``), computes the metrics (parsed
 by :func:`torchrankboost.registry.metric`, ``"loss"`` being the algorithm's objective on that
 set), fills ``evals_result_``, tracks the best round (the first metric on the first
-evaluation set; a NaN value never counts as an improvement), appends the record to
-``history_`` and calls the callbacks. Early stopping is the
+evaluation set), appends the record to ``history_`` and calls the callbacks. A NaN metric
+on an evaluation set stops the run with a :class:`~torchrankboost.contract.NumericalError`
+naming the set and the metric (it is never taken for "no improvement"). Early stopping is the
 :class:`~torchrankboost.boosting.callbacks.EarlyStopping` callback over the same record; at
 the end (:meth:`FitMonitor.finish`) the model is cut back to the best round when
 ``early_stopping_rounds`` was given.
+
+A fit that does not finish — Ctrl-C, an exception in a callback, a loss that turns NaN —
+still keeps the model of its last good round: every algorithm's ``fit`` (any subclass of
+:class:`FitState`) is wrapped so that on the way out of an exception ``model_`` is the model
+of the rounds recorded so far (cut back to the best round under early stopping; ``None``
+when no round finished), its ``info["partial"]`` is ``True`` and ``stop_reason_`` says why.
+The algorithm tells the monitor how to build that model in :meth:`FitMonitor.start`
+(``build=``).
 """
 
 from __future__ import annotations
 
+import functools
 import inspect
 import math
 import time
@@ -26,7 +36,7 @@ import torch
 from torch import Tensor
 
 from .. import registry
-from ..contract import FitInfo, RoundRecord
+from ..contract import FitInfo, NumericalError, RoundRecord
 from .callbacks import EarlyStopping
 from .inputs import eval_inputs
 
@@ -133,6 +143,12 @@ class FitState:
     best_score_: Optional[float] = None
     stop_reason_: Optional[str] = None
 
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        fit = cls.__dict__.get("fit")
+        if callable(fit) and not getattr(fit, "_keeps_partial", False):
+            cls.fit = _keeping_partial_model(fit)
+
     def _reset_fit_state(self) -> None:
         self.model_ = None
         self.history_ = []
@@ -146,6 +162,39 @@ class FitState:
         if self.model_ is None:
             raise ValueError(f"this {type(self).__name__} is not fitted yet; call fit() first")
         return self.model_.predict(X, **kwargs)
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _is_nan(v) -> bool:
+    try:
+        return math.isnan(float(v))
+    except (TypeError, ValueError):
+        return False
+
+
+def _keeping_partial_model(fit):
+    """``fit`` that, when it raises (Ctrl-C included), leaves the model of the last good
+    round in ``model_`` with ``stop_reason_`` saying why (see the module docstring)."""
+
+    @functools.wraps(fit)
+    def wrapper(self, *args, **kwargs):
+        self.__dict__.pop("_fit_monitor", None)
+        try:
+            out = fit(self, *args, **kwargs)
+        except BaseException as exc:
+            monitor = self.__dict__.pop("_fit_monitor", None)
+            if monitor is not None:
+                monitor.keep_partial(exc)
+            raise
+        self.__dict__.pop("_fit_monitor", None)
+        return out
+
+    wrapper._keeps_partial = True
+    return wrapper
 
 
 class FitMonitor:
@@ -169,6 +218,7 @@ class FitMonitor:
                  base_score: float = 0.0, train=None):
         ranker._reset_fit_state()
         self.ranker = ranker
+        self._build: Optional[Callable[[int], Any]] = None
         self.evals = eval_inputs(eval_set, n_features, device=device)
         self.train = train
         self.metrics = (resolve_metrics(eval_metric, loss)
@@ -197,6 +247,7 @@ class FitMonitor:
         for name, *_ in self.evals:
             ranker.evals_result_[name] = {m.name: [] for m in self.metrics}
         self._t = time.perf_counter()
+        ranker._fit_monitor = self  # for the model of the last good round if the fit fails
 
     # ---------------------------------------------------------------- lifecycle
     @property
@@ -207,8 +258,11 @@ class FitMonitor:
     def metric_names(self) -> List[str]:
         return [m.name for m in self.metrics]
 
-    def start(self, info: FitInfo) -> None:
-        """Complete ``info`` (evaluation set and metric names) and call ``on_fit_start``."""
+    def start(self, info: FitInfo, build: Optional[Callable[[int], Any]] = None) -> None:
+        """Complete ``info`` (evaluation set and metric names) and call ``on_fit_start``.
+        ``build(n)`` gives the model of the first ``n`` rounds (as for :meth:`finish`): the
+        model kept when the fit is interrupted or fails."""
+        self._build = build
         info.eval_names = self.eval_names
         info.metric_names = self.metric_names
         self.hooks.start(self.ranker, info)
@@ -255,6 +309,11 @@ class FitMonitor:
             metrics[name] = {}
             for m in self.metrics:
                 v = m(self.scores[j], yv, gv)
+                if _is_nan(v):
+                    raise NumericalError(
+                        f"round {record.round}: the evaluation metric {name} {m.name} is NaN "
+                        f"(undefined on this set, or it overflowed); choose another metric "
+                        f"(eval_metric / --metric)", round=record.round)
                 metrics[name][m.name] = v
                 r.evals_result_[name][m.name].append(v)
         record.extra.setdefault("seconds_eval", time.perf_counter() - t_eval)
@@ -284,6 +343,41 @@ class FitMonitor:
         if self.patience is not None and self.best.round is not None:
             return self.best.round
         return self.n_rounds
+
+    def keep_partial(self, exc: BaseException) -> None:
+        """The fit stopped with ``exc``: keep the model of the last good round in the
+        ranker's ``model_`` (and in ``exc.model`` of a :class:`NumericalError` without one),
+        with ``stop_reason_`` saying why. Never raises."""
+        r = self.ranker
+        if r.model_ is not None:  # finish() already ran (e.g. a failing on_fit_end)
+            return
+        n = self.kept_rounds()
+        if isinstance(exc, KeyboardInterrupt):
+            why = f"interrupted (KeyboardInterrupt) after round {self.n_rounds}"
+        elif isinstance(exc, NumericalError):
+            why = _first_line(exc)
+        else:
+            why = (f"the fit failed after round {self.n_rounds} with {type(exc).__name__}: "
+                   f"{_first_line(exc)}")
+        r.stop_reason_ = why
+        model = None
+        if self._build is not None and n > 0:
+            try:
+                model = self._build(n)
+            except Exception as err:  # noqa: BLE001 - reported; the original error goes on
+                warnings.warn(f"could not keep the model of the last good round: "
+                              f"{type(err).__name__}: {err}", RuntimeWarning, stacklevel=3)
+                model = None
+        if model is None and isinstance(exc, NumericalError):
+            model = exc.model
+        if model is not None:
+            info = getattr(model, "info", None)
+            if isinstance(info, dict):
+                info.update({"partial": True, "stop_reason": why, "best_round": r.best_round_,
+                             "best_score": r.best_score_, "evals_result": r.evals_result_})
+            if isinstance(exc, NumericalError) and exc.model is None:
+                exc.model = model
+        r.model_ = model
 
     def finish(self, build: Callable[[int], Any]) -> Any:
         """``build(n_rounds)`` the final model (cut back to the best round with early

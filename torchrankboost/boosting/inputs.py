@@ -1,7 +1,7 @@
 """The one conversion of training and evaluation inputs, shared by every algorithm.
 
 ``X``: a torch tensor, a numpy array or a scipy sparse matrix, 2-D ``(n_documents,
-n_features)`` (NaN = missing); ``labels``: ``(n,)`` relevance labels (no NaN); ``groups``: a
+n_features)`` (NaN = missing; ``±inf`` is refused at fit, naming the column); ``labels``: ``(n,)`` relevance labels (no NaN); ``groups``: a
 :class:`~torchrankboost.groups.Groups`, a ``(n,)`` array of contiguous query ids, or ``None``
 (one query). Every mistake raises ``ValueError`` naming the argument.
 """
@@ -16,7 +16,7 @@ from torch import Tensor
 
 from ..groups import Groups
 
-__all__ = ["as_features", "as_labels", "as_query_groups", "fit_inputs", "eval_inputs",
+__all__ = ["as_features", "check_no_inf", "as_labels", "as_query_groups", "fit_inputs", "eval_inputs",
            "renamed_keyword"]
 
 
@@ -40,6 +40,21 @@ def as_features(X, *, device=None, name: str = "X") -> Tensor:
         X = X.to(torch.float32)
     if device is not None:
         X = X.to(device)
+    return X
+
+
+def check_no_inf(X: Tensor, name: str = "X") -> Tensor:
+    """Refuse ``±inf`` features (NaN is fine: missing) with a ``ValueError`` naming the first
+    column and row that hold one. Every algorithm's fit and evaluation sets go through this
+    one rule: an infinite feature has no place on a threshold grid, in a min–max scaling or in
+    a linear score, so it is an input error rather than something to clamp silently."""
+    if X.numel() and bool(torch.isinf(X).any()):
+        bad = torch.isinf(X)
+        col = int(bad.any(0).nonzero()[0])
+        row = int(bad[:, col].nonzero()[0])
+        raise ValueError(f"{name} has an infinite value in column {col} (row {row}, value "
+                         f"{float(X[row, col])}); features must be finite (NaN = missing): "
+                         f"replace or clip it before fitting")
     return X
 
 
@@ -92,6 +107,7 @@ def fit_inputs(X, labels, groups=None, *, device=None, labels_required: bool = T
         raise ValueError("the training set is empty (X has 0 rows)")
     if F == 0:
         raise ValueError("X has no features")
+    check_no_inf(X)
     if labels is None:
         if labels_required:
             raise ValueError("labels are required")
@@ -118,6 +134,7 @@ def eval_inputs(eval_set, n_features: int, *, device=None
                              f"X has {n_features}")
         if Xv.shape[0] == 0:
             raise ValueError(f"eval_set[{i}] is empty")
+        check_no_inf(Xv, f"eval_set[{i}] X")
         yv = as_labels(es[1], Xv.shape[0], device=Xv.device, name=f"eval_set[{i}] labels",
                        x_name=f"eval_set[{i}] X")
         gv = as_query_groups(es[2], Xv.shape[0], device=Xv.device,

@@ -231,7 +231,8 @@ class _Base(FitState):
                 params[k] = getattr(self, k)
         self.monitor_.start(FitInfo(algorithm=self._algorithm, n_docs=int(X.shape[0]),
                                     n_queries=groups.num_groups, n_features=int(X.shape[1]),
-                                    n_rounds=self.n_rounds, params=params))
+                                    n_rounds=self.n_rounds, params=params),
+                            build=builder.build)
 
     def _record(self, t, diag):
         """Close round ``t + 1`` (0-based ``t``): the running evaluation scores get the
