@@ -483,22 +483,9 @@ class RegressionTree:
         return out
 
     # -- fit --------------------------------------------------------------------------------
-    def fit(self, prepared: BinnedFeatures, target: Tensor, weight: Optional[Tensor] = None, *,
-            rows: Optional[Tensor] = None, generator: Optional[torch.Generator] = None) -> TreeModel:
-        """Fit a tree to ``target`` (n,) with weights ``weight`` (n,) on ``rows`` (or all rows)."""
-        if not isinstance(prepared, BinnedFeatures):
-            raise ValueError("prepared: expected the output of RegressionTree.prepare(X)")
-        codes = prepared.codes
-        n, F = codes.shape
-        dev = codes.device
-        target, weight, rows = _check_fit_inputs(n, dev, target, weight, rows)
-        out_dtype = _out_dtype(target)
-        w = weight.double()
-        wt = w * target.double()
-        values = torch.stack([wt, w], 1)
-        packed = torch.complex(wt, w) if dev.type == "cpu" else None
-        slots = prepared.missing_code + 1
-
+    def _feature_mask(self, F: int, dev, generator: Optional[torch.Generator]) -> Tensor:
+        """(F,) bool: the features this fit may split on (``feature_fraction`` of them, drawn
+        with ``generator`` or a generator seeded from ``seed`` and the number of previous fits)."""
         feat_ok = torch.ones(F, dtype=torch.bool, device=dev)
         if self.feature_fraction < 1.0 and F > 1:
             k = max(1, int(round(self.feature_fraction * F)))
@@ -509,98 +496,155 @@ class RegressionTree:
             feat_ok = torch.zeros(F, dtype=torch.bool, device=dev)
             feat_ok[perm[:k]] = True
         self._num_fits += 1
+        return feat_ok
 
-        rows_all = rows is None
-        if rows is None:
-            rows = torch.arange(n, device=dev)
-        max_depth = self.max_depth if self.max_depth is not None else 1 << 30
-        msl = self.min_samples_leaf
+    def fit(self, prepared: BinnedFeatures, target: Tensor, weight: Optional[Tensor] = None, *,
+            rows: Optional[Tensor] = None, generator: Optional[torch.Generator] = None) -> TreeModel:
+        """Fit a tree to ``target`` (n,) with weights ``weight`` (n,) on ``rows`` (or all rows)."""
+        if not isinstance(prepared, BinnedFeatures):
+            raise ValueError("prepared: expected the output of RegressionTree.prepare(X)")
+        n, F = prepared.codes.shape
+        dev = prepared.codes.device
+        target, weight, rows = _check_fit_inputs(n, dev, target, weight, rows)
+        w = weight.double()
+        wt = w * target.double()
+        feat_ok = self._feature_mask(F, dev, generator)
+        grower = _TreeGrower(self, prepared, wt, w, rows, feat_ok)
+        grower.grow()
+        leaf_value = _leaf_values(grower.leaves, wt, w, self.l2).to(_out_dtype(target))
+        return grower.model(leaf_value)
 
 
+def _all_rows_count(prepared: BinnedFeatures, slots: int) -> Tensor:
+    """(F, slots) row counts per bin over all rows: the same for every fit on ``prepared``
+    (cached there)."""
+    codes = prepared.codes
+    count = prepared.cache.get(("count", slots))
+    if count is None or count.device != codes.device:
+        ones = torch.ones(codes.shape[0], dtype=torch.float64, device=codes.device)
+        count = _tree_histogram(codes, None, torch.stack([ones, ones], 1), None, slots)[2]
+        prepared.cache[("count", slots)] = count
+    return count
+
+
+class _TreeGrower:
+    """One tree being grown best-first: the leaves (with their histograms and best splits) and
+    the internal nodes made so far.
+
+    The root's histogram comes from all of the fit's rows; each split scatters only the smaller
+    child's rows and takes the larger child's histogram as the parent's minus the smaller's.
+    """
+
+    def __init__(self, tree: RegressionTree, prepared: BinnedFeatures, wt: Tensor, w: Tensor,
+                 rows: Optional[Tensor], feat_ok: Tensor):
+        self.tree = tree
+        self.prepared = prepared
+        self.codes = prepared.codes
+        n = self.codes.shape[0]
+        dev = self.codes.device
+        self.values = torch.stack([wt, w], 1)
+        self.packed = torch.complex(wt, w) if dev.type == "cpu" else None
+        self.slots = prepared.missing_code + 1
+        self.max_depth = tree.max_depth if tree.max_depth is not None else 1 << 30
         # Unit weights: the count channel equals Σ w exactly (sums of 1.0 below 2^53).
-        unit = bool((w == 1.0).all()) if n else False
-
-        def hist_of(r, all_rows=False):
-            return _tree_histogram(codes, None if all_rows else r, values, packed, slots,
-                                   count=root_count if all_rows else None, unit_weight=unit)  # (3, F, 256)
-
-        root_count = None
+        self.unit = bool((w == 1.0).all()) if n else False
+        rows_all = rows is None
         if rows_all:
-            # all-rows count histogram: the same for every fit on this prepared data
-            root_count = prepared.cache.get(("count", slots))
-            if root_count is None or root_count.device != dev:
-                ones = torch.ones(n, dtype=torch.float64, device=dev)
-                root_count = _tree_histogram(codes, None, torch.stack([ones, ones], 1), None, slots)[2]
-                prepared.cache[("count", slots)] = root_count
-        root = _Leaf(0, rows, hist_of(rows, all_rows=rows_all), 0, -1, True)
+            rows = torch.arange(n, device=dev)
+        self.root_count = _all_rows_count(prepared, self.slots) if rows_all else None
+        root = _Leaf(0, rows, self.histogram(rows, all_rows=rows_all), 0, -1, True)
         # features with NaNs among the fit's rows (exact counts in the missing slot): only they
         # need the NaN-right direction; every node's rows are a subset of the root's
-        cand = self._candidates(prepared, feat_ok, root.hist[2, :, slots - 1] > 0)
-        leaves = [root]
+        self.cand = tree._candidates(prepared, feat_ok, root.hist[2, :, self.slots - 1] > 0)
+        self.leaves = [root]
+        # internal nodes: split feature, threshold bin, default-left, left/right child, gain
+        self.sf, self.tb, self.dl, self.lc, self.rc, self.sg = [], [], [], [], [], []
+        self.depth = 0
+        self.evaluate(root)
 
-        def evaluate(*lvs):
-            todo = [lf for lf in lvs if lf.depth < max_depth and lf.rows.numel() >= 2 * msl]
-            for lf in lvs:
-                lf.best = None
-            if todo:
-                res = self._best_splits(torch.stack([lf.hist for lf in todo]), cand)
-                for lf, r in zip(todo, res):
-                    lf.best = r
+    def histogram(self, rows: Tensor, all_rows: bool = False) -> Tensor:
+        """(3, F, slots) histogram of ``rows`` (``all_rows``: every row, cached counts)."""
+        return _tree_histogram(self.codes, None if all_rows else rows, self.values, self.packed, self.slots,
+                               count=self.root_count if all_rows else None, unit_weight=self.unit)
 
-        evaluate(root)
-        sf, tb, dl, lc, rc, sg = [], [], [], [], [], []
-        depth = 0
-        while len(leaves) < self.max_leaves:
-            cands = [lf for lf in leaves if lf.best is not None]
+    def evaluate(self, *lvs: _Leaf) -> None:
+        """Set each leaf's best split (None when it may not or cannot split), one batch."""
+        msl = self.tree.min_samples_leaf
+        todo = [lf for lf in lvs if lf.depth < self.max_depth and lf.rows.numel() >= 2 * msl]
+        for lf in lvs:
+            lf.best = None
+        if todo:
+            res = self.tree._best_splits(torch.stack([lf.hist for lf in todo]), self.cand)
+            for lf, r in zip(todo, res):
+                lf.best = r
+
+    def grow(self) -> None:
+        """Split the leaf of largest gain (the first one on ties) until ``max_leaves`` or no
+        leaf has a split."""
+        while len(self.leaves) < self.tree.max_leaves:
+            cands = [lf for lf in self.leaves if lf.best is not None]
             if not cands:
                 break
-            leaf = max(cands, key=lambda lf: lf.best[0])  # first max: lowest position in list
-            gain, f, t, d_left = leaf.best
-            code = codes[:, f].index_select(0, leaf.rows)
-            go_left = code <= t
-            if d_left:
-                go_left |= code == prepared.missing_code
-            lrows = leaf.rows[go_left]
-            rrows = leaf.rows[~go_left]
-            k = len(sf)
-            sf.append(f); tb.append(t); dl.append(bool(d_left)); sg.append(gain)
-            lc.append(~leaf.leaf_id); rc.append(~len(leaves))
-            if leaf.parent >= 0:
-                (lc if leaf.is_left else rc)[leaf.parent] = k
-            small_left = lrows.numel() <= rrows.numel()
-            hs = hist_of(lrows if small_left else rrows)
-            hl = leaf.hist - hs
-            if not small_left:
-                hs, hl = hl, hs
-            left = _Leaf(leaf.leaf_id, lrows, hs, leaf.depth + 1, k, True)
-            right = _Leaf(len(leaves), rrows, hl, leaf.depth + 1, k, False)
-            leaf.hist = None
-            depth = max(depth, leaf.depth + 1)
-            leaves[leaves.index(leaf)] = left
-            leaves.append(right)
-            evaluate(left, right)
+            self.split(max(cands, key=lambda lf: lf.best[0]))  # first max: lowest position in list
 
-        # exact leaf values from the rows (not from subtracted histograms)
-        # (one gather of all leaves' rows, then one contiguous sum per leaf: the same values,
-        # bit for bit, as summing each leaf's gathered rows)
-        leaves.sort(key=lambda lf: lf.leaf_id)
-        sizes = [lf.rows.numel() for lf in leaves]
-        all_rows = torch.cat([lf.rows for lf in leaves])
-        sums = torch.stack([torch.stack([a.sum() for a in wt.index_select(0, all_rows).split(sizes)]),
-                            torch.stack([a.sum() for a in w.index_select(0, all_rows).split(sizes)])], 1)
-        denom = sums[:, 1] + self.l2
-        leaf_value = torch.where(denom > 0, sums[:, 0] / torch.where(denom > 0, denom, torch.ones_like(denom)),
-                                 torch.zeros_like(denom)).to(out_dtype)
-        sf_t = torch.tensor(sf, dtype=torch.int64, device=dev)
-        tb_t = torch.tensor(tb, dtype=torch.int64, device=dev)
-        edges = prepared.edges.to(dev)
-        thr = edges[sf_t, tb_t] if sf else edges.new_empty(0)
+    def split(self, leaf: _Leaf) -> None:
+        """Replace ``leaf`` by its two children (the left one keeps its leaf id)."""
+        leaves = self.leaves
+        gain, f, t, d_left = leaf.best
+        code = self.codes[:, f].index_select(0, leaf.rows)
+        go_left = code <= t
+        if d_left:
+            go_left |= code == self.prepared.missing_code
+        lrows = leaf.rows[go_left]
+        rrows = leaf.rows[~go_left]
+        k = len(self.sf)
+        self.sf.append(f); self.tb.append(t); self.dl.append(bool(d_left)); self.sg.append(gain)
+        self.lc.append(~leaf.leaf_id); self.rc.append(~len(leaves))
+        if leaf.parent >= 0:
+            (self.lc if leaf.is_left else self.rc)[leaf.parent] = k
+        small_left = lrows.numel() <= rrows.numel()
+        hs = self.histogram(lrows if small_left else rrows)
+        hl = leaf.hist - hs
+        if not small_left:
+            hs, hl = hl, hs
+        left = _Leaf(leaf.leaf_id, lrows, hs, leaf.depth + 1, k, True)
+        right = _Leaf(len(leaves), rrows, hl, leaf.depth + 1, k, False)
+        leaf.hist = None
+        self.depth = max(self.depth, leaf.depth + 1)
+        leaves[leaves.index(leaf)] = left
+        leaves.append(right)
+        self.evaluate(left, right)
+
+    def model(self, leaf_value: Tensor) -> TreeModel:
+        """The fitted :class:`TreeModel` with the given leaf values (in leaf id order)."""
+        dev = self.codes.device
+        sf_t = torch.tensor(self.sf, dtype=torch.int64, device=dev)
+        tb_t = torch.tensor(self.tb, dtype=torch.int64, device=dev)
+        edges = self.prepared.edges.to(dev)
+        thr = edges[sf_t, tb_t] if self.sf else edges.new_empty(0)
         return TreeModel(split_feature=sf_t, threshold_bin=tb_t, threshold=thr,
-                         default_left=torch.tensor(dl, dtype=torch.bool, device=dev),
-                         left_child=torch.tensor(lc, dtype=torch.int64, device=dev),
-                         right_child=torch.tensor(rc, dtype=torch.int64, device=dev),
-                         split_gain=torch.tensor(sg, dtype=torch.float64, device=dev),
-                         leaf_value=leaf_value, depth=depth, missing_code=prepared.missing_code)
+                         default_left=torch.tensor(self.dl, dtype=torch.bool, device=dev),
+                         left_child=torch.tensor(self.lc, dtype=torch.int64, device=dev),
+                         right_child=torch.tensor(self.rc, dtype=torch.int64, device=dev),
+                         split_gain=torch.tensor(self.sg, dtype=torch.float64, device=dev),
+                         leaf_value=leaf_value, depth=self.depth, missing_code=self.prepared.missing_code)
+
+
+def _leaf_values(leaves, wt: Tensor, w: Tensor, l2: float) -> Tensor:
+    """float64 Newton leaf values ``G / (H + λ)`` in leaf id order, sorting ``leaves`` by id.
+
+    Exact sums from the rows (not from subtracted histograms): one gather of all leaves' rows,
+    then one contiguous sum per leaf, the same values bit for bit as summing each leaf's
+    gathered rows.
+    """
+    leaves.sort(key=lambda lf: lf.leaf_id)
+    sizes = [lf.rows.numel() for lf in leaves]
+    all_rows = torch.cat([lf.rows for lf in leaves])
+    sums = torch.stack([torch.stack([a.sum() for a in wt.index_select(0, all_rows).split(sizes)]),
+                        torch.stack([a.sum() for a in w.index_select(0, all_rows).split(sizes)])], 1)
+    denom = sums[:, 1] + l2
+    return torch.where(denom > 0, sums[:, 0] / torch.where(denom > 0, denom, torch.ones_like(denom)),
+                       torch.zeros_like(denom))
 
 
 # ----------------------------------------------------------------------------- stumps
