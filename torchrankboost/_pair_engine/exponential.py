@@ -187,6 +187,18 @@ def _log_normaliser(s: Tensor, cfg: FamilyConfig) -> Tensor:
                           levels=cfg.levels)["logF"]
 
 
+def _log_shares(t: Dict[str, Tensor], has: Tensor, gi: Tensor, G: int, p: float):
+    """``(lo - c_lo, hi - c_hi)`` for the gradient of ``log F_p``, each normalised by its own
+    per-query log-sum: ``Σ_d e^{lo_d} = Σ_d e^{hi_d} = p F_p`` exactly, so
+    ``LSE_q(·) - log p`` equals ``log F_p`` in exact arithmetic but cancels the rounding
+    of the large logs at huge scores (|s| ~ 1e30: the dominant share is exactly ``log p``,
+    never 0 or inf from a difference of two 1e30-sized logs)."""
+    lp, zero = _log(p), torch.zeros(G, dtype=t["lo"].dtype, device=t["lo"].device)
+    c_lo = torch.where(has, seg_lse(t["lo"], gi, G), zero)[gi]
+    c_hi = torch.where(has, seg_lse(t["hi"], gi, G), zero)[gi]
+    return (t["lo"] - c_lo) + lp, (t["hi"] - c_hi) + lp  # log p added after the cancellation
+
+
 def family_value(s: Tensor, cfg: FamilyConfig, *, need_dval: bool):
     """Per-query values ``(G,)``, ``has_pairs`` ``(G,)`` and (optionally) ``dval`` ``(n,)``,
     the derivative of each document's own query value with respect to its score."""
@@ -206,8 +218,10 @@ def family_value(s: Tensor, cfg: FamilyConfig, *, need_dval: bool):
     dval = None
     if need_dval:
         gi = cfg.groups.group_index.to(s.device)
-        c = (torch.where(has, logF, zero) if cfg.log else logN)[gi]
-        dval = signed_exp_diff(t["lo"] - c, t["hi"] - c)
+        if cfg.log:
+            dval = signed_exp_diff(*_log_shares(t, has, gi, logF.shape[0], cfg.p))
+        else:
+            dval = signed_exp_diff(t["lo"] - logN[gi], t["hi"] - logN[gi])
     return value, has, dval
 
 
@@ -256,6 +270,8 @@ def family_grad_hess(s: Tensor, cfg: FamilyConfig, hess: str, reduction: str):
     else:
         c = torch.zeros_like(s)
     lo, hi = t["lo"] - c, t["hi"] - c
+    if cfg.log:  # the same values, without the cancellation at huge scores
+        lo, hi = _log_shares(t, has, gi, logF.shape[0], p)
     grad = signed_exp_diff(lo, hi)
     # sums of exponentials of finite-or--inf logs: 0, finite or +inf, never NaN
     if hess == "diag":
