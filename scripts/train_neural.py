@@ -145,11 +145,15 @@ def make_logger(args, entry, loss_params, device):
     if args.no_tensorboard:
         return None
     logdir = args.logdir or default_logdir(f"neural-{entry.name}")
+    # the same HParams columns as a boosting run (algorithm, loss, learner, learning rate,
+    # rounds = epochs, seed, data), the network's settings as learner.<setting>
     return TensorBoardLogger(logdir, hparams={
-        "loss": entry.name, **{f"loss.{k}": v for k, v in loss_params.items()},
-        "lr": args.lr, "weight_decay": args.weight_decay, "hidden": args.hidden,
-        "layers": args.layers, "dropout": args.dropout, "max_docs": args.max_docs,
-        "epochs": args.epochs, "seed": args.seed, "device": str(device)})
+        "algorithm": "neural", "loss": entry.name,
+        **{f"loss.{k}": v for k, v in loss_params.items()},
+        "learner": "mlp", "learner.hidden": args.hidden, "learner.layers": args.layers,
+        "learner.dropout": args.dropout, "learning_rate": args.lr, "n_rounds": args.epochs,
+        "seed": args.seed, "data": Path(str(args.data)).name,
+        "weight_decay": args.weight_decay, "max_docs": args.max_docs})
 
 
 def train_epochs(args, model, opt, loss_fn, train, valid, metrics, logger, best):
@@ -161,6 +165,7 @@ def train_epochs(args, model, opt, loss_fn, train, valid, metrics, logger, best)
     progress = ProgressCallback(total=args.epochs, quiet=args.quiet, desc="epoch", every=1)
     progress.start()
     step, t0 = 0, time.perf_counter()
+    per_query = getattr(loss_fn, "reduction", "sum") == "mean"  # already a mean over queries
     stop = False
     for epoch in range(args.epochs):
         model.train()
@@ -178,8 +183,11 @@ def train_epochs(args, model, opt, loss_fn, train, valid, metrics, logger, best)
             ep_loss += float(loss.detach())
             nb += 1
             if logger is not None:
-                logger.log_step(step, {"train/loss": loss.detach(), "train/grad_norm": gnorm,
-                                       "train/learning_rate": opt.param_groups[0]["lr"]})
+                # per query, like the boosting runs' metrics/train/loss_per_query
+                logger.log_step(step, {
+                    "metrics/train/loss_per_query": loss.detach() if per_query
+                    else loss.detach() / max(gb.num_groups, 1),
+                    "round/grad_norm": gnorm})
             if args.max_steps is not None and step >= args.max_steps:
                 stop = True
                 break
@@ -187,9 +195,11 @@ def train_epochs(args, model, opt, loss_fn, train, valid, metrics, logger, best)
         scalars = {"train/epoch_loss": ep_loss / max(nb, 1),
                    **{f"valid/{k}": v for k, v in val.items()}}
         if logger is not None:
-            logger.log_step(step, scalars)
-            logger.log_step(step, {"time/seconds_per_epoch": (time.perf_counter() - t0) / (epoch + 1)})
-            logger.log_histograms(step, {"valid/scores": vs})
+            logger.log_step(step, {"round/epoch_loss_per_query": scalars["train/epoch_loss"],
+                                   **{f"metrics/valid/{k}": v for k, v in val.items()}})
+            logger.log_step(step, {"metrics/seconds_per_epoch":
+                                   (time.perf_counter() - t0) / (epoch + 1)})
+            logger.log_histograms(step, {"scores/valid": vs})
         progress.update(epoch, scalars)
         if val["ndcg@10"] > best[0]:
             best = (val["ndcg@10"], copy.deepcopy(model.state_dict()), epoch + 1)
@@ -222,7 +232,7 @@ def main(argv=None) -> dict:
     valid0, _ = evaluate(model, valid, [ndcg10])
     logger = make_logger(args, entry, loss_params, device)
     if logger is not None:
-        logger.log_step(0, {"valid/ndcg@10": valid0["ndcg@10"], "test/ndcg@10": before["ndcg@10"]})
+        logger.log_step(0, {"metrics/valid/ndcg@10": valid0["ndcg@10"]})
 
     t0 = time.perf_counter()
     best, step = train_epochs(args, model, opt, loss_fn, train, valid, metrics, logger,
@@ -232,12 +242,12 @@ def main(argv=None) -> dict:
     after, ts = evaluate(model, test, metrics)
 
     if logger is not None:
-        logger.log_step(step, {f"test/{k}": v for k, v in after.items()})
-        logger.log_histograms(step, {"test/scores": ts})
+        logger.log_histograms(step, {"scores/test": ts})
         logger.log_curves(step, test.labels, ts, tag="test")
-        logger.log_hparams({"best_epoch": best[2]},
-                           {"test/ndcg@10": after["ndcg@10"], "test/map": after["map"],
-                            "valid/ndcg@10": best[0]})
+        logger.log_hparams(None, {**{f"test/{k}": v for k, v in after.items()},
+                                  "test/untrained_ndcg@10": before["ndcg@10"],
+                                  "valid/ndcg@10": best[0], "best_round": best[2],
+                                  "seconds": seconds}, step=step)
         logger.close()
 
     print(f"loss {entry.name}: test NDCG@10 before {before['ndcg@10']:.4f}  after "

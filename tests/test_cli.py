@@ -56,13 +56,18 @@ def test_readme_first_command_trains_prints_metrics_and_writes_events(tmp_path):
     assert (runs[0] / "model.safetensors").is_file()
     ea = read_events(runs[0])
     tags = ea.Tags()
-    assert {"train/loss", "train/auc", "valid/loss", "valid/auc", "valid/ndcg@10", "valid/map",
-            "valid/pair_error", "round/alpha", "round/learning_rate", "round/grad_norm",
-            "round/curvature_norm", "time/seconds_per_round",
-            "final/test/auc"} <= set(tags["scalars"])
-    assert {"learner/leaf_value", "test/scores"} <= set(tags["histograms"])
-    assert "learner/left_child" not in tags["histograms"]
-    assert "test/pr_curve" in tags["tensors"] and "test/roc_curve" in tags["images"]
+    # the curves that matter under metrics/ (normalised loss, no duplicate of it elsewhere)
+    assert {"metrics/train/loss_per_query", "metrics/train/auc", "metrics/valid/auc",
+            "metrics/valid/ndcg@10", "metrics/valid/map", "metrics/valid/pair_error",
+            "metrics/step_size", "metrics/seconds_per_round", "round/valid_loss",
+            "round/grad_norm", "round/curvature_norm",
+            "summary/test/auc"} <= set(tags["scalars"])
+    assert not {"round/loss", "train/loss", "round/learning_rate"} & set(tags["scalars"])
+    assert {"weak_model/leaf_value", "scores/test"} <= set(tags["histograms"])
+    assert "weak_model/left_child" not in tags["histograms"]
+    assert "summary/test_pr_curve" in tags["tensors"]
+    assert "summary/test_roc_pr" in tags["images"]
+    assert "summary/final_metrics/text_summary" in tags["tensors"]
     assert "_hparams_/session_start_info" in ea.PluginTagToContent("hparams")
 
 
@@ -151,7 +156,7 @@ def test_train_fold_then_evaluate_and_predict(tmp_path, svm_files, capsys):
     assert re.search(r"^valid\s", cap.out, re.M) and "ndcg@10" in cap.out
     assert cap.err == ""  # --quiet
     assert model.is_file()
-    assert {"valid/map", "valid/ndcg@10", "valid/loss"} <= set(
+    assert {"metrics/valid/map", "metrics/valid/ndcg@10", "round/valid_loss"} <= set(
         read_events(tmp_path / "run").Tags()["scalars"])
 
     assert main(["evaluate", str(model), str(svm_files[2]), "-m", "ndcg@5", "auc"]) == 0
@@ -179,7 +184,7 @@ def test_train_algorithm_by_name_with_params(tmp_path, capsys):
                "--logdir", str(tmp_path / "sm")])
     assert rc == 0, capsys.readouterr().err
     tags = set(read_events(tmp_path / "sm").Tags()["scalars"])
-    assert {"valid/auc", "valid/pair_error", "round/alpha", "round/margin",
+    assert {"metrics/valid/auc", "metrics/valid/pair_error", "metrics/step_size", "round/margin",
             "round/smooth_margin"} <= tags
     assert "round/candidate" not in tags
 
@@ -194,7 +199,7 @@ def test_every_algorithm_trains_from_the_cli(algorithm, svm_files, tmp_path, cap
     assert rc == 0, cap.err
     label = "exponential" if algorithm == "boost" else algorithm  # the driver: its loss
     assert f"{label} on " in cap.out and model.is_file()
-    assert "valid/ndcg@10" in read_events(tmp_path / "run").Tags()["scalars"]
+    assert "metrics/valid/ndcg@10" in read_events(tmp_path / "run").Tags()["scalars"]
     assert main(["evaluate", str(model), str(svm_files[2])]) == 0
 
 

@@ -16,48 +16,78 @@ from conftest import read_events
 pytest.importorskip("tensorboard.backend.event_processing.event_accumulator")
 
 
+def _hparams(ea):
+    """(experiment, session start info) of a run, read back as the hparams plugin's protos."""
+    from tensorboard.plugins.hparams import plugin_data_pb2
+
+    hp = ea.PluginTagToContent("hparams")
+    exp = plugin_data_pb2.HParamsPluginData.FromString(hp["_hparams_/experiment"]).experiment
+    start = plugin_data_pb2.HParamsPluginData.FromString(
+        hp["_hparams_/session_start_info"]).session_start_info
+    return exp, start
+
+
 def test_explicit_api_writes_scalars_histograms_hparams_curves(tmp_path):
-    with TensorBoardLogger(tmp_path / "run", hparams={"lr": 0.1, "loss": "exponential",
-                                                      "obj": object(), "none": None}) as lg:
+    with TensorBoardLogger(tmp_path / "run", hparams={"learning_rate": 0.1, "loss": "exponential",
+                                                      "obj": object(), "none": None,
+                                                      "flag": True}) as lg:
         for step in range(5):
-            lg.log_step(step, {"train/loss": torch.tensor(1.0 / (step + 1)),
-                               "valid": {"ndcg@10": 0.5 + 0.01 * step},
+            lg.log_step(step, {"metrics/train/loss_per_query": torch.tensor(1.0 / (step + 1)),
+                               "metrics": {"valid": {"ndcg@10": 0.5 + 0.01 * step}},
                                "skipped/nan": float("nan"), "skipped/vector": torch.ones(3)})
-        lg.log_histograms(4, {"scores": torch.randn(100), "scalar_is_ignored": 1.0})
+        lg.log_histograms(4, {"scores/test": torch.randn(100), "scalar_is_ignored": 1.0})
         lg.log_curves(4, torch.tensor([0, 2, 1, 0, 0, 1.0]),
                       torch.tensor([0.1, 3.0, 0.5, 0.2, 0.7, 0.4]), tag="test")
         lg.log_hparams()
     ea = read_events(tmp_path / "run")
     tags = ea.Tags()
-    assert {"train/loss", "valid/ndcg@10"} <= set(tags["scalars"])
+    assert {"metrics/train/loss_per_query", "metrics/valid/ndcg@10"} <= set(tags["scalars"])
     assert "skipped/nan" not in tags["scalars"] and "skipped/vector" not in tags["scalars"]
-    assert [e.step for e in ea.Scalars("train/loss")] == [0, 1, 2, 3, 4]
-    assert ea.Scalars("valid/ndcg@10")[-1].value == pytest.approx(0.54)
-    assert "final/valid/ndcg@10" in tags["scalars"]
-    assert tags["histograms"] == ["scores"]
-    assert "test/pr_curve" in tags["tensors"]
-    assert "test/roc_curve" in tags["images"]
-    hp = ea.PluginTagToContent("hparams")
-    assert "_hparams_/experiment" in hp and "_hparams_/session_start_info" in hp
-    from tensorboard.plugins.hparams import plugin_data_pb2
-
-    start = plugin_data_pb2.HParamsPluginData.FromString(hp["_hparams_/session_start_info"])
-    got = start.session_start_info.hparams
-    assert got["lr"].number_value == pytest.approx(0.1)
+    assert [e.step for e in ea.Scalars("metrics/train/loss_per_query")] == [0, 1, 2, 3, 4]
+    assert ea.Scalars("metrics/valid/ndcg@10")[-1].value == pytest.approx(0.54)
+    # the final value, once, under summary/ (the HParams metric), and the text summary
+    assert [e.value for e in ea.Scalars("summary/valid/ndcg@10")] == [pytest.approx(0.54)]
+    assert "summary/final_metrics/text_summary" in tags["tensors"]
+    assert "ndcg@10" in str(ea.Tensors("summary/final_metrics/text_summary")[0].tensor_proto)
+    assert tags["histograms"] == ["scores/test"]
+    assert "summary/test_pr_curve" in tags["tensors"]
+    assert "summary/test_roc_pr" in tags["images"]
+    img = ea.Images("summary/test_roc_pr")[0]
+    assert img.width >= 800 and img.height >= 400  # a readable figure, not a 240 px icon
+    # descriptions travel with the tags
+    assert "higher is better" in ea.SummaryMetadata("metrics/valid/ndcg@10").summary_description
+    assert "queries" in ea.SummaryMetadata("metrics/train/loss_per_query").summary_description
+    exp, start = _hparams(ea)
+    got = start.hparams
+    assert got["learning_rate"].number_value == pytest.approx(0.1)
     assert got["loss"].string_value == "exponential"
+    assert got["flag"].WhichOneof("kind") == "bool_value" and got["flag"].bool_value
     assert "none" not in got and "obj" in got  # None dropped, other objects stringified
+    # every run declares the standard metric columns, whatever it logged
+    declared = [m.name.tag for m in exp.metric_infos]
+    assert {f"summary/{s}/{m}" for s in ("test", "valid", "train")
+            for m in ("ndcg@1", "ndcg@5", "ndcg@10", "map", "auc")} <= set(declared)
+    assert [h.name for h in exp.hparam_infos][:8] == ["algorithm", "loss", "learner",
+                                                      "learner.max_leaves", "learning_rate",
+                                                      "n_rounds", "seed", "data"]
 
 
 def _info(n_rounds=12):
-    """A FitInfo shaped like the driver's (see boosting/callbacks.py)."""
-    return FitInfo(algorithm="boost", n_docs=50, n_queries=1, n_features=4, n_rounds=n_rounds,
+    """A FitInfo shaped like the driver's (see boosting/booster.py)."""
+    return FitInfo(algorithm="boost", n_docs=50, n_queries=5, n_features=4, n_rounds=n_rounds,
                    eval_names=["valid_0"], metric_names=["auc", "ndcg@10"],
-                   params={"learning_rate": 0.1, "loss": torch.nn.MSELoss(),
-                           "callbacks": [1, 2]})
+                   params={"learning_rate": 0.1, "callbacks": [1, 2],
+                           "loss": "PNormPushLoss(p=2.0, log=False, normalize=False, "
+                                   "reduction='sum')",
+                           "learner": "RegressionTree(max_leaves=15, max_depth=None, "
+                                      "min_child_weight=0.001, min_samples_leaf=20, l2=1.0, "
+                                      "min_split_gain=0.0, n_bins=255, feature_fraction=1.0)",
+                           "step": "line_search", "curvature": "diag", "base_score": 0.0,
+                           "seed": 0, "subsample": 1.0, "device": "cpu"})
 
 
 def _record(r, scores=None):
-    """A RoundRecord shaped like the driver's (see boosting/callbacks.py)."""
+    """A RoundRecord shaped like the driver's (see boosting/booster.py)."""
     extra = {"loss_before": 11.0 - r, "learning_rate": 0.1, "grad_norm": 2.0,
              "curvature_norm": 1.0, "curvature_kind": "diag",
              "line_search": {"status": "ok", "n_evals": 3}, "seconds_learner": 0.005,
@@ -66,8 +96,9 @@ def _record(r, scores=None):
         extra["scores"] = scores
     return RoundRecord(round=r, loss=10.0 - r, step=0.5, weight=0.05,
                        metrics={"train": {"loss": 10.0 - r},
-                                "valid_0": {"auc": 0.9, "ndcg@10": 0.5}},
-                       seconds=0.01, best_round=1, best_score=0.9, extra=extra)
+                                "valid_0": {"auc": 0.9 - 0.01 * abs(r - 4),
+                                            "ndcg@10": 0.5}},
+                       seconds=0.01, best_round=min(r, 4), best_score=0.9, extra=extra)
 
 
 def test_callback_protocol(tmp_path):
@@ -80,31 +111,60 @@ def test_callback_protocol(tmp_path):
     lg.close()
     ea = read_events(tmp_path / "cb")
     tags = set(ea.Tags()["scalars"])
-    assert {"train/loss", "valid/auc", "valid/ndcg@10", "round/alpha", "round/learning_rate",
-            "round/grad_norm", "round/curvature_norm", "line_search/n_evals",
-            "time/seconds_per_round", "time/seconds_learner"} <= tags
+    assert {"metrics/train/loss_per_query", "metrics/valid/auc", "metrics/valid/ndcg@10",
+            "metrics/step_size", "metrics/seconds_per_round", "round/grad_norm",
+            "round/curvature_norm", "round/line_search_n_evals",
+            "round/seconds_learner"} <= tags
+    # no duplicate of the loss, no constant hyper-parameter as a curve, no flags
+    assert not {"round/loss", "round/loss_before", "round/learning_rate",
+                "round/best_score"} & tags
     assert not any(t.startswith("learner/") or "status" in t or "kind" in t for t in tags)
-    assert [e.step for e in ea.Scalars("train/loss")] == list(range(1, 13))
-    assert set(ea.Tags()["histograms"]) == {"train/scores", "learner/leaf_values"}
-    assert sorted({e.step for e in ea.Histograms("learner/leaf_values")}) == [1, 5, 10, 12]
-    hp = ea.PluginTagToContent("hparams")
-    from tensorboard.plugins.hparams import plugin_data_pb2
+    # the loss per query: the sum over the 5 training queries divided by 5
+    assert [e.value for e in ea.Scalars("metrics/train/loss_per_query")][:2] == \
+        [pytest.approx(9.0 / 5), pytest.approx(8.0 / 5)]
+    assert [e.step for e in ea.Scalars("metrics/valid/auc")] == list(range(1, 13))
+    assert set(ea.Tags()["histograms"]) == {"scores/train", "weak_model/leaf_values"}
+    assert sorted({e.step for e in ea.Histograms("weak_model/leaf_values")}) == [1, 5, 10, 12]
+    # the final metrics are the best round's (round 4), written once under summary/
+    assert [e.value for e in ea.Scalars("summary/valid/auc")] == [pytest.approx(0.9)]
+    assert ea.Scalars("summary/rounds_used")[0].value == 12
+    assert ea.Scalars("summary/best_round")[0].value == 4
+    exp, start = _hparams(ea)
+    got = start.hparams
+    # the hyper-parameters a person tunes, as separate columns; no machinery settings
+    assert got["algorithm"].string_value == "boost"
+    assert got["loss"].string_value == "pnorm_push" and got["loss.p"].number_value == 2
+    assert got["learner"].string_value == "tree"
+    assert got["learner.max_leaves"].number_value == 15
+    assert got["learner.l2"].number_value == 1.0  # differs from the default
+    assert "learner.n_bins" not in got  # the default: not a column
+    assert got["learning_rate"].number_value == pytest.approx(0.1)
+    assert got["n_rounds"].number_value == 12
+    assert not {"callbacks", "step", "curvature", "base_score", "device", "seconds"} & set(got)
+    assert "summary/valid/auc" in {m.name.tag for m in exp.metric_infos}
 
-    start = plugin_data_pb2.HParamsPluginData.FromString(hp["_hparams_/session_start_info"])
-    names = set(start.session_start_info.hparams)
-    assert {"n_rounds", "learning_rate", "loss", "algorithm"} <= names
-    assert "callbacks" not in names
-    assert "final/valid/auc" in tags
 
+def test_hparams_of_a_papers_algorithm_and_of_the_cli_runs(tmp_path):
+    """qbrank is logged as qbrank (not the driver with its proxy loss); every run declares the
+    same standard metric columns, so NDCG and AUC columns appear for every run."""
+    from torchrankboost.factory import make_ranker
+    from torchrankboost.datasets import load_data
 
-def test_round_tags():
-    from torchrankboost.tensorboard import round_tag
-
-    assert round_tag("metrics/valid_0/map") == "valid/map"
-    assert round_tag("metrics/valid_0/map", single_valid=False) == "valid_0/map"
-    assert round_tag("step") == "round/alpha"
-    assert round_tag("f_skew") == "round/f_skew"
-    assert round_tag("round") is None
+    tr, va, te, _ = load_data("synthetic", seed=0)
+    tags = {}
+    for name in ("qbrank", "rankboost"):
+        lg = TensorBoardLogger(tmp_path / name)
+        make_ranker(name, n_rounds=3).fit(tr.X, tr.labels, tr.groups,
+                                         eval_set=[(va.X, va.labels, va.groups)],
+                                         eval_metric=["ndcg@10", "map"], callbacks=[lg])
+        lg.close()
+        ea = read_events(tmp_path / name)
+        exp, start = _hparams(ea)
+        assert start.hparams["algorithm"].string_value == name
+        assert "loss" not in start.hparams
+        tags[name] = [m.name.tag for m in exp.metric_infos]
+        assert "summary/valid/ndcg@10" in ea.Tags()["scalars"]
+    assert tags["qbrank"] == tags["rankboost"]
 
 
 def test_default_logdir_is_unique(tmp_path):
@@ -176,4 +236,22 @@ def test_progress_quiet_and_tqdm():
         p.update(r, {"valid": {"auc": torch.tensor(0.75)}, "train/loss": 2.0})
     p.finish()
     text = out.getvalue()
-    assert "3/3" in text and "valid/auc=0.7500" in text and "train/loss" not in text
+    assert "3/3" in text and "valid/auc 0.7500" in text and "train/loss" not in text
+
+
+def test_progress_bar_on_a_120_column_terminal_keeps_its_bar_and_whole_names():
+    out = io.StringIO()
+    p = ProgressCallback(stream=out, use_tqdm=True)
+    p.start(200)
+    p._bar.ncols = 120
+    metrics = {"metrics": {"train": {"loss": 123.456}, "valid_0": {
+        "ndcg@10": 0.77, "ndcg@1": 0.6, "ndcg@5": 0.7, "map": 0.71}}}
+    for r in range(200):
+        p.update(r, metrics)
+    p.finish()
+    last = out.getvalue().split("\r")[-1].strip()
+    assert len(last) <= 120, last
+    assert "|################|" in last  # the bar keeps its width
+    shown = last.split(", ", 1)[1].split("  ")
+    known = {"train/loss", "valid/ndcg@10", "valid/ndcg@1", "valid/ndcg@5", "valid/map"}
+    assert shown and all(item.rsplit(" ", 1)[0] in known for item in shown), shown

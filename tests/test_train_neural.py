@@ -42,9 +42,21 @@ def test_events_written_and_readable(script, tmp_path):
     ea = EventAccumulator(str(tmp_path / "run"), size_guidance={"scalars": 0, "histograms": 0})
     ea.Reload()
     tags = ea.Tags()
-    assert {"train/loss", "train/grad_norm", "valid/ndcg@10", "test/ndcg@10",
-            "final/test/ndcg@10"} <= set(tags["scalars"])
-    assert {"valid/scores", "test/scores"} <= set(tags["histograms"])
+    # the boosting runs' layout: curves under metrics/, final values under summary/
+    assert {"metrics/train/loss_per_query", "round/grad_norm", "metrics/valid/ndcg@10",
+            "metrics/seconds_per_epoch", "summary/test/ndcg@10", "summary/test/map",
+            "summary/valid/ndcg@10"} <= set(tags["scalars"])
+    assert {"scores/valid", "scores/test"} <= set(tags["histograms"])
+    from tensorboard.plugins.hparams import plugin_data_pb2
+
+    hp = ea.PluginTagToContent("hparams")
+    exp = plugin_data_pb2.HParamsPluginData.FromString(hp["_hparams_/experiment"]).experiment
+    assert {"summary/test/ndcg@10", "summary/test/map"} <= {m.name.tag for m in
+                                                            exp.metric_infos}
+    start = plugin_data_pb2.HParamsPluginData.FromString(
+        hp["_hparams_/session_start_info"]).session_start_info.hparams
+    assert start["loss"].string_value == "pnorm_push" and start["learner"].string_value == "mlp"
+    assert start["learning_rate"].number_value > 0
     assert "_hparams_/session_start_info" in ea.PluginTagToContent("hparams")
 
 

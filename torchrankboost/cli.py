@@ -338,7 +338,7 @@ def _final_metrics(model, splits: Dict[str, Any], run: _Run, logger, step: int):
             s = model.predict(d.X)
         rows[split] = compute_metrics(s, d.labels, d.groups, run.report)
         if logger is not None:
-            logger.log_histograms(step, {f"{split}/scores": s})
+            logger.log_histograms(step, {f"scores/{split}": s})
             if split == last:
                 logger.log_curves(step, d.labels, s, tag=split)
     return rows
@@ -380,8 +380,9 @@ def cmd_train(args) -> int:
     callbacks: List[Any] = [ProgressCallback(quiet=args.quiet)]
     logger = None
     if not args.no_tensorboard:
-        logger = TensorBoardLogger(run.logdir, hparams={"data": data_name, "metric": run.metric},
-                                   hparams_on_fit_end=False)
+        logger = TensorBoardLogger(run.logdir, hparams={
+            "algorithm": args.algorithm or "boost", "data": data_name, "metric": run.metric,
+            "early_stopping": run.early_stopping}, hparams_on_fit_end=False)
         callbacks.append(logger)
     splits = {k: d.to(dev) for k, d in (("train", tr), ("valid", va), ("test", te))
               if d is not None}
@@ -397,7 +398,8 @@ def cmd_train(args) -> int:
         model.save(out_path)
         if logger is not None:
             final = {f"{split}/{k}": v for split, r in rows.items() for k, v in r.items()}
-            logger.log_hparams({"seconds": round(seconds, 3), "rounds_used": used}, final)
+            final.update(seconds=seconds, rounds_used=used, best_round=ranker.best_round_)
+            logger.log_hparams(None, final, step=used)
     finally:  # a failed run (NumericalError...) still leaves readable event files
         if logger is not None:
             logger.close()

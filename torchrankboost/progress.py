@@ -98,6 +98,8 @@ class ProgressCallback:
         for k, v in flat.items():
             t = round_tag(k) if k.startswith("metrics/") else k
             if t is not None:
+                if t.startswith("metrics/"):  # TensorBoard's group of the main curves
+                    t = t[len("metrics/"):]
                 tagged[t] = v
         vals = {k: _scalar(v) for k, v in tagged.items()}
         vals = {k: v for k, v in vals.items() if v is not None}
@@ -124,8 +126,12 @@ class ProgressCallback:
         if self._is_tty():
             from tqdm.auto import tqdm
 
+            # a bar of fixed width: the metrics after it get the rest of the line (tqdm's
+            # default bar takes what the postfix leaves, down to one character)
             self._bar = tqdm(total=self.total, desc=self.desc, file=self._out(),
-                             dynamic_ncols=True, leave=True)
+                             dynamic_ncols=True, leave=True,
+                             bar_format="{desc} {n_fmt}/{total_fmt} |{bar:16}| "
+                                        "{elapsed}<{remaining}{postfix}")
 
     def update(self, step: int, metrics: Mapping[str, Any]) -> None:
         """Report one more step/round with its metrics (nested dicts allowed).
@@ -141,7 +147,7 @@ class ProgressCallback:
         if self.quiet:
             return
         if self._bar is not None:
-            self._bar.set_postfix({k: _fmt(v) for k, v in shown.items()}, refresh=False)
+            self._bar.set_postfix_str(self._postfix(shown), refresh=False)
             self._bar.update(1)
             return
         every = self.every
@@ -150,6 +156,24 @@ class ProgressCallback:
         done = self._count  # rounds reported so far (drivers count from 0 or from 1)
         if done % every == 0 or (self.total is not None and done >= self.total):
             self._line(done, shown)
+
+    def _postfix(self, shown: Mapping[str, float]) -> str:
+        """The metrics that fit on the terminal line after the bar, whole (never a name cut
+        in the middle): ``valid/ndcg@10 0.4712  train/loss 12.31``."""
+        import shutil
+
+        try:
+            cols = self._bar.ncols or shutil.get_terminal_size((100, 20)).columns
+        except Exception:  # pragma: no cover
+            cols = 100
+        room = cols - (len(self.desc) + 2 * len(str(self.total or 0)) + 40)
+        parts: list = []
+        for k, v in shown.items():
+            item = f"{k} {_fmt(v)}"
+            if sum(len(p) + 2 for p in parts) + len(item) + 2 > room:
+                break
+            parts.append(item)
+        return "  ".join(parts)
 
     def _line(self, done: int, shown: Mapping[str, float]) -> None:
         elapsed = time.perf_counter() - (self._t0 or time.perf_counter())

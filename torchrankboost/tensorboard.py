@@ -12,29 +12,41 @@
        logger = TensorBoardLogger("runs/mlp")
        for step in range(n_steps):
            ...
-           logger.log_step(step, {"train/loss": loss.item(), "valid/ndcg@10": ndcg})
-       logger.log_histograms(step, {"scores": scores})
+           logger.log_step(step, {"metrics/train/loss_per_query": loss.item(),
+                                  "metrics/valid/ndcg@10": ndcg})
+       logger.log_histograms(step, {"scores/valid": scores})
        logger.log_curves(step, labels, scores, tag="test")
-       logger.log_hparams({"lr": 1e-3, "loss": "exponential"}, {"test/ndcg@10": 0.48})
+       logger.log_hparams({"learning_rate": 1e-3, "loss": "exponential"},
+                          {"test/ndcg@10": 0.48})
        logger.close()
 
-What is written (tags):
+What is written (TensorBoard's Time Series tab orders card groups by name, so the curves
+that matter come first):
 
-* scalars: every scalar of the round's :class:`~torchrankboost.contract.RoundRecord` — its
-  ``metrics`` as ``train/loss``, ``valid/ndcg@10``..., its ``step`` as ``round/alpha``, its
-  other fields and ``extra`` entries under their own names (``round/learning_rate``,
-  ``round/f_skew``, ``round/margin``, ``round/smooth_margin``, ``round/grad_norm``,
-  ``round/curvature_norm``, ``line_search/n_evals``...; names without a ``/`` are put under
-  ``round/``), plus ``time/seconds_per_round``;
-* histograms: every vector entry of ``extra`` (e.g. the weak model's ``leaf_values``;
-  ``scores``, when an algorithm reports its training scores, as ``train/scores``), every
+* ``metrics/`` — the curves that matter, per round: every evaluation metric
+  (``metrics/valid/ndcg@10``, ``metrics/valid/map``...; ``metrics/train/...`` with
+  ``eval_train``), the training objective divided by the number of training queries
+  (``metrics/train/loss_per_query``: comparable across data sizes and runs, unlike the sum),
+  the step size (``metrics/step_size``) and the time per round
+  (``metrics/seconds_per_round``);
+* ``round/`` — the algorithm's diagnostics (``round/weight``, ``round/grad_norm``,
+  ``round/curvature_norm``, ``round/line_search_n_evals``, ``round/f_skew``,
+  ``round/margin``, ``round/seconds_learner``, the loss on an evaluation set
+  ``round/valid_loss``...);
+* histograms ``scores/...`` and ``weak_model/...`` (the weak model's leaf values), every
   ``histogram_every`` rounds and at the last round;
-* ``hparams``: the run's hyper-parameters with its final metrics (the last value of every
-  ``train/``, ``valid/`` and ``test/`` scalar unless given explicitly), written into the same
-  run directory so that TensorBoard's HPARAMS tab links to the scalars;
-* curves: a precision-recall curve (``add_pr_curve``, numpy only) and an ROC curve drawn as an
-  image (pure numpy rasteriser, no matplotlib needed) for binary relevance
-  ``label > relevance_threshold``.
+* ``summary/`` — the final results: ``summary/<split>/<metric>`` (one value each, the HParams
+  metrics), a text summary ``summary/final_metrics`` (Text tab) and a figure
+  ``summary/<split>_roc_pr`` (the ROC curve with its AUC and the precision-recall curve with
+  its average precision, with axes and labels; drawn with Pillow, no matplotlib needed),
+  plus TensorBoard's interactive PR curve (PR Curves tab);
+* ``hparams``: the hyper-parameters a person tunes (algorithm as named, loss, learner and
+  its settings as separate columns, learning rate, rounds, seed, data) with every run
+  declaring the same metric columns (NDCG@1/5/10, MAP, AUC, pair error on test, valid and
+  train, rounds used, best round, seconds), written into the run directory so that the
+  HParams tab links to the curves.
+
+Every scalar tag carries a one-line description (the chart's tooltip).
 
 Event files go to ``logdir`` (default ``runs/<name>-<timestamp>``); view them with
 ``tensorboard --logdir runs``.
@@ -53,6 +65,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from . import _tb_summary as _tb
 from .contract import FitInfo, RoundRecord
 
 __all__ = ["TensorBoardLogger", "default_logdir", "roc_curve_points", "render_roc_image",
@@ -133,9 +146,9 @@ def roc_curve_points(labels, scores, *, relevance_threshold: float = 0.0):
 
 
 def render_roc_image(fpr: np.ndarray, tpr: np.ndarray, *, size: int = 240) -> np.ndarray:
-    """Draw an ROC curve into an ``(size, size, 3)`` uint8 RGB image (no matplotlib).
-
-    White background, grey frame and chance diagonal, the curve in blue.
+    """Draw an ROC curve into an ``(size, size, 3)`` uint8 RGB image (no axes; kept for
+    compatibility — the logger writes :func:`~torchrankboost._tb_summary.render_curves_figure`,
+    the ROC and precision-recall curves with axes, labels, AUC and average precision).
     """
     img = np.full((size, size, 3), 255, dtype=np.uint8)
     pad = 12
@@ -151,7 +164,6 @@ def render_roc_image(fpr: np.ndarray, tpr: np.ndarray, *, size: int = 240) -> np
         seg = np.hypot(np.diff(xs), np.diff(ys))
         n = max(2, int(seg.sum() * span * 2) + 2)
         t = np.linspace(0.0, 1.0, n)
-        # resample the polyline uniformly along its length
         cum = np.r_[0.0, np.cumsum(seg)]
         if cum[-1] <= 0:
             return
@@ -171,20 +183,22 @@ def render_roc_image(fpr: np.ndarray, tpr: np.ndarray, *, size: int = 240) -> np
 
 
 class TensorBoardLogger:
-    """Write a run's scalars, histograms, hyper-parameters and curves to TensorBoard.
+    """Write a run's curves, diagnostics, hyper-parameters and final results to TensorBoard.
 
     Args:
         logdir: run directory; default ``runs/<name>-<timestamp>`` (see :func:`default_logdir`).
         name: run name used for the default ``logdir``.
-        hparams: hyper-parameters recorded with the final metrics (merged with the
-            algorithm's, from the ``FitInfo`` of ``on_fit_start``).
+        hparams: hyper-parameters of the run (the HParams columns), merged with those read
+            from the algorithm's ``FitInfo`` at ``on_fit_start`` (these win: they are what
+            the user chose, e.g. the CLI's ``data``).
         histogram_every: write histograms every this many rounds/steps (and at the end).
         relevance_threshold: labels ``> relevance_threshold`` count as relevant for the
-            PR/ROC curves.
+            ROC / precision-recall figure.
         flush_secs: passed to ``SummaryWriter``.
         hparams_on_fit_end: write the hyper-parameters with the final metrics when the fit
-            ends (set ``False`` to call :meth:`log_hparams` yourself later, e.g. with test
-            metrics; a run should hold one hparams record).
+            ends (the metrics of the kept model: the best round's under early stopping); set
+            ``False`` to call :meth:`log_hparams` yourself later, e.g. with test metrics (a
+            run should hold one hparams record).
 
     Callback: ``on_fit_start(ranker, info)``, ``on_round_end(ranker, record) -> None`` (never
     asks to stop), ``on_fit_end(ranker, model)``.
@@ -207,28 +221,45 @@ class TensorBoardLogger:
         self.relevance_threshold = float(relevance_threshold)
         self.hparams_on_fit_end = bool(hparams_on_fit_end)
         self.last_scalars: Dict[str, float] = {}
+        self._described: set = set()
         self._last_time: Optional[float] = None
         self._last_round: Optional[int] = None
         self._hist_round: Optional[int] = None
         self._pending_vectors: Dict[str, Any] = {}
         self._best_round: Optional[int] = None
         self._n_rounds: Optional[int] = None
+        self._n_queries: Optional[int] = None
+        self._mean_loss = False
+        self._round_metrics: Dict[int, Dict[str, Dict[str, float]]] = {}
         self._hparams_written = False
         self._closed = False
 
     # ------------------------------------------------------------------ explicit API
+    def _scalar(self, tag: str, x: float, step: int, description: Optional[str] = None) -> None:
+        """One scalar; the first write of a tag carries its description."""
+        if tag not in self._described:
+            desc = _tb.describe_tag(tag) if description is None else description
+            self.writer._get_file_writer().add_summary(_tb.scalar_summary(tag, x, desc),
+                                                       int(step))
+            self._described.add(tag)
+        else:
+            self.writer.add_scalar(tag, x, int(step))
+        self.last_scalars[tag] = x
+
     def log_step(self, step: int, scalars: Mapping[str, Any]) -> None:
         """Write every scalar-like value of ``scalars`` (nested dicts become ``a/b`` tags).
 
-        Non-scalar values are ignored here (see :meth:`log_histograms`); non-finite values
-        are skipped (TensorBoard cannot plot them).
+        Tags are written as given; the library's layout puts the curves that matter under
+        ``metrics/`` (``metrics/valid/ndcg@10``, ``metrics/train/loss_per_query``,
+        ``metrics/step_size``, ``metrics/seconds_per_round``) and diagnostics under
+        ``round/``. Non-scalar values are ignored here (see :meth:`log_histograms`);
+        non-finite values are skipped (TensorBoard cannot plot them).
         """
         for tag, v in flatten(scalars).items():
             x = _as_scalar(v)
             if x is None or not math.isfinite(x):
                 continue
-            self.writer.add_scalar(tag, x, int(step))
-            self.last_scalars[tag] = x
+            self._scalar(tag, x, step)
 
     def log_histograms(self, step: int, values: Mapping[str, Any]) -> None:
         """Write a histogram for every vector value (tensor/array with > 1 element)."""
@@ -241,7 +272,9 @@ class TensorBoardLogger:
                 self.writer.add_histogram(tag, arr, int(step))
 
     def log_curves(self, step: int, labels, scores, *, tag: str = "test") -> None:
-        """PR curve (``<tag>/pr_curve``) and ROC image (``<tag>/roc_curve``) of ``scores``.
+        """The ROC / precision-recall figure of ``scores`` (``summary/<tag>_roc_pr``: both
+        curves with axes, AUC and average precision) and TensorBoard's interactive PR curve
+        (``summary/<tag>_pr_curve``, PR Curves tab).
 
         ``labels`` are binarised as ``labels > relevance_threshold``; nothing is written when
         one class is empty. The curves pool all documents (for several queries this is the
@@ -254,55 +287,73 @@ class TensorBoardLogger:
         # add_pr_curve expects probabilities in [0, 1]: map scores monotonically.
         lo, hi = float(s.min()), float(s.max())
         p = (s - lo) / (hi - lo) if hi > lo else np.full_like(s, 0.5)
-        self.writer.add_pr_curve(f"{tag}/pr_curve", y.astype(np.int64), p, int(step),
-                                 num_thresholds=201)
-        pts = roc_curve_points(y.astype(np.float64), s, relevance_threshold=0.5)
-        if pts is not None:
-            img = render_roc_image(*pts)
-            try:  # SummaryWriter encodes images with Pillow; skip the picture without it
-                self.writer.add_image(f"{tag}/roc_curve", img, int(step), dataformats="HWC")
-            except ImportError:  # pragma: no cover - Pillow is usually installed
-                pass
+        self.writer.add_pr_curve(f"{_tb.SUMMARY}/{tag}_pr_curve", y.astype(np.int64), p,
+                                 int(step), num_thresholds=201)
+        try:  # SummaryWriter encodes images with Pillow; skip the picture without it
+            img = _tb.render_curves_figure(y, s, title=f"{tag} set")
+            if img is not None:
+                self.writer.add_image(f"{_tb.SUMMARY}/{tag}_roc_pr", img, int(step),
+                                      dataformats="HWC")
+        except ImportError:  # pragma: no cover - Pillow is usually installed
+            pass
 
     def log_hparams(self, hparams: Optional[Mapping[str, Any]] = None,
-                    metrics: Optional[Mapping[str, Any]] = None) -> None:
-        """Record hyper-parameters with final metrics in this run directory.
+                    metrics: Optional[Mapping[str, Any]] = None, *,
+                    step: Optional[int] = None) -> None:
+        """Record the run's hyper-parameters and final results (the HParams tab).
 
-        ``hparams`` is merged into those already known; ``metrics`` defaults to the last
-        value of every ``train/``, ``valid/`` and ``test/`` scalar written so far. Values that
-        are not int/float/str/bool are stored as strings; ``None`` is dropped.
+        ``hparams`` is merged into those already known (values that are not
+        int/float/str/bool are stored as strings; ``None`` is dropped; booleans stay
+        booleans). ``metrics``: ``{"test/ndcg@10": v, "valid/map": v, "rounds_used": n,
+        ...}`` (``<split>/<metric>`` or a plain name); default: the last value of every
+        ``metrics/<split>/<metric>`` scalar written so far. Each is written once as
+        ``summary/<key>`` (at ``step``, default the last round) — the HParams metric
+        values — and all of them as a table in the text summary ``summary/final_metrics``.
+        Every run declares the same metric columns (:data:`~torchrankboost._tb_summary.
+        STANDARD_METRICS` on test/valid/train, rounds used, best round, seconds) plus its
+        own others, so the columns of every run appear whichever run TensorBoard reads the
+        declaration from.
         """
-        from torch.utils.tensorboard.summary import hparams as hparams_summary
-
         hp = dict(self.hparams)
         hp.update(hparams or {})
-        clean: Dict[str, Any] = {}
-        for k, v in hp.items():
-            if v is None:
-                continue
-            if isinstance(v, bool) or isinstance(v, str):
-                clean[k] = v
-            elif isinstance(v, numbers.Integral):
-                clean[k] = int(v)
-            elif isinstance(v, numbers.Real):
-                clean[k] = float(v)
-            else:
-                clean[k] = str(v)
         if metrics is None:
-            metrics = {k: v for k, v in self.last_scalars.items()
-                       if k.split("/", 1)[0] in ("train", "valid", "test")}
-        mets = {}
+            metrics = {}
+            for k, v in self.last_scalars.items():
+                parts = k.split("/")
+                if parts[0] == _tb.MAIN and len(parts) == 3 and parts[1] in _tb.SPLITS:
+                    metrics[f"{parts[1]}/{parts[2]}"] = v
+        final: Dict[str, float] = {}
         for k, v in metrics.items():
             x = _as_scalar(v)
-            if x is not None and math.isfinite(x):
-                mets[f"final/{k}" if not k.startswith("final/") else k] = x
-        exp, ssi, sei = hparams_summary(clean, mets)
+            if x is None or not math.isfinite(x):
+                continue
+            key = k[len(_tb.SUMMARY) + 1:] if k.startswith(f"{_tb.SUMMARY}/") else k
+            key = key[len("final/"):] if key.startswith("final/") else key
+            final[f"{_tb.SUMMARY}/{key}"] = x
+        at = int(step if step is not None else (self._last_round or 0))
+        for tag, x in final.items():
+            self._scalar(tag, x, at)
+        rows: Dict[str, Dict[str, float]] = {}
+        other: Dict[str, float] = {}
+        for tag, x in final.items():
+            rest = tag.split("/", 1)[1]
+            split, sep, name = rest.partition("/")
+            if sep:
+                rows.setdefault(split, {})[name] = x
+            else:
+                other[rest] = x
+        text = _tb.markdown_table(rows)
+        if other:
+            text += "\n\n" + "  \n".join(f"**{k}**: {v:g}" for k, v in other.items())
+        shown = _tb.clean_hparams(hp)
+        if shown:
+            text += "\n\n**hyper-parameters**: " + ", ".join(f"{k}={v}"
+                                                          for k, v in shown.items())
+        if text.strip():
+            self.writer.add_text(f"{_tb.SUMMARY}/final_metrics", text, at)
         fw = self.writer._get_file_writer()
-        fw.add_summary(exp)
-        fw.add_summary(ssi)
-        fw.add_summary(sei)
-        for k, x in mets.items():
-            self.writer.add_scalar(k, x, 0)
+        for summ in _tb.hparams_summaries(hp, _tb.declared_metrics(list(final))):
+            fw.add_summary(summ)
         self._hparams_written = True
         self.writer.flush()
 
@@ -323,22 +374,22 @@ class TensorBoardLogger:
 
     # ------------------------------------------------------------------ callback
     def on_fit_start(self, ranker, info: FitInfo) -> None:
-        """Record the run's hyper-parameters (``info.algorithm``, ``info.n_rounds``,
-        ``info.params``) and start the round timer."""
+        """Record the run's hyper-parameters (:func:`info_hparams`: the algorithm as named,
+        the loss and the learner with their settings as separate columns, learning rate,
+        rounds, seed; those given to the constructor win) and start the round timer."""
         for k, v in info_hparams(info).items():
             self.hparams.setdefault(k, v)
         self._n_rounds = info.n_rounds
+        self._n_queries = info.n_queries
+        self._mean_loss = "reduction='mean'" in str(info.params.get("loss", ""))
         self._last_round = self._hist_round = self._best_round = None
         self._pending_vectors = {}
+        self._round_metrics = {}
         self._last_time = time.perf_counter()
 
     def on_round_end(self, ranker, record: RoundRecord) -> None:
-        """Write the round's scalars (and, every ``histogram_every`` rounds, histograms).
-
-        Tags follow :func:`round_tag`: the record's ``metrics`` become ``train/<m>`` and
-        ``valid/<m>``, its ``step`` ``round/alpha``, timings ``time/...``, other scalars
-        ``round/<key>``; vectors (leaf values, scores) become histograms.
-        """
+        """Write the round's curves and diagnostics (and, every ``histogram_every`` rounds,
+        histograms); see :func:`round_tag` for the tags."""
         now = time.perf_counter()
         single_valid = len([k for k in record.metrics if k != "train"]) <= 1
         scalars: Dict[str, Any] = {}
@@ -347,7 +398,7 @@ class TensorBoardLogger:
             tag = round_tag(k, single_valid=single_valid)
             if tag is None:
                 continue
-            if tag.startswith("learner/"):
+            if tag.startswith("weak_model/"):
                 # weak model summary: only value-like arrays (leaf values, gains, coefficients)
                 leaf = tag.rsplit("/", 1)[-1]
                 if any(w in leaf for w in ("leaf", "gain", "coef", "value")) and \
@@ -358,11 +409,15 @@ class TensorBoardLogger:
             elif _as_scalar(v) is not None:
                 scalars[tag] = v
             elif _as_vector(v) is not None:
-                vectors["train/scores" if tag == "round/scores" else tag] = v
-        if "time/seconds" in scalars:
-            scalars["time/seconds_per_round"] = scalars.pop("time/seconds")
-        elif self._last_time is not None:
-            scalars["time/seconds_per_round"] = now - self._last_time
+                vectors["scores/train" if tag == f"{_tb.DIAG}/scores" else tag] = v
+        loss = scalars.pop(f"{_tb.MAIN}/train/loss", None)
+        if loss is not None:
+            x = _as_scalar(loss)
+            if not self._mean_loss and self._n_queries:
+                x = x / self._n_queries
+            scalars[f"{_tb.MAIN}/train/loss_per_query"] = x
+        if f"{_tb.MAIN}/seconds_per_round" not in scalars and self._last_time is not None:
+            scalars[f"{_tb.MAIN}/seconds_per_round"] = now - self._last_time
         rnd = int(record.round)
         self.log_step(rnd, scalars)
         last = self._n_rounds is not None and rnd >= self._n_rounds
@@ -371,9 +426,25 @@ class TensorBoardLogger:
             self._hist_round = rnd
         self._last_round = rnd
         self._best_round = record.best_round
+        self._round_metrics[rnd] = {s: dict(m) for s, m in record.metrics.items()}
         self._pending_vectors = vectors
         self._last_time = time.perf_counter()
         return None
+
+    def final_metrics(self, round: Optional[int] = None) -> Dict[str, float]:
+        """``{"<split>/<metric>": value}`` of the round ``round`` (default: the best round
+        when there is one, else the last); the training loss per query."""
+        rnd = round if round is not None else (self._best_round or self._last_round)
+        out: Dict[str, float] = {}
+        for split, ms in self._round_metrics.get(rnd, {}).items():
+            name = "valid" if split == "valid_0" and not any(
+                s.startswith("valid_") and s != "valid_0" for s in
+                self._round_metrics.get(rnd, {})) else split
+            for m, v in ms.items():
+                if m == "loss":
+                    continue
+                out[f"{name}/{m}"] = v
+        return out
 
     def on_fit_end(self, ranker, model=None) -> None:
         """Write the last round's histograms (if not yet written), the hyper-parameters with
@@ -381,27 +452,32 @@ class TensorBoardLogger:
         if self._pending_vectors and self._last_round is not None and \
                 self._hist_round != self._last_round:
             self.log_histograms(self._last_round, self._pending_vectors)
-        extra = {"rounds_run": self._last_round, "best_round": self._best_round}
         if self.hparams_on_fit_end:
-            self.log_hparams(extra)
-        else:
-            self.hparams.update({k: v for k, v in extra.items() if v is not None})
+            final = self.final_metrics()
+            final.update({"rounds_used": self._last_round, "best_round": self._best_round})
+            self.log_hparams(None, {k: v for k, v in final.items() if v is not None})
         self.flush()
 
 
-# identifiers and flags, not quantities worth a plot
+# identifiers and flags, not quantities worth a plot; ``loss_before`` and ``best_score``
+# repeat other curves; ``learning_rate`` is a hyper-parameter
 _SKIP_KEYS = {"round", "curvature_kind", "line_search/status", "candidate", "feature",
               "threshold", "threshold_index", "constant", "complemented", "phase",
-              "closed_form", "greedy", "new_ranker", "best_round"}
+              "closed_form", "greedy", "new_ranker", "best_round", "best_score",
+              "loss_before", "learning_rate", "loss", "alpha", "alpha_signed"}
 
 
 def round_tag(key: str, *, single_valid: bool = True) -> Optional[str]:
-    """TensorBoard tag of a flattened diagnostics key (``None``: not logged).
+    """TensorBoard tag of a flattened round-record key (``None``: not logged).
 
-    ``metrics/train/loss`` → ``train/loss``; ``metrics/valid_0/ndcg@10`` → ``valid/ndcg@10``
-    (``valid_0`` keeps its name when there are several evaluation sets); ``step`` →
-    ``round/alpha``; ``seconds*`` → ``time/seconds*``; ``learner/...`` and other nested keys
-    as they are; other top-level keys → ``round/<key>``.
+    The curves that matter go to ``metrics/``: ``metrics/train/loss`` →
+    ``metrics/train/loss`` (written per query by the logger); ``metrics/valid_0/ndcg@10``
+    → ``metrics/valid/ndcg@10`` (``valid_0`` keeps its name when there are several
+    evaluation sets); ``step`` → ``metrics/step_size``; ``seconds`` →
+    ``metrics/seconds_per_round``. The loss on an evaluation set (a sum over its queries)
+    and every other scalar are diagnostics: ``round/<key>`` (``/`` in a nested key becomes
+    ``_``: ``line_search/n_evals`` → ``round/line_search_n_evals``); ``learner/...``
+    (weak model summaries) → ``weak_model/...``.
     """
     if key in _SKIP_KEYS:
         return None
@@ -410,33 +486,55 @@ def round_tag(key: str, *, single_valid: bool = True) -> Optional[str]:
         head, _, tail = rest.partition("/")
         if single_valid and head == "valid_0":
             head = "valid"
-        return f"{head}/{tail}" if tail else f"train/{head}"
+        if not tail:
+            return f"{_tb.MAIN}/train/{head}"
+        if tail == "loss" and head != "train":
+            return f"{_tb.DIAG}/{head}_loss"
+        return f"{_tb.MAIN}/{head}/{tail}"
     if key == "step":
-        return "round/alpha"
-    if key.startswith("seconds"):
-        return f"time/{key}"
-    if "/" in key:
-        return key
-    return f"round/{key}"
+        return f"{_tb.MAIN}/step_size"
+    if key == "seconds":
+        return f"{_tb.MAIN}/seconds_per_round"
+    if key.startswith("learner/"):
+        return "weak_model/" + key[len("learner/"):]
+    return f"{_tb.DIAG}/{key.replace('/', '_')}"
 
 
 def record_items(record: RoundRecord) -> Dict[str, Any]:
-    """A round record as flat ``a/b`` keys: ``loss``, ``step``, ``weight``, ``seconds``,
-    ``best_score``, ``metrics/<set>/<metric>`` and every ``extra`` entry (nested dicts
-    flattened; ``None`` values left out; ``extra`` never overrides a field)."""
+    """A round record as flat ``a/b`` keys: ``step``, ``weight``, ``seconds``,
+    ``metrics/<set>/<metric>`` and every ``extra`` entry (nested dicts flattened; ``None``
+    values left out; ``extra`` never overrides a field). The training loss is
+    ``metrics/train/loss`` (the monitor puts it there)."""
     d: Dict[str, Any] = dict(record.extra)
-    d.update({"loss": record.loss, "step": record.step, "weight": record.weight,
-              "seconds": record.seconds, "best_score": record.best_score,
+    d.update({"step": record.step, "weight": record.weight, "seconds": record.seconds,
               "metrics": record.metrics})
+    if record.loss is not None and "loss" not in record.metrics.get("train", {}):
+        d["metrics"] = {**record.metrics,
+                        "train": {**record.metrics.get("train", {}), "loss": record.loss}}
     return {k: v for k, v in flatten(d).items() if v is not None}
 
 
+# settings of the machinery rather than of the model: not HParams columns
+_INTERNAL = {"callbacks", "step", "curvature", "device", "base_score", "eval_train",
+             "exact_hess_max_n", "hess_floor", "line_search_tol", "line_search_order",
+             "max_step_ratio", "verbose", "track_margin", "on_unbounded", "n_threads"}
+
+
 def info_hparams(info: FitInfo) -> Dict[str, Any]:
-    """The hyper-parameters of a run from its ``FitInfo``: ``algorithm``, ``n_rounds`` and
-    ``params`` (plain values as they are, anything else as a string)."""
+    """The hyper-parameters a person tunes, from a run's ``FitInfo``: ``algorithm`` (the name
+    the user chose), ``n_rounds``, the loss and the weak learner as names with their main
+    and non-default settings as separate columns (``learner``, ``learner.max_leaves``,
+    ``loss``, ``loss.p``...; see :func:`~torchrankboost._tb_summary.component_hparams`),
+    ``learning_rate``, ``seed`` and the algorithm's other options; the machinery's settings
+    (step rule, curvature, device, base score, ...) are left out."""
     out: Dict[str, Any] = {"algorithm": info.algorithm, "n_rounds": info.n_rounds}
     for k, v in info.params.items():
-        if k == "callbacks":
+        if k in _INTERNAL:
+            continue
+        if k == "loss" and info.algorithm != "boost":
+            continue  # a paper's algorithm has its own fixed objective (QBRank's proxy loss)
+        if k in ("loss", "learner"):
+            out.update(_tb.component_hparams(k, v))
             continue
         out[k] = v if v is None or isinstance(v, (bool, str, numbers.Real)) else str(v)
     return out

@@ -1,0 +1,397 @@
+"""What :mod:`torchrankboost.tensorboard` writes beyond plain scalars: the tag layout and the
+tag descriptions, the HParams records (written directly as TensorBoard's hparams plugin
+protos, so that booleans stay booleans and every run declares the same metric columns) and
+the ROC / precision-recall figure (drawn with Pillow, which ``SummaryWriter.add_image``
+needs anyway; matplotlib is not used).
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import re
+import time
+from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
+
+import numpy as np
+
+# ------------------------------------------------------------------------------ layout
+#: the curves that matter: validation metrics, the normalised training loss, the step size,
+#: the time per round (the first card group of TensorBoard's Time Series tab, which orders
+#: groups by name: ``metrics`` < ``round`` < ``scores`` < ``summary`` < ``weak_model``)
+MAIN = "metrics"
+#: per-round diagnostics (gradient and curvature norms, line-search evaluations, timings...)
+DIAG = "round"
+#: final values (the HParams metrics), the text summary, the ROC / PR figure
+SUMMARY = "summary"
+
+#: hyper-parameter columns every run declares (first, in this order); a run's own extra
+#: hyper-parameters follow
+STANDARD_HPARAMS = ("algorithm", "loss", "learner", "learner.max_leaves", "learning_rate",
+                    "n_rounds", "seed", "data")
+#: metrics every run declares as HParams metric columns, for each split (``summary/<split>/
+#: <metric>``), so that every run's NDCG@k / MAP / AUC columns appear whichever run
+#: TensorBoard reads the declaration from
+STANDARD_METRICS = ("ndcg@1", "ndcg@5", "ndcg@10", "map", "auc", "pair_error")
+SPLITS = ("test", "valid", "train")
+#: other final values declared as metric columns
+RUN_METRICS = ("rounds_used", "best_round", "seconds")
+
+_METRIC_WORDS = {
+    "ndcg": "normalised discounted cumulative gain (mean over queries; higher is better)",
+    "map": "mean average precision over queries (higher is better)",
+    "auc": "area under the ROC curve (mean over queries; higher is better)",
+    "pair_error": "fraction of misordered pairs (lower is better)",
+    "pos_above_neg": "fraction of correctly ordered relevant/irrelevant pairs",
+    "loss": "the training objective on this set (a sum over its queries; lower is better)",
+    "precision": "precision at k (higher is better)",
+}
+
+
+def describe_tag(tag: str) -> str:
+    """A one-line description of a tag (shown by TensorBoard next to the chart)."""
+    parts = tag.split("/")
+    last = parts[-1]
+    if tag.endswith("loss_per_query"):
+        return ("training objective divided by the number of training queries (comparable "
+                "across data sizes; lower is better)")
+    if tag.endswith("step_size"):
+        return "step size α of the round (line search / closed form), before the learning rate"
+    if tag.endswith("seconds_per_round"):
+        return "wall time of the round in seconds (weak learner, step, evaluation)"
+    if tag.startswith(f"{DIAG}/seconds"):
+        return f"time spent in the round's {last[len('seconds_'):] or 'whole'} step, seconds"
+    if tag.startswith(f"{DIAG}/"):
+        return f"per-round diagnostic {last!r} reported by the algorithm"
+    if tag.startswith(f"{SUMMARY}/") and last in RUN_METRICS:
+        return {"rounds_used": "rounds in the saved model",
+                "best_round": "round with the best validation score",
+                "seconds": "training time, seconds"}[last]
+    base = last.split("@")[0]
+    what = _METRIC_WORDS.get(base)
+    if what is None:
+        return ""
+    where = parts[-2] if len(parts) >= 2 else ""
+    k = f" at {last.split('@')[1]}" if "@" in last else ""
+    final = "final model: " if tag.startswith(f"{SUMMARY}/") else ""
+    return f"{final}{base}{k} on the {where} set — {what}"
+
+
+def metric_tag(split: str, name: str) -> str:
+    """``summary/<split>/<metric>``: the tag of a final value (an HParams metric)."""
+    return f"{SUMMARY}/{split}/{name}"
+
+
+def declared_metrics(extra: Sequence[str] = ()) -> List[str]:
+    """The metric tags every run declares, then ``extra`` (this run's others)."""
+    out = [metric_tag(s, m) for s in SPLITS for m in STANDARD_METRICS]
+    out += [f"{SUMMARY}/{m}" for m in RUN_METRICS]
+    out += [t for t in extra if t not in out]
+    return out
+
+
+# ------------------------------------------------------------------------------ hparams
+_CALL = re.compile(r"^\s*([A-Za-z_][\w.]*)\((.*)\)\s*$", re.S)
+
+
+def _parse_value(text: str):
+    t = text.strip()
+    if t in ("True", "False"):
+        return t == "True"
+    if t == "None":
+        return None
+    for conv in (int, float):
+        try:
+            return conv(t)
+        except ValueError:
+            pass
+    return t.strip("'\"")
+
+
+def _split_args(body: str) -> List[str]:
+    out, depth, cur = [], 0, ""
+    for ch in body:
+        if ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        if ch == "," and depth == 0:
+            out.append(cur)
+            cur = ""
+        else:
+            cur += ch
+    if cur.strip():
+        out.append(cur)
+    return out
+
+
+def _registry_name(kind: str, class_name: str) -> Optional[str]:
+    try:
+        from . import registry
+
+        for e in registry.entries(kind) if hasattr(registry, "entries") else ():
+            if e.target.rpartition(":")[2] == class_name and not e.defaults:
+                return e.name
+        for e in registry.entries(kind) if hasattr(registry, "entries") else ():
+            if e.target.rpartition(":")[2] == class_name:
+                return e.name
+    except Exception:  # pragma: no cover - registry trouble never breaks logging
+        return None
+    return None
+
+
+def _defaults_of(kind: str, name: Optional[str]) -> Dict[str, Any]:
+    if name is None:
+        return {}
+    try:
+        import inspect
+
+        from . import registry
+
+        entry = registry.lookup(kind, name)
+        sig = inspect.signature(entry.resolve())
+        out = {k: p.default for k, p in sig.parameters.items()
+               if p.default is not inspect.Parameter.empty}
+        out.update(entry.defaults)
+        return out
+    except Exception:  # pragma: no cover
+        return {}
+
+
+#: settings always shown as their own column when the component has them
+_MAIN_SETTINGS = {"learner": ("max_leaves",), "loss": ("p",)}
+
+
+def component_hparams(kind: str, value) -> Dict[str, Any]:
+    """``{kind: name, "<kind>.<setting>": value, ...}`` for a loss or weak learner given as
+    an object, its ``repr`` (``"RegressionTree(max_leaves=15, ...)"``) or a name: the
+    registered name, the main settings (a tree's ``max_leaves``) and the settings that differ
+    from the defaults, as separate columns."""
+    if value is None:
+        return {}
+    text = value if isinstance(value, str) else repr(value)
+    m = _CALL.match(text)
+    if not m:
+        return {kind: text}
+    cls, body = m.group(1).rsplit(".", 1)[-1], m.group(2)
+    name = _registry_name(kind, cls)
+    settings: Dict[str, Any] = {}
+    for piece in _split_args(body):
+        k, sep, v = piece.partition("=")
+        if sep and k.strip().isidentifier():
+            settings[k.strip()] = _parse_value(v)
+    defaults = _defaults_of(kind, name)
+    out: Dict[str, Any] = {kind: name or cls}
+    for k, v in settings.items():
+        main = k in _MAIN_SETTINGS.get(kind, ())
+        if main or (k in defaults and defaults[k] != v and not
+                    (isinstance(v, float) and isinstance(defaults[k], numbers.Real)
+                     and math.isclose(float(defaults[k]), v))):
+            if v is None:
+                continue
+            out[f"{kind}.{k}"] = v
+    return out
+
+
+def clean_hparams(hp: Mapping[str, Any]) -> Dict[str, Any]:
+    """Values TensorBoard can show: bool, str, int/float; ``None`` dropped; other objects as
+    their ``str``."""
+    clean: Dict[str, Any] = {}
+    for k, v in hp.items():
+        if v is None:
+            continue
+        if isinstance(v, (bool, str)):
+            clean[k] = v
+        elif isinstance(v, numbers.Real) and not isinstance(v, bool):
+            clean[k] = float(v) if not isinstance(v, numbers.Integral) else int(v)
+        else:
+            clean[k] = str(v)
+    return clean
+
+
+def hparams_summaries(hparams: Mapping[str, Any], metric_tags: Sequence[str],
+                      *, group_name: str = ""):
+    """The three hparams plugin summaries (experiment, session start, session end).
+
+    ``hparams`` are typed as they are (a bool stays a bool, unlike
+    ``torch.utils.tensorboard.summary.hparams``); ``metric_tags`` are declared as the
+    experiment's metric columns (their values are the last value of the scalar of that tag
+    in the run)."""
+    from tensorboard.compat.proto.summary_pb2 import Summary, SummaryMetadata
+    from tensorboard.plugins.hparams import api_pb2, metadata, plugin_data_pb2
+    from google.protobuf import struct_pb2
+
+    hp = clean_hparams(hparams)
+    order = [k for k in STANDARD_HPARAMS] + [k for k in hp if k not in STANDARD_HPARAMS]
+    infos, values = [], {}
+    for k in order:
+        v = hp.get(k)
+        if isinstance(v, bool):
+            typ, val = api_pb2.DATA_TYPE_BOOL, struct_pb2.Value(bool_value=v)
+        elif isinstance(v, (int, float)):
+            typ, val = api_pb2.DATA_TYPE_FLOAT64, struct_pb2.Value(number_value=float(v))
+        elif isinstance(v, str):
+            typ, val = api_pb2.DATA_TYPE_STRING, struct_pb2.Value(string_value=v)
+        else:  # a standard column this run has no value for
+            typ, val = (api_pb2.DATA_TYPE_FLOAT64 if k in ("learner.max_leaves",
+                                                            "learning_rate", "n_rounds",
+                                                            "seed")
+                        else api_pb2.DATA_TYPE_STRING), None
+        infos.append(api_pb2.HParamInfo(name=k, type=typ))
+        if val is not None:
+            values[k] = val
+    metric_infos = [api_pb2.MetricInfo(name=api_pb2.MetricName(tag=t),
+                                       display_name=t.split("/", 1)[-1],
+                                       description=describe_tag(t))
+                    for t in metric_tags]
+    experiment = api_pb2.Experiment(hparam_infos=infos, metric_infos=metric_infos)
+
+    def wrap(tag, data: plugin_data_pb2.HParamsPluginData):
+        data.version = metadata.PLUGIN_DATA_VERSION
+        md = SummaryMetadata(plugin_data=SummaryMetadata.PluginData(
+            plugin_name=metadata.PLUGIN_NAME, content=data.SerializeToString()))
+        return Summary(value=[Summary.Value(tag=tag, metadata=md)])
+
+    exp = wrap(metadata.EXPERIMENT_TAG, plugin_data_pb2.HParamsPluginData(experiment=experiment))
+    start = plugin_data_pb2.SessionStartInfo(group_name=group_name,
+                                             start_time_secs=time.time())
+    for k, v in values.items():
+        start.hparams[k].CopyFrom(v)
+    ssi = wrap(metadata.SESSION_START_INFO_TAG,
+               plugin_data_pb2.HParamsPluginData(session_start_info=start))
+    end = plugin_data_pb2.SessionEndInfo(status=api_pb2.STATUS_SUCCESS,
+                                         end_time_secs=time.time())
+    sei = wrap(metadata.SESSION_END_INFO_TAG,
+               plugin_data_pb2.HParamsPluginData(session_end_info=end))
+    return exp, ssi, sei
+
+
+def scalar_summary(tag: str, value: float, description: str = ""):
+    """A scalar summary carrying the scalars plugin metadata and ``description``."""
+    from tensorboard.compat.proto.summary_pb2 import Summary, SummaryMetadata
+
+    md = SummaryMetadata(plugin_data=SummaryMetadata.PluginData(plugin_name="scalars"),
+                         summary_description=description)
+    return Summary(value=[Summary.Value(tag=tag, simple_value=float(value), metadata=md)])
+
+
+def markdown_table(rows: Mapping[str, Mapping[str, float]]) -> str:
+    """``{split: {metric: value}}`` as a markdown table (TensorBoard's Text tab renders it)."""
+    cols: List[str] = []
+    for r in rows.values():
+        cols += [c for c in r if c not in cols]
+    if not cols:
+        return ""
+    lines = ["| split | " + " | ".join(cols) + " |", "|---" * (len(cols) + 1) + "|"]
+    for split, r in rows.items():
+        cells = []
+        for c in cols:
+            v = r.get(c)
+            cells.append("" if v is None else "nan" if isinstance(v, float) and math.isnan(v)
+                         else f"{v:.4f}" if isinstance(v, float) else str(v))
+        lines.append(f"| {split} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------ figure
+def pr_curve_points(y: np.ndarray, s: np.ndarray) -> Optional[Tuple[np.ndarray, np.ndarray,
+                                                                  float]]:
+    """Precision-recall points (tie blocks as one step) and the average precision."""
+    y = np.asarray(y, bool).ravel()
+    s = np.asarray(s, np.float64).ravel()
+    npos = int(y.sum())
+    if npos == 0 or npos == y.size:
+        return None
+    order = np.argsort(-s, kind="stable")
+    s, y = s[order], y[order]
+    last = np.r_[np.nonzero(np.diff(s))[0], s.size - 1]
+    tp = np.cumsum(y)[last].astype(np.float64)
+    k = (last + 1).astype(np.float64)
+    recall = np.r_[0.0, tp / npos]
+    precision = np.r_[1.0, tp / k]
+    ap = float(np.sum(np.diff(recall) * precision[1:]))
+    return recall, precision, ap
+
+
+def _font(size: int):
+    from PIL import ImageFont
+
+    try:
+        return ImageFont.load_default(size=size)
+    except TypeError:  # pragma: no cover - Pillow < 10.1: the fixed bitmap font
+        return ImageFont.load_default()
+
+
+def _panel(draw, box, xs, ys, *, title: str, xlabel: str, ylabel: str, diagonal: bool,
+           fonts):
+    """One chart: frame, ticks at 0, 0.25, ..., 1 with labels, grid, axis labels, title."""
+    x0, y0, x1, y1 = box
+    small, big = fonts
+    grid, axis, curve = (225, 225, 225), (60, 60, 60), (31, 90, 200)
+
+    def px(x, y):
+        return x0 + x * (x1 - x0), y1 - y * (y1 - y0)
+
+    for t in (0.0, 0.25, 0.5, 0.75, 1.0):
+        gx, _ = px(t, 0)
+        _, gy = px(0, t)
+        draw.line([(gx, y0), (gx, y1)], fill=grid)
+        draw.line([(x0, gy), (x1, gy)], fill=grid)
+        lab = f"{t:g}"
+        draw.text((gx, y1 + 4), lab, fill=axis, font=small, anchor="mt")
+        draw.text((x0 - 5, gy), lab, fill=axis, font=small, anchor="rm")
+    if diagonal:
+        draw.line([px(0, 0), px(1, 1)], fill=(170, 170, 170))
+    draw.rectangle([x0, y0, x1, y1], outline=axis)
+    pts = [px(float(a), float(b)) for a, b in zip(xs, ys)]
+    if len(pts) >= 2:
+        draw.line(pts, fill=curve, width=3)
+    draw.text(((x0 + x1) / 2, y1 + 24), xlabel, fill=axis, font=small, anchor="mt")
+    draw.text(((x0 + x1) / 2, y0 - 10), title, fill=(0, 0, 0), font=big, anchor="md")
+    # the y label, written vertically
+    from PIL import Image, ImageDraw
+
+    w = int(draw.textlength(ylabel, font=small)) + 4
+    lab = Image.new("RGB", (w, 18), "white")
+    ImageDraw.Draw(lab).text((2, 1), ylabel, fill=axis, font=small)
+    lab = lab.rotate(90, expand=True)
+    return lab, (int(x0 - 58), int((y0 + y1) / 2 - lab.size[1] / 2))
+
+
+def render_curves_figure(y, s, *, title: str = "") -> Optional[np.ndarray]:
+    """An ``(H, W, 3)`` uint8 figure: the ROC curve with its AUC and the precision-recall
+    curve with its average precision, axes, ticks and labels (pooled over all documents;
+    ``y`` boolean relevance). ``None`` when a class is empty."""
+    from PIL import Image, ImageDraw
+
+    from .tensorboard import roc_curve_points
+
+    y = np.asarray(y, bool).ravel()
+    s = np.asarray(s, np.float64).ravel()
+    roc = roc_curve_points(y.astype(np.float64), s, relevance_threshold=0.5)
+    pr = pr_curve_points(y, s)
+    if roc is None or pr is None:
+        return None
+    fpr, tpr = roc
+    auc = float(np.trapz(tpr, fpr)) if hasattr(np, "trapz") else float(np.trapezoid(tpr, fpr))
+    W, H, side = 900, 470, 340
+    img = Image.new("RGB", (W, H), "white")
+    draw = ImageDraw.Draw(img)
+    fonts = (_font(14), _font(17))
+    top = 70
+    boxes = [(90, top, 90 + side, top + side), (540, top, 540 + side, top + side)]
+    labels = []
+    labels.append(_panel(draw, boxes[0], fpr, tpr, title=f"ROC  (AUC {auc:.4f})",
+                         xlabel="false positive rate", ylabel="true positive rate",
+                         diagonal=True, fonts=fonts))
+    rec, prec, ap = pr
+    labels.append(_panel(draw, boxes[1], rec, prec,
+                         title=f"precision-recall  (AP {ap:.4f})", xlabel="recall",
+                         ylabel="precision", diagonal=False, fonts=fonts))
+    for lab, at in labels:
+        img.paste(lab, at)
+    npos = int(y.sum())
+    head = title + (":  " if title else "") + (f"{y.size} documents, {npos} relevant "
+                                                 f"(pooled over queries)")
+    draw.text((W / 2, 14), head, fill=(0, 0, 0), font=fonts[0], anchor="mt")
+    return np.asarray(img, dtype=np.uint8)
