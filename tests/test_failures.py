@@ -312,3 +312,38 @@ def test_pnorm_push_log_gradient_at_huge_scores_matches_moderate_scores(scale):
     s = (base * scale).requires_grad_(True)
     loss(s, y).backward()
     torch.testing.assert_close(s.grad, g_ref, atol=1e-9, rtol=0)
+
+
+# ---------------------------------------------------------------- 11. nothing swallowed silently
+def test_no_broad_exception_handler_in_the_package_swallows_silently():
+    import ast
+    import pathlib
+
+    import torchrankboost
+
+    root = pathlib.Path(torchrankboost.__file__).parent
+    offenders = []
+    for path in root.rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.ExceptHandler):
+                continue
+            broad = node.type is None or (isinstance(node.type, ast.Name)
+                                          and node.type.id in ("Exception", "BaseException"))
+            silent = all(isinstance(b, ast.Pass) for b in node.body)
+            if broad and silent:
+                offenders.append(f"{path.relative_to(root)}:{node.lineno}")
+    assert offenders == []
+
+
+def test_a_failing_weak_model_summary_is_announced_not_swallowed():
+    from torchrankboost.boosting.booster import _summary
+
+    class Odd:
+        def summary(self):
+            raise RuntimeError("no summary today")
+
+        def state(self):
+            return {}, {"type": "Odd", "k": 1}
+
+    with pytest.warns(RuntimeWarning, match="Odd.summary\\(\\) failed with RuntimeError"):
+        assert _summary(Odd()) == {"type": "Odd", "k": 1}

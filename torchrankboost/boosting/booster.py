@@ -24,6 +24,7 @@ Scores, gradients and curvatures are kept in float64.
 
 from __future__ import annotations
 
+import logging
 import math
 import time
 import warnings
@@ -41,6 +42,8 @@ from .evaluation import FitMonitor, FitState
 from .inputs import fit_inputs
 from .steps import line_search, newton_step
 from ..curvature import hessian_diagonal, hvp_probes, is_per_query
+
+_log = logging.getLogger("torchrankboost")
 
 __all__ = ["Booster", "UnboundedDirectionError", "hessian_diagonal", "autograd_grad_hess"]
 
@@ -82,15 +85,27 @@ def autograd_grad_hess(loss: Callable, scores: Tensor, labels, groups, *, hess: 
     return g, torch.ones_like(g), "unit"
 
 
+def _summary_failed(model, what: str, exc: BaseException, instead: str) -> None:
+    msg = (f"round record: {type(model).__name__}.{what} failed with {type(exc).__name__}: "
+           f"{exc}; recording {instead}")
+    _log.warning(msg)
+    warnings.warn(msg, RuntimeWarning, stacklevel=3)
+
+
 def _summary(model) -> dict:
+    """The weak model's description for the round record. A failing ``summary()`` or
+    ``state()`` must not break a fit, but it is never silent either: it is announced with a
+    ``RuntimeWarning`` naming the model and the error, and the record falls back to the next
+    description (``state()``'s plain values, else the type name)."""
     if hasattr(model, "summary"):
         try:
             return dict(model.summary())
-        except Exception:  # noqa: BLE001 - a summary must never break a fit
-            pass
+        except Exception as exc:  # noqa: BLE001 - reported, then the next description
+            _summary_failed(model, "summary()", exc, "its state()")
     try:
         tensors, meta = model.state()
-    except Exception:  # noqa: BLE001
+    except Exception as exc:  # noqa: BLE001 - reported, then the type name
+        _summary_failed(model, "state()", exc, "the type name only")
         return {"type": type(model).__name__}
     out = {k: v for k, v in meta.items() if isinstance(v, (int, float, str, bool))}
     for k, v in tensors.items():
