@@ -347,3 +347,30 @@ def test_a_failing_weak_model_summary_is_announced_not_swallowed():
 
     with pytest.warns(RuntimeWarning, match="Odd.summary\\(\\) failed with RuntimeError"):
         assert _summary(Odd()) == {"type": "Odd", "k": 1}
+
+
+# ---------------------------------------------------------------- 5. run folders
+def test_runs_started_in_the_same_second_get_distinct_run_folders(tmp_path, monkeypatch):
+    import threading
+    from datetime import datetime as real_datetime
+
+    import torchrankboost.tensorboard as tb
+
+    class Frozen(real_datetime):
+        @classmethod
+        def now(cls, tz=None):
+            return real_datetime(2026, 1, 1, 12, 0, 0)
+
+    monkeypatch.setattr(tb, "datetime", Frozen)
+    out, barrier = [], threading.Barrier(8)
+
+    def worker():
+        barrier.wait()
+        out.append(tb.default_logdir("same", root=str(tmp_path)))
+
+    threads = [threading.Thread(target=worker) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(set(out)) == 8 and all(os.path.isdir(p) for p in out)

@@ -169,7 +169,7 @@ def test_hparams_of_a_papers_algorithm_and_of_the_cli_runs(tmp_path):
 
 def test_default_logdir_is_unique(tmp_path):
     a = default_logdir("x", root=str(tmp_path))
-    (tmp_path / a.split("/")[-1]).mkdir()
+    assert (tmp_path / a.split("/")[-1]).is_dir()  # created (claimed) by default_logdir
     b = default_logdir("x", root=str(tmp_path))
     assert a != b and a.startswith(str(tmp_path)) and "x-" in b
 

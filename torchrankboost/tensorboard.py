@@ -73,14 +73,21 @@ __all__ = ["TensorBoardLogger", "default_logdir", "roc_curve_points", "render_ro
 
 
 def default_logdir(name: str = "run", *, root: str = "runs") -> str:
-    """``<root>/<name>-<YYYYmmdd-HHMMSS>`` (a suffix ``-2``, ``-3``... if it already exists)."""
+    """``<root>/<name>-<YYYYmmdd-HHMMSS>`` (a suffix ``-2``, ``-3``... if it already exists),
+    created here: ``mkdir`` without ``exist_ok`` claims the folder atomically, so two runs
+    started in the same second never share one (the loser of the race takes the next
+    suffix)."""
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
     base = os.path.join(root, f"{name}-{stamp}")
+    os.makedirs(root, exist_ok=True)
     path, k = base, 1
-    while os.path.exists(path):
-        k += 1
-        path = f"{base}-{k}"
-    return path
+    while True:
+        try:
+            os.mkdir(path)
+            return path
+        except FileExistsError:
+            k += 1
+            path = f"{base}-{k}"
 
 
 def _to_numpy(x) -> np.ndarray:
