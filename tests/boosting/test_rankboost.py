@@ -293,6 +293,21 @@ def test_deprecated_keyword_names():
         RankBoost("rb-c", learner=Stumps(), rankers=Stumps())
 
 
+@pytest.mark.parametrize("name", ["rankboost", "adaboost", "qbrank"])
+def test_registry_lists_only_current_parameter_names(name):
+    """An unknown parameter's message lists the current names, never the deprecated aliases
+    (which the registry still accepts)."""
+    from torchrankboost import registry
+
+    with pytest.raises(ValueError, match="valid parameters: ") as err:
+        registry.create("algorithm", name, no_such_parameter=1)
+    valid = str(err.value).split("valid parameters: ", 1)[1].split(", ")
+    assert not {"rankers", "on_undefined", "shrinkage"} & set(valid)
+    assert ("learning_rate" if name == "qbrank" else "learner") in valid
+    with pytest.warns(DeprecationWarning):
+        registry.create("algorithm", name, **({"shrinkage": 0.2} if name == "qbrank" else {"on_undefined": "cap"}))
+
+
 def test_driver_callbacks_work_unchanged():
     """The driver's HistoryCallback (same contract) records the RankBoost family's rounds."""
     from torchrankboost.boosting.callbacks import HistoryCallback

@@ -670,8 +670,34 @@ class StumpFeatures:
     def num_rows(self):
         return self.binned.codes.shape[0]
 
+    @property
+    def device(self):
+        return self.binned.codes.device
 
-class StumpModel:
+
+class _OneFeatureModel:
+    """What :class:`StumpModel` and :class:`FeatureModel` share: the output ``a + b·h`` of one
+    feature's weak ranker ``h`` (``coef = (a, b)``), and the gain / count of that feature."""
+
+    feature: int
+    coef: Tensor
+    gain: float
+
+    def _out(self, h: Tensor) -> Tensor:
+        return self.coef[0] + self.coef[1] * h.to(self.coef.dtype)
+
+    def feature_gain(self, num_features: int) -> Tensor:
+        out = torch.zeros(num_features, dtype=torch.float64, device=self.coef.device)
+        out[self.feature] = self.gain
+        return out
+
+    def feature_count(self, num_features: int) -> Tensor:
+        out = torch.zeros(num_features, dtype=torch.int64, device=self.coef.device)
+        out[self.feature] = 1
+        return out
+
+
+class StumpModel(_OneFeatureModel):
     """``a + b·1[x_f > θ]`` (NaN → 0). ``threshold_index`` is the bin index of θ (``code > t``)."""
 
     type_name = "StumpModel"
@@ -685,10 +711,6 @@ class StumpModel:
         self.gain = float(gain)
         self.missing_code = int(missing_code)
 
-    def _out(self, h: Tensor) -> Tensor:
-        a, b = self.coef[0], self.coef[1]
-        return a + b * h.to(self.coef.dtype)
-
     def predict_prepared(self, prepared) -> Tensor:
         c = prepared.codes[:, self.feature].to(torch.int64)
         return self._out((c > self.threshold_index) & (c != self.missing_code))
@@ -697,16 +719,6 @@ class StumpModel:
         _check_X(X)
         x = X[:, self.feature].to(device=self.coef.device, dtype=self.threshold.dtype)
         return self._out(x > self.threshold)
-
-    def feature_gain(self, num_features: int) -> Tensor:
-        out = torch.zeros(num_features, dtype=torch.float64, device=self.coef.device)
-        out[self.feature] = self.gain
-        return out
-
-    def feature_count(self, num_features: int) -> Tensor:
-        out = torch.zeros(num_features, dtype=torch.int64, device=self.coef.device)
-        out[self.feature] = 1
-        return out
 
     def to(self, device) -> "StumpModel":
         return StumpModel(feature=self.feature, threshold=self.threshold.to(device),
@@ -746,12 +758,55 @@ def _weighted_channels(n, dev, target, weight, rows):
             _rows_vector(n, dev, rows, w * target.double()))
 
 
-def _correlation_score(S: Tensor, valid: Tensor) -> Tensor:
-    """|Σ w·t·h| per candidate, ``-1`` where the candidate is not valid."""
-    return torch.where(valid, S.abs(), torch.full_like(S, -1.0))
+def _masked_score(ok: Tensor, score: Tensor) -> Tensor:
+    """``score`` where ``ok``, ``-1`` (below every real score) elsewhere."""
+    return torch.where(ok, score, torch.full_like(score, -1.0))
 
 
-class Stumps:
+class _BestCandidateLearner:
+    """The fit shared by :class:`Stumps` and :class:`FeatureRankers`: score every candidate
+    weak ranker ``h`` (a (feature, threshold) pair, or a feature) at once, keep the best.
+
+    ``"correlation"`` scores ``|Σ w·t·h|`` and outputs ``h``; ``"least_squares"`` scores the
+    weighted SSE reduction of ``a + b·h`` and outputs that fit. Without a valid candidate the
+    model is the constant 0 (least squares: the weighted mean of the target).
+
+    A subclass gives ``_prepared_type`` (with ``num_rows``, ``device``, ``valid``),
+    ``_sums(prepared, v)`` (the candidates' ``Σ v·h``, invalid ones 0),
+    ``_least_squares(prepared, w, wt)`` (the scores and the statistics that
+    ``_ls_coef(stats, *index)`` turns into ``(a, b)``), ``_model(prepared, index, coef,
+    gain)`` and ``_constant(prepared, a, dtype)``.
+    """
+
+    criterion: str
+
+    def fit(self, prepared, target: Tensor, weight: Optional[Tensor] = None, *,
+            rows: Optional[Tensor] = None, generator: Optional[torch.Generator] = None):
+        """Fit the best candidate to ``target`` (n,) with weights ``weight`` on ``rows``
+        (or all rows; ``generator`` is unused)."""
+        if not isinstance(prepared, self._prepared_type):
+            raise ValueError(f"prepared: expected the output of {type(self).__name__}.prepare(X)")
+        dev = prepared.device
+        out_dtype, w, wt = _weighted_channels(prepared.num_rows, dev, target, weight, rows)
+        if self.criterion == "correlation":
+            score = _masked_score(prepared.valid, self._sums(prepared, wt).abs())
+        else:
+            score, stats = self._least_squares(prepared, w, wt)
+        flat = int(torch.argmax(score.reshape(-1)).item())
+        index = divmod(flat, score.shape[1]) if score.dim() == 2 else (flat,)
+        best = float(score[index].item())
+        if best < 0:  # no valid candidate: h ≡ 0 (and the weighted mean for least squares)
+            W = float(w.sum())
+            a = float(wt.sum()) / W if (self.criterion == "least_squares" and W > 0) else 0.0
+            return self._constant(prepared, a, out_dtype)
+        if self.criterion == "correlation":
+            coef = torch.tensor([0.0, 1.0], dtype=out_dtype, device=dev)
+        else:
+            coef = self._ls_coef(stats, *index).to(out_dtype)
+        return self._model(prepared, index, coef, best)
+
+
+class Stumps(_BestCandidateLearner):
     """Binary weak rankers ``h(x) = 1[x_f > θ]``, the best one over all features and thresholds.
 
     Candidate thresholds per feature are the midpoints between consecutive distinct values when
@@ -857,43 +912,40 @@ class Stumps:
                           coef=torch.tensor([float(coef[0]), float(coef[1])], dtype=dt, device=dev),
                           missing_code=miss)
 
-    def fit(self, prepared: StumpFeatures, target: Tensor, weight: Optional[Tensor] = None, *,
-            rows: Optional[Tensor] = None, generator: Optional[torch.Generator] = None) -> StumpModel:
-        if not isinstance(prepared, StumpFeatures):
-            raise ValueError("prepared: expected the output of Stumps.prepare(X)")
-        codes = prepared.codes
-        n, F = codes.shape
-        dev = codes.device
-        out_dtype, w, wt = _weighted_channels(n, dev, target, weight, rows)
-        valid = prepared.valid
-        if self.criterion == "correlation":
-            score = _correlation_score(self.threshold_sums(prepared, wt), valid)
-        else:
-            S = self.threshold_sums(prepared, torch.stack([wt, w], 1))
-            Y1, W1 = S[..., 0], S[..., 1]
-            Y, W = wt.sum(), w.sum()
-            Y0, W0 = Y - Y1, W - W1
-            ok = valid & (W1 > 0) & (W0 > 0)
-            one = torch.ones_like(W1)
-            red = Y1 * Y1 / torch.where(ok, W1, one) + Y0 * Y0 / torch.where(ok, W0, one) - Y * Y / W.clamp_min(1e-300)
-            score = torch.where(ok, red, torch.full_like(red, -1.0))
-        flat = int(torch.argmax(score.reshape(-1)).item())
-        f, t = divmod(flat, score.shape[1])
-        best = float(score[f, t].item())
-        miss = prepared.binned.missing_code
-        if best < 0:  # no valid candidate: h ≡ 0 (and the weighted mean for least squares)
-            W = float(w.sum())
-            a = float(wt.sum()) / W if (self.criterion == "least_squares" and W > 0) else 0.0
-            thr = torch.tensor(float("inf"), dtype=prepared.thresholds.dtype, device=dev)
-            return StumpModel(feature=0, threshold=thr, threshold_index=miss, missing_code=miss,
-                              coef=torch.tensor([a, 0.0], dtype=out_dtype, device=dev), gain=0.0)
-        if self.criterion == "correlation":
-            coef = torch.tensor([0.0, 1.0], dtype=out_dtype, device=dev)
-        else:
-            a = Y0[f, t] / W0[f, t]
-            coef = torch.stack([a, Y1[f, t] / W1[f, t] - a]).to(out_dtype)
+    # -- the candidates' sums for the shared fit -------------------------------------------
+    _prepared_type = StumpFeatures
+    _sums = threshold_sums
+
+    def _least_squares(self, prepared: StumpFeatures, w: Tensor, wt: Tensor):
+        """SSE reduction of the two-level fit (mean of each side of θ) per (feature, threshold)."""
+        S = self.threshold_sums(prepared, torch.stack([wt, w], 1))
+        Y1, W1 = S[..., 0], S[..., 1]
+        Y, W = wt.sum(), w.sum()
+        Y0, W0 = Y - Y1, W - W1
+        ok = prepared.valid & (W1 > 0) & (W0 > 0)
+        one = torch.ones_like(W1)
+        red = Y1 * Y1 / torch.where(ok, W1, one) + Y0 * Y0 / torch.where(ok, W0, one) - Y * Y / W.clamp_min(1e-300)
+        return _masked_score(ok, red), (Y0, W0, Y1, W1)
+
+    @staticmethod
+    def _ls_coef(stats, f: int, t: int) -> Tensor:
+        Y0, W0, Y1, W1 = stats
+        a = Y0[f, t] / W0[f, t]
+        return torch.stack([a, Y1[f, t] / W1[f, t] - a])
+
+    @staticmethod
+    def _model(prepared: StumpFeatures, index, coef: Tensor, gain: float) -> StumpModel:
+        f, t = index
         return StumpModel(feature=f, threshold=prepared.thresholds[f, t].clone(), threshold_index=t,
-                          coef=coef, gain=best, missing_code=miss)
+                          coef=coef, gain=gain, missing_code=prepared.binned.missing_code)
+
+    @staticmethod
+    def _constant(prepared: StumpFeatures, a: float, dtype) -> StumpModel:
+        miss = prepared.binned.missing_code
+        dev = prepared.codes.device
+        thr = torch.tensor(float("inf"), dtype=prepared.thresholds.dtype, device=dev)
+        return StumpModel(feature=0, threshold=thr, threshold_index=miss, missing_code=miss,
+                          coef=torch.tensor([a, 0.0], dtype=dtype, device=dev), gain=0.0)
 
 
 # ----------------------------------------------------------------------------- single features
@@ -914,6 +966,10 @@ class ScaledFeatures:
     def num_rows(self):
         return self.values.shape[0]
 
+    @property
+    def device(self):
+        return self.values.device
+
 
 def _scale(x: Tensor, lo, hi, normalize: bool) -> Tensor:
     if normalize:
@@ -925,7 +981,7 @@ def _scale(x: Tensor, lo, hi, normalize: bool) -> Tensor:
     return torch.nan_to_num(h, nan=0.0) if h.dtype.is_floating_point else h
 
 
-class FeatureModel:
+class FeatureModel(_OneFeatureModel):
     """``a + b·h_f(x)`` with ``h_f(x) = 2(x − lo)/(hi − lo) − 1`` (training min/max; no clipping
     outside the training range), or ``h_f(x) = x`` without normalisation; NaN → h = 0."""
 
@@ -939,9 +995,6 @@ class FeatureModel:
         self.normalize = bool(normalize)
         self.gain = float(gain)
 
-    def _out(self, h):
-        return self.coef[0] + self.coef[1] * h.to(self.coef.dtype)
-
     def predict(self, X: Tensor) -> Tensor:
         _check_X(X)
         x = X[:, self.feature].to(device=self.coef.device, dtype=self.lo.dtype)
@@ -949,16 +1002,6 @@ class FeatureModel:
 
     def predict_prepared(self, prepared: ScaledFeatures) -> Tensor:
         return self._out(prepared.values[:, self.feature])
-
-    def feature_gain(self, num_features: int) -> Tensor:
-        out = torch.zeros(num_features, dtype=torch.float64, device=self.coef.device)
-        out[self.feature] = self.gain
-        return out
-
-    def feature_count(self, num_features: int) -> Tensor:
-        out = torch.zeros(num_features, dtype=torch.int64, device=self.coef.device)
-        out[self.feature] = 1
-        return out
 
     def to(self, device) -> "FeatureModel":
         return FeatureModel(feature=self.feature, lo=self.lo.to(device), hi=self.hi.to(device),
@@ -978,7 +1021,7 @@ class FeatureModel:
         return f"FeatureModel({a:.4g} + {b:.4g}·h(x{self.feature}))"
 
 
-class FeatureRankers:
+class FeatureRankers(_BestCandidateLearner):
     """Each feature is a weak ranker ``h_f``, min–max scaled to [−1, 1] on the training data
     (``normalize=True``; as in the p-norm push experiments) or raw; NaN → 0; constant (or
     all-NaN) features are never chosen.
@@ -1033,46 +1076,42 @@ class FeatureRankers:
                             coef=torch.tensor([float(coef[0]), float(coef[1])], dtype=dt, device=prepared.values.device),
                             normalize=prepared.normalize)
 
-    def fit(self, prepared: ScaledFeatures, target: Tensor, weight: Optional[Tensor] = None, *,
-            rows: Optional[Tensor] = None, generator: Optional[torch.Generator] = None) -> FeatureModel:
-        if not isinstance(prepared, ScaledFeatures):
-            raise ValueError("prepared: expected the output of FeatureRankers.prepare(X)")
+    # -- the candidates' sums for the shared fit -------------------------------------------
+    _prepared_type = ScaledFeatures
+    _sums = feature_sums
+
+    def _least_squares(self, prepared: ScaledFeatures, w: Tensor, wt: Tensor):
+        """SSE reduction of the weighted linear fit ``a + b·h_f`` per feature."""
         Hm = prepared.values
         n, F = Hm.shape
-        dev = Hm.device
-        out_dtype, w, wt = _weighted_channels(n, dev, target, weight, rows)
-        valid = prepared.valid
-        if self.criterion == "correlation":
-            score = _correlation_score(self.feature_sums(prepared, wt), valid)
-        else:
-            S = self.feature_sums(prepared, torch.stack([wt, w], 1))
-            Sht, Sh = S[:, 0], S[:, 1]
-            Shh = torch.zeros(F, dtype=torch.float64, device=dev)
-            for s in range(0, n, _MM_CHUNK):
-                hc = Hm[s : s + _MM_CHUNK].double()
-                Shh += (hc * hc).t() @ w[s : s + _MM_CHUNK]
-            Y, W = wt.sum(), w.sum()
-            Wc = W.clamp_min(1e-300)
-            Sxx = Shh - Sh * Sh / Wc
-            Sxy = Sht - Sh * Y / Wc
-            ok = valid & (Sxx > 1e-12 * Shh.clamp_min(1e-300))
-            red = Sxy * Sxy / torch.where(ok, Sxx, torch.ones_like(Sxx))
-            score = torch.where(ok, red, torch.full_like(red, -1.0))
-        f = int(torch.argmax(score).item())
-        best = float(score[f].item())
-        if best < 0:
-            W = float(w.sum())
-            a = float(wt.sum()) / W if (self.criterion == "least_squares" and W > 0) else 0.0
-            m = self.make_model(prepared, 0, coef=(a, 0.0), dtype=out_dtype)
-            return m
-        if self.criterion == "correlation":
-            coef = torch.tensor([0.0, 1.0], dtype=out_dtype, device=dev)
-        else:
-            b = Sxy[f] / Sxx[f]
-            a = (Y - b * Sh[f]) / W
-            coef = torch.stack([a, b]).to(out_dtype)
+        S = self.feature_sums(prepared, torch.stack([wt, w], 1))
+        Sht, Sh = S[:, 0], S[:, 1]
+        Shh = torch.zeros(F, dtype=torch.float64, device=Hm.device)
+        for s in range(0, n, _MM_CHUNK):
+            hc = Hm[s : s + _MM_CHUNK].double()
+            Shh += (hc * hc).t() @ w[s : s + _MM_CHUNK]
+        Y, W = wt.sum(), w.sum()
+        Wc = W.clamp_min(1e-300)
+        Sxx = Shh - Sh * Sh / Wc
+        Sxy = Sht - Sh * Y / Wc
+        ok = prepared.valid & (Sxx > 1e-12 * Shh.clamp_min(1e-300))
+        red = Sxy * Sxy / torch.where(ok, Sxx, torch.ones_like(Sxx))
+        return _masked_score(ok, red), (Sxy, Sxx, Sh, Y, W)
+
+    @staticmethod
+    def _ls_coef(stats, f: int) -> Tensor:
+        Sxy, Sxx, Sh, Y, W = stats
+        b = Sxy[f] / Sxx[f]
+        return torch.stack([(Y - b * Sh[f]) / W, b])
+
+    @staticmethod
+    def _model(prepared: ScaledFeatures, index, coef: Tensor, gain: float) -> FeatureModel:
+        (f,) = index
         return FeatureModel(feature=f, lo=prepared.lo[f].clone(), hi=prepared.hi[f].clone(), coef=coef,
-                            normalize=prepared.normalize, gain=best)
+                            normalize=prepared.normalize, gain=gain)
+
+    def _constant(self, prepared: ScaledFeatures, a: float, dtype) -> FeatureModel:
+        return self.make_model(prepared, 0, coef=(a, 0.0), dtype=dtype)
 
 
 # ----------------------------------------------------------------------------- registry
