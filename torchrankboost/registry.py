@@ -63,6 +63,10 @@ class Entry:
         return target(**kwargs)
 
 
+#: deprecated keyword → its current name (still accepted, never listed as a valid parameter)
+_DEPRECATED_PARAMS = {"rankers": "learner", "on_undefined": "on_unbounded", "shrinkage": "learning_rate"}
+
+
 def _check_kwargs(fn, kwargs: Dict[str, Any], what: str) -> None:
     """Raise ``ValueError`` naming the valid parameters when ``kwargs`` has unknown ones."""
     try:
@@ -72,10 +76,12 @@ def _check_kwargs(fn, kwargs: Dict[str, Any], what: str) -> None:
     params = sig.parameters
     if any(p.kind is p.VAR_KEYWORD for p in params.values()):
         return
-    valid = [n for n, p in params.items()
-             if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD) and n != "self"]
-    bad = [k for k in kwargs if k not in valid]
+    accepted = [n for n, p in params.items()
+                if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD) and n != "self"]
+    bad = [k for k in kwargs if k not in accepted]
     if bad:
+        # deprecated names are still accepted but not advertised
+        valid = [n for n in accepted if n not in _DEPRECATED_PARAMS]
         raise ValueError(
             f"unknown parameter{'s' if len(bad) > 1 else ''} {', '.join(map(repr, bad))} for "
             f"{what}; valid parameters: {', '.join(valid) if valid else '(none)'}"
