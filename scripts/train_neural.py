@@ -183,9 +183,9 @@ def train_epochs(args, model, opt, loss_fn, train, valid, metrics, logger, best)
             ep_loss += float(loss.detach())
             nb += 1
             if logger is not None:
-                # per query, like the boosting runs' metrics/train/loss_per_query
+                # per query, like the boosting runs' metrics/loss_per_query
                 logger.log_step(step, {
-                    "metrics/train/loss_per_query": loss.detach() if per_query
+                    "metrics/loss_per_query": loss.detach() if per_query
                     else loss.detach() / max(gb.num_groups, 1),
                     "round/grad_norm": gnorm})
             if args.max_steps is not None and step >= args.max_steps:

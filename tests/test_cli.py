@@ -57,7 +57,7 @@ def test_readme_first_command_trains_prints_metrics_and_writes_events(tmp_path):
     ea = read_events(runs[0])
     tags = ea.Tags()
     # the curves that matter under metrics/ (normalised loss, no duplicate of it elsewhere)
-    assert {"metrics/train/loss_per_query", "metrics/train/auc", "metrics/valid/auc",
+    assert {"metrics/loss_per_query", "train/auc", "metrics/valid/auc",
             "metrics/valid/ndcg@10", "metrics/valid/map", "metrics/valid/pair_error",
             "metrics/step_size", "metrics/seconds_per_round", "round/valid_loss",
             "round/grad_norm", "round/curvature_norm",
@@ -301,3 +301,82 @@ def test_ranksvm_linear_model_round_trip(tmp_path, svm_files, capsys):
     assert "ndcg@10" in capsys.readouterr().out
     assert main(["train", "-a", "ranksvm", "--loss", "hinge"]) == 2
     assert "own objective" in one_error_line(capsys.readouterr().err)
+
+
+# ------------------------------------------------------------------ command-line details
+def test_list_into_a_closed_pipe_prints_no_traceback(tmp_path):
+    """`torchrankboost list | head -2`: the reader leaves early; no BrokenPipeError trace."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
+    p = subprocess.Popen([sys.executable, "-m", "torchrankboost", "list"], cwd=tmp_path,
+                         env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    p.stdout.close()  # the reader is gone before the first line is written
+    err = p.stderr.read().decode()
+    assert p.wait(timeout=120) == 141
+    assert err == "", err
+    r = subprocess.run(f"'{sys.executable}' -m torchrankboost list losses | head -2",
+                       shell=True, cwd=tmp_path, env=env, capture_output=True, text=True,
+                       timeout=120)
+    assert len(r.stdout.splitlines()) == 2 and "Traceback" not in r.stderr, r.stderr
+
+
+def test_train_help_texts(tmp_path):
+    r = run_cli(["train", "--help"], cwd=tmp_path)
+    text = " ".join(r.stdout.split())
+    assert r.returncode == 0
+    assert "<logdir>/model.safetensors" in text
+    assert "--threads N" in text and "default 1" in text
+    assert "--normalize" in text and "per-query" in text
+
+
+def test_run_named_after_the_data_folder_and_file(svm_files, tmp_path, capsys):
+    from torchrankboost.cli import _data_name
+
+    fold = svm_files[0].parent
+    assert _data_name(str(svm_files[0]), "train") == f"{fold.name}-train"
+    letor = tmp_path / "mq2008" / "Fold3"
+    letor.mkdir(parents=True)
+    assert _data_name(str(letor), "Fold3") == "mq2008-Fold3"
+    assert _data_name(str(letor / "x.txt"), "x") == "x"  # not a file: the loader's name
+    assert _data_name("wdbc", "wdbc") == "wdbc"
+    rc = main(["train", "--data", str(svm_files[0]), "--valid", str(svm_files[1]),
+               "--rounds", "30", "--early-stopping", "2", "--max-leaves", "4", "--quiet",
+               "--no-tensorboard", "--output", str(tmp_path / "m.safetensors")])
+    out = capsys.readouterr().out
+    assert rc == 0
+    assert f"exponential on {fold.name}-train:" in out
+    m = re.search(r"(\d+) rounds? \(the best on validation; (\d+) rounds run\)", out)
+    assert m and int(m.group(1)) < int(m.group(2)), out
+
+
+def test_normalize_scales_features_per_query(svm_files, tmp_path, capsys):
+    model = tmp_path / "m.safetensors"
+    assert main(["train", "--data", str(svm_files[0]), "--normalize", "--rounds", "3",
+                 "--quiet", "--no-tensorboard", "--output", str(model)]) == 0
+    capsys.readouterr()
+    from torchrankboost.boosting import Ensemble
+
+    # the trees split on thresholds in [0, 1]: the features were scaled per query
+    ens = Ensemble.load(model)
+    pred = tmp_path / "p.txt"
+    assert main(["predict", str(model), str(svm_files[2]), "--normalize", "-o", str(pred)]) == 0
+    from torchrankboost.data import load_svmlight, normalize_per_query
+
+    d = load_svmlight(svm_files[2])
+    ref = ens.predict(normalize_per_query(d.X, d.groups)).numpy()
+    np.testing.assert_allclose(np.loadtxt(pred), ref, rtol=1e-12)
+    assert main(["evaluate", str(model), str(svm_files[2]), "--normalize"]) == 0
+
+
+def test_threads_option_sets_torch_threads(svm_files, tmp_path, capsys):
+    before = torch.get_num_threads()
+    try:
+        assert main(["train", "--data", str(svm_files[0]), "--rounds", "1", "--threads", "2",
+                     "--quiet", "--no-tensorboard",
+                     "--output", str(tmp_path / "m.safetensors")]) == 0
+        assert torch.get_num_threads() == 2
+        assert main(["list", "losses"]) == 0
+        assert torch.get_num_threads() == 1  # the default
+        assert main(["train", "--threads", "0", "--quiet"]) == 2
+        assert "--threads must be a positive integer" in capsys.readouterr().err
+    finally:
+        torch.set_num_threads(before)

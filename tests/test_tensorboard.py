@@ -32,7 +32,7 @@ def test_explicit_api_writes_scalars_histograms_hparams_curves(tmp_path):
                                                       "obj": object(), "none": None,
                                                       "flag": True}) as lg:
         for step in range(5):
-            lg.log_step(step, {"metrics/train/loss_per_query": torch.tensor(1.0 / (step + 1)),
+            lg.log_step(step, {"metrics/loss_per_query": torch.tensor(1.0 / (step + 1)),
                                "metrics": {"valid": {"ndcg@10": 0.5 + 0.01 * step}},
                                "skipped/nan": float("nan"), "skipped/vector": torch.ones(3)})
         lg.log_histograms(4, {"scores/test": torch.randn(100), "scalar_is_ignored": 1.0})
@@ -41,9 +41,9 @@ def test_explicit_api_writes_scalars_histograms_hparams_curves(tmp_path):
         lg.log_hparams()
     ea = read_events(tmp_path / "run")
     tags = ea.Tags()
-    assert {"metrics/train/loss_per_query", "metrics/valid/ndcg@10"} <= set(tags["scalars"])
+    assert {"metrics/loss_per_query", "metrics/valid/ndcg@10"} <= set(tags["scalars"])
     assert "skipped/nan" not in tags["scalars"] and "skipped/vector" not in tags["scalars"]
-    assert [e.step for e in ea.Scalars("metrics/train/loss_per_query")] == [0, 1, 2, 3, 4]
+    assert [e.step for e in ea.Scalars("metrics/loss_per_query")] == [0, 1, 2, 3, 4]
     assert ea.Scalars("metrics/valid/ndcg@10")[-1].value == pytest.approx(0.54)
     # the final value, once, under summary/ (the HParams metric), and the text summary
     assert [e.value for e in ea.Scalars("summary/valid/ndcg@10")] == [pytest.approx(0.54)]
@@ -56,7 +56,7 @@ def test_explicit_api_writes_scalars_histograms_hparams_curves(tmp_path):
     assert img.width >= 800 and img.height >= 400  # a readable figure, not a 240 px icon
     # descriptions travel with the tags
     assert "higher is better" in ea.SummaryMetadata("metrics/valid/ndcg@10").summary_description
-    assert "queries" in ea.SummaryMetadata("metrics/train/loss_per_query").summary_description
+    assert "queries" in ea.SummaryMetadata("metrics/loss_per_query").summary_description
     exp, start = _hparams(ea)
     got = start.hparams
     assert got["learning_rate"].number_value == pytest.approx(0.1)
@@ -111,7 +111,7 @@ def test_callback_protocol(tmp_path):
     lg.close()
     ea = read_events(tmp_path / "cb")
     tags = set(ea.Tags()["scalars"])
-    assert {"metrics/train/loss_per_query", "metrics/valid/auc", "metrics/valid/ndcg@10",
+    assert {"metrics/loss_per_query", "metrics/valid/auc", "metrics/valid/ndcg@10",
             "metrics/step_size", "metrics/seconds_per_round", "round/grad_norm",
             "round/curvature_norm", "round/line_search_n_evals",
             "round/seconds_learner"} <= tags
@@ -120,7 +120,7 @@ def test_callback_protocol(tmp_path):
                 "round/best_score"} & tags
     assert not any(t.startswith("learner/") or "status" in t or "kind" in t for t in tags)
     # the loss per query: the sum over the 5 training queries divided by 5
-    assert [e.value for e in ea.Scalars("metrics/train/loss_per_query")][:2] == \
+    assert [e.value for e in ea.Scalars("metrics/loss_per_query")][:2] == \
         [pytest.approx(9.0 / 5), pytest.approx(8.0 / 5)]
     assert [e.step for e in ea.Scalars("metrics/valid/auc")] == list(range(1, 13))
     assert set(ea.Tags()["histograms"]) == {"scores/train", "weak_model/leaf_values"}

@@ -43,7 +43,7 @@ def test_events_written_and_readable(script, tmp_path):
     ea.Reload()
     tags = ea.Tags()
     # the boosting runs' layout: curves under metrics/, final values under summary/
-    assert {"metrics/train/loss_per_query", "round/grad_norm", "metrics/valid/ndcg@10",
+    assert {"metrics/loss_per_query", "round/grad_norm", "metrics/valid/ndcg@10",
             "metrics/seconds_per_epoch", "summary/test/ndcg@10", "summary/test/map",
             "summary/valid/ndcg@10"} <= set(tags["scalars"])
     assert {"scores/valid", "scores/test"} <= set(tags["histograms"])

@@ -29,6 +29,9 @@ SUMMARY = "summary"
 #: hyper-parameters follow
 STANDARD_HPARAMS = ("algorithm", "loss", "learner", "learner.max_leaves", "learning_rate",
                     "n_rounds", "seed", "data")
+#: the columns TensorBoard's HParams table shows without a click (it shows five: those
+#: marked ``differs``, in name order; the others are one click away in its left panel)
+SHOWN_HPARAMS = ("algorithm", "learner", "learning_rate", "loss", "n_rounds")
 #: metrics every run declares as HParams metric columns, for each split (``summary/<split>/
 #: <metric>``), so that every run's NDCG@k / MAP / AUC columns appear whichever run
 #: TensorBoard reads the declaration from
@@ -237,7 +240,8 @@ def hparams_summaries(hparams: Mapping[str, Any], metric_tags: Sequence[str],
                                                             "learning_rate", "n_rounds",
                                                             "seed")
                         else api_pb2.DATA_TYPE_STRING), None
-        infos.append(api_pb2.HParamInfo(name=k, type=typ))
+        # TensorBoard lists ``differs`` columns first and shows the first five by default
+        infos.append(api_pb2.HParamInfo(name=k, type=typ, differs=k in SHOWN_HPARAMS))
         if val is not None:
             values[k] = val
     metric_infos = [api_pb2.MetricInfo(name=api_pb2.MetricName(tag=t),

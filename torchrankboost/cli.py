@@ -153,6 +153,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "(default: wdbc)")
     g.add_argument("--valid", metavar="FILE", help="validation file (SVMlight) for early stopping")
     g.add_argument("--test", metavar="FILE", help="test file (SVMlight) for the final report")
+    g.add_argument("--normalize", action="store_true",
+                   help="per-query min-max feature scaling (LETOR's QueryLevelNorm; "
+                        "recommended for MSLR-WEB); pass it to evaluate/predict too")
     g = tr.add_argument_group("model")
     g.add_argument("--algorithm", "-a", default=None, metavar="NAME",
                    help="an algorithm by name (see `torchrankboost list algorithms`); "
@@ -187,11 +190,14 @@ def build_parser() -> argparse.ArgumentParser:
                         "--learner-param seed=N")
     g = tr.add_argument_group("output")
     g.add_argument("--device", default="cpu", help="torch device: cpu, cuda, cuda:1, mps ...")
+    g.add_argument("--threads", type=int, default=None, metavar="N",
+                   help="CPU threads of torch (default 1: small tensor operations stall with "
+                        "more on a busy machine; see the README's section on threads)")
     g.add_argument("--logdir", default=None, metavar="DIR",
                    help="TensorBoard run directory (default runs/<name>-<timestamp>)")
     g.add_argument("--name", default=None, help="run name (default <data>-<algorithm>)")
     g.add_argument("--output", "-o", default=None, metavar="PATH",
-                   help="where to save the model (default <logdir>/model)")
+                   help="where to save the model (default <logdir>/model.safetensors)")
     g.add_argument("--no-tensorboard", action="store_true", help="do not write event files")
     g.add_argument("--quiet", "-q", action="store_true",
                    help="no progress output (the final table is still printed)")
@@ -203,6 +209,8 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--metric", "-m", nargs="+", default=None, metavar="NAME",
                     help="metrics (default: a standard set)")
     ev.add_argument("--device", default="cpu")
+    ev.add_argument("--normalize", action="store_true",
+                    help="per-query min-max feature scaling (as the model was trained with)")
 
     pr = sub.add_parser("predict", help="write one score per line for a data file",
                         description="Score every line of an SVMlight file with a saved model.")
@@ -211,6 +219,8 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--output", "-o", default=None, metavar="PATH",
                     help="output file (default: standard output)")
     pr.add_argument("--device", default="cpu")
+    pr.add_argument("--normalize", action="store_true",
+                    help="per-query min-max feature scaling (as the model was trained with)")
 
     ls = sub.add_parser("list", help="list losses, algorithms, learners and metrics",
                         description="List the available names with a one-line description.")
@@ -233,6 +243,19 @@ def _device(name: str):
                                   and torch.backends.mps.is_available()):
         raise CLIError(f"device {name!r} requested but MPS is not available")
     return dev
+
+
+def _set_threads(n) -> None:
+    """torch's intra-op threads for the whole command (``--threads``; default 1)."""
+    import torch
+
+    from ._threads import DEFAULT_THREADS, check_threads
+
+    try:
+        n = check_threads(n, "--threads")
+    except ValueError as exc:
+        raise CLIError(str(exc)) from None
+    torch.set_num_threads(n if n is not None else DEFAULT_THREADS)
 
 
 def cmd_list(args) -> int:
@@ -268,6 +291,37 @@ class _Run:
     report: Sequence[str]  # metrics of the final table
     logdir: str
     early_stopping: int  # patience, 0 = off
+
+
+def _data_name(source: str, name: str) -> str:
+    """The data's name in run names and messages: a built-in set as is, a LETOR fold folder
+    with its data set (``mq2008-Fold1``), a file with its folder (``Fold1-train``,
+    ``mq2008-Fold1-train``), not the bare file stem ("train")."""
+    import re
+
+    p = Path(source)
+    if not p.exists():
+        return name
+
+    def folder_name(d: Path) -> str:
+        d = d.resolve()
+        if re.fullmatch(r"(?i)fold\d+", d.name) and d.parent.name:
+            return f"{d.parent.name}-{d.name}"
+        return d.name
+
+    if p.is_dir():
+        return folder_name(p) or name
+    parent = folder_name(p.parent)
+    return f"{parent}-{p.stem}" if parent else p.stem
+
+
+def _normalized(d):
+    """``d`` with its features scaled per query (``None`` stays ``None``)."""
+    from dataclasses import replace
+
+    from .data import normalize_per_query
+
+    return None if d is None else replace(d, X=normalize_per_query(d.X, d.groups))
 
 
 def _ranker_options(args) -> Dict[str, Any]:
@@ -347,7 +401,7 @@ def _final_metrics(model, splits: Dict[str, Any], run: _Run, logger, step: int):
 def _print_summary(run: _Run, ranker, model, seconds: float, rows, out_path: str,
                    logger) -> None:
     used, ran = rounds_kept(ranker, run.early_stopping), len(ranker.history_)
-    note = f" (best validation round of {ran})" if ran > used else ""
+    note = f" (the best on validation; {ran} rounds run)" if ran > used else ""
     rounds = f"{used} round{'s' if used != 1 else ''}"
     what = f"{type(model).__name__}, {rounds}{note}" if ran else type(model).__name__
     print(f"\n{run.label} on {run.data_name}: {what}, {seconds:.1f} s")
@@ -371,6 +425,9 @@ def cmd_train(args) -> int:
                                       seed=args.seed)
     if tr.X.shape[0] == 0:
         raise CLIError(f"training data {args.data!r} is empty")
+    data_name = _data_name(args.data, data_name)
+    if args.normalize:
+        tr, va, te = (_normalized(d) for d in (tr, va, te))
     run = _plan(args, options, tr, va, data_name)
     if not args.no_tensorboard:  # what the log shows beyond the defaults
         for key, value in _LOGGED_OPTIONS.get(run.algorithm, {}).items():
@@ -429,6 +486,8 @@ def _score_file(args):
     if data.num_features > F:
         raise CLIError(f"{args.file}: has {data.num_features} features, the model expects {F}")
     data = pad_features(data, F).to(dev)
+    if getattr(args, "normalize", False):
+        data = _normalized(data)
     with torch.no_grad():
         return data, model.predict(data.X)
 
@@ -473,7 +532,16 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         parser.print_help()
         return 0
     try:
-        return COMMANDS[args.command](args)
+        _set_threads(getattr(args, "threads", None))
+        status = COMMANDS[args.command](args)
+        sys.stdout.flush()  # a reader that left (`| head`) shows up here, not at exit
+        return status
+    except BrokenPipeError:  # `torchrankboost list | head -2`: no traceback, no message
+        try:  # nothing more can reach the reader; keep the interpreter's exit flush quiet
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        except (OSError, ValueError):
+            pass
+        return 141  # 128 + SIGPIPE, as a command killed by the closed pipe
     except NumericalError as exc:  # the run failed numerically: status 1, one line
         print(f"{PROG}: error: {_first_line(exc)}", file=sys.stderr)
         return 1

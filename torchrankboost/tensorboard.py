@@ -12,7 +12,7 @@
        logger = TensorBoardLogger("runs/mlp")
        for step in range(n_steps):
            ...
-           logger.log_step(step, {"metrics/train/loss_per_query": loss.item(),
+           logger.log_step(step, {"metrics/loss_per_query": loss.item(),
                                   "metrics/valid/ndcg@10": ndcg})
        logger.log_histograms(step, {"scores/valid": scores})
        logger.log_curves(step, labels, scores, tag="test")
@@ -23,12 +23,12 @@
 What is written (TensorBoard's Time Series tab orders card groups by name, so the curves
 that matter come first):
 
-* ``metrics/`` — the curves that matter, per round: every evaluation metric
-  (``metrics/valid/ndcg@10``, ``metrics/valid/map``...; ``metrics/train/...`` with
-  ``eval_train``), the training objective divided by the number of training queries
-  (``metrics/train/loss_per_query``: comparable across data sizes and runs, unlike the sum),
-  the step size (``metrics/step_size``) and the time per round
-  (``metrics/seconds_per_round``);
+* ``metrics/`` — the curves that matter, per round: the training objective divided by the
+  number of training queries (``metrics/loss_per_query``: comparable across data sizes and
+  runs, unlike the sum), the time per round (``metrics/seconds_per_round``), the step size
+  (``metrics/step_size``) and every evaluation metric (``metrics/valid/ndcg@10``,
+  ``metrics/valid/map``...; cards are ordered by name within a group);
+* ``train/`` — the evaluation metrics on the training set (``eval_train``);
 * ``round/`` — the algorithm's diagnostics (``round/weight``, ``round/grad_norm``,
   ``round/curvature_norm``, ``round/line_search_n_evals``, ``round/f_skew``,
   ``round/margin``, ``round/seconds_learner``, the loss on an evaluation set
@@ -257,7 +257,7 @@ class TensorBoardLogger:
         """Write every scalar-like value of ``scalars`` (nested dicts become ``a/b`` tags).
 
         Tags are written as given; the library's layout puts the curves that matter under
-        ``metrics/`` (``metrics/valid/ndcg@10``, ``metrics/train/loss_per_query``,
+        ``metrics/`` (``metrics/valid/ndcg@10``, ``metrics/loss_per_query``,
         ``metrics/step_size``, ``metrics/seconds_per_round``) and diagnostics under
         ``round/``. Non-scalar values are ignored here (see :meth:`log_histograms`);
         non-finite values are skipped (TensorBoard cannot plot them).
@@ -329,6 +329,8 @@ class TensorBoardLogger:
                 parts = k.split("/")
                 if parts[0] == _tb.MAIN and len(parts) == 3 and parts[1] in _tb.SPLITS:
                     metrics[f"{parts[1]}/{parts[2]}"] = v
+                elif parts[0] == "train" and len(parts) == 2:
+                    metrics[k] = v
         final: Dict[str, float] = {}
         for k, v in metrics.items():
             x = _as_scalar(v)
@@ -422,7 +424,7 @@ class TensorBoardLogger:
             x = _as_scalar(loss)
             if not self._mean_loss and self._n_queries:
                 x = x / self._n_queries
-            scalars[f"{_tb.MAIN}/train/loss_per_query"] = x
+            scalars[f"{_tb.MAIN}/loss_per_query"] = x
         if f"{_tb.MAIN}/seconds_per_round" not in scalars and self._last_time is not None:
             scalars[f"{_tb.MAIN}/seconds_per_round"] = now - self._last_time
         rnd = int(record.round)
@@ -478,7 +480,8 @@ def round_tag(key: str, *, single_valid: bool = True) -> Optional[str]:
     """TensorBoard tag of a flattened round-record key (``None``: not logged).
 
     The curves that matter go to ``metrics/``: ``metrics/train/loss`` →
-    ``metrics/train/loss`` (written per query by the logger); ``metrics/valid_0/ndcg@10``
+    ``metrics/train/loss`` (written as ``metrics/loss_per_query`` by the logger); other
+    training metrics → ``train/<metric>``; ``metrics/valid_0/ndcg@10``
     → ``metrics/valid/ndcg@10`` (``valid_0`` keeps its name when there are several
     evaluation sets); ``step`` → ``metrics/step_size``; ``seconds`` →
     ``metrics/seconds_per_round``. The loss on an evaluation set (a sum over its queries)
@@ -497,6 +500,8 @@ def round_tag(key: str, *, single_valid: bool = True) -> Optional[str]:
             return f"{_tb.MAIN}/train/{head}"
         if tail == "loss" and head != "train":
             return f"{_tb.DIAG}/{head}_loss"
+        if head == "train" and tail != "loss":  # eval_train: below the validation curves
+            return f"train/{tail}"
         return f"{_tb.MAIN}/{head}/{tail}"
     if key == "step":
         return f"{_tb.MAIN}/step_size"
