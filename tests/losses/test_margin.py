@@ -43,7 +43,7 @@ def test_smooth_margin_loss_matches_oracle(kind, reduction):
 
 
 def test_soft_min_bounds():
-    """μ − ln|C|/β ≤ G̃ ≤ μ on normalised scores f = s/β (spec §4.1)."""
+    """μ − ln|C|/β ≤ G̃ ≤ μ on normalised scores f = s/β (Rudin & Schapire 2009)."""
     for seed in range(8):
         s, y, g, _ = make_case(seed + 50, tie_scores=False, max_size=8)
         hi, lo, w = dense_pairs(y, g)
