@@ -1,8 +1,8 @@
-"""Benchmark: torchrankboost's pairwise losses vs a dense padded all-pairs implementation.
+"""Benchmark: torchrankboost's ranking losses vs a dense padded implementation.
 
 For every loss torchrankboost exports at run time (exponential pairwise, p-norm push, smooth
-margin, AdaBoost, the pairwise hinge and squared hinge, and QBRank with the grade-difference
-margin, when present), measure
+margin, AdaBoost, the pairwise hinge and squared hinge, QBRank with the grade-difference
+margin, and the listwise ListNet / ListMLE and RankNet, when present), measure
 forward + backward wall time (median of ``--repeats`` after one warm-up) and peak memory,
 for query lists of 100, 1,000 and 10,000 documents at a fixed total (100k documents by
 default), plus one query of 10^6 documents with 5 grades (10^12 pairs: infeasible densely).
@@ -12,7 +12,10 @@ to ``(B, L)`` with a mask, all pair differences materialised as a ``(B, L, L)`` 
 pair mask from label differences, then the elementwise pair loss and a masked sum. The
 peers themselves are run when importable (a row "vs <peer>" under our loss, with our speed-up
 and memory ratio): pytorchltr's ``PairwiseHingeLoss`` against our pairwise hinge (the same
-loss), allRank's ``rankNet`` (logistic, not factorisable) against our exponential pair loss.
+loss), allRank's ``rankNet`` against our RankNet (the same logistic pair loss: allRank averages
+over pairs, we sum) and against our exponential pair loss (the closest factorised pair loss),
+allRank's ``listNet``/``listMLE`` against ours. RankNet has no sort/prefix factorisation: it
+costs O(L^2) per list in bounded memory, and runs only up to ``--max-quadratic`` documents.
 Neither is a dependency; on this machine ``pip install allRank`` imports only with
 torchvision, and pytorchltr 0.2.1 builds no wheel for Python 3.11, but its pure-Python loss
 modules import from an unpacked sdist on ``PYTHONPATH``.
@@ -65,7 +68,16 @@ def our_losses():
         out["sq_hinge"] = (lambda: L.PairwiseHingeLoss(squared=True), dense_squared_hinge)
     if hasattr(L, "QBRankLoss"):
         out["qbrank_gd"] = (lambda: L.QBRankLoss(tau="grade_difference"), dense_qbrank)
+    if hasattr(L, "ListNetLoss"):
+        out["listnet"] = (lambda: L.ListNetLoss(), dense_listnet)
+        out["listmle"] = (lambda: L.ListMLELoss(), dense_listmle)
+        out["ranknet"] = (lambda: L.RankNetLoss(), dense_ranknet)
     return out
+
+
+# Losses whose own cost is quadratic in the list length (no factorisation): run only up to
+# --max-quadratic documents per list, and never on the one-query case.
+QUADRATIC = {"ranknet"}
 
 
 def _dense_pairs(sp, yp, mask):
@@ -118,12 +130,37 @@ def dense_qbrank(sp, yp, mask, w=0.5, c=1.0):
     return (w / 2) * pair + ((1 - w) / 2) * point
 
 
+def dense_ranknet(sp, yp, mask):
+    diff, pm = _dense_pairs(sp, yp, mask)
+    return torch.where(pm, torch.nn.functional.softplus(-diff), torch.zeros_like(diff)).sum()
+
+
+def dense_listnet(sp, yp, mask):
+    """Padded ListNet as allRank writes it: softmax over masked rows (O(B·L), no pairs)."""
+    neg = torch.finfo(sp.dtype).min
+    p = torch.softmax(torch.where(mask, yp, torch.full_like(yp, neg)), dim=1)
+    logq = torch.log_softmax(torch.where(mask, sp, torch.full_like(sp, neg)), dim=1)
+    return -(torch.where(mask, p * logq, torch.zeros_like(sp))).sum()
+
+
+def dense_listmle(sp, yp, mask):
+    """Padded ListMLE: sort each row by label, reverse logcumsumexp (allRank's listMLE without
+    its random tie shuffle; rows here are full, so the mask is all true)."""
+    order = torch.sort(yp, dim=1, descending=True, stable=True)[1]
+    s = torch.gather(sp, 1, order)
+    tail = torch.logcumsumexp(s.flip(1), dim=1).flip(1)
+    return (tail - s).sum()
+
+
 # Peer implementations, run when importable: (peer label, impl key, which of our losses it
 # is set against). pytorchltr's PairwiseHingeLoss is RankSVM's hinge with margin 1, the same
 # loss as ours; allRank's rankNet is the logistic pair loss (not factorisable, so not one of
 # ours): it is set against our exponential pair loss, the closest factorised pair loss.
 PEERS = [("pytorchltr PairwiseHingeLoss", "pytorchltr", "pairwise_hinge"),
-         ("allRank rankNet", "allrank", "exponential")]
+         ("allRank rankNet", "allrank", "exponential"),
+         ("allRank rankNet", "allrank", "ranknet"),
+         ("allRank listNet", "allrank_listnet", "listnet"),
+         ("allRank listMLE", "allrank_listmle", "listmle")]
 
 
 def peer_fn(impl):
@@ -142,6 +179,14 @@ def peer_fn(impl):
         from allrank.models.losses import rankNet
 
         return lambda sp, yp: rankNet(sp, yp)
+    if impl == "allrank_listnet":
+        from allrank.models.losses import listNet
+
+        return lambda sp, yp: listNet(sp, yp)
+    if impl == "allrank_listmle":
+        from allrank.models.losses import listMLE
+
+        return lambda sp, yp: listMLE(sp, yp)
     raise ValueError(impl)
 
 
@@ -207,7 +252,7 @@ def run_case(loss: str, impl: str, n_queries: int, length: int, grades: int, rep
     factory, dense = our_losses()[loss]
     s, y = make_data(n_queries, length, grades)
     groups = Groups.from_sizes([length] * n_queries)
-    if impl in ("pytorchltr", "allrank"):
+    if impl in ("pytorchltr", "allrank", "allrank_listnet", "allrank_listmle"):
         fn = peer_fn(impl)
         sp = s.view(n_queries, length)
         yp = y.view(n_queries, length)
@@ -277,6 +322,8 @@ def main(argv=None):
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--mem-cap-gb", type=float, default=6.0)
+    ap.add_argument("--max-quadratic", type=int, default=1000,
+                    help="longest list for the O(L^2) losses (RankNet)")
     ap.add_argument("--quick", action="store_true", help="total 20k, big 200k, 3 repeats")
     ap.add_argument("--child", type=str, default=None, help=argparse.SUPPRESS)
     a = ap.parse_args(argv)
@@ -300,6 +347,9 @@ def main(argv=None):
     for name, (_, dense) in losses.items():
         for L in a.sizes:
             B = max(1, a.total // L)
+            if name in QUADRATIC and L > a.max_quadratic:
+                print(f"{name:16s} {L:7d} {B:6d} | skipped: O(L^2) per list (--max-quadratic)")
+                continue
             common = dict(loss=name, n_queries=B, length=L, grades=a.grades,
                           repeats=a.repeats, threads=a.threads)
             ours = child(dict(common, impl="ours"))
@@ -340,6 +390,9 @@ def main(argv=None):
               f"(~{n * n * (1 - 1 / a.grades) / 2:.1e} crucial pairs; dense infeasible):")
         small = max(n // 10, 1)
         for name in losses:
+            if name in QUADRATIC:
+                print(f"{name:16s} n={n:,}: skipped (O(n^2) pairs, no factorisation)")
+                continue
             r = child(dict(loss=name, impl="ours", n_queries=1, length=n, grades=a.grades,
                            repeats=a.repeats, threads=a.threads))
             r10 = child(dict(loss=name, impl="ours", n_queries=1, length=small,

@@ -332,7 +332,7 @@ class RankNetLoss(RankingLoss):
     blockwise pass), so ``torch.autograd.functional.hessian`` and ``gradgradcheck`` work.
     """
 
-    def __init__(self, *, sigma: float = 1.0, block_pairs: int = 1 << 22,
+    def __init__(self, *, sigma: float = 1.0, block_pairs: int = 1 << 20,
                  reduction: str = "sum"):
         super().__init__(reduction=reduction)
         sigma = float(sigma)
