@@ -134,6 +134,12 @@ def format_table(rows: Dict[str, Dict[str, float]]) -> str:
         lines.append(f"{k:<{w0}}  " + "  ".join(cells))
     return "\n".join(lines)
 
+_NUMBERING_HELP = ("feature numbering of the SVMlight files: auto (0-based iff some file of "
+                   "the run uses index 0), yes (0-based) or no (1-based, LETOR)")
+_ZERO_BASED = {"auto": "auto", "yes": True, "no": False}
+_MAX_FEATURES_HELP = ("widest feature matrix a file may imply before it is allocated "
+                      "(default 100000; a stray huge index is refused, naming its line)")
+
 
 # ============================================================================ parser
 def build_parser() -> argparse.ArgumentParser:
@@ -156,6 +162,10 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--normalize", action="store_true",
                    help="per-query min-max feature scaling (LETOR's QueryLevelNorm; "
                         "recommended for MSLR-WEB); pass it to evaluate/predict too")
+    g.add_argument("--zero-based", choices=tuple(_ZERO_BASED), default="auto",
+                   help=_NUMBERING_HELP + "; decided once for every file of the run and "
+                        "stored in the model")
+    g.add_argument("--max-features", type=int, default=None, metavar="N", help=_MAX_FEATURES_HELP)
     g = tr.add_argument_group("model")
     g.add_argument("--algorithm", "-a", default=None, metavar="NAME",
                    help="an algorithm by name (see `torchrankboost list algorithms`); "
@@ -211,6 +221,10 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--device", default="cpu")
     ev.add_argument("--normalize", action="store_true",
                     help="per-query min-max feature scaling (as the model was trained with)")
+    ev.add_argument("--zero-based", choices=tuple(_ZERO_BASED), default="auto",
+                    help=_NUMBERING_HELP + "; default: the numbering stored in the model")
+    ev.add_argument("--max-features", type=int, default=None, metavar="N",
+                    help=_MAX_FEATURES_HELP)
 
     pr = sub.add_parser("predict", help="write one score per line for a data file",
                         description="Score every line of an SVMlight file with a saved model.")
@@ -221,6 +235,10 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--device", default="cpu")
     pr.add_argument("--normalize", action="store_true",
                     help="per-query min-max feature scaling (as the model was trained with)")
+    pr.add_argument("--zero-based", choices=tuple(_ZERO_BASED), default="auto",
+                    help=_NUMBERING_HELP + "; default: the numbering stored in the model")
+    pr.add_argument("--max-features", type=int, default=None, metavar="N",
+                    help=_MAX_FEATURES_HELP)
 
     ls = sub.add_parser("list", help="list losses, algorithms, learners and metrics",
                         description="List the available names with a one-line description.")
@@ -345,9 +363,89 @@ def _ranker_options(args) -> Dict[str, Any]:
                 params=parse_params(args.param, "--param"))
 
 
-def _plan(args, options: Dict[str, Any], train, valid, data_name: str) -> _Run:
+def _run_folder(args, run: _Run) -> str:
+    """The run folder, claimed (created atomically) on first use."""
     from .tensorboard import default_logdir
 
+    if not run.logdir:
+        run.logdir = default_logdir(args.name or f"{run.data_name}-{run.label}")
+    return run.logdir
+
+
+def _input_paths(args) -> List[Path]:
+    """The files and folders a train run reads (an output must not be one of them)."""
+    out = []
+    for p in (args.data, args.valid, args.test):
+        if p and Path(p).exists():
+            out.append(Path(p))
+            if Path(p).is_dir():
+                out.extend(Path(p).iterdir())
+    return out
+
+
+def _check_output(path: str, inputs: Sequence[Path], what: str = "--output") -> None:
+    """Refuse, before any long work, an output that is one of the inputs, a folder, a
+    special or read-only file, or in a folder that cannot take a new file."""
+    from ._io import check_writable
+
+    target = Path(path)
+    for folder in target.parents:
+        if folder.exists():
+            if not folder.is_dir():
+                raise CLIError(f"{what}: cannot write {path}: {folder} is a file, not a folder")
+            break
+    for p in inputs:
+        try:
+            same = target.exists() and os.path.samefile(target, p)
+        except OSError:
+            same = False
+        if same or target.resolve() == Path(p).resolve():
+            raise CLIError(f"{what} {path} is also an input ({p}); choose another file")
+    try:
+        check_writable(target)
+    except ValueError as exc:
+        raise CLIError(f"{what}: {exc}") from None
+
+
+def _save_model(model, out_path: str, args, run: _Run) -> str:
+    """Save ``model`` to ``out_path``; if that fails, to a fallback file in the run folder
+    (saying where). Returns the path written."""
+    try:
+        model.save(out_path)
+        return out_path
+    except (OSError, ValueError) as exc:
+        reason = getattr(exc, "strerror", None) or _first_line(exc)
+        folder = _run_folder(args, run)
+        os.makedirs(folder, exist_ok=True)
+        fallback = os.path.join(folder, "model.fallback.safetensors")
+        if os.path.abspath(fallback) == os.path.abspath(out_path):
+            raise CLIError(f"cannot save the model to {out_path}: {reason}") from None
+        model.save(fallback)
+        print(f"{PROG}: warning: cannot save the model to {out_path} ({reason}); saved it to "
+              f"{fallback} instead", file=sys.stderr)
+        return fallback
+
+
+def _save_partial(ranker, out_path: Optional[str], args, run: _Run) -> Optional[str]:
+    """After an interrupted or failed fit: the model of the last good round (``model_``) to
+    ``<output stem>.partial.safetensors``; returns the path, or ``None`` when there is none."""
+    model = getattr(ranker, "model_", None)
+    if model is None:
+        return None
+    base = out_path or os.path.join(_run_folder(args, run), "model.safetensors")
+    os.makedirs(os.path.dirname(base) or ".", exist_ok=True)
+    stem = base[:-len(".safetensors")] if base.endswith(".safetensors") else base
+    path = stem + ".partial.safetensors"
+    try:
+        model.save(path)
+    except (OSError, ValueError) as exc:
+        print(f"{PROG}: warning: cannot save the partial model to {path}: "
+              f"{getattr(exc, 'strerror', None) or _first_line(exc)}", file=sys.stderr)
+        return None
+    return path
+
+
+def _plan(args, options: Dict[str, Any], train, valid, data_name: str) -> _Run:
     binary = _is_binary(train.labels)
     algorithm = options["algorithm"]
     label = algorithm if algorithm != "boost" else options["loss"] or "exponential"
@@ -357,7 +455,7 @@ def _plan(args, options: Dict[str, Any], train, valid, data_name: str) -> _Run:
     return _Run(algorithm=algorithm, label=label, data_name=data_name,
                 metric=args.metric or ("auc" if binary else "ndcg@10"),
                 report=args.report or (DEFAULT_REPORT_BINARY if binary else DEFAULT_REPORT_GRADED),
-                logdir=args.logdir or default_logdir(args.name or f"{data_name}-{label}"),
+                logdir=args.logdir or "",  # default: claimed by _run_folder when needed
                 early_stopping=patience)
 
 
@@ -419,12 +517,24 @@ def cmd_train(args) -> int:
     from .tensorboard import TensorBoardLogger
 
     dev = _device(args.device)
+    if not 0 <= args.seed < 2 ** 63:
+        raise CLIError(f"--seed must be an integer in [0, 2^63), got {args.seed}")
     torch.manual_seed(args.seed)
     options = _ranker_options(args)
+    if args.output:  # before reading data or fitting: the model must have somewhere to go
+        _check_output(args.output, _input_paths(args))
     tr, va, te, data_name = load_data(args.data, valid=args.valid, test=args.test,
-                                      seed=args.seed)
+                                      seed=args.seed, zero_based=_ZERO_BASED[args.zero_based],
+                                      max_features=args.max_features)
     if tr.X.shape[0] == 0:
         raise CLIError(f"training data {args.data!r} is empty")
+    for what, d, name in (("validation", va, args.valid), ("test", te, args.test)):
+        if d is not None and d.X.shape[0] == 0:
+            raise CLIError(f"{what} data {name or args.data!r} is empty")
+    if args.early_stopping and va is None:
+        raise CLIError(f"--early-stopping {args.early_stopping} needs validation data "
+                       f"(--valid FILE, or a LETOR fold / built-in data with a validation "
+                       f"split)")
     data_name = _data_name(args.data, data_name)
     if args.normalize:
         tr, va, te = (_normalized(d) for d in (tr, va, te))
@@ -433,6 +543,10 @@ def cmd_train(args) -> int:
         for key, value in _LOGGED_OPTIONS.get(run.algorithm, {}).items():
             options["params"].setdefault(key, value)
     ranker = make_ranker(**options)  # bad parameters fail here, before a run directory exists
+    if not args.no_tensorboard or not args.output:
+        _run_folder(args, run)
+    if not args.output:
+        _check_output(os.path.join(run.logdir, "model.safetensors"), [])
 
     callbacks: List[Any] = [ProgressCallback(quiet=args.quiet)]
     logger = None
@@ -447,12 +561,24 @@ def cmd_train(args) -> int:
         print(f"{PROG}: training {run.label} on {data_name} ({tr.num_queries} train queries, "
               f"{len(tr)} documents, {tr.num_features} features) on {dev}", file=sys.stderr)
     try:
-        model, seconds = _fit(ranker, splits, run, callbacks)
+        try:
+            model, seconds = _fit(ranker, splits, run, callbacks)
+        except (KeyboardInterrupt, NumericalError) as exc:
+            saved = _save_partial(ranker, args.output, args, run)
+            if saved is None:
+                raise
+            note = f"the model of the last good round is saved to {saved}"
+            if isinstance(exc, NumericalError):  # still one line
+                raise NumericalError(f"{_first_line(exc)}; {note}", round=exc.round,
+                                     model=exc.model) from None
+            print(f"{PROG}: {ranker.stop_reason_}; {note}", file=sys.stderr)
+            raise
         used = rounds_kept(ranker, run.early_stopping)
         rows = _final_metrics(model, splits, run, logger, used)
         out_path = args.output or os.path.join(run.logdir, "model.safetensors")
-        Path(out_path).parent.mkdir(parents=True, exist_ok=True)
-        model.save(out_path)
+        if isinstance(getattr(model, "info", None), dict) and tr.zero_based is not None:
+            model.info["zero_based"] = bool(tr.zero_based)
+        out_path = _save_model(model, out_path, args, run)
         if logger is not None:
             final = {f"{split}/{k}": v for split, r in rows.items() for k, v in r.items()}
             final.update(seconds=seconds, rounds_used=used, best_round=ranker.best_round_)
@@ -465,13 +591,15 @@ def cmd_train(args) -> int:
 
 
 def _load_model(path: str, device):
-    if not Path(path).exists():
+    if not os.path.lexists(path):
         raise CLIError(f"model not found: {path}")
     try:
         return load_model(path, device=device)
     except Exception as exc:  # any reader error (safetensors, JSON, ...) is one line
-        raise CLIError(f"cannot load model {path}: {_first_line(exc) or type(exc).__name__}") \
-            from None
+        msg = _first_line(exc) or type(exc).__name__
+        if msg.startswith(f"{path}: "):
+            msg = msg[len(path) + 2:]
+        raise CLIError(f"cannot load model {path}: {msg}") from None
 
 
 def _score_file(args):
@@ -481,7 +609,21 @@ def _score_file(args):
 
     dev = _device(args.device)
     model = _load_model(args.model, dev)
-    data = load_file(args.file)
+    stored = getattr(model, "info", {}).get("zero_based")  # the training run's numbering
+    asked = _ZERO_BASED[getattr(args, "zero_based", "auto")]
+    if stored is not None and asked != "auto" and asked != stored:
+        raise CLIError(f"--zero-based {args.zero_based} contradicts the model's "
+                       f"{'0' if stored else '1'}-based feature numbering ({args.model})")
+    zb = asked if asked != "auto" or stored is None else bool(stored)
+    try:
+        data = load_file(args.file, zero_based=zb,
+                         max_features=getattr(args, "max_features", None))
+    except ValueError as exc:
+        if stored is False and "feature index 0" in str(exc):
+            raise CLIError(f"{_first_line(exc)}; the model {args.model} was trained with "
+                           f"1-based feature numbering (index 0 does not exist there)"
+                           ) from None
+        raise
     F = model.num_features
     if data.num_features > F:
         raise CLIError(f"{args.file}: has {data.num_features} features, the model expects {F}")
@@ -509,12 +651,17 @@ def cmd_evaluate(args) -> int:
 def cmd_predict(args) -> int:
     import torch
 
+    from ._io import atomic_write
+
+    if args.output:  # before any work: not an input, a folder, read-only or unwritable
+        _check_output(args.output, [Path(p) for p in (args.model, args.file)
+                                    if Path(p).exists()])
     data, s = _score_file(args)
     if data.row is not None:  # back to file order if the loader regrouped the rows
         s = torch.empty_like(s).index_copy_(0, data.row.to(s.device), s)
     text = "\n".join(repr(float(v)) for v in s.detach().cpu().tolist())
     if args.output:
-        Path(args.output).write_text(text + ("\n" if text else ""))
+        atomic_write(args.output, lambda fh: fh.write(text + ("\n" if text else "")))
     else:
         sys.stdout.write(text + ("\n" if text else ""))
     return 0
@@ -554,6 +701,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 2
     except ValueError as exc:
         print(f"{PROG}: error: {_first_line(exc) or 'invalid value'}", file=sys.stderr)
+        return 2
+    except OSError as exc:  # an unwritable folder, a full disk, ...: one line, status 2
+        where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
+        print(f"{PROG}: error: {where}{exc.strerror or _first_line(exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)

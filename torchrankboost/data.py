@@ -62,6 +62,7 @@ from .groups import Groups
 __all__ = [
     "RankingData",
     "load_svmlight",
+    "load_svmlight_files",
     "load_letor_fold",
     "normalize_per_query",
     "make_letor",
@@ -87,6 +88,8 @@ class RankingData:
             index when groups come from a size file; 0 for a single group).
         row: ``(n,)`` int64 index of each document's data row in the source (``arange(n)``
             unless non-contiguous qids forced a reordering), or ``None``.
+        zero_based: the feature numbering the file was read with (``True``: index ``i`` is
+            column ``i``; ``False``: column ``i - 1``), ``None`` for data not read from a file.
 
     Unpacks as a 3-tuple, ``X, labels, groups = data``, so it drops into code written for
     ``(X, y, groups)`` triples; the other fields are attributes.
@@ -97,6 +100,7 @@ class RankingData:
     groups: Groups
     qid: Tensor
     row: Optional[Tensor] = None
+    zero_based: Optional[bool] = None
 
     def __iter__(self):
         return iter((self.X, self.labels, self.groups))
@@ -118,6 +122,7 @@ class RankingData:
         return RankingData(
             self.X.to(device), self.labels.to(device), self.groups.to(device),
             self.qid.to(device), None if self.row is None else self.row.to(device),
+            self.zero_based,
         )
 
     def __repr__(self) -> str:
@@ -160,9 +165,12 @@ def _scan_line(line: bytes, zero_based, n_features: Optional[int]) -> Tuple[Opti
     has_qid = bool(feats) and feats[0].startswith(b"qid:")
     if has_qid:
         try:
-            int(feats[0][4:])
+            q = int(feats[0][4:])
         except ValueError:
             return f"cannot parse the query id {feats[0].decode(errors='replace')!r}", True
+        if not -(1 << 63) <= q < (1 << 63):
+            return (f"query id {q} does not fit in 64 bits (use shorter qids, e.g. numbered "
+                    f"from 0)", True)
         feats = feats[1:]
     prev = -1
     min_index = 0 if zero_based is True or zero_based == "auto" else 1
@@ -272,10 +280,45 @@ def _check_paths(paths: Sequence[Path]) -> None:
             raise ValueError(f"{p}: not a regular file")
 
 
+#: the largest feature count a file may imply before its dense matrix is allocated (a
+#: stray index such as ``1000000000:1`` would otherwise ask for gigabytes); raise it with
+#: ``max_features=`` (or select columns from sparse input) when the data really are that wide
+DEFAULT_MAX_FEATURES = 100_000
+#: the largest dense ``X`` (bytes) a file may imply
+MAX_DENSE_BYTES = 8 << 30
+
+
+def _check_dense_size(paths, mats, zb: bool, npdt, max_features: Optional[int]) -> None:
+    """Refuse, before allocating, a dense matrix wider than ``max_features`` columns or
+    larger than :data:`MAX_DENSE_BYTES`, naming the largest index and its line."""
+    limit = DEFAULT_MAX_FEATURES if max_features is None else int(max_features)
+    F = max((m.shape[1] for m in mats), default=0)
+    n = sum(m.shape[0] for m in mats)
+    size = n * F * np.dtype(npdt).itemsize
+    if F <= limit and size <= MAX_DENSE_BYTES:
+        return
+    for p, m in zip(paths, mats):
+        if m.nnz and int(m.indices.max()) == F - 1:
+            k = int(np.flatnonzero(m.indices == F - 1)[0])
+            r = int(np.searchsorted(m.indptr, k, side="right")) - 1
+            where = f"{p}:{_data_line_number(p, r)}"
+            break
+    else:  # pragma: no cover - the widest column always has an entry
+        where = str(paths[0])
+    raise ValueError(
+        f"{where}: feature index {F - 1 + (0 if zb else 1)} implies a dense matrix of {n} x "
+        f"{F} {np.dtype(npdt).name} values ({size / 2**30:.2f} GiB), over the limit of "
+        f"{limit} features / {MAX_DENSE_BYTES / 2**30:.0f} GiB; if the index is right, raise "
+        f"the limit with max_features= (CLI: --max-features) or select columns from sparse "
+        f"input (sklearn.datasets.load_svmlight_file) before fitting")
+
+
 def _load_files(paths: Sequence[PathLike], *, n_features: Optional[int], zero_based,
                 dtype: torch.dtype, query_files: Sequence[Optional[PathLike]],
-                normalize: bool) -> List[RankingData]:
-    """Parse several SVMlight files together (shared base and feature count)."""
+                normalize: bool, max_features: Optional[int] = None) -> List[RankingData]:
+    """Parse several SVMlight files together (shared base and feature count). The feature
+    numbering (``zero_based="auto"``: 0-based iff some file uses index 0) is decided once for
+    all of them and kept in each result's ``zero_based``."""
     from sklearn.datasets import load_svmlight_files
 
     paths = [Path(p) for p in paths]
@@ -288,19 +331,50 @@ def _load_files(paths: Sequence[PathLike], *, n_features: Optional[int], zero_ba
         n_features = int(n_features)
     npdt = _np_dtype(dtype)
 
+    # parsed 0-based (column = index), the numbering decided once for all the files below
     try:
         parsed = load_svmlight_files(
-            [str(p) for p in paths], n_features=n_features, dtype=npdt,
-            zero_based=zero_based, query_id=True,
+            [str(p) for p in paths], n_features=None if n_features is None else n_features + 1,
+            dtype=npdt, zero_based=True, query_id=True,
         )
-    except ValueError as exc:
+    except (ValueError, OverflowError) as exc:
         for p in paths:
             hit = _locate_problem(p, zero_based, n_features)
             if hit is not None:
                 raise ValueError(f"{p}:{hit[0]}: {hit[1]}") from exc
         names = ", ".join(str(p) for p in paths)
         raise ValueError(f"{names}: cannot parse as SVMlight ({exc})") from exc
-
+    except (EOFError, OSError) as exc:  # a truncated .gz, a corrupt .bz2, an unreadable file
+        names = ", ".join(str(p) for p in paths)
+        what = ("truncated or corrupt compressed file" if isinstance(exc, EOFError)
+                or "gzip" in type(exc).__name__.lower() or "compressed" in str(exc).lower()
+                or "Invalid data stream" in str(exc) else "cannot read")
+        raise ValueError(f"{names}: {what} ({exc.strerror or exc})"
+                         if isinstance(exc, OSError) and exc.strerror
+                         else f"{names}: {what} ({exc})") from None
+    parsed = list(parsed)
+    mats = [parsed[3 * i] for i in range(len(paths))]
+    has_zero = [m.nnz > 0 and int(m.indices.min()) == 0 for m in mats]
+    zb = any(has_zero) if zero_based == "auto" else bool(zero_based)
+    for i, p in enumerate(paths):
+        if not zb and has_zero[i]:
+            r = int(np.searchsorted(mats[i].indptr, int(np.flatnonzero(mats[i].indices == 0)[0]),
+                                    side="right")) - 1
+            raise ValueError(f"{p}:{_data_line_number(p, r)}: feature index 0 in a file read "
+                             f"with 1-based feature numbering (zero_based=False)")
+        m = mats[i][:, 0 if zb else 1:]
+        if n_features is not None:
+            if m.shape[1] > n_features and m[:, n_features:].nnz:
+                sub = m[:, n_features:].tocsr()
+                r = int(np.flatnonzero(np.diff(sub.indptr))[0])
+                raise ValueError(f"{p}:{_data_line_number(p, r)}: feature index "
+                                 f"{n_features + (0 if zb else 1)} exceeds "
+                                 f"n_features={n_features}")
+            m = m[:, :n_features]
+        parsed[3 * i] = m.tocsr()
+    _check_dense_size(paths, [parsed[3 * i] for i in range(len(paths))], zb, npdt,
+                      max_features)
+    zero_based = zb
     all_empty = all(parsed[3 * i].shape[0] == 0 for i in range(len(paths)))
     out = []
     for i, p in enumerate(paths):
@@ -357,13 +431,14 @@ def _load_files(paths: Sequence[PathLike], *, n_features: Optional[int], zero_ba
             qid = torch.zeros(n, dtype=torch.long)
         if normalize:
             X = normalize_per_query(X, groups)
-        out.append(RankingData(X, labels, groups, qid, row))
+        out.append(RankingData(X, labels, groups, qid, row, zero_based=zero_based))
     return out
 
 
 def load_svmlight(path: PathLike, *, n_features: Optional[int] = None,
                   query_file: Optional[PathLike] = None, dtype: torch.dtype = torch.float32,
-                  normalize: bool = False, zero_based="auto") -> RankingData:
+                  normalize: bool = False, zero_based="auto",
+                  max_features: Optional[int] = None) -> RankingData:
     """Read an SVMlight/LETOR ranking file into dense tensors.
 
     Args:
@@ -376,7 +451,12 @@ def load_svmlight(path: PathLike, *, n_features: Optional[int] = None,
         dtype: floating dtype of ``X`` and ``labels``.
         normalize: apply :func:`normalize_per_query` (per-query min–max scaling) to ``X``.
         zero_based: ``"auto"`` (LETOR's 1-based indices unless some index is 0), ``True``
-            or ``False`` — as in scikit-learn.
+            or ``False`` — as in scikit-learn; the numbering used is kept in the result's
+            ``zero_based``. Index 0 with ``zero_based=False`` is an error.
+        max_features: the widest dense matrix allowed (default
+            :data:`DEFAULT_MAX_FEATURES`; the bytes are capped at :data:`MAX_DENSE_BYTES`):
+            a larger implied width is refused before anything is allocated, naming the largest
+            index and its line.
 
     Returns:
         :class:`RankingData` ``(X (n, F), labels (n,), groups, qid (n,), row (n,))``;
@@ -389,12 +469,27 @@ def load_svmlight(path: PathLike, *, n_features: Optional[int] = None,
             lines mixing qid and no qid, size files that do not cover the documents.
     """
     return _load_files([path], n_features=n_features, zero_based=zero_based, dtype=dtype,
-                       query_files=[query_file], normalize=normalize)[0]
+                       query_files=[query_file], normalize=normalize,
+                       max_features=max_features)[0]
+
+
+def load_svmlight_files(paths: Sequence[PathLike], *, n_features: Optional[int] = None,
+                        dtype: torch.dtype = torch.float32, normalize: bool = False,
+                        zero_based="auto", max_features: Optional[int] = None
+                        ) -> List[RankingData]:
+    """Read several SVMlight/LETOR files together: one feature numbering for all of them
+    (``"auto"``: 0-based iff some file uses index 0; kept in each result's ``zero_based``)
+    and one feature count (the largest index over the files). Arguments as
+    :func:`load_svmlight` (group-size files are found beside each file)."""
+    return _load_files(list(paths), n_features=n_features, zero_based=zero_based, dtype=dtype,
+                       query_files=[None] * len(paths), normalize=normalize,
+                       max_features=max_features)
 
 
 def load_letor_fold(folder: PathLike, *, normalize: bool = False,
                     dtype: torch.dtype = torch.float32, zero_based="auto",
-                    names: Sequence[str] = ("train", "vali", "test")
+                    names: Sequence[str] = ("train", "vali", "test"),
+                    max_features: Optional[int] = None
                     ) -> Tuple[RankingData, RankingData, RankingData]:
     """Read a LETOR fold folder (``train.txt``, ``vali.txt``, ``test.txt``).
 
@@ -413,7 +508,8 @@ def load_letor_fold(folder: PathLike, *, normalize: bool = False,
             cand = folder / stem
         paths.append(cand)
     return tuple(_load_files(paths, n_features=None, zero_based=zero_based, dtype=dtype,
-                             query_files=[None] * len(paths), normalize=normalize))
+                             query_files=[None] * len(paths), normalize=normalize,
+                             max_features=max_features))
 
 
 # ====================================================================== normalisation

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Optional, Tuple
 
 __all__ = ["DATA_ENV", "BUILTIN", "data_root", "dataset_path", "load_builtin", "load_data",
-           "load_file", "pad_features", "align_features", "single_query", "slice_queries"]
+           "load_file", "load_files", "pad_features", "align_features", "single_query", "slice_queries"]
 
 DATA_ENV = "TORCHRANKBOOST_DATA"
 BUILTIN = ("wdbc", "synthetic")
@@ -137,58 +137,79 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else type(exc).__name__
 
 
-def load_file(path, *, n_features: Optional[int] = None):
-    """One SVMlight/LETOR file as ``RankingData``. A missing file raises
-    ``FileNotFoundError``; a folder or a malformed file ``ValueError`` with a one-line message
-    naming the file (and the line)."""
-    from .data import load_svmlight
+def _read_error(exc: BaseException, paths) -> ValueError:
+    msg = _first_line(exc)
+    if not any(str(p) in msg for p in paths):
+        msg = f"{paths[0]}: {msg}"
+    return ValueError(msg)
 
+
+def _check_file(path) -> Path:
     p = Path(path)
     if not p.exists():
         raise FileNotFoundError(f"file not found: {path}")
     if p.is_dir():
         raise ValueError(f"expected a file, got a folder: {path}")
+    return p
+
+
+def load_file(path, *, n_features: Optional[int] = None, zero_based="auto",
+              max_features: Optional[int] = None):
+    """One SVMlight/LETOR file as ``RankingData``. A missing file raises
+    ``FileNotFoundError``; a folder or a malformed file ``ValueError`` with a one-line message
+    naming the file (and the line). ``zero_based``: the feature numbering (``"auto"``,
+    ``True``, ``False``; the one used is kept in the result's ``zero_based``)."""
+    return load_files([path], n_features=n_features, zero_based=zero_based,
+                      max_features=max_features)[0]
+
+
+def load_files(paths, *, n_features: Optional[int] = None, zero_based="auto",
+               max_features: Optional[int] = None):
+    """Several SVMlight/LETOR files read together — one feature numbering decided for all
+    of them, one feature count — as a list of ``RankingData``; errors as :func:`load_file`."""
+    from .data import load_svmlight_files
+
+    ps = [_check_file(p) for p in paths]
     try:
-        return load_svmlight(p, n_features=n_features)
-    except (ValueError, OSError, UnicodeDecodeError) as exc:
-        msg = _first_line(exc)
-        if str(p) not in msg:
-            msg = f"{path}: {msg}"
-        raise ValueError(msg if msg.startswith(str(path)) else f"cannot read {msg}") from None
+        return load_svmlight_files(ps, n_features=n_features, zero_based=zero_based,
+                                   max_features=max_features)
+    except (ValueError, OSError, UnicodeDecodeError, EOFError) as exc:
+        raise _read_error(exc, ps) from None
 
 
-def _load_fold(p: Path, source: str):
-    from .data import load_letor_fold
-
+def _fold_paths(p: Path, source: str):
     missing = [s for s in ("train", "vali", "test")
                if not (p / f"{s}.txt").exists() and not (p / s).exists()]
     if missing:
         raise ValueError(f"{source}: not a LETOR fold folder (missing "
                          f"{', '.join(m + '.txt' for m in missing)})")
-    try:
-        return load_letor_fold(p)
-    except (ValueError, OSError) as exc:
-        raise ValueError(_first_line(exc)) from None
+    return [p / f"{s}.txt" if (p / f"{s}.txt").exists() else p / s
+            for s in ("train", "vali", "test")]
 
 
 def load_data(source: str, *, valid: Optional[str] = None, test: Optional[str] = None,
-              seed: int = 0) -> Tuple:
+              seed: int = 0, zero_based="auto", max_features: Optional[int] = None) -> Tuple:
     """``(train, valid or None, test or None, name)`` from a data source and optional files.
 
     ``source`` is a built-in name (``wdbc``, ``synthetic``), a LETOR fold folder (``train.txt``,
     ``vali.txt``, ``test.txt``) or an SVMlight/LETOR file with ``qid:``. Files given as
-    ``valid``/``test`` replace the fold's or built-in split. The splits are padded to one
-    feature count. Missing data raise ``FileNotFoundError``, bad data ``ValueError``.
+    ``valid``/``test`` replace the fold's or built-in split. Every file of the run is read
+    together: one feature numbering (``zero_based``: ``"auto"`` — 0-based iff some file uses
+    index 0 —, ``True`` or ``False``), kept in ``train.zero_based`` (``None`` for built-in
+    data), and one feature count (the splits are padded to it). Missing data raise
+    ``FileNotFoundError``, bad data ``ValueError``.
     """
     p = Path(source)
-    if source.strip().lower() in BUILTIN and not p.exists():
+    builtin = source.strip().lower() in BUILTIN and not p.exists()
+    files: dict = {}
+    if builtin:
         tr, va, te = load_builtin(source, seed=seed)
         name = source.strip().lower()
     elif p.is_dir():
-        tr, va, te = _load_fold(p, source)
+        files = dict(zip(("train", "valid", "test"), _fold_paths(p, source)))
         name = p.name or "fold"
     elif p.exists():
-        tr = load_file(source)
+        files = {"train": p}
         va = te = None
         name = p.stem
     else:
@@ -196,8 +217,21 @@ def load_data(source: str, *, valid: Optional[str] = None, test: Optional[str] =
                                 f"({', '.join(BUILTIN)}) nor an existing file or LETOR fold "
                                 "folder")
     if valid:
-        va = load_file(valid)
+        files["valid"] = valid
     if test:
-        te = load_file(test)
+        files["test"] = test
+    numbering = None
+    if files:
+        loaded = dict(zip(files, load_files(list(files.values()), zero_based=zero_based,
+                                            max_features=max_features)))
+        numbering = next(iter(loaded.values())).zero_based
+        if not builtin:
+            tr = loaded["train"]
+        va = loaded.get("valid", None if not builtin else va)
+        te = loaded.get("test", None if not builtin else te)
     tr, va, te = align_features(tr, va, te)
+    if numbering is not None:
+        for d in (tr, va, te):
+            if d is not None:
+                d.zero_based = numbering
     return tr, va, te, name

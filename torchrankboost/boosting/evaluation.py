@@ -368,7 +368,7 @@ class FitMonitor:
                 warnings.warn(f"could not keep the model of the last good round: "
                               f"{type(err).__name__}: {err}", RuntimeWarning, stacklevel=3)
                 model = None
-        if model is None and isinstance(exc, NumericalError):
+        if model is None and isinstance(exc, NumericalError) and n > 0:
             model = exc.model
         if model is not None:
             info = getattr(model, "info", None)
