@@ -374,3 +374,16 @@ def test_runs_started_in_the_same_second_get_distinct_run_folders(tmp_path, monk
     for t in threads:
         t.join()
     assert len(set(out)) == 8 and all(os.path.isdir(p) for p in out)
+
+
+def test_feature_rankers_and_ranksvm_refuse_inf_rows_instead_of_converging_silently():
+    from torchrankboost.boosting import FeatureRankers, RankBoost
+    from torchrankboost.linear import RankSVM
+
+    X, y, g = _data()
+    Xi = X.clone()
+    Xi[5, :] = float("inf")
+    with pytest.raises(ValueError, match="infinite value in column 0"):
+        RankBoost(learner=FeatureRankers(), n_rounds=3).fit(Xi, y, g)
+    with pytest.raises(ValueError, match="infinite value in column 0"):
+        RankSVM().fit(Xi, y, g)
