@@ -309,7 +309,7 @@ def test_adaboost_value_grad_hess(log, reduction, weighted):
 
 @pytest.mark.parametrize("seed", range(6))
 def test_adaboost_rankboost_identities(seed):
-    """Spec §5.3 T1–T3: F̃ = F₊F₋, F² − Fskew² = 4F̃, min_c F(s + c) = 2√F̃ at c = b."""
+    """Rudin & Schapire (2009), §5: F̃ = F₊F₋, F² − Fskew² = 4F̃, min_c F(s + c) = 2√F̃ at c = b."""
     s, y, g, w = make_case(seed + 500, levels=2, max_size=8, weighted=seed % 2 == 0)
     thr = 0.5
     pairs = Bipartite(thr)
