@@ -151,3 +151,121 @@ def test_errors(letor):
         BoostedRanker(qid_column=9).fit(X, y)
     with pytest.raises(ValueError, match="y has"):
         BoostedRanker(**SMALL).fit(X, y[:-1], qid=qid)
+
+
+# ------------------------------------------------------------------ silent wrong CV scores
+@pytest.mark.filterwarnings("ignore:One or more of the test scores are non-finite")
+def test_grid_search_with_qid_to_fit_only_fails_loudly_and_the_two_ways_work(letor):
+    """GridSearchCV passes qid to fit but not to score: score must not treat each test
+    fold as one query (it raises, naming qid_column and metadata routing)."""
+    from sklearn.model_selection import GridSearchCV
+
+    X, y, qid = letor
+    grid = {"n_rounds": [2, 6]}
+    base = dict(max_leaves=4, learner_params={"min_samples_leaf": 5})
+    with pytest.raises(ValueError, match=r"qid_column.*metadata routing"):
+        GridSearchCV(BoostedRanker(**base), grid, cv=GroupKFold(3),
+                     error_score="raise").fit(X, y, groups=qid, qid=qid)
+    with pytest.warns(UserWarning, match="no query ids"):  # scikit-learn's default
+        GridSearchCV(BoostedRanker(**base), grid, cv=GroupKFold(3)).fit(X, y, groups=qid,
+                                                                         qid=qid)
+    # way 1: a qid column; way 2: metadata routing -- the same CV scores
+    g1 = GridSearchCV(BoostedRanker(qid_column=0, **base), grid, cv=GroupKFold(3)).fit(
+        np.column_stack([qid, X]), y, groups=qid)
+    with sklearn.config_context(enable_metadata_routing=True):
+        est = BoostedRanker(**base).set_fit_request(qid=True).set_score_request(qid=True)
+        g2 = GridSearchCV(est, grid, cv=GroupKFold(3)).fit(X, y, groups=qid, qid=qid)
+    np.testing.assert_allclose(g1.cv_results_["mean_test_score"],
+                               g2.cv_results_["mean_test_score"])
+    assert g1.best_params_ == g2.best_params_
+    # the hand-made reference of one fold
+    tr, te = next(GroupKFold(3).split(X, y, qid))
+    ref = BoostedRanker(n_rounds=2, **base).fit(X[tr], y[tr], qid=qid[tr]).score(
+        X[te], y[te], qid=qid[te])
+    assert g1.cv_results_["split0_test_score"][0] == pytest.approx(ref)
+    # one query (bipartite ranking): no query ids needed
+    est = BoostedRanker(**base).fit(X, (y > 0).astype(float))
+    assert 0 < est.score(X, (y > 0).astype(float)) <= 1
+
+
+def test_lightgbm_style_attributes_and_select_from_model(letor, tmp_path):
+    from sklearn.feature_selection import SelectFromModel
+
+    X, y, qid = letor
+    half = np.searchsorted(qid, qid[len(qid) // 2])
+    est = BoostedRanker(n_rounds=30, max_leaves=4, early_stopping_rounds=3,
+                        learner_params={"min_samples_leaf": 5}).fit(
+        X[:half], y[:half], qid=qid[:half], eval_set=[(X[half:], y[half:], qid[half:])])
+    assert est.n_features_in_ == X.shape[1]
+    assert set(est.evals_result_) == {"train", "valid_0"}
+    assert len(est.evals_result_["valid_0"]["ndcg@10"]) == len(est.history_)
+    assert est.best_iteration_ == est.best_round_ and 1 <= est.best_iteration_
+    assert est.best_score_ == max(est.evals_result_["valid_0"]["ndcg@10"])
+    gain = est.feature_importances_
+    assert gain.shape == (X.shape[1],) and (gain >= 0).all() and gain.sum() > 0
+    np.testing.assert_allclose(gain, est.model_.feature_importance("gain").numpy())
+    splits = clone(est).set_params(importance_type="split").fit(X, y, qid=qid)
+    counts = splits.feature_importances_
+    assert counts.sum() > 0 and np.array_equal(counts, np.round(counts))
+    np.testing.assert_array_equal(counts, splits.model_.feature_importance("count").numpy())
+    sel = SelectFromModel(est, prefit=True, threshold="mean")
+    assert 0 < sel.transform(X).shape[1] <= X.shape[1]
+    # qid column: importance 0 in its place
+    q = BoostedRanker(qid_column=0, **SMALL).fit(np.column_stack([qid, X]), y)
+    assert q.feature_importances_.shape == (X.shape[1] + 1,) and q.feature_importances_[0] == 0
+    # load_model returns the estimator, ready to predict
+    est.save_model(tmp_path / "m.safetensors")
+    back = BoostedRanker().load_model(tmp_path / "m.safetensors")
+    assert isinstance(back, BoostedRanker) and back.n_features_in_ == X.shape[1]
+    np.testing.assert_allclose(back.predict(X), est.predict(X))
+    assert back.score(X, y, qid=qid) == pytest.approx(est.score(X, y, qid=qid))
+    with pytest.raises(ValueError, match="expecting 6 features"):
+        back.predict(X[:, :4])
+
+
+def test_tags_sparse_input_and_linear_importances(letor):
+    import scipy.sparse as sp
+
+    X, y, qid = letor
+    est = BoostedRanker(**SMALL)
+    tags = est.__sklearn_tags__()
+    assert tags.input_tags.sparse and tags.input_tags.allow_nan
+    dense = BoostedRanker(**SMALL).fit(X, y, qid=qid)
+    sparse = BoostedRanker(**SMALL).fit(sp.csr_matrix(X), y, qid=qid)
+    np.testing.assert_allclose(sparse.predict(sp.csr_matrix(X)), dense.predict(X))
+    lin = BoostedRanker(algorithm="ranksvm", params={"max_iter": 5}).fit(X, y, qid=qid)
+    assert lin.feature_importances_.shape == (X.shape[1],)
+
+
+def test_check_estimator():
+    """scikit-learn's own estimator checks (every one passes: input validation with its
+    messages, n_features_in_, sparse input, NaN as missing)."""
+    import warnings
+
+    from sklearn.utils.estimator_checks import check_estimator
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        results = check_estimator(BoostedRanker(n_rounds=3), on_fail=None)
+    failed = [(r["check_name"], str(r["exception"])[:200]) for r in results
+              if r["status"] == "failed"]
+    assert not failed, failed
+
+
+def test_device_without_cuda_is_one_line_and_n_jobs(letor, monkeypatch):
+    X, y, qid = letor
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    with pytest.raises(ValueError, match=r"^device 'cuda' requested but CUDA is not available$"):
+        BoostedRanker(device="cuda", **SMALL).fit(X, y, qid=qid)
+    seen = []
+
+    class Spy:
+        def on_round_end(self, ranker, record):
+            seen.append(torch.get_num_threads())
+
+    before = torch.get_num_threads()
+    BoostedRanker(n_jobs=2, **SMALL).fit(X, y, qid=qid, callbacks=[Spy()])
+    BoostedRanker(**SMALL).fit(X, y, qid=qid, callbacks=[Spy()])
+    assert seen[0] == 2 and seen[-1] == 1 and torch.get_num_threads() == before
+    with pytest.raises(ValueError, match="n_jobs"):
+        BoostedRanker(n_jobs=0, **SMALL).fit(X, y, qid=qid)

@@ -59,15 +59,15 @@ def limit_threads(n_threads: Optional[int]) -> Iterator[None]:
     """Run the block with ``torch.set_num_threads(n_threads)`` and restore the previous count.
 
     ``None`` changes nothing. Nested uses (an algorithm that fits through the driver, QBRank
-    and GBT) keep the outermost setting.
+    and GBT) keep the outermost setting (``None`` included).
     """
-    if n_threads is None or getattr(_state, "active", False):
+    if getattr(_state, "active", False):
         yield
         return
     before = torch.get_num_threads()
     _state.active = True
     try:
-        if n_threads != before:
+        if n_threads is not None and n_threads != before:
             torch.set_num_threads(int(n_threads))
         yield
     finally:

@@ -27,6 +27,17 @@ ways work with scikit-learn's own ``cross_val_score``/``GroupKFold``:
 
 Rows of a query need not be contiguous: ``fit`` and ``score`` regroup them (a stable sort by
 query id), ``predict`` is per document and keeps the input order.
+
+``score`` without query information on a model fitted on several queries raises
+``ValueError``: it would score the whole test fold as one query (a plain
+``GridSearchCV(..., cv=GroupKFold(3)).fit(X, y, groups=qid, qid=qid)`` passes ``qid`` to
+``fit`` only, and the CV scores would be silently wrong). Use one of the two ways above.
+
+LightGBM / XGBoost users find the attributes they know: ``feature_importances_`` (total split
+gain per feature by default, ``importance_type="split"`` for split counts; so
+``SelectFromModel`` works), ``evals_result_``, ``best_iteration_``, ``best_score_``,
+``n_features_in_``; ``save_model(path)`` and ``BoostedRanker().load_model(path)`` (returns
+the estimator, ready to predict).
 """
 
 from __future__ import annotations
@@ -38,6 +49,7 @@ import torch
 from torch import Tensor
 
 from . import registry
+from ._threads import limit_threads, resolve_n_jobs
 from .factory import load_model, make_ranker, rounds_kept
 
 try:  # scikit-learn is a dependency; keep the import local to this module
@@ -58,6 +70,24 @@ def _to_numpy(a, name: str) -> np.ndarray:
         return np.asarray(a)
     except Exception as exc:  # pragma: no cover
         raise ValueError(f"{name}: cannot convert to an array ({exc})") from None
+
+
+def _features(X) -> np.ndarray:
+    """``X`` as a 2-D numeric numpy array (scipy sparse densified; NaN kept for missing
+    values), with scikit-learn's own messages for 1-D, empty, complex and non-numeric
+    input."""
+    from sklearn.utils.validation import check_array
+
+    try:
+        arr = check_array(X, accept_sparse="csr", dtype="numeric",
+                          ensure_all_finite="allow-nan", ensure_min_features=1,
+                          ensure_min_samples=1)
+    except TypeError as exc:
+        if "ensure_all_finite" not in str(exc):
+            raise
+        arr = check_array(X, accept_sparse="csr", dtype="numeric",  # scikit-learn < 1.6
+                          force_all_finite="allow-nan")
+    return arr.toarray() if hasattr(arr, "toarray") else arr
 
 
 def _groups_from(n: int, qid=None, group=None):
@@ -92,6 +122,41 @@ def _groups_from(n: int, qid=None, group=None):
     return Groups.single(n), None
 
 
+_IMPORTANCE = {"gain": "gain", "split": "count"}
+
+
+def _has_parameter(algorithm: str, name: str) -> bool:
+    """Whether the algorithm's constructor takes ``name`` (``verbose``...)."""
+    import inspect
+
+    try:
+        target = registry.lookup("algorithm", algorithm).resolve()
+        return name in inspect.signature(target).parameters
+    except (ValueError, TypeError):
+        return False
+
+
+def _importances(model, importance_type: str) -> np.ndarray:
+    """Per-feature importance of a fitted model (see ``feature_importances_``)."""
+    F = int(model.num_features)
+    if hasattr(model, "feature_importance"):
+        try:
+            return model.feature_importance(_IMPORTANCE[importance_type]).to(
+                torch.float64).cpu().numpy()
+        except (AttributeError, NotImplementedError):
+            pass  # weak models without split statistics: count the features they use
+        out = np.zeros(F)
+        for m, w in zip(getattr(model, "models", ()), getattr(model, "weights", ())):
+            f = getattr(m, "feature", None)
+            if isinstance(f, (int, np.integer)) or (isinstance(f, Tensor) and f.numel() == 1):
+                out[int(f)] += abs(float(w)) if importance_type == "gain" else 1.0
+        return out
+    weight = getattr(model, "weight", None)
+    if weight is not None:
+        return weight.detach().abs().to("cpu", torch.float64).numpy().reshape(-1)[:F]
+    raise ValueError(f"{type(model).__name__} has no feature importances")
+
+
 class BoostedRanker(BaseEstimator):
     """Boosted learning-to-rank model with scikit-learn's estimator API.
 
@@ -119,12 +184,21 @@ class BoostedRanker(BaseEstimator):
         device: torch device for training and prediction (default CPU).
         seed: random seed of the algorithm (``None``: its default; not every algorithm has
             one).
+        n_jobs: CPU threads of torch while fitting and predicting (``None``: 1, the
+            default that does not stall on a busy machine, see the README; ``-1``: every
+            core).
+        importance_type: ``feature_importances_`` as ``"gain"`` (total split gain per
+            feature, LightGBM's ``importance_type="gain"``) or ``"split"`` (number of splits
+            using the feature). A linear model (RankSVM) reports ``|weight|``.
+        verbose: show a progress bar (or lines, off a terminal) while fitting.
 
     Attributes after ``fit``: ``ranker_`` (the fitted algorithm, see
     :mod:`torchrankboost.contract`), ``model_`` (the fitted model, e.g. an ``Ensemble``),
     ``n_features_in_``, ``best_round_``, ``best_score_``, ``evals_result_`` (``{set name:
     {metric: [value per round]}}``), ``history_`` (one ``RoundRecord`` per round),
-    ``stop_reason_`` and ``n_rounds_`` (the rounds in ``model_``).
+    ``stop_reason_``, ``n_rounds_`` (the rounds in ``model_``), ``n_queries_`` (training
+    queries), ``feature_importances_`` and ``best_iteration_`` (LightGBM's name of
+    ``best_round_``: the 1-based best round, ``None`` without an ``eval_set``).
     """
 
     def __init__(self, *, algorithm: str = "boost", loss=None, learner=None,
@@ -133,7 +207,9 @@ class BoostedRanker(BaseEstimator):
                  learner_params: Optional[dict] = None, params: Optional[dict] = None,
                  early_stopping_rounds: Optional[int] = None, eval_metric: str = "ndcg@10",
                  score_metric: str = "ndcg@10", qid_column: Optional[int] = None,
-                 device: Optional[str] = None, seed: Optional[int] = None):
+                 device: Optional[str] = None, seed: Optional[int] = None,
+                 n_jobs: Optional[int] = None, importance_type: str = "gain",
+                 verbose: bool = False):
         self.algorithm = algorithm
         self.loss = loss
         self.learner = learner
@@ -149,10 +225,26 @@ class BoostedRanker(BaseEstimator):
         self.qid_column = qid_column
         self.device = device
         self.seed = seed
+        self.n_jobs = n_jobs
+        self.importance_type = importance_type
+        self.verbose = verbose
 
     # ------------------------------------------------------------------ helpers
     def _device(self):
-        return torch.device(self.device) if self.device is not None else torch.device("cpu")
+        """The torch device; an unavailable one is the CLI's one-line error."""
+        if self.device is None:
+            return torch.device("cpu")
+        try:
+            dev = torch.device(self.device)
+        except (RuntimeError, ValueError):
+            raise ValueError(f"unknown device {self.device!r}; e.g. cpu, cuda, cuda:0, "
+                             f"mps") from None
+        if dev.type == "cuda" and not torch.cuda.is_available():
+            raise ValueError(f"device {self.device!r} requested but CUDA is not available")
+        if dev.type == "mps" and not (hasattr(torch.backends, "mps")
+                                      and torch.backends.mps.is_available()):
+            raise ValueError(f"device {self.device!r} requested but MPS is not available")
+        return dev
 
     def _split_X(self, X, qid):
         """(features tensor on device, qid or None) — the qid column removed if configured."""
@@ -161,9 +253,7 @@ class BoostedRanker(BaseEstimator):
             if not Xt.dtype.is_floating_point:
                 Xt = Xt.to(torch.float32)
         else:
-            arr = _to_numpy(X, "X")
-            if arr.dtype.kind not in "fiub":
-                raise ValueError(f"X must be numeric, got dtype {arr.dtype}")
+            arr = _features(X)
             Xt = torch.as_tensor(arr.astype(np.float64 if arr.dtype == np.float64
                                             else np.float32))
         if Xt.dim() != 2:
@@ -226,15 +316,27 @@ class BoostedRanker(BaseEstimator):
                                  f"{Xt.shape[1]}")
             evals.append((Xv, yv, gv))
         registry.metric(self.score_metric)  # validate early
+        if self.importance_type not in _IMPORTANCE:
+            raise ValueError(f"importance_type must be one of {tuple(_IMPORTANCE)}, got "
+                             f"{self.importance_type!r}")
+        params = dict(self.params or {})
+        if _has_parameter(self.algorithm, "verbose"):
+            params.setdefault("verbose", False)  # the progress bar is ours (verbose=True)
         ranker = make_ranker(
             self.algorithm, loss=self.loss, learner=self.learner, n_rounds=self.n_rounds,
             learning_rate=self.learning_rate, max_leaves=self.max_leaves,
             loss_params=self.loss_params, learner_params=self.learner_params,
-            params=self.params, seed=self.seed)
+            params=params, seed=self.seed, n_threads=resolve_n_jobs(self.n_jobs))
         stopping = self.early_stopping_rounds if evals else None
+        cbs = list(callbacks or ())
+        if self.verbose:
+            from .progress import ProgressCallback
+
+            cbs.append(ProgressCallback())
         model = ranker.fit(Xt, yt, groups, eval_set=evals or None, eval_metric=self.eval_metric,
-                           early_stopping_rounds=stopping, callbacks=list(callbacks or ()))
+                           early_stopping_rounds=stopping, callbacks=cbs)
         self.ranker_ = ranker
+        self.n_queries_ = int(groups.num_groups)
         self.model_ = model
         self.n_features_in_ = int(Xt.shape[1]) + (1 if self.qid_column is not None else 0)
         self.best_round_ = ranker.best_round_
@@ -243,6 +345,38 @@ class BoostedRanker(BaseEstimator):
         self.history_ = ranker.history_
         self.stop_reason_ = ranker.stop_reason_
         self.n_rounds_ = rounds_kept(ranker, stopping)
+        self.best_iteration_ = self.best_round_
+        return self
+
+    @property
+    def feature_importances_(self) -> np.ndarray:
+        """``(n_features_in_,)`` importance of each feature (``importance_type``): the total
+        split gain (``"gain"``) or the number of splits (``"split"``) over the ensemble's
+        weak models; ``|weight|`` for a linear model. The ``qid_column`` gets 0."""
+        self._check_fitted()
+        imp = _importances(self.model_, self.importance_type)
+        if self.qid_column is not None:
+            c = int(self.qid_column) % self.n_features_in_
+            imp = np.insert(imp, c, 0.0)
+        return imp
+
+    def load_model(self, path) -> "BoostedRanker":
+        """Load a model saved by :meth:`save_model` (or ``torchrankboost train``) into this
+        estimator and return it, ready to ``predict`` and ``score`` (its training history is
+        not in the file: ``evals_result_`` is empty, ``best_iteration_`` ``None``)."""
+        model = load_model(path, device=self._device())
+        self.model_ = model
+        self.ranker_ = None
+        self.n_features_in_ = int(model.num_features) + (1 if self.qid_column is not None
+                                                         else 0)
+        info = getattr(model, "info", None) or {}
+        self.best_round_ = self.best_iteration_ = info.get("best_round")
+        self.best_score_ = info.get("best_score")
+        self.evals_result_ = info.get("evals_result") or {}
+        self.history_ = []
+        self.stop_reason_ = info.get("stop_reason")
+        self.n_rounds_ = getattr(model, "n_rounds", None)
+        self.n_queries_ = None  # unknown: score() then trusts the caller
         return self
 
     def _check_fitted(self):
@@ -257,15 +391,35 @@ class BoostedRanker(BaseEstimator):
         """Scores ``(n,)`` (numpy float64), higher = more relevant; input row order kept."""
         self._check_fitted()
         Xt, _ = self._split_X(X, None)
-        with torch.no_grad():
+        self._check_n_features(Xt)
+        with torch.no_grad(), limit_threads(resolve_n_jobs(self.n_jobs)):
             s = self.model_.predict(Xt)
         return s.detach().to("cpu", torch.float64).numpy()
+
+    def _check_n_features(self, Xt) -> None:
+        n = int(Xt.shape[1]) + (1 if self.qid_column is not None else 0)
+        if n != self.n_features_in_:
+            raise ValueError(f"X has {n} features, but BoostedRanker is expecting "
+                             f"{self.n_features_in_} features as input.")
 
     def score(self, X, y, *, qid=None, group=None) -> float:
         """``score_metric`` (default NDCG@10, mean over queries) of the predictions."""
         self._check_fitted()
+        if qid is None and group is None and self.qid_column is None and \
+                (getattr(self, "n_queries_", None) or 0) > 1:
+            raise ValueError(
+                f"score() got no query ids, but the model was fitted on {self.n_queries_} "
+                f"queries: the whole X would be scored as one query (a wrong "
+                f"{self.score_metric}). Pass qid=... (or group=...). In cross-validation "
+                f"(GridSearchCV, cross_val_score with GroupKFold) the query ids reach score "
+                f"one of two ways: 1. a query-id column in X: "
+                f"BoostedRanker(qid_column=0) with X = np.column_stack([qid, X]); 2. "
+                f"metadata routing: sklearn.set_config(enable_metadata_routing=True); "
+                f"BoostedRanker().set_fit_request(qid=True).set_score_request(qid=True), "
+                f"then fit(X, y, groups=qid, qid=qid) / params={{'qid': qid, 'groups': qid}}.")
         Xt, yt, groups = self._prepare(X, y, qid, group)
-        with torch.no_grad():
+        self._check_n_features(Xt)
+        with torch.no_grad(), limit_threads(resolve_n_jobs(self.n_jobs)):
             s = self.model_.predict(Xt)
         return float(registry.metric(self.score_metric)(s, yt, groups))
 
@@ -277,7 +431,11 @@ class BoostedRanker(BaseEstimator):
     def __sklearn_tags__(self):  # scikit-learn >= 1.6
         tags = super().__sklearn_tags__()
         try:
-            tags.input_tags.allow_nan = True
+            tags.input_tags.allow_nan = True  # NaN = a missing value (trees route it)
+            tags.input_tags.sparse = True  # scipy sparse X is densified
         except AttributeError:  # pragma: no cover
             pass
         return tags
+
+    def _more_tags(self):  # scikit-learn < 1.6
+        return {"allow_nan": True}

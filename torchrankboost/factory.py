@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Any, Dict, Optional
 
 from . import registry
+from ._threads import DEFAULT_THREADS, check_threads
 
 __all__ = ["make_ranker", "rounds_kept", "load_model"]
 
@@ -45,7 +46,7 @@ def make_ranker(algorithm: str = "boost", *, loss=None, learner=None,
                 n_rounds: Optional[int] = None, learning_rate: Optional[float] = None,
                 max_leaves: Optional[int] = None, loss_params: Optional[dict] = None,
                 learner_params: Optional[dict] = None, params: Optional[dict] = None,
-                seed: Optional[int] = None):
+                seed: Optional[int] = None, n_threads: Optional[int] = DEFAULT_THREADS):
     """An unfitted ranker from names (or objects) and parameters.
 
     ``algorithm="boost"``: the generic :class:`~torchrankboost.boosting.Booster` with
@@ -56,9 +57,13 @@ def make_ranker(algorithm: str = "boost", *, loss=None, learner=None,
     ``learner``. ``n_rounds``, ``learning_rate`` and ``seed`` are passed when given
     (``None``: the algorithm's default); ``params`` are the algorithm's other options.
 
+    ``n_threads``: torch intra-op threads while the ranker fits (every algorithm has it, see
+    :mod:`torchrankboost._threads`; default 1, ``None`` keeps torch's setting).
+
     Unknown names or parameters raise ``ValueError`` naming the valid ones (a parameter the
     algorithm does not have, e.g. ``learning_rate`` for RankBoost's exact steps, included).
     """
+    n_threads = check_threads(n_threads)
     entry = registry.lookup("algorithm", algorithm)
     kwargs: Dict[str, Any] = {}
     if entry.name == "boost":
@@ -76,7 +81,9 @@ def make_ranker(algorithm: str = "boost", *, loss=None, learner=None,
         if val is not None:
             kwargs[key] = val
     kwargs.update(params or {})
-    return registry.create("algorithm", entry.name, **kwargs)
+    ranker = registry.create("algorithm", entry.name, **kwargs)
+    ranker.n_threads = n_threads
+    return ranker
 
 
 def rounds_kept(ranker, early_stopping_rounds: Optional[int]) -> int:

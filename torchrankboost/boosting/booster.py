@@ -36,6 +36,8 @@ from torch import Tensor
 
 from ..contract import FitInfo, NumericalError, RoundRecord, UnboundedDirectionError
 from ..groups import Groups
+from .._threads import check_threads
+from ..progress import ProgressCallback
 from .callbacks import PrintCallback
 from .ensemble import Ensemble
 from .evaluation import FitMonitor, FitState
@@ -178,7 +180,13 @@ class Booster(FitState):
             :mod:`torchrankboost.boosting.callbacks`), called on every fit (``fit`` takes
             more).
         device: where to train (default: the device of ``X``).
-        verbose: ``False``, ``True`` (print every 10 rounds) or an int period.
+        verbose: ``"auto"`` (default: a progress bar on stderr when it is a terminal and no
+            progress callback was given, nothing in a log file, a pipe or CI), ``False``
+            (nothing), ``True`` (print a line every 10 rounds) or an int period.
+        n_threads: torch intra-op threads while ``fit`` runs (default 1, restored
+            afterwards; ``None`` keeps torch's setting). Boosting runs many small tensor
+            operations, which stall badly with more threads on a busy machine (see
+            :mod:`torchrankboost._threads` and the README).
         hess_floor: curvatures are clamped below at ``hess_floor × mean(|h|)`` (relative;
             so documents with zero curvature — e.g. inactive pairs under the exact diagonal —
             get a target ``−g/floor`` with a negligible weight instead of ``0/0``; negative
@@ -224,7 +232,8 @@ class Booster(FitState):
     def __init__(self, loss: Callable, learner, *, n_rounds: int = 100,
                  learning_rate: float = 0.1, step: str = "line_search",
                  curvature: str = "diag", subsample: float = 1.0, seed: int = 0,
-                 callbacks: Sequence = (), device=None, verbose: Union[bool, int] = False,
+                 callbacks: Sequence = (), device=None,
+                 verbose: Union[bool, int, str] = "auto", n_threads: Optional[int] = 1,
                  hess_floor: float = 1e-6, exact_hess_max_n: int = 2048,
                  on_unbounded: str = "stop", max_step_ratio: float = 100.0,
                  base_score: Union[str, float] = "auto", eval_train: bool = False,
@@ -271,7 +280,10 @@ class Booster(FitState):
         self.seed = int(seed)
         self.callbacks = list(callbacks)
         self.device = device
+        if verbose != "auto" and not isinstance(verbose, (bool, int)):
+            raise ValueError(f"verbose must be 'auto', a bool or an int, got {verbose!r}")
         self.verbose = verbose
+        self.n_threads = check_threads(n_threads)
         self.hess_floor = float(hess_floor)
         self.exact_hess_max_n = int(exact_hess_max_n)
         self.on_unbounded = on_unbounded
@@ -354,7 +366,12 @@ class Booster(FitState):
         dev = X.device
         n, F = X.shape
         cbs = list(self.callbacks) + list(callbacks)
-        if self.verbose:
+        if self.verbose == "auto":
+            if not any(isinstance(cb, (ProgressCallback, PrintCallback)) for cb in cbs):
+                bar = ProgressCallback()
+                if bar._is_tty():  # a terminal: a bar; a log file, a pipe, CI: nothing
+                    cbs.append(bar)
+        elif self.verbose:
             cbs.append(PrintCallback(10 if self.verbose is True else int(self.verbose)))
         base = self._base_score(init_score, n, labels, groups, dev)
         # the ranker callbacks see and whose attributes the fit sets: this driver, or the

@@ -20,7 +20,9 @@ still keeps the model of its last good round: every algorithm's ``fit`` (any sub
 of the rounds recorded so far (cut back to the best round under early stopping; ``None``
 when no round finished), its ``info["partial"]`` is ``True`` and ``stop_reason_`` says why.
 The algorithm tells the monitor how to build that model in :meth:`FitMonitor.start`
-(``build=``).
+(``build=``). The same wrapper runs ``fit`` with torch limited to the algorithm's
+``n_threads`` intra-op threads (one by default; restored afterwards; see
+:mod:`torchrankboost._threads`).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ import torch
 from torch import Tensor
 
 from .. import registry
+from .._threads import DEFAULT_THREADS, limit_threads
 from ..contract import FitInfo, NumericalError, RoundRecord
 from .callbacks import EarlyStopping
 from .inputs import eval_inputs
@@ -142,6 +145,9 @@ class FitState:
     best_round_: Optional[int] = None
     best_score_: Optional[float] = None
     stop_reason_: Optional[str] = None
+    #: torch intra-op threads while ``fit`` runs (restored after; ``None``: torch's own
+    #: setting). One by default: see :mod:`torchrankboost._threads` for why.
+    n_threads: Optional[int] = DEFAULT_THREADS
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -184,7 +190,8 @@ def _keeping_partial_model(fit):
     def wrapper(self, *args, **kwargs):
         self.__dict__.pop("_fit_monitor", None)
         try:
-            out = fit(self, *args, **kwargs)
+            with limit_threads(getattr(self, "n_threads", DEFAULT_THREADS)):
+                out = fit(self, *args, **kwargs)
         except BaseException as exc:
             monitor = self.__dict__.pop("_fit_monitor", None)
             if monitor is not None:
