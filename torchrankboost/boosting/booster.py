@@ -461,7 +461,7 @@ class Booster(FitState):
                     f"curvature='diag': the loss has no grad_hess and its exact Hessian "
                     f"diagonal needs {probes} Hessian-vector products > exact_hess_max_n = "
                     f"{self.exact_hess_max_n}; using unit curvature (Friedman gradient "
-                    f"boosting){hint}", stacklevel=4)
+                    f"boosting){hint}", stacklevel=5)  # + FitState's fit wrapper
                 self._warned_unit = True
             g, h, kind = autograd_grad_hess(self.loss, s, labels, groups, hess=want,
                                             max_exact=self.exact_hess_max_n)
@@ -577,7 +577,7 @@ class Booster(FitState):
             raise UnboundedDirectionError(msg, round=rnd,
                                           model=run.ensemble.truncate(run.ensemble.n_rounds))
         if self.on_unbounded == "stop":
-            warnings.warn(msg + "; stopping before this round", stacklevel=5)
+            warnings.warn(msg + "; stopping before this round", stacklevel=6)
             run.monitor.stop(msg)
             return _Step(None)
         return step
