@@ -141,6 +141,14 @@ _MAX_FEATURES_HELP = ("widest feature matrix a file may imply before it is alloc
                       "(default 100000; a stray huge index is refused, naming its line)")
 
 
+def _add_reading_options(p) -> None:
+    """``--zero-based`` and ``--max-features`` of ``evaluate`` and ``predict``."""
+    p.add_argument("--zero-based", choices=tuple(_ZERO_BASED), default="auto",
+                   help=_NUMBERING_HELP + "; default: the numbering stored in the model")
+    p.add_argument("--max-features", type=int, default=None, metavar="N",
+                   help=_MAX_FEATURES_HELP)
+
+
 # ============================================================================ parser
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
@@ -221,10 +229,7 @@ def build_parser() -> argparse.ArgumentParser:
     ev.add_argument("--device", default="cpu")
     ev.add_argument("--normalize", action="store_true",
                     help="per-query min-max feature scaling (as the model was trained with)")
-    ev.add_argument("--zero-based", choices=tuple(_ZERO_BASED), default="auto",
-                    help=_NUMBERING_HELP + "; default: the numbering stored in the model")
-    ev.add_argument("--max-features", type=int, default=None, metavar="N",
-                    help=_MAX_FEATURES_HELP)
+    _add_reading_options(ev)
 
     pr = sub.add_parser("predict", help="write one score per line for a data file",
                         description="Score every line of an SVMlight file with a saved model.")
@@ -235,10 +240,7 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--device", default="cpu")
     pr.add_argument("--normalize", action="store_true",
                     help="per-query min-max feature scaling (as the model was trained with)")
-    pr.add_argument("--zero-based", choices=tuple(_ZERO_BASED), default="auto",
-                    help=_NUMBERING_HELP + "; default: the numbering stored in the model")
-    pr.add_argument("--max-features", type=int, default=None, metavar="N",
-                    help=_MAX_FEATURES_HELP)
+    _add_reading_options(pr)
 
     ls = sub.add_parser("list", help="list losses, algorithms, learners and metrics",
                         description="List the available names with a one-line description.")
