@@ -31,6 +31,31 @@ __all__ = ["Groups", "as_groups"]
 ArrayLike = Union[Tensor, Sequence[int], "numpy.ndarray"]  # noqa: F821
 
 
+def as_vector(x, name: str, *, device=None, hint: str = "") -> Tensor:
+    """``x`` as a detached 1-D real tensor on ``device`` (booleans become float64): the one
+    check of per-document values (scores, labels) shared by the metrics and the algorithms'
+    inputs. ``ValueError`` naming ``name`` for a value that is not 1-D (``hint`` is added to
+    that message), complex, or NaN/inf."""
+    if not isinstance(x, Tensor):
+        try:
+            x = torch.as_tensor(x)
+        except Exception as exc:
+            raise ValueError(f"{name}: cannot convert to a tensor ({exc})") from None
+    if device is not None:
+        x = x.to(device)
+    x = x.detach()
+    if x.dim() != 1:
+        raise ValueError(f"{name} must be 1-D, got shape {tuple(x.shape)}{hint}")
+    if x.dtype == torch.bool:
+        x = x.to(torch.float64)
+    if x.dtype.is_complex:
+        raise ValueError(f"{name} must be real, got {x.dtype}")
+    if x.dtype.is_floating_point and x.numel() and not bool(torch.isfinite(x).all()):
+        what = "NaN" if bool(torch.isnan(x).any()) else "inf"
+        raise ValueError(f"{name} contain {what} values; every value must be finite")
+    return x
+
+
 def _as_long_tensor(x, name: str, device=None) -> Tensor:
     if isinstance(x, Tensor):
         t = x

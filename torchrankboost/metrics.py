@@ -55,7 +55,7 @@ from torch import Tensor
 
 from ._pair_engine.levels import dense_levels, label_levels, label_pair_chunks
 from ._pair_engine.margin import explicit_margin, label_margin
-from .groups import Groups, as_groups
+from .groups import Groups, as_groups, as_vector
 from .pairs import Bipartite, ExplicitPairs, Graded, resolve_pairs
 
 __all__ = [
@@ -78,25 +78,8 @@ F64 = torch.float64
 
 # ----------------------------------------------------------------------------- helpers
 def _as_1d(x, name: str, device=None) -> Tensor:
-    if not isinstance(x, Tensor):
-        try:
-            x = torch.as_tensor(x)
-        except Exception as exc:
-            raise ValueError(f"{name}: cannot convert to a tensor ({exc})") from None
-    if device is not None:
-        x = x.to(device)
-    x = x.detach()
-    if x.dim() != 1:
-        raise ValueError(f"{name} must be a 1-D tensor (flat, with groups), got shape "
-                         f"{tuple(x.shape)}; padded (B, L) input needs mask=...")
-    if x.dtype == torch.bool:
-        x = x.to(F64)
-    if x.dtype.is_complex:
-        raise ValueError(f"{name} must be real, got {x.dtype}")
-    if x.dtype.is_floating_point and x.numel() and not bool(torch.isfinite(x).all()):
-        what = "NaN" if bool(torch.isnan(x).any()) else "inf"
-        raise ValueError(f"{name} contain {what} values; every value must be finite")
-    return x
+    return as_vector(x, name, device=device,
+                     hint=" (flat, with groups); padded (B, L) input needs mask=...")
 
 
 def _unpad(scores, labels, groups, mask) -> Tuple[Tensor, Tensor, Groups]:

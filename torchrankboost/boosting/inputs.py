@@ -14,7 +14,7 @@ from typing import Any, List, Optional, Tuple
 import torch
 from torch import Tensor
 
-from ..groups import Groups
+from ..groups import Groups, as_vector
 
 __all__ = ["as_features", "check_no_inf", "as_labels", "as_query_groups", "fit_inputs", "eval_inputs",
            "renamed_keyword"]
@@ -62,21 +62,9 @@ def as_labels(labels, n: int, *, device=None, name: str = "labels", x_name: str 
               ) -> Tensor:
     """``(n,)`` label tensor on ``device`` (dtype kept; bool becomes float64); ``ValueError``
     for a wrong shape or NaN/inf values."""
-    if not isinstance(labels, Tensor):
-        try:
-            labels = torch.as_tensor(labels)
-        except Exception as exc:
-            raise ValueError(f"{name}: cannot convert to a tensor ({exc})") from None
-    if device is not None:
-        labels = labels.to(device)
-    if labels.dim() != 1:
-        raise ValueError(f"{name} must be 1-D, got shape {tuple(labels.shape)}")
+    labels = as_vector(labels, name, device=device)
     if labels.shape[0] != n:
         raise ValueError(f"{name} has {labels.shape[0]} entries but {x_name} has {n} rows")
-    if labels.dtype == torch.bool:
-        labels = labels.to(torch.float64)
-    if labels.dtype.is_floating_point and not bool(torch.isfinite(labels).all()):
-        raise ValueError(f"{name} contain NaN or inf values")
     return labels
 
 
