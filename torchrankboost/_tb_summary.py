@@ -15,6 +15,8 @@ from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
 
+from .registry import parse_value
+
 # ------------------------------------------------------------------------------ layout
 #: the curves that matter: validation metrics, the normalised training loss, the step size,
 #: the time per round (the first card group of TensorBoard's Time Series tab, which orders
@@ -97,20 +99,6 @@ def declared_metrics(extra: Sequence[str] = ()) -> List[str]:
 _CALL = re.compile(r"^\s*([A-Za-z_][\w.]*)\((.*)\)\s*$", re.S)
 
 
-def _parse_value(text: str):
-    t = text.strip()
-    if t in ("True", "False"):
-        return t == "True"
-    if t == "None":
-        return None
-    for conv in (int, float):
-        try:
-            return conv(t)
-        except ValueError:
-            pass
-    return t.strip("'\"")
-
-
 def _split_args(body: str) -> List[str]:
     out, depth, cur = [], 0, ""
     for ch in body:
@@ -132,10 +120,10 @@ def _registry_name(kind: str, class_name: str) -> Optional[str]:
     try:
         from . import registry
 
-        for e in registry.entries(kind) if hasattr(registry, "entries") else ():
+        for e in registry.entries(kind):
             if e.target.rpartition(":")[2] == class_name and not e.defaults:
                 return e.name
-        for e in registry.entries(kind) if hasattr(registry, "entries") else ():
+        for e in registry.entries(kind):
             if e.target.rpartition(":")[2] == class_name:
                 return e.name
     except Exception:  # pragma: no cover - registry trouble never breaks logging
@@ -182,7 +170,7 @@ def component_hparams(kind: str, value) -> Dict[str, Any]:
     for piece in _split_args(body):
         k, sep, v = piece.partition("=")
         if sep and k.strip().isidentifier():
-            settings[k.strip()] = _parse_value(v)
+            settings[k.strip()] = parse_value(v)
     defaults = _defaults_of(kind, name)
     out: Dict[str, Any] = {kind: name or cls}
     for k, v in settings.items():

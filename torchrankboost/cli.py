@@ -20,7 +20,6 @@ unbounded step with ``-p on_unbounded=raise``...) prints one such line and exits
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import sys
@@ -32,6 +31,7 @@ from typing import Any, Dict, List, Optional, Sequence
 from .contract import NumericalError
 from .datasets import load_data, load_file, pad_features
 from .factory import load_model, make_ranker, rounds_kept
+from .registry import parse_value
 
 __all__ = ["main", "build_parser", "parse_params", "CLIError"]
 
@@ -50,28 +50,6 @@ def _first_line(exc: BaseException) -> str:
 
 
 # ============================================================================ parameters
-def _parse_value(text: str):
-    t = text.strip()
-    low = t.lower()
-    if low in ("true", "yes", "on"):
-        return True
-    if low in ("false", "no", "off"):
-        return False
-    if low in ("none", "null"):
-        return None
-    for conv in (int, float):
-        try:
-            return conv(t)
-        except ValueError:
-            pass
-    if t[:1] in "[{":
-        try:
-            return json.loads(t)
-        except json.JSONDecodeError:
-            pass
-    return t
-
-
 def parse_params(items: Optional[Sequence[str]], what: str = "--param") -> Dict[str, Any]:
     """``["p=4", "l2=0.5", "criterion=correlation"]`` → ``{"p": 4, "l2": 0.5, ...}``.
 
@@ -86,7 +64,7 @@ def parse_params(items: Optional[Sequence[str]], what: str = "--param") -> Dict[
             key = key.strip().replace("-", "_")
             if not sep or not key.isidentifier():
                 raise CLIError(f"{what} expects KEY=VALUE, got {piece!r}")
-            out[key] = _parse_value(val)
+            out[key] = parse_value(val)
     return out
 
 
@@ -362,7 +340,8 @@ def _ranker_options(args) -> Dict[str, Any]:
                 max_leaves=args.max_leaves,
                 loss_params=parse_params(args.loss_param, "--loss-param"),
                 learner_params=parse_params(args.learner_param, "--learner-param"),
-                params=parse_params(args.param, "--param"))
+                params=parse_params(args.param, "--param"),
+                n_threads=args.threads or 1)  # --threads (validated in main)
 
 
 def _run_folder(args, run: _Run) -> str:

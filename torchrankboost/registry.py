@@ -16,6 +16,7 @@ listing the valid choices.
 from __future__ import annotations
 
 import importlib
+import json
 import inspect
 import re
 from dataclasses import dataclass, field
@@ -61,6 +62,33 @@ class Entry:
         target = self.resolve()
         _check_kwargs(target, kwargs, f"{self.kind} {self.name!r}")
         return target(**kwargs)
+
+
+def parse_value(text: str):
+    """A setting written as text (``--param p=4``, or a ``repr`` argument): bool
+    (true/false/yes/no/on/off), None (none/null), int, float, a JSON list or dict, a quoted
+    string without its quotes, else the string itself."""
+    t = text.strip()
+    low = t.lower()
+    if low in ("true", "yes", "on"):
+        return True
+    if low in ("false", "no", "off"):
+        return False
+    if low in ("none", "null"):
+        return None
+    for conv in (int, float):
+        try:
+            return conv(t)
+        except ValueError:
+            pass
+    if t[:1] in "[{":
+        try:
+            return json.loads(t)
+        except json.JSONDecodeError:
+            pass
+    if len(t) >= 2 and t[0] == t[-1] and t[0] in "'\"":
+        return t[1:-1]
+    return t
 
 
 #: deprecated keyword → its current name (still accepted, never listed as a valid parameter)
@@ -111,6 +139,13 @@ _ENTRIES: List[Entry] = [
           aliases=("pairwise_hinge", "ranksvm")),
     Entry("loss", "squared_error", f"{_L}:SquaredErrorLoss",
           "pointwise regression: 1/2 sum (l - s)^2", aliases=("mse", "l2", "squared")),
+    Entry("loss", "listnet", f"{_L}:ListNetLoss",
+          "ListNet: cross-entropy of the labels' and the scores' top-one probabilities"),
+    Entry("loss", "listmle", f"{_L}:ListMLELoss",
+          "ListMLE: negative Plackett-Luce log-likelihood of the label order"),
+    Entry("loss", "ranknet", f"{_L}:RankNetLoss",
+          "RankNet: sum over preferred pairs of log(1 + exp(-sigma (s_hi - s_lo))); "
+          "O(sum n_q^2) time", aliases=("pairwise_logistic",)),
     # algorithms -------------------------------------------------------------------------
     Entry("algorithm", "boost", f"{_B}.booster:Booster",
           "generic stagewise boosting: any loss (--loss) + any weak learner (--learner)",

@@ -203,3 +203,16 @@ def test_negative_labels_where_a_loss_gives_them_a_meaning():
     assert float(L.AdaBoostLoss()(s, pm)) > 0          # +/-1 labels around the threshold
     assert float(L.SquaredErrorLoss()(s, pm)) > 0      # a real target
     assert float(L.ExponentialPairwiseLoss()(s, pm, pairs="bipartite")) > 0
+
+
+def test_listnet_gain_targets_do_not_overflow_for_large_labels():
+    g = Groups.from_sizes([3, 2])
+    s = torch.tensor([0.3, 0.2, 0.1, 0.5, -0.5], dtype=torch.float64)
+    y = torch.tensor([2000.0, 1000.0, 0.0, 3.0, 1.0], dtype=torch.float64)
+    loss = ListNetLoss(targets="gain", reduction="none")
+    v = loss(s, y, g)
+    assert bool(torch.isfinite(v).all())
+    # query 0: all the mass on the label-2000 document; query 1 as with small labels
+    torch.testing.assert_close(v[0], -torch.log_softmax(s[:3], 0)[0])
+    small = loss(s, torch.tensor([2.0, 1.0, 0.0, 3.0, 1.0], dtype=torch.float64), g)
+    torch.testing.assert_close(v[1], small[1])

@@ -85,9 +85,12 @@ class ListNetLoss(RankingLoss):
         g = inp.groups
         if self.targets == "softmax":
             return g.segment_softmax(y), g.sizes > 0
-        gain = torch.exp2(y) - 1.0
-        if bool((gain < 0).any()):
+        if bool((y < 0).any()):
             raise ValueError("ListNetLoss(targets='gain') needs non-negative labels")
+        # 2^l - 1 scaled by 2^-max(l) per query (the normalised target is unchanged, and
+        # labels of 1024 and more do not overflow)
+        top = g.broadcast(g.segment_max(y, empty=0.0))
+        gain = torch.exp2(y - top) - torch.exp2(-top)
         tot = g.segment_sum(gain)
         has = tot > 0
         return gain / g.broadcast(torch.where(has, tot, torch.ones_like(tot))), has
