@@ -313,46 +313,37 @@ def _check_dense_size(paths, mats, zb: bool, npdt, max_features: Optional[int]) 
         f"input (sklearn.datasets.load_svmlight_file) before fitting")
 
 
-def _load_files(paths: Sequence[PathLike], *, n_features: Optional[int], zero_based,
-                dtype: torch.dtype, query_files: Sequence[Optional[PathLike]],
-                normalize: bool, max_features: Optional[int] = None) -> List[RankingData]:
-    """Parse several SVMlight files together (shared base and feature count). The feature
-    numbering (``zero_based="auto"``: 0-based iff some file uses index 0) is decided once for
-    all of them and kept in each result's ``zero_based``."""
+def _parse_svmlight(paths: List[Path], n_features: Optional[int], npdt, zero_based):
+    """``load_svmlight_files`` (parsed 0-based: column = index) with every failure a
+    ``ValueError`` naming the file (and the line where it can be found)."""
     from sklearn.datasets import load_svmlight_files
 
-    paths = [Path(p) for p in paths]
-    _check_paths(paths)
-    if zero_based not in (True, False, "auto"):
-        raise ValueError(f"zero_based must be True, False or 'auto', got {zero_based!r}")
-    if n_features is not None:
-        if isinstance(n_features, bool) or int(n_features) != n_features or n_features < 0:
-            raise ValueError(f"n_features must be a non-negative integer, got {n_features!r}")
-        n_features = int(n_features)
-    npdt = _np_dtype(dtype)
-
-    # parsed 0-based (column = index), the numbering decided once for all the files below
+    names = ", ".join(str(p) for p in paths)
     try:
-        parsed = load_svmlight_files(
+        return list(load_svmlight_files(
             [str(p) for p in paths], n_features=None if n_features is None else n_features + 1,
             dtype=npdt, zero_based=True, query_id=True,
-        )
+        ))
     except (ValueError, OverflowError) as exc:
         for p in paths:
             hit = _locate_problem(p, zero_based, n_features)
             if hit is not None:
                 raise ValueError(f"{p}:{hit[0]}: {hit[1]}") from exc
-        names = ", ".join(str(p) for p in paths)
         raise ValueError(f"{names}: cannot parse as SVMlight ({exc})") from exc
     except (EOFError, OSError) as exc:  # a truncated .gz, a corrupt .bz2, an unreadable file
-        names = ", ".join(str(p) for p in paths)
         what = ("truncated or corrupt compressed file" if isinstance(exc, EOFError)
                 or "gzip" in type(exc).__name__.lower() or "compressed" in str(exc).lower()
                 or "Invalid data stream" in str(exc) else "cannot read")
         raise ValueError(f"{names}: {what} ({exc.strerror or exc})"
                          if isinstance(exc, OSError) and exc.strerror
                          else f"{names}: {what} ({exc})") from None
-    parsed = list(parsed)
+
+
+def _apply_numbering(paths: List[Path], parsed: list, zero_based,
+                     n_features: Optional[int]) -> bool:
+    """Decide the feature numbering once for all files (``"auto"``: 0-based iff some file
+    uses index 0), drop the unused column 0 of 1-based files and cut to ``n_features`` (in
+    place in ``parsed``); returns ``zero_based`` as decided."""
     mats = [parsed[3 * i] for i in range(len(paths))]
     has_zero = [m.nnz > 0 and int(m.indices.min()) == 0 for m in mats]
     zb = any(has_zero) if zero_based == "auto" else bool(zero_based)
@@ -372,66 +363,92 @@ def _load_files(paths: Sequence[PathLike], *, n_features: Optional[int], zero_ba
                                  f"n_features={n_features}")
             m = m[:, :n_features]
         parsed[3 * i] = m.tocsr()
+    return zb
+
+
+def _check_values(p: Path, y: np.ndarray, Xs, npdt) -> None:
+    """Labels finite (also in the target dtype) and no infinite feature, naming the line."""
+    with np.errstate(over="ignore"):
+        bad = ~np.isfinite(y) | ~np.isfinite(y.astype(npdt))
+    if bad.any():
+        r = int(np.flatnonzero(bad)[0])
+        beyond = (f", beyond {np.dtype(npdt).name} (read with dtype=torch.float64)"
+                  if np.isfinite(y[r]) else "")
+        raise ValueError(
+            f"{p}:{_data_line_number(p, r)}: label is {y[r]}{beyond} (labels must be "
+            f"finite)"
+        )
+    if Xs.shape[0] and Xs.nnz and np.isinf(Xs.data).any():
+        k = int(np.flatnonzero(np.isinf(Xs.data))[0])
+        r = int(np.searchsorted(Xs.indptr, k, side="right")) - 1
+        raise ValueError(
+            f"{p}:{_data_line_number(p, r)}: a feature value is infinite in "
+            f"{np.dtype(npdt).name} (column {int(Xs.indices[k])}; features must be "
+            f"finite, NaN = missing)"
+        )
+
+
+def _file_queries(p: Path, q: np.ndarray, n: int, query_file):
+    """``(groups, qid, perm or None)`` of one file from its ``qid:`` fields or a sizes file
+    (``.query``/``.group``); ``perm`` sorts the rows by query when they are not grouped."""
+    sizes_path = _find_sizes_file(p, query_file)
+    sizes = _read_sizes_file(sizes_path) if sizes_path is not None else None
+    if sizes is not None and int(sizes.sum()) != n:
+        raise ValueError(
+            f"{sizes_path}: query sizes add up to {int(sizes.sum())} documents but "
+            f"{p} has {n}"
+        )
+    if q.shape[0] == n and n > 0:
+        qid = torch.from_numpy(np.ascontiguousarray(q)).long()
+        groups, perm = Groups.from_unsorted_qid(qid)
+        if sizes is not None and not torch.equal(groups.sizes, torch.from_numpy(sizes)):
+            raise ValueError(f"{sizes_path}: query sizes disagree with the qid: fields of {p}")
+        return groups, qid[perm], (None if torch.equal(perm, torch.arange(n)) else perm)
+    if sizes is not None:
+        groups = Groups.from_sizes(torch.from_numpy(sizes))
+        return groups, groups.group_index.clone(), None
+    groups = Groups.single(n) if n else Groups.from_sizes(torch.zeros(0, dtype=torch.long))
+    return groups, torch.zeros(n, dtype=torch.long), None
+
+
+def _load_files(paths: Sequence[PathLike], *, n_features: Optional[int], zero_based,
+                dtype: torch.dtype, query_files: Sequence[Optional[PathLike]],
+                normalize: bool, max_features: Optional[int] = None) -> List[RankingData]:
+    """Parse several SVMlight files together (shared base and feature count). The feature
+    numbering (``zero_based="auto"``: 0-based iff some file uses index 0) is decided once for
+    all of them and kept in each result's ``zero_based``."""
+    paths = [Path(p) for p in paths]
+    _check_paths(paths)
+    if zero_based not in (True, False, "auto"):
+        raise ValueError(f"zero_based must be True, False or 'auto', got {zero_based!r}")
+    if n_features is not None:
+        if isinstance(n_features, bool) or int(n_features) != n_features or n_features < 0:
+            raise ValueError(f"n_features must be a non-negative integer, got {n_features!r}")
+        n_features = int(n_features)
+    npdt = _np_dtype(dtype)
+    parsed = _parse_svmlight(paths, n_features, npdt, zero_based)
+    zb = _apply_numbering(paths, parsed, zero_based, n_features)
     _check_dense_size(paths, [parsed[3 * i] for i in range(len(paths))], zb, npdt,
                       max_features)
-    zero_based = zb
     all_empty = all(parsed[3 * i].shape[0] == 0 for i in range(len(paths)))
     out = []
     for i, p in enumerate(paths):
         Xs, y, q = parsed[3 * i], parsed[3 * i + 1], parsed[3 * i + 2]
         n = Xs.shape[0]
         F = (n_features or 0) if all_empty else Xs.shape[1]
-        # labels: finite
-        with np.errstate(over="ignore"):
-            bad = ~np.isfinite(y) | ~np.isfinite(y.astype(npdt))
-        if bad.any():
-            r = int(np.flatnonzero(bad)[0])
-            beyond = (f", beyond {np.dtype(npdt).name} (read with dtype=torch.float64)"
-                      if np.isfinite(y[r]) else "")
-            raise ValueError(
-                f"{p}:{_data_line_number(p, r)}: label is {y[r]}{beyond} (labels must be "
-                f"finite)"
-            )
-        if n and Xs.nnz and np.isinf(Xs.data).any():
-            k = int(np.flatnonzero(np.isinf(Xs.data))[0])
-            r = int(np.searchsorted(Xs.indptr, k, side="right")) - 1
-            raise ValueError(
-                f"{p}:{_data_line_number(p, r)}: a feature value is infinite in "
-                f"{np.dtype(npdt).name} (column {int(Xs.indices[k])}; features must be "
-                f"finite, NaN = missing)"
-            )
+        _check_values(p, y, Xs, npdt)
         if q.shape[0] not in (0, n):
-            hit = _locate_problem(p, zero_based, n_features)
-            where = f"{p}:{hit[0]}: {hit[1]}" if hit else f"{p}: some lines lack 'qid:'"
-            raise ValueError(where)
+            hit = _locate_problem(p, zb, n_features)
+            raise ValueError(f"{p}:{hit[0]}: {hit[1]}" if hit else f"{p}: some lines lack 'qid:'")
         X = torch.from_numpy(Xs.toarray() if n else np.zeros((0, F), dtype=npdt)).to(dtype)
         labels = torch.from_numpy(np.ascontiguousarray(y)).to(dtype)
+        groups, qid, perm = _file_queries(p, q, n, query_files[i])
         row = torch.arange(n, dtype=torch.long)
-        sizes_path = _find_sizes_file(p, query_files[i])
-        sizes = _read_sizes_file(sizes_path) if sizes_path is not None else None
-        if sizes is not None and int(sizes.sum()) != n:
-            raise ValueError(
-                f"{sizes_path}: query sizes add up to {int(sizes.sum())} documents but "
-                f"{p} has {n}"
-            )
-        if q.shape[0] == n and n > 0:
-            qid = torch.from_numpy(np.ascontiguousarray(q)).long()
-            groups, perm = Groups.from_unsorted_qid(qid)
-            if not torch.equal(perm, row):
-                X, labels, qid, row = X[perm], labels[perm], qid[perm], perm
-            if sizes is not None and not torch.equal(groups.sizes, torch.from_numpy(sizes)):
-                raise ValueError(
-                    f"{sizes_path}: query sizes disagree with the qid: fields of {p}"
-                )
-        elif sizes is not None:
-            groups = Groups.from_sizes(torch.from_numpy(sizes))
-            qid = groups.group_index.clone()
-        else:
-            groups = Groups.single(n) if n else Groups.from_sizes(torch.zeros(0, dtype=torch.long))
-            qid = torch.zeros(n, dtype=torch.long)
+        if perm is not None:
+            X, labels, row = X[perm], labels[perm], perm
         if normalize:
             X = normalize_per_query(X, groups)
-        out.append(RankingData(X, labels, groups, qid, row, zero_based=zero_based))
+        out.append(RankingData(X, labels, groups, qid, row, zero_based=zb))
     return out
 
 
