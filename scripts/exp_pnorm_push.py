@@ -26,7 +26,7 @@ p = 1 ROC curves.
 Usage::
 
     python scripts/exp_pnorm_push.py --out results/pnorm_push            # full run
-    python scripts/exp_pnorm_push.py --out /tmp/pp --splits 2 --settings pima   # quick look
+    python scripts/exp_pnorm_push.py --out pp_quick --splits 2 --settings pima   # quick look
 
 Writes ``runs.csv`` (one row per setting × split × p), ``summary.md`` (tables), ROC figures
 ``roc_<setting>.png`` (counts; full and zoomed, train and test, primary split) and

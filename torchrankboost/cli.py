@@ -30,7 +30,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from .contract import NumericalError
 from .datasets import load_data, load_file, pad_features
-from .factory import load_model, make_ranker, rounds_kept
+from .factory import load_model, make_ranker, resolve_device, rounds_kept
 from .registry import parse_value
 
 __all__ = ["main", "build_parser", "parse_params", "CLIError"]
@@ -229,18 +229,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 # ============================================================================ commands
 def _device(name: str):
-    import torch
-
     try:
-        dev = torch.device(name)
-    except (RuntimeError, ValueError):
-        raise CLIError(f"unknown device {name!r}; e.g. cpu, cuda, cuda:0, mps") from None
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise CLIError(f"device {name!r} requested but CUDA is not available")
-    if dev.type == "mps" and not (hasattr(torch.backends, "mps")
-                                  and torch.backends.mps.is_available()):
-        raise CLIError(f"device {name!r} requested but MPS is not available")
-    return dev
+        return resolve_device(name)
+    except ValueError as exc:
+        raise CLIError(str(exc)) from None
 
 
 def _set_threads(n) -> None:

@@ -50,7 +50,7 @@ from torch import Tensor
 
 from . import registry
 from ._threads import limit_threads, resolve_n_jobs
-from .factory import load_model, make_ranker, rounds_kept
+from .factory import load_model, make_ranker, resolve_device, rounds_kept
 
 try:  # scikit-learn is a dependency; keep the import local to this module
     from sklearn.base import BaseEstimator
@@ -232,19 +232,7 @@ class BoostedRanker(BaseEstimator):
     # ------------------------------------------------------------------ helpers
     def _device(self):
         """The torch device; an unavailable one is the CLI's one-line error."""
-        if self.device is None:
-            return torch.device("cpu")
-        try:
-            dev = torch.device(self.device)
-        except (RuntimeError, ValueError):
-            raise ValueError(f"unknown device {self.device!r}; e.g. cpu, cuda, cuda:0, "
-                             f"mps") from None
-        if dev.type == "cuda" and not torch.cuda.is_available():
-            raise ValueError(f"device {self.device!r} requested but CUDA is not available")
-        if dev.type == "mps" and not (hasattr(torch.backends, "mps")
-                                      and torch.backends.mps.is_available()):
-            raise ValueError(f"device {self.device!r} requested but MPS is not available")
-        return dev
+        return torch.device("cpu") if self.device is None else resolve_device(self.device)
 
     def _split_X(self, X, qid):
         """(features tensor on device, qid or None) — the qid column removed if configured."""
