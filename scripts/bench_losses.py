@@ -78,6 +78,14 @@ def our_losses():
 # Losses whose own cost is quadratic in the list length (no factorisation): run only up to
 # --max-quadratic documents per list, and never on the one-query case.
 QUADRATIC = {"ranknet"}
+# Losses whose padded twins (and peers) hold (B, L) tensors, not (B, L, L) pair tensors.
+LISTWISE = {"listnet", "listmle"}
+
+
+def padded_gb(name: str, B: int, L: int, live: int) -> float:
+    """Estimated footprint of a padded implementation: ``live`` temporaries of ``(B, L, L)``
+    float32 pair tensors, or of ``(B, L)`` for the listwise losses."""
+    return B * L * (1 if name in LISTWISE else L) * 4 * live / 2 ** 30
 
 
 def _dense_pairs(sp, yp, mask):
@@ -356,7 +364,7 @@ def main(argv=None):
             if dense is None:
                 dn = {"skipped": "n/a (no dense twin)"}
             else:
-                est_gb = B * L * L * 4 * 8 / 2 ** 30
+                est_gb = padded_gb(name, B, L, 8)
                 if est_gb > a.mem_cap_gb:
                     dn = {"skipped": f"OOM-skipped (~{est_gb:.0f} GB)"}
                 else:
@@ -371,7 +379,7 @@ def main(argv=None):
             for label, impl, ours_name in PEERS:
                 if ours_name != name or peers_ok[impl] is not None:
                     continue
-                est_gb = B * L * L * 4 * 16 / 2 ** 30  # pair tensors of (B, L, L, 2)
+                est_gb = padded_gb(name, B, L, 16)  # pair tensors of (B, L, L, 2)
                 if est_gb > a.mem_cap_gb:
                     pr = {"skipped": f"OOM-skipped (~{est_gb:.0f} GB)"}
                 else:

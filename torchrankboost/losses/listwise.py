@@ -117,6 +117,25 @@ class ListNetLoss(RankingLoss):
 
 
 # ============================================================================ ListMLE
+# padded (G, L) scans only while the padding stays within this factor of n (as the metrics'
+# sort): memory O(n) either way
+_PAD_FACTOR, _PAD_MIN = 4, 1 << 20
+
+
+def _suffix_logsumexp(x: Tensor, g: Groups) -> Tensor:
+    """``log Σ_{j ≥ i in i's query} e^{x_j}`` per document. While padding is cheap the
+    queries are laid out right-aligned in a ``(G, L)`` table, so a row's reverse
+    ``torch.logcumsumexp`` from any real position only sees real documents (the pads on the
+    left never enter a real sum: exact, and differentiable to any order); otherwise the
+    segmented scan of :meth:`Groups.segment_logcumsumexp`."""
+    G, L, n = g.num_groups, g.max_size, x.shape[0]
+    if n == 0 or G * L > max(_PAD_FACTOR * n, _PAD_MIN):
+        return g.segment_logcumsumexp(x, reverse=True)
+    col = (L - g.sizes)[g.group_index] + g.position
+    table = x.new_zeros((G, L)).index_put((g.group_index, col), x)
+    return torch.logcumsumexp(table.flip(1), 1).flip(1)[g.group_index, col]
+
+
 class ListMLELoss(RankingLoss):
     r"""ListMLE (Xia et al., 2008): the negative Plackett–Luce log-likelihood of the label
     order, summed over queries.
@@ -146,7 +165,7 @@ class ListMLELoss(RankingLoss):
         by_score = g.argsort(inp.scores.detach(), descending=True)
         perm = by_score[g.argsort(y[by_score], descending=True)]  # label, then score
         sp = inp.scores[perm]
-        return perm, sp, g.segment_logcumsumexp(sp, reverse=True)
+        return perm, sp, _suffix_logsumexp(sp, g)
 
     def per_group(self, inp: Prepared) -> Tuple[Tensor, Optional[Tensor]]:
         y = _no_pairs_no_weights(self, inp)
