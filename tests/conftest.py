@@ -61,3 +61,26 @@ def read_events(logdir):
                                                       "tensors": 0, "images": 0})
     ea.Reload()
     return ea
+
+
+class Recorder:
+    """A callback that keeps every event: ``("start", info)``, ``("round", record)``,
+    ``("end", model)``, and the ids of the rankers that called it; it asks to stop once
+    ``record.round >= stop_at``."""
+
+    def __init__(self, stop_at=None):
+        self.events = []
+        self.stop_at = stop_at
+
+    def on_fit_start(self, ranker, info):
+        self.events.append(("start", info))
+        self.rankers = {id(ranker)}
+
+    def on_round_end(self, ranker, record):
+        self.events.append(("round", record))
+        self.rankers.add(id(ranker))
+        return self.stop_at is not None and record.round >= self.stop_at
+
+    def on_fit_end(self, ranker, model):
+        self.events.append(("end", model))
+        self.rankers.add(id(ranker))

@@ -12,6 +12,7 @@ from torchrankboost.boosting.learners import RegressionTree, Stumps
 from torchrankboost.contract import FitInfo, Ranker, RankingModel, RoundRecord
 from torchrankboost.data import make_letor
 from torchrankboost.losses import ExponentialPairwiseLoss
+from conftest import Recorder
 
 ALGORITHMS = registry.names("algorithm")
 
@@ -132,25 +133,6 @@ def test_save_load_roundtrip(name, data, tmp_path):
     from torchrankboost import load_model
 
     assert torch.equal(load_model(path).predict(Xv), model.predict(Xv))
-
-
-class Recorder:
-    def __init__(self, stop_at=None):
-        self.events = []
-        self.stop_at = stop_at
-
-    def on_fit_start(self, ranker, info):
-        self.events.append(("start", info))
-        self.rankers = {id(ranker)}
-
-    def on_round_end(self, ranker, record):
-        self.events.append(("round", record))
-        self.rankers.add(id(ranker))
-        return self.stop_at is not None and record.round >= self.stop_at
-
-    def on_fit_end(self, ranker, model):
-        self.events.append(("end", model))
-        self.rankers.add(id(ranker))
 
 
 @pytest.mark.parametrize("name", ALGORITHMS)

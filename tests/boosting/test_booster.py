@@ -25,6 +25,7 @@ from torchrankboost.boosting import (
     newton_step,
 )
 from torchrankboost.losses import ExponentialPairwiseLoss, SquaredErrorLoss
+from conftest import Recorder
 
 F64 = torch.float64
 
@@ -393,22 +394,6 @@ def test_eval_metric_specs_are_the_registry_s():
 
 
 # ----------------------------------------------------------------------------- callbacks
-class Recorder:
-    def __init__(self, stop_at=None):
-        self.events = []
-        self.stop_at = stop_at
-
-    def on_fit_start(self, booster, info):
-        self.events.append(("start", info))
-
-    def on_round_end(self, booster, record):
-        self.events.append(("round", record.round, record))
-        return self.stop_at is not None and record.round >= self.stop_at
-
-    def on_fit_end(self, booster, ensemble):
-        self.events.append(("end", ensemble))
-
-
 def test_callbacks_receive_diagnostics(capsys):
     X, y, g = ranking_data(seed=12)
     rec = Recorder(stop_at=3)
@@ -420,7 +405,7 @@ def test_callbacks_receive_diagnostics(capsys):
     info = rec.events[0][1]
     for key in ("n_docs", "n_queries", "n_features", "initial_loss", "loss", "learner"):
         assert key in info
-    d = rec.events[3][2]
+    d = rec.events[3][1]
     for key in ("round", "loss", "loss_before", "step", "learning_rate", "weight", "grad_norm",
                 "curvature_norm", "metrics", "seconds", "learner", "line_search", "n_rows"):
         assert key in d, key
