@@ -229,6 +229,8 @@ class Booster(FitState):
         >>> scores = model.predict(Xt)
     """
 
+    _algorithm = "boost"  # the registry name callbacks see (QBRank/GBT pass their own)
+
     def __init__(self, loss: Callable, learner, *, n_rounds: int = 100,
                  learning_rate: float = 0.1, step: str = "line_search",
                  curvature: str = "diag", subsample: float = 1.0, seed: int = 0,
@@ -397,7 +399,7 @@ class Booster(FitState):
                       curvature=self.curvature, learning_rate=self.learning_rate,
                       subsample=self.subsample, seed=self.seed, device=str(dev),
                       base_score=base)
-        monitor.start(FitInfo(algorithm=getattr(self._owner, "_algorithm", "boost"), n_docs=n,
+        monitor.start(FitInfo(algorithm=(self._owner or self)._algorithm, n_docs=n,
                               n_queries=groups.num_groups, n_features=F,
                               n_rounds=self.n_rounds, params=params, initial_loss=loss0),
                       build=lambda k: self._final_model(run, k))
