@@ -402,7 +402,7 @@ def _save_model(model, out_path: str, args, run: _Run) -> str:
 def _save_partial(ranker, out_path: Optional[str], args, run: _Run) -> Optional[str]:
     """After an interrupted or failed fit: the model of the last good round (``model_``) to
     ``<output stem>.partial.safetensors``; returns the path, or ``None`` when there is none."""
-    model = getattr(ranker, "model_", None)
+    model = ranker.model_
     if model is None:
         return None
     base = out_path or os.path.join(_run_folder(args, run), "model.safetensors")
@@ -549,7 +549,7 @@ def cmd_train(args) -> int:
         used = rounds_kept(ranker, run.early_stopping)
         rows = _final_metrics(model, splits, run, logger, used)
         out_path = args.output or os.path.join(run.logdir, "model.safetensors")
-        if isinstance(getattr(model, "info", None), dict) and tr.zero_based is not None:
+        if tr.zero_based is not None:
             model.info["zero_based"] = bool(tr.zero_based)
         out_path = _save_model(model, out_path, args, run)
         if logger is not None:
@@ -582,7 +582,7 @@ def _score_file(args):
 
     dev = _device(args.device)
     model = _load_model(args.model, dev)
-    stored = getattr(model, "info", {}).get("zero_based")  # the training run's numbering
+    stored = model.info.get("zero_based")  # the training run's numbering
     asked = _ZERO_BASED[getattr(args, "zero_based", "auto")]
     if stored is not None and asked != "auto" and asked != stored:
         raise CLIError(f"--zero-based {args.zero_based} contradicts the model's "

@@ -183,11 +183,18 @@ class Callback(Protocol):
 
 @runtime_checkable
 class RankingModel(Protocol):
-    """A fitted model: scores for feature rows, saved as tensors + JSON (no pickle)."""
+    """A fitted model: scores for feature rows, saved as tensors + JSON (no pickle).
+
+    ``info`` is a JSON-able dict about the run that made it (best round, stop reason, the
+    feature numbering of its files...); ``feature_importance(kind)`` gives ``(F,)``
+    importances, ``kind`` ``"gain"`` or ``"count"``."""
 
     num_features: int
+    info: Dict[str, Any]
 
     def predict(self, X: Any) -> Tensor: ...
+
+    def feature_importance(self, kind: str = "gain") -> Tensor: ...
 
     def save(self, path: Any) -> None: ...
 

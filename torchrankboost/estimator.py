@@ -125,36 +125,10 @@ def _groups_from(n: int, qid=None, group=None):
 _IMPORTANCE = {"gain": "gain", "split": "count"}
 
 
-def _has_parameter(algorithm: str, name: str) -> bool:
-    """Whether the algorithm's constructor takes ``name`` (``verbose``...)."""
-    import inspect
-
-    try:
-        target = registry.lookup("algorithm", algorithm).resolve()
-        return name in inspect.signature(target).parameters
-    except (ValueError, TypeError):
-        return False
-
-
 def _importances(model, importance_type: str) -> np.ndarray:
     """Per-feature importance of a fitted model (see ``feature_importances_``)."""
-    F = int(model.num_features)
-    if hasattr(model, "feature_importance"):
-        try:
-            return model.feature_importance(_IMPORTANCE[importance_type]).to(
-                torch.float64).cpu().numpy()
-        except (AttributeError, NotImplementedError):
-            pass  # weak models without split statistics: count the features they use
-        out = np.zeros(F)
-        for m, w in zip(getattr(model, "models", ()), getattr(model, "weights", ())):
-            f = getattr(m, "feature", None)
-            if isinstance(f, (int, np.integer)) or (isinstance(f, Tensor) and f.numel() == 1):
-                out[int(f)] += abs(float(w)) if importance_type == "gain" else 1.0
-        return out
-    weight = getattr(model, "weight", None)
-    if weight is not None:
-        return weight.detach().abs().to("cpu", torch.float64).numpy().reshape(-1)[:F]
-    raise ValueError(f"{type(model).__name__} has no feature importances")
+    return model.feature_importance(_IMPORTANCE[importance_type]).to(
+        "cpu", torch.float64).numpy()
 
 
 class BoostedRanker(BaseEstimator):
@@ -308,8 +282,9 @@ class BoostedRanker(BaseEstimator):
             raise ValueError(f"importance_type must be one of {tuple(_IMPORTANCE)}, got "
                              f"{self.importance_type!r}")
         params = dict(self.params or {})
-        if _has_parameter(self.algorithm, "verbose"):
-            params.setdefault("verbose", False)  # the progress bar is ours (verbose=True)
+        if registry.lookup("algorithm", self.algorithm).name == "boost":
+            # the driver alone shows a bar by default ("auto"); the estimator's is its own
+            params.setdefault("verbose", False)
         ranker = make_ranker(
             self.algorithm, loss=self.loss, learner=self.learner, n_rounds=self.n_rounds,
             learning_rate=self.learning_rate, max_leaves=self.max_leaves,
@@ -357,7 +332,7 @@ class BoostedRanker(BaseEstimator):
         self.ranker_ = None
         self.n_features_in_ = int(model.num_features) + (1 if self.qid_column is not None
                                                          else 0)
-        info = getattr(model, "info", None) or {}
+        info = model.info
         self.best_round_ = self.best_iteration_ = info.get("best_round")
         self.best_score_ = info.get("best_score")
         self.evals_result_ = info.get("evals_result") or {}

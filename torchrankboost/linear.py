@@ -58,6 +58,15 @@ class LinearRanker:
     def num_features(self) -> int:
         return self.weight.numel()
 
+    def feature_importance(self, kind: str = "gain") -> Tensor:
+        """``(F,)`` importance: ``"gain"`` the weights' magnitudes ``|w|`` (float64),
+        ``"count"`` 1 for each feature with a non-zero weight (int64)."""
+        if kind == "gain":
+            return self.weight.abs()
+        if kind == "count":
+            return (self.weight != 0).to(torch.int64)
+        raise ValueError(f"kind must be 'gain' or 'count', got {kind!r}")
+
     def predict(self, X) -> Tensor:
         X = as_features(X)
         if X.shape[1] != self.num_features:
