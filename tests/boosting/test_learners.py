@@ -476,9 +476,10 @@ def test_tree_histogram_matches_node_histogram_bitwise(device):
 
 def test_tree_cached_root_counts_and_unit_weights():
     """Fits with rows=None reuse cached all-rows counts; a rows subset or unit weights give the
-    same tree as without the shortcuts (weights of exactly 1 vs 1 + 0 perturbation)."""
+    same tree as without the shortcuts (weights of exactly 1 vs 1 + 0 perturbation). The
+    torch path's shortcuts (the compiled kernels count rows as they go)."""
     X, y, w = _data(n=1500, F=5, seed=12)
-    tree = RegressionTree(max_leaves=12, min_samples_leaf=10)
+    tree = RegressionTree(max_leaves=12, min_samples_leaf=10, kernel="torch")
     p = tree.prepare(X)
     a = tree.fit(p, y, w)
     assert ("count", 256) in p.cache

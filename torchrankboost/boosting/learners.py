@@ -37,16 +37,23 @@ index stays in cache, measured ~3x faster than 65536-row chunks; 2^20 rows on ot
 
 from __future__ import annotations
 
+import logging
 import math
+import warnings
 from dataclasses import dataclass
 from typing import Optional
 
 import torch
 from torch import Tensor
 
+from .. import _native
 from .binning import BinnedFeatures, _check_X, bin_features
 
+_log = logging.getLogger("torchrankboost")
+
 __all__ = [
+    "KERNELS",
+    "choose_kernel",
     "RegressionTree",
     "Stumps",
     "FeatureRankers",
@@ -63,6 +70,8 @@ _CPU_CHUNK = 1 << 11  # small chunks keep the (F, chunk) int64 index in cache: ~
 _DEV_CHUNK = 1 << 20
 _MM_CHUNK = 1 << 18
 _REL_EPS = 1e-10  # a split must improve on the parent term by more than this relative amount
+KERNELS = ("auto", "native", "torch")
+_warned_fallback = False
 
 
 # ----------------------------------------------------------------------------- validation
@@ -113,6 +122,36 @@ def _check_fit_inputs(n: int, device, target, weight, rows):
         if rows.numel() and (int(rows.min()) < 0 or int(rows.max()) >= n):
             raise ValueError(f"rows: indices must lie in [0, {n})")
     return target, weight, rows
+
+
+def choose_kernel(kernel: str, codes: Tensor) -> str:
+    """Which kernels run on these bin codes: ``"native"`` (compiled, CPU, uint8 codes) or
+    ``"torch"``; see :class:`RegressionTree` ``kernel``."""
+    global _warned_fallback
+    if kernel == "torch":
+        return "torch"
+    why = None
+    if codes.device.type != "cpu":
+        why = f"the data are on {codes.device.type}"
+    elif codes.dtype != torch.uint8:
+        why = "the bin codes are not uint8 (more than 255 bins)"
+    elif codes.shape[0] >= 2 ** 31 - 1:
+        why = "more than 2^31 rows"
+    else:
+        try:
+            _native.load()
+            return "native"
+        except _native.NativeUnavailable as exc:
+            why = str(exc)
+            if kernel == "auto" and not _warned_fallback:
+                _warned_fallback = True
+                msg = (f"compiled tree kernels unavailable ({why}); the trees run on the "
+                       f"pure-torch path, several times slower on CPU")
+                _log.warning(msg)
+                warnings.warn(msg, RuntimeWarning, stacklevel=4)
+    if kernel == "native":
+        raise RuntimeError(f"kernel='native': the compiled tree kernels cannot run here: {why}")
+    return "torch"
 
 
 def _out_dtype(target: Tensor):
@@ -232,7 +271,7 @@ def _tree_histogram(codes: Tensor, rows: Optional[Tensor], values: Tensor, packe
 # ----------------------------------------------------------------------------- trees
 
 
-@dataclass
+@dataclass(eq=False)
 class _Leaf:
     leaf_id: int
     rows: Tensor
@@ -286,16 +325,37 @@ class TreeModel:
             node = torch.where(active, nxt, node)
         return self.leaf_value[~node]
 
-    def predict_prepared(self, prepared: BinnedFeatures) -> Tensor:
-        """(n,) predictions from the training bin codes."""
+    def predict_prepared(self, prepared: BinnedFeatures, *, kernel: str = "auto") -> Tensor:
+        """(n,) predictions from the training bin codes (the compiled traversal on CPU uint8
+        codes unless ``kernel="torch"``; the same values)."""
         codes = prepared.codes
         miss = self.missing_code
+        if kernel != "torch" and codes.dtype == torch.uint8 and codes.device.type == "cpu":
+            try:
+                lib = _native.load()
+            except _native.NativeUnavailable:
+                lib = None  # announced by RegressionTree when it chose the torch path
+            if lib is not None:
+                return self.leaf_value[self._native_leaves(lib, codes)]
 
         def go_left(nid, f):
             c = codes.gather(1, f.unsqueeze(1)).squeeze(1).to(torch.int64)
             return torch.where(c == miss, self.default_left[nid], c <= self.threshold_bin[nid])
 
         return self._walk(codes.shape[0], go_left, codes.device)
+
+    def _native_leaves(self, lib, codes: Tensor) -> Tensor:
+        codes = codes.contiguous()
+        n, F = codes.shape
+        cpu = [t.to("cpu", torch.int64).contiguous() for t in
+               (self.split_feature, self.threshold_bin, self.left_child, self.right_child)]
+        dl = self.default_left.to("cpu", torch.uint8).contiguous()
+        leaf = torch.empty(n, dtype=torch.int64)
+        lib.trb_tree_leaves(codes.data_ptr(), n, F, cpu[0].data_ptr(), cpu[1].data_ptr(),
+                            dl.data_ptr(), cpu[2].data_ptr(), cpu[3].data_ptr(),
+                            self.split_feature.numel(), self.missing_code, leaf.data_ptr(),
+                            torch.get_num_threads())
+        return leaf
 
     def predict(self, X: Tensor) -> Tensor:
         """(n,) predictions from raw features (``x <= threshold`` left, NaN → default side)."""
@@ -352,6 +412,12 @@ class RegressionTree:
             number of previous fits).
         bin_sample_count: rows used to place the bin edges (seeded sample above).
         seed: seed for the binning sample and, absent a generator, feature sub-sampling.
+        kernel: ``"auto"`` (default: the compiled CPU kernels of :mod:`torchrankboost._native`
+            on CPU when they build here, the pure-torch path otherwise, announced once with
+            a warning on CPU; always torch on other devices), ``"native"`` (the compiled
+            kernels or an error saying why not) or ``"torch"`` (the pure-torch reference).
+            Both give the same trees bit for bit; ``kernel_`` says which one the last fit
+            used.
 
     Missing values: every candidate split is tried with NaNs going left and going right; the
     better side is stored as ``default_left``. Ties prefer the smaller feature index, then the
@@ -361,7 +427,11 @@ class RegressionTree:
     def __init__(self, *, max_leaves: int = 31, max_depth: Optional[int] = None,
                  min_child_weight: float = 1e-3, min_samples_leaf: int = 20, l2: float = 0.0,
                  min_split_gain: float = 0.0, n_bins: int = 255, feature_fraction: float = 1.0,
-                 bin_sample_count: int = 200_000, seed: int = 0):
+                 bin_sample_count: int = 200_000, seed: int = 0, kernel: str = "auto"):
+        if kernel not in KERNELS:
+            raise ValueError(f"kernel: expected one of {KERNELS}, got {kernel!r}")
+        self.kernel = kernel
+        self.kernel_: Optional[str] = None
         self.max_leaves = _check_int(max_leaves, "max_leaves", 2)
         if max_depth is None or max_depth == -1:
             self.max_depth = None
@@ -381,7 +451,8 @@ class RegressionTree:
         return (f"RegressionTree(max_leaves={self.max_leaves}, max_depth={self.max_depth}, "
                 f"min_child_weight={self.min_child_weight}, min_samples_leaf={self.min_samples_leaf}, "
                 f"l2={self.l2}, min_split_gain={self.min_split_gain}, n_bins={self.n_bins}, "
-                f"feature_fraction={self.feature_fraction})")
+                f"feature_fraction={self.feature_fraction}"
+                + (f", kernel={self.kernel!r})" if self.kernel != "auto" else ")"))
 
     def prepare(self, X: Tensor) -> BinnedFeatures:
         """Bin X (n, F) once: uint8 codes, NaN → 255."""
@@ -509,10 +580,21 @@ class RegressionTree:
         w = weight.double()
         wt = w * target.double()
         feat_ok = self._feature_mask(F, dev, generator)
-        grower = _TreeGrower(self, prepared, wt, w, rows, feat_ok)
+        if self.resolve_kernel(prepared) == "native":
+            grower = _NativeTreeGrower(self, prepared, wt, w, rows, feat_ok)
+        else:
+            grower = _TreeGrower(self, prepared, wt, w, rows, feat_ok)
         grower.grow()
-        leaf_value = _leaf_values(grower.leaves, wt, w, self.l2).to(_out_dtype(target))
+        leaf_value = grower.leaf_values().to(_out_dtype(target))
         return grower.model(leaf_value)
+
+    def resolve_kernel(self, prepared: BinnedFeatures) -> str:
+        """``"native"`` or ``"torch"``: the kernels a fit on ``prepared`` runs (also set as
+        ``kernel_``). ``kernel="native"`` raises ``RuntimeError`` with the reason when the
+        compiled kernels cannot run; ``"auto"`` falls back to torch on CPU with a one-time
+        warning naming the reason (never silently)."""
+        self.kernel_ = choose_kernel(self.kernel, prepared.codes)
+        return self.kernel_
 
 
 def _all_rows_count(prepared: BinnedFeatures, slots: int) -> Tensor:
@@ -615,6 +697,10 @@ class _TreeGrower:
         leaves.append(right)
         self.evaluate(left, right)
 
+    def leaf_values(self) -> Tensor:
+        """float64 Newton leaf values in leaf id order (see :func:`_leaf_values`)."""
+        return _leaf_values(self.leaves, self.values[:, 0], self.values[:, 1], self.tree.l2)
+
     def model(self, leaf_value: Tensor) -> TreeModel:
         """The fitted :class:`TreeModel` with the given leaf values (in leaf id order)."""
         dev = self.codes.device
@@ -630,21 +716,154 @@ class _TreeGrower:
                          leaf_value=leaf_value, depth=self.depth, missing_code=self.prepared.missing_code)
 
 
-def _leaf_values(leaves, wt: Tensor, w: Tensor, l2: float) -> Tensor:
-    """float64 Newton leaf values ``G / (H + λ)`` in leaf id order, sorting ``leaves`` by id.
-
-    Exact sums from the rows (not from subtracted histograms): one gather of all leaves' rows,
-    then one contiguous sum per leaf, the same values bit for bit as summing each leaf's
-    gathered rows.
-    """
-    leaves.sort(key=lambda lf: lf.leaf_id)
-    sizes = [lf.rows.numel() for lf in leaves]
-    all_rows = torch.cat([lf.rows for lf in leaves])
-    sums = torch.stack([torch.stack([a.sum() for a in wt.index_select(0, all_rows).split(sizes)]),
-                        torch.stack([a.sum() for a in w.index_select(0, all_rows).split(sizes)])], 1)
+def _newton_values(sums: Tensor, l2: float) -> Tensor:
+    """``G / (H + λ)`` per leaf from ``(L, 2)`` float64 sums (0 where the denominator is not
+    positive)."""
     denom = sums[:, 1] + l2
     return torch.where(denom > 0, sums[:, 0] / torch.where(denom > 0, denom, torch.ones_like(denom)),
                        torch.zeros_like(denom))
+
+
+def _leaf_values(leaves, wt: Tensor, w: Tensor, l2: float) -> Tensor:
+    """float64 Newton leaf values ``G / (H + λ)`` in leaf id order, sorting ``leaves`` by id.
+
+    Exact sums from the rows (not from subtracted histograms), accumulated sequentially in
+    each leaf's row order (``index_add_`` over the concatenated rows), which the compiled
+    kernels reproduce bit for bit.
+    """
+    leaves.sort(key=lambda lf: lf.leaf_id)
+    sizes = torch.tensor([lf.rows.numel() for lf in leaves], device=wt.device)
+    all_rows = torch.cat([lf.rows for lf in leaves])
+    leaf_of = torch.repeat_interleave(torch.arange(len(leaves), device=wt.device), sizes)
+    sums = torch.zeros((len(leaves), 2), dtype=torch.float64, device=wt.device)
+    sums[:, 0].index_add_(0, leaf_of, wt.index_select(0, all_rows))
+    sums[:, 1].index_add_(0, leaf_of, w.index_select(0, all_rows))
+    return _newton_values(sums, l2)
+
+
+@dataclass(eq=False)
+class _NativeLeaf:
+    leaf_id: int
+    begin: int  # the leaf's rows are rows[begin : begin + count] of the grower's row buffer
+    count: int
+    hist: Optional[Tensor]  # (F, S, 3) float64
+    depth: int
+    parent: int
+    is_left: bool
+    best: Optional[tuple] = None
+
+
+class _NativeTreeGrower:
+    """The same best-first growth as :class:`_TreeGrower`, on the compiled kernels of
+    :mod:`torchrankboost._native` (CPU, uint8 codes): one kernel call per histogram, split
+    search and partition, no torch op in the loop. Same splits, thresholds and leaf values
+    bit for bit (see ``trees.c``).
+
+    The rows of the fit live in one int32 buffer; every leaf owns a contiguous range of it,
+    and a split partitions its range in place (stably: left rows first), as LightGBM's data
+    partition does.
+    """
+
+    def __init__(self, tree: RegressionTree, prepared: BinnedFeatures, wt: Tensor, w: Tensor,
+                 rows: Optional[Tensor], feat_ok: Tensor):
+        self.lib = _native.load()
+        self.tree = tree
+        self.prepared = prepared
+        self.codes = prepared.codes.contiguous()
+        self.n, self.F = self.codes.shape
+        self.S = prepared.missing_code + 1
+        self.threads = torch.get_num_threads()
+        self.gh = torch.stack([wt, w], 1).contiguous()
+        self.rows = (torch.arange(self.n, dtype=torch.int32) if rows is None
+                     else rows.to(torch.int32).contiguous())
+        self.scratch = torch.empty_like(self.rows)
+        self.max_depth = tree.max_depth if tree.max_depth is not None else 1 << 30
+        num_bins = prepared.num_bins.to("cpu", torch.int64).contiguous()
+        self.num_bins = num_bins
+        Vm = max(1, int(num_bins.max())) if self.F else 1
+        self.Vm = min(Vm, prepared.missing_code)
+        self.feat_ok = feat_ok.to("cpu", torch.uint8).contiguous()
+        root = _NativeLeaf(0, 0, int(self.rows.numel()), self.histogram(0, int(self.rows.numel()),
+                                                                          all_rows=rows is None),
+                           0, -1, True)
+        self.miss_feat = (root.hist[:, self.S - 1, 2] > 0).to(torch.uint8).contiguous()
+        self.leaves = [root]
+        self.sf, self.tb, self.dl, self.lc, self.rc, self.sg = [], [], [], [], [], []
+        self.depth = 0
+        self._out = torch.empty(6, dtype=torch.float64)
+        self.evaluate(root)
+
+    def histogram(self, begin: int, count: int, all_rows: bool = False) -> Tensor:
+        hist = torch.empty((self.F, self.S, 3), dtype=torch.float64)
+        rows_ptr = None if all_rows else self.rows.data_ptr() + 4 * begin
+        self.lib.trb_histogram(self.codes.data_ptr(), self.n, self.F, rows_ptr, count,
+                               self.gh.data_ptr(), hist.data_ptr(), self.S, self.threads)
+        return hist
+
+    def evaluate(self, *lvs: _NativeLeaf) -> None:
+        tree = self.tree
+        msl = tree.min_samples_leaf
+        out = self._out
+        for lf in lvs:
+            lf.best = None
+            if lf.depth >= self.max_depth or lf.count < 2 * msl or self.F == 0:
+                continue
+            if not bool(self.feat_ok.any()) or self.Vm < 1:
+                continue
+            self.lib.trb_best_split(lf.hist.data_ptr(), self.F, self.S, self.num_bins.data_ptr(),
+                                    self.feat_ok.data_ptr(), self.miss_feat.data_ptr(), self.Vm,
+                                    tree.l2, msl - 0.5, tree.min_child_weight, out.data_ptr())
+            bg, pa, f, t, dleft, seen_nan = out.tolist()
+            if seen_nan:
+                continue
+            gain_b = bg - pa
+            if math.isfinite(bg) and gain_b > max(tree.min_split_gain, _REL_EPS * abs(pa)):
+                lf.best = (gain_b, int(f), int(t), dleft == 1.0)
+
+    def grow(self) -> None:
+        while len(self.leaves) < self.tree.max_leaves:
+            cands = [lf for lf in self.leaves if lf.best is not None]
+            if not cands:
+                break
+            self.split(max(cands, key=lambda lf: lf.best[0]))
+
+    def split(self, leaf: _NativeLeaf) -> None:
+        leaves = self.leaves
+        gain, f, t, d_left = leaf.best
+        nl = self.lib.trb_partition(self.codes.data_ptr(), self.F,
+                                    self.rows.data_ptr() + 4 * leaf.begin, leaf.count, f, t,
+                                    int(d_left), self.prepared.missing_code, self.scratch.data_ptr())
+        nr = leaf.count - nl
+        k = len(self.sf)
+        self.sf.append(f); self.tb.append(t); self.dl.append(bool(d_left)); self.sg.append(gain)
+        self.lc.append(~leaf.leaf_id); self.rc.append(~len(leaves))
+        if leaf.parent >= 0:
+            (self.lc if leaf.is_left else self.rc)[leaf.parent] = k
+        small_left = nl <= nr
+        hs = self.histogram(leaf.begin, nl) if small_left else self.histogram(leaf.begin + nl, nr)
+        hl = leaf.hist  # reused in place: parent − smaller child
+        self.lib.trb_subtract(hl.data_ptr(), hs.data_ptr(), hl.data_ptr(), hl.numel())
+        if not small_left:
+            hs, hl = hl, hs
+        left = _NativeLeaf(leaf.leaf_id, leaf.begin, nl, hs, leaf.depth + 1, k, True)
+        right = _NativeLeaf(len(leaves), leaf.begin + nl, nr, hl, leaf.depth + 1, k, False)
+        leaf.hist = None
+        self.depth = max(self.depth, leaf.depth + 1)
+        leaves[leaves.index(leaf)] = left
+        leaves.append(right)
+        self.evaluate(left, right)
+
+    def leaf_values(self) -> Tensor:
+        self.leaves.sort(key=lambda lf: lf.leaf_id)
+        L = len(self.leaves)
+        begin = torch.tensor([lf.begin for lf in self.leaves], dtype=torch.int64)
+        count = torch.tensor([lf.count for lf in self.leaves], dtype=torch.int64)
+        sums = torch.empty((L, 2), dtype=torch.float64)
+        self.lib.trb_leaf_sums(self.rows.data_ptr(), begin.data_ptr(), count.data_ptr(), L,
+                               self.gh.data_ptr(), sums.data_ptr())
+        return _newton_values(sums, self.tree.l2)
+
+    model = _TreeGrower.model
 
 
 # ----------------------------------------------------------------------------- stumps
