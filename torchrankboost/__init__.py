@@ -43,7 +43,7 @@ from . import datasets  # noqa: F401
 from .datasets import data_root, dataset_path, load_builtin, load_data  # noqa: F401
 
 # --- losses ---
-from .losses import RankingLoss  # noqa: F401
+from .losses import BoundLoss, RankingLoss  # noqa: F401
 from .losses import AdaBoostLoss  # noqa: F401
 from .losses import ExponentialPairwiseLoss  # noqa: F401
 from .losses import PNormPushLoss  # noqa: F401

@@ -33,8 +33,9 @@ from ..pairs import ExplicitPairs
 from .levels import Levels, levels_for
 from .segment import NEG_INF, mask_inf, seg_lse, seg_scan_lse, signed_exp_diff
 
-__all__ = ["level_terms", "explicit_terms", "pair_terms", "FamilyConfig", "make_config",
-           "family_value", "FamilyFn", "family_grad_hess", "pooled_log_loss", "log_cosh"]
+__all__ = ["level_terms", "explicit_terms", "pair_terms", "FamilyConfig", "family_levels",
+           "make_config", "family_value", "FamilyFn", "family_grad_hess",
+           "family_value_grad_hess", "pooled_log_loss", "log_cosh"]
 
 
 def _log(x: float) -> float:
@@ -146,7 +147,10 @@ def pair_terms(s: Tensor, lw: Optional[Tensor], pairs, labels: Optional[Tensor],
 # ---------------------------------------------------------------------------- the family
 @dataclass
 class FamilyConfig:
-    """Everything but the scores that an exponential-family evaluation needs."""
+    """Everything but the scores that an exponential-family evaluation needs.
+
+    ``logN`` is the per-query log normaliser ``log F_p`` at all-zero scores (``(G,)``, the
+    total pair weight for ``p = 1``), computed once when ``normalize``."""
 
     pairs: object
     labels: Optional[Tensor]
@@ -156,11 +160,12 @@ class FamilyConfig:
     p: float
     log: bool
     normalize: bool
+    logN: Optional[Tensor] = None
 
 
-def make_config(inp, *, p: float, log: bool, normalize: bool, dtype: torch.dtype
-                ) -> FamilyConfig:
-    """Build the config (buckets, log weights) from :class:`Prepared` inputs."""
+def family_levels(inp) -> Optional[Levels]:
+    """The score-independent pair structure of :class:`Prepared` inputs: the buckets of
+    label-induced pairs, or ``None`` for an explicit list (checked: no ``hi == lo``)."""
     pairs = inp.pairs
     if isinstance(pairs, ExplicitPairs):
         if pairs.num_pairs and bool((pairs.hi == pairs.lo).any()):
@@ -169,20 +174,33 @@ def make_config(inp, *, p: float, log: bool, normalize: bool, dtype: torch.dtype
                 f"pairs: pair {k} has hi == lo == {int(pairs.hi[k])}; a document cannot be "
                 "preferred to itself"
             )
-        levels = None
-    else:
-        levels = levels_for(pairs, inp.labels, inp.groups)
+        return None
+    return levels_for(pairs, inp.labels, inp.groups)
+
+
+_UNSET = object()
+
+
+def make_config(inp, *, p: float, log: bool, normalize: bool, dtype: torch.dtype,
+                levels=_UNSET) -> FamilyConfig:
+    """Build the config (buckets, log weights, normaliser) from :class:`Prepared` inputs
+    (their scores unused); ``levels`` from :func:`family_levels` when already built."""
+    if levels is _UNSET:
+        levels = family_levels(inp)
     lw = None
     if inp.weights is not None:
         lw = torch.log(inp.weights.to(dtype))
-    return FamilyConfig(pairs, inp.labels, inp.groups, levels, lw, float(p), bool(log),
-                        bool(normalize))
+    cfg = FamilyConfig(inp.pairs, inp.labels, inp.groups, levels, lw, float(p), bool(log),
+                       bool(normalize))
+    if normalize:
+        cfg.logN = _log_normaliser(cfg, dtype)
+    return cfg
 
 
-def _log_normaliser(s: Tensor, cfg: FamilyConfig) -> Tensor:
+def _log_normaliser(cfg: FamilyConfig, dtype: torch.dtype) -> Tensor:
     """``log F_p`` at all-zero scores: the total pair weight for p = 1 (``(G,)``)."""
     with torch.no_grad():
-        z = torch.zeros_like(s.detach())
+        z = torch.zeros(cfg.groups.num_docs, dtype=dtype, device=cfg.groups.device)
         return pair_terms(z, cfg.lw, cfg.pairs, cfg.labels, cfg.groups, cfg.p,
                           levels=cfg.levels)["logF"]
 
@@ -199,22 +217,25 @@ def _log_shares(t: Dict[str, Tensor], has: Tensor, gi: Tensor, G: int, p: float)
     return (t["lo"] - c_lo) + lp, (t["hi"] - c_hi) + lp  # log p added after the cancellation
 
 
+def _values(logF: Tensor, cfg: FamilyConfig):
+    """Per-query values ``(G,)``, ``has_pairs`` and the log normaliser from ``log F_p``."""
+    has = (logF > NEG_INF).detach()
+    zero = torch.zeros_like(logF)
+    logN = torch.where(has, cfg.logN, zero) if cfg.normalize else zero
+    if cfg.log:
+        value = torch.where(has, logF - logN, zero)
+    else:
+        value = torch.where(has, torch.exp(torch.where(has, logF - logN, zero)), zero)
+    return value, has, logN
+
+
 def family_value(s: Tensor, cfg: FamilyConfig, *, need_dval: bool):
     """Per-query values ``(G,)``, ``has_pairs`` ``(G,)`` and (optionally) ``dval`` ``(n,)``,
     the derivative of each document's own query value with respect to its score."""
     t = pair_terms(s, cfg.lw, cfg.pairs, cfg.labels, cfg.groups, cfg.p,
                    parts="grad" if need_dval else "value", levels=cfg.levels)
     logF = t["logF"]
-    has = (logF > NEG_INF).detach()
-    zero = torch.zeros_like(logF)
-    if cfg.normalize:
-        logN = torch.where(has, _log_normaliser(s, cfg), zero)
-    else:
-        logN = zero
-    if cfg.log:
-        value = torch.where(has, logF - logN, zero)
-    else:
-        value = torch.where(has, torch.exp(torch.where(has, logF - logN, zero)), zero)
+    value, has, logN = _values(logF, cfg)
     dval = None
     if need_dval:
         gi = cfg.groups.group_index.to(s.device)
@@ -254,10 +275,10 @@ class FamilyFn(torch.autograd.Function):
         return grad, None
 
 
-def family_grad_hess(s: Tensor, cfg: FamilyConfig, hess: str, reduction: str):
-    """Closed-form gradient and curvature of the reduced family loss (see losses' docs)."""
-    t = pair_terms(s, cfg.lw, cfg.pairs, cfg.labels, cfg.groups, cfg.p,
-                   parts="diag" if hess == "diag" else "grad", levels=cfg.levels)
+def _grad_curv(t: Dict[str, Tensor], s: Tensor, cfg: FamilyConfig, hess: str,
+               reduction: str):
+    """Gradient and curvature of the reduced family loss from the pieces of
+    :func:`pair_terms` (``parts="diag"`` for ``hess="diag"``, else ``"grad"``)."""
     logF = t["logF"]
     has = logF > NEG_INF
     zero = torch.zeros_like(logF)
@@ -266,7 +287,7 @@ def family_grad_hess(s: Tensor, cfg: FamilyConfig, hess: str, reduction: str):
     if cfg.log:
         c = torch.where(has, logF, zero)[gi]
     elif cfg.normalize:
-        c = torch.where(has, _log_normaliser(s, cfg), zero)[gi]
+        c = torch.where(has, cfg.logN, zero)[gi]
     else:
         c = torch.zeros_like(s)
     lo, hi = t["lo"] - c, t["hi"] - c
@@ -284,6 +305,24 @@ def family_grad_hess(s: Tensor, cfg: FamilyConfig, hess: str, reduction: str):
         k = has.sum().clamp_min(1).to(s.dtype)
         grad, h = grad / k, h / k
     return grad, h
+
+
+def family_grad_hess(s: Tensor, cfg: FamilyConfig, hess: str, reduction: str):
+    """Closed-form gradient and curvature of the reduced family loss (see losses' docs)."""
+    t = pair_terms(s, cfg.lw, cfg.pairs, cfg.labels, cfg.groups, cfg.p,
+                   parts="diag" if hess == "diag" else "grad", levels=cfg.levels)
+    return _grad_curv(t, s, cfg, hess, reduction)
+
+
+def family_value_grad_hess(s: Tensor, cfg: FamilyConfig, hess: str, reduction: str):
+    """Per-query values ``(G,)``, ``has_pairs``, gradient and curvature ``(n,)`` from one
+    evaluation of the log-space scans (the value is their ``log F_p``): what
+    :func:`family_value` and :func:`family_grad_hess` return, computed together."""
+    t = pair_terms(s, cfg.lw, cfg.pairs, cfg.labels, cfg.groups, cfg.p,
+                   parts="diag" if hess == "diag" else "grad", levels=cfg.levels)
+    value, has, _ = _values(t["logF"], cfg)
+    grad, h = _grad_curv(t, s, cfg, hess, reduction)
+    return value, has, grad, h
 
 
 def pooled_log_loss(s: Tensor, lev: Levels, groups: Groups, p: float, *,

@@ -64,7 +64,8 @@ def check_real(value, name: str) -> float:
 
 
 class PairSetup:
-    """Everything about the pair part of a hinge-type loss that does not depend on scores.
+    """Everything about the pair part of a hinge-type loss that does not depend on scores
+    (built from validated inputs whose scores may be ``None``: a bound loss's state).
 
     ``L_pairs = scale · Σ_{(i, j)} c_ij φ(b_j − a_i)`` with ``a = s − kappa·l``,
     ``b = a + tau0``, ``φ`` the (squared) hinge, ``c_ij`` the product weights (label-induced
@@ -77,9 +78,10 @@ class PairSetup:
         self.tau0 = tau0
         self.kappa = kappa
         self.scale = scale
-        dev = inp.scores.device
-        n = inp.scores.shape[0]
+        dev = self.groups.device
+        n = self.groups.num_docs
         self.n = n
+        self._degree = None
         self.offset = None  # per-document constant subtracted from s to form a
         if kappa != 0.0:
             if inp.labels is None:
@@ -139,14 +141,18 @@ class PairSetup:
         return per_group, g * sc, (None if h is None else h * sc)
 
     def degree(self) -> Tensor:
-        """Weighted degree of each document over all its pairs (active or not), float64."""
-        dev = self.groups.device
-        if self.explicit:
-            pw = self.pw * (self.hi != self.lo).to(self.pw.dtype)  # self pairs: no curvature
-            return torch.zeros(self.n, dtype=ACC_DTYPE, device=dev).index_add(
-                0, self.hi, pw).index_add(0, self.lo, pw)
-        return pair_degree(self.lev, self.K, self.groups, self.w, self.w,
-                           torch.zeros(self.n, dtype=ACC_DTYPE, device=dev))
+        """Weighted degree of each document over all its pairs (active or not), float64
+        (score independent: computed once per setup)."""
+        if self._degree is None:
+            dev = self.groups.device
+            if self.explicit:
+                pw = self.pw * (self.hi != self.lo).to(self.pw.dtype)  # self pairs: no curvature
+                self._degree = torch.zeros(self.n, dtype=ACC_DTYPE, device=dev).index_add(
+                    0, self.hi, pw).index_add(0, self.lo, pw)
+            else:
+                self._degree = pair_degree(self.lev, self.K, self.groups, self.w, self.w,
+                                           torch.zeros(self.n, dtype=ACC_DTYPE, device=dev))
+        return self._degree
 
     def loss(self, scores: Tensor) -> Tensor:
         """Per-query pair loss ``(G,)`` in float64, differentiable in ``scores`` through

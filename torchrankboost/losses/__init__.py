@@ -1,6 +1,13 @@
 """Ranking losses as ``torch.nn.Module``s (see :mod:`torchrankboost.losses.base`)."""
 
-from .base import RankingLoss, Prepared, prepare_inputs, reduce_per_group  # noqa: F401
+from .base import (  # noqa: F401
+    BoundLoss,
+    Prepared,
+    RankingLoss,
+    prepare_inputs,
+    prepare_targets,
+    reduce_per_group,
+)
 from .pointwise import SquaredErrorLoss  # noqa: F401
 from .exponential import (  # noqa: F401
     AdaBoostLoss,

@@ -24,12 +24,30 @@ treated as ``"sum"``) and a per-document curvature:
 ``hess="diag"`` the exact Hessian diagonal, ``hess="bound"`` a diagonal ``D`` with
 ``D - H`` positive semi-definite (a quadratic upper bound around the current scores).
 Both ``(n,)``, closed form, no autograd.
+
+**Bound form.** ``loss.bind(labels, groups=None, *, pairs=None, weights=None)`` validates
+everything but the scores once and precomputes what does not depend on them (label levels,
+``(query, level)`` buckets, pair setups, normalisers, targets), returning a
+:class:`BoundLoss`: ``bound(scores)`` / ``bound.value(scores)`` is the forward,
+``bound.grad_hess(scores, hess=...)`` the closed form, and
+``bound.value_grad_hess(scores, hess=...)`` both in one call (sharing the kernels' work
+where they can). The unbound call is the same code path: it validates, binds, and
+evaluates once.
+
+**Writing a loss.** Subclass :class:`RankingLoss` and implement
+
+* :meth:`~RankingLoss._bind_state` (optional): the score-independent state of validated
+  inputs (``inp.scores`` is ``None`` there), a :class:`BindState`;
+* :meth:`~RankingLoss.per_group`: ``(G,)`` per-query losses (differentiable) and
+  ``has_pairs``, reading that state through ``self._state(inp)``;
+* :meth:`~RankingLoss._grad_hess`: the closed-form gradient and curvature of the summed
+  loss, and optionally :meth:`~RankingLoss._per_group_grad_hess` to fuse both.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Dict, Optional, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple
 
 import torch
 from torch import Tensor, nn
@@ -37,26 +55,113 @@ from torch import Tensor, nn
 from ..groups import Groups, as_groups
 from ..pairs import Bipartite, ExplicitPairs, PairSpec, resolve_pairs
 
-__all__ = ["RankingLoss", "Prepared", "prepare_inputs", "reduce_per_group", "REDUCTIONS"]
+__all__ = ["RankingLoss", "BoundLoss", "BindState", "Prepared", "prepare_inputs",
+           "prepare_targets", "reduce_per_group", "REDUCTIONS"]
 
 REDUCTIONS = ("sum", "mean", "none")
+HESS = ("diag", "bound")
 
 
 @dataclass
 class Prepared:
-    """Validated inputs: flat scores/labels/weights, groups and resolved pairs."""
+    """Validated inputs: flat scores/labels/weights, groups and resolved pairs.
 
-    scores: Tensor
+    ``scores`` is ``None`` for bound inputs (:func:`prepare_targets`); ``state`` holds the
+    loss's score-independent state once bound (:meth:`RankingLoss._bind_state`)."""
+
+    scores: Optional[Tensor]
     labels: Optional[Tensor]
     groups: Groups
     pairs: object
     weights: Optional[Tensor]
+    state: Any = None
+
+
+class BindState:
+    """The score-independent state of a bound loss: named attributes, plus
+    :meth:`cached` for what depends on the scores' dtype (or device) only, built on first
+    use."""
+
+    def __init__(self, **attrs):
+        self.__dict__.update(attrs)
+        self._memo: Dict[Any, Any] = {}
+
+    def cached(self, key, fn: Callable[[], Any]):
+        """``fn()``, computed once per ``key`` (e.g. the accumulation dtype)."""
+        val = self._memo.get(key)
+        if val is None:
+            val = self._memo[key] = fn()
+        return val
 
 
 def _check_finite(x: Tensor, name: str) -> None:
     if not bool(torch.isfinite(x).all()):
         bad = "NaN" if bool(torch.isnan(x).any()) else "inf"
         raise ValueError(f"{name} contains {bad} values")
+
+
+def _check_hess(hess: str) -> None:
+    if hess not in HESS:
+        raise ValueError(f"hess must be 'diag' or 'bound', got {hess!r}")
+
+
+def _targets(n: int, device, labels: Optional[Tensor], groups: Groups, pairs: PairSpec,
+             weights: Optional[Tensor], like: str) -> Prepared:
+    """Validate labels, pairs and weights for ``n`` documents in ``groups`` (already checked
+    and on ``device``). ``like`` names what fixes ``n`` in the messages."""
+    p = resolve_pairs(pairs)
+    if labels is None:
+        if not isinstance(p, ExplicitPairs):
+            raise ValueError("labels are required unless pairs=ExplicitPairs(...)")
+    else:
+        if labels.dim() != 1 or labels.shape[0] != n:
+            raise ValueError(
+                f"labels must have shape ({n},) like {like}, got {tuple(labels.shape)}"
+            )
+        labels = labels.to(device)
+        if labels.dtype.is_floating_point and not bool(torch.isfinite(labels).all()):
+            _check_finite(labels, "labels")
+    if isinstance(p, ExplicitPairs):
+        p = p.validate(groups)
+    if weights is not None:
+        if weights.dim() != 1 or weights.shape[0] != n:
+            raise ValueError(
+                f"weights must have shape ({n},) like {like}, got {tuple(weights.shape)}"
+            )
+        weights = weights.to(device)
+        if not bool(torch.isfinite(weights).all()) or bool((weights < 0).any()):
+            raise ValueError("weights must be finite and non-negative (no NaN or inf)")
+    return Prepared(None, labels, groups, p, weights)
+
+
+def prepare_targets(labels: Optional[Tensor], groups: Optional[Groups] = None, *,
+                    pairs: PairSpec = None, weights: Optional[Tensor] = None) -> Prepared:
+    """Validate and normalise everything but the scores (what :meth:`RankingLoss.bind`
+    binds): flat ``(n,)`` labels (``n`` from the labels, else from ``groups`` when labels are
+    ``None`` with explicit pairs), ``groups``, ``pairs``, ``weights``; the same
+    ``ValueError`` messages as :func:`prepare_inputs`. The result lives on the labels'
+    device (else the groups', else the CPU) and has ``scores=None``."""
+    device = None
+    for x in (labels, groups, weights):
+        if isinstance(x, (Tensor, Groups)):
+            device = x.device
+            break
+    if labels is not None and not isinstance(labels, Tensor):
+        labels = torch.as_tensor(labels, device=device)
+    if weights is not None and not isinstance(weights, Tensor):
+        weights = torch.as_tensor(weights, device=device)
+    if labels is not None:
+        if labels.dim() != 1:
+            raise ValueError(f"labels must be 1-D (flat, with groups), got shape "
+                             f"{tuple(labels.shape)}")
+        n = labels.shape[0]
+    elif isinstance(groups, Groups):
+        n = groups.num_docs
+    else:
+        raise ValueError("bind needs labels, or groups with pairs=ExplicitPairs(...) (the "
+                         "number of documents)")
+    groups = as_groups(groups, n, device=device)
+    return _targets(n, groups.device, labels, groups, pairs, weights, "labels")
 
 
 def prepare_inputs(scores: Tensor, labels: Optional[Tensor], groups: Optional[Groups] = None,
@@ -107,30 +212,9 @@ def prepare_inputs(scores: Tensor, labels: Optional[Tensor], groups: Optional[Gr
     n = scores.shape[0]
     groups = as_groups(groups, n, device=scores.device)
     _check_finite(scores.detach(), "scores")
-
-    p = resolve_pairs(pairs)
-    if labels is None:
-        if not isinstance(p, ExplicitPairs):
-            raise ValueError("labels are required unless pairs=ExplicitPairs(...)")
-    else:
-        if labels.dim() != 1 or labels.shape[0] != n:
-            raise ValueError(
-                f"labels must have shape ({n},) like scores, got {tuple(labels.shape)}"
-            )
-        labels = labels.to(scores.device)
-        if labels.dtype.is_floating_point and not bool(torch.isfinite(labels).all()):
-            _check_finite(labels, "labels")
-    if isinstance(p, ExplicitPairs):
-        p = p.validate(groups)
-    if weights is not None:
-        if weights.dim() != 1 or weights.shape[0] != n:
-            raise ValueError(
-                f"weights must have shape ({n},) like scores, got {tuple(weights.shape)}"
-            )
-        weights = weights.to(scores.device)
-        if not bool(torch.isfinite(weights).all()) or bool((weights < 0).any()):
-            raise ValueError("weights must be finite and non-negative (no NaN or inf)")
-    return Prepared(scores, labels, groups, p, weights)
+    inp = _targets(n, scores.device, labels, groups, pairs, weights, "scores")
+    inp.scores = scores
+    return inp
 
 
 def reduce_per_group(per_group: Tensor, reduction: str, has_pairs: Optional[Tensor] = None
@@ -152,12 +236,98 @@ def reduce_per_group(per_group: Tensor, reduction: str, has_pairs: Optional[Tens
     raise ValueError(f"reduction must be one of {REDUCTIONS}, got {reduction!r}")
 
 
+class BoundLoss:
+    """A loss with its labels bound: :meth:`RankingLoss.bind`'s result.
+
+    Everything that does not depend on the scores (validation of labels, groups, pairs and
+    weights; label levels, buckets, pair setups, normalisers, targets) was done once at bind
+    time; each call only checks the scores (a floating ``(n,)`` tensor on the bound device,
+    finite) and evaluates.
+
+    * ``bound(scores)`` / ``bound.value(scores)``: the loss's forward, exactly (same
+      reduction, differentiable in ``scores``, twice where the loss is);
+    * ``bound.grad_hess(scores, *, hess="diag")``: the unbound ``grad_hess``, ``(g, h)``;
+    * ``bound.value_grad_hess(scores, *, hess="diag")``: ``(value, g, h)`` in one call, the
+      value a 0-d tensor reduced as ``grad_hess`` reduces (``"none"`` counts as ``"sum"``),
+      without autograd.
+
+    Attributes: ``loss`` (the module), ``labels`` (``(n,)`` or ``None``), ``groups``,
+    ``pairs`` (resolved), ``weights``, ``n``. The bound state follows the loss's options at
+    bind time: bind again after changing them.
+    """
+
+    __slots__ = ("loss", "labels", "groups", "pairs", "weights", "n", "_inp")
+
+    def __init__(self, loss: "RankingLoss", inp: Prepared):
+        self.loss = loss
+        self._inp = inp
+        self.labels = inp.labels
+        self.groups = inp.groups
+        self.pairs = inp.pairs
+        self.weights = inp.weights
+        self.n = inp.groups.num_docs
+
+    # -- internal: scores already checked ----------------------------------------------
+    def _at(self, scores: Tensor) -> Prepared:
+        b = self._inp
+        return Prepared(scores, b.labels, b.groups, b.pairs, b.weights, b.state)
+
+    def _value(self, scores: Tensor) -> Tensor:
+        return self.loss._value(self._at(scores))
+
+    def _grad_hess(self, scores: Tensor, hess: str) -> Tuple[Tensor, Tensor]:
+        return self.loss._grad_hess(self._at(scores), hess)
+
+    def _value_grad_hess(self, scores: Tensor, hess: str) -> Tuple[Tensor, Tensor, Tensor]:
+        return self.loss._value_grad_hess(self._at(scores), hess)
+
+    def _check(self, scores) -> Tensor:
+        if not isinstance(scores, Tensor):
+            raise ValueError(f"scores must be a torch.Tensor, got {type(scores).__name__}")
+        if not scores.dtype.is_floating_point:
+            raise ValueError(f"scores must be a floating tensor, got {scores.dtype}")
+        if scores.dim() != 1 or scores.shape[0] != self.n:
+            raise ValueError(f"scores must have shape ({self.n},) like the bound labels, got "
+                             f"{tuple(scores.shape)}")
+        if scores.device != self.groups.device:
+            raise ValueError(f"scores are on {scores.device} but the loss was bound on "
+                             f"{self.groups.device}")
+        _check_finite(scores.detach(), "scores")
+        return scores
+
+    # -- public -------------------------------------------------------------------------
+    def value(self, scores: Tensor) -> Tensor:
+        """The loss at ``scores`` ``(n,)``: what ``loss(scores, labels, groups, ...)``
+        returns (a scalar, or ``(G,)`` with ``reduction="none"``), differentiable."""
+        return self._value(self._check(scores))
+
+    def __call__(self, scores: Tensor) -> Tensor:
+        return self.value(scores)
+
+    def grad_hess(self, scores: Tensor, *, hess: str = "diag") -> Tuple[Tensor, Tensor]:
+        """``(grad, curvature)``, both ``(n,)``: the unbound :meth:`RankingLoss.grad_hess`."""
+        _check_hess(hess)
+        return self._grad_hess(self._check(scores).detach(), hess)
+
+    def value_grad_hess(self, scores: Tensor, *, hess: str = "diag"
+                        ) -> Tuple[Tensor, Tensor, Tensor]:
+        """``(value 0-d, grad (n,), curvature (n,))`` in one call (no autograd): the value
+        of the loss reduced as the gradient is (``"none"`` summed), in the scores' dtype."""
+        _check_hess(hess)
+        return self._value_grad_hess(self._check(scores).detach(), hess)
+
+    def __repr__(self) -> str:
+        return f"BoundLoss({self.loss!r}, n={self.n}, num_groups={self.groups.num_groups})"
+
+
 class RankingLoss(nn.Module):
-    """Base class: stores ``reduction`` and defines the call/``grad_hess`` contract.
+    """Base class: stores ``reduction`` and defines the call/``grad_hess``/``bind`` contract.
 
     Subclasses implement :meth:`per_group` (``(G,)`` per-query losses from
     :class:`Prepared` inputs, differentiable) and :meth:`_grad_hess` (closed-form gradient
-    and curvature of the summed loss). ``has_pairs`` (``(G,)`` bool) feeds ``"mean"``.
+    and curvature of the summed loss), both reading the score-independent state of
+    :meth:`_bind_state` through :meth:`_state`. ``has_pairs`` (``(G,)`` bool) feeds
+    ``"mean"``.
     """
 
     #: the loss is a sum of per-query terms (a block-diagonal Hessian by query), which the
@@ -181,13 +351,89 @@ class RankingLoss(nn.Module):
     def _grad_hess(self, inp: Prepared, hess: str) -> Tuple[Tensor, Tensor]:
         raise NotImplementedError(f"{type(self).__name__} has no closed-form grad_hess")
 
+    def _bind_state(self, inp: Prepared) -> BindState:
+        """The score-independent state of validated inputs (``inp.scores`` is ``None``):
+        computed once by :meth:`bind`. Raise ``ValueError`` here for inputs the loss
+        refuses. Default: nothing."""
+        return BindState()
+
+    def _per_group_grad_hess(self, inp: Prepared, hess: str
+                             ) -> Tuple[Tensor, Optional[Tensor], Tensor, Tensor]:
+        """``(per_group, has_pairs, grad, curvature)`` at detached scores; override to
+        share work between the value and the gradient. Default: both separately."""
+        with torch.no_grad():
+            per, has = self.per_group(inp)
+        g, h = self._grad_hess(inp, hess)
+        return per, has, g, h
+
+    # -- shared -------------------------------------------------------------------
+    def _state(self, inp: Prepared):
+        """The bound state of ``inp`` (computed here, once, for unbound inputs)."""
+        if inp.state is None:
+            inp.state = self._bind_state(inp)
+        return inp.state
+
+    def _pairs(self, pairs: PairSpec) -> PairSpec:
+        """The pair spec this loss evaluates for the ``pairs`` argument (default as given)."""
+        return pairs
+
+    def _check_label_sign(self, inp: Prepared) -> None:
+        """Negative labels are refused (allRank pads with -1) unless the loss gives them a
+        meaning (``negative_labels``) or the pairs do not read grades (``Bipartite``: below
+        the threshold; explicit pairs)."""
+        y = inp.labels
+        if (not self.negative_labels and y is not None and y.numel()
+                and not isinstance(inp.pairs, (Bipartite, ExplicitPairs))
+                and float(y.min()) < 0):
+            raise ValueError(
+                f"{type(self).__name__} needs non-negative relevance labels, got "
+                f"{float(y.min()):g}; a label of -1 usually marks padding: pass the padded "
+                f"(B, L) tensors with mask=... (or drop the padded slots); real-valued grades "
+                f"can be shifted to >= 0 (only their order counts)")
+
+    def _inputs(self, scores, labels, groups, *, pairs=None, **kw) -> Prepared:
+        """:func:`prepare_inputs` (pairs as :meth:`_pairs` says), then the label-sign
+        rule (:meth:`_check_label_sign`)."""
+        inp = prepare_inputs(scores, labels, groups, pairs=self._pairs(pairs), **kw)
+        self._check_label_sign(inp)
+        return inp
+
+    def _bound(self, inp: Prepared, **options) -> BoundLoss:
+        """Bind validated inputs (their scores ignored): the state, computed once."""
+        base = Prepared(None, inp.labels, inp.groups, inp.pairs, inp.weights)
+        base.state = self._bind_state(base, **options)
+        return BoundLoss(self, base)
+
+    def _value(self, inp: Prepared) -> Tensor:
+        per_group, has_pairs = self.per_group(inp)
+        return reduce_per_group(per_group, self.reduction, has_pairs).to(inp.scores.dtype)
+
+    def _value_grad_hess(self, inp: Prepared, hess: str) -> Tuple[Tensor, Tensor, Tensor]:
+        per, has, g, h = self._per_group_grad_hess(inp, hess)
+        red = "sum" if self.reduction == "none" else self.reduction
+        return reduce_per_group(per.detach(), red, has).to(inp.scores.dtype), g, h
+
     # -- public -------------------------------------------------------------------
+    def bind(self, labels: Optional[Tensor], groups: Optional[Groups] = None, *,
+             pairs: PairSpec = None, weights: Optional[Tensor] = None) -> BoundLoss:
+        """Bind the labels once: a :class:`BoundLoss` evaluating this loss at any scores.
+
+        Validates ``labels`` ``(n,)``, ``groups``, ``pairs`` and ``weights`` ``(n,)`` as the
+        call does (the same ``ValueError`` messages) and precomputes everything that does
+        not depend on the scores. ``bound(scores)`` then equals
+        ``self(scores, labels, groups, pairs=pairs, weights=weights)``, and
+        ``bound.grad_hess(scores, hess=h)`` equals ``self.grad_hess(scores, labels, groups,
+        pairs=pairs, weights=weights, hess=h)``. The state lives on the labels' device.
+        """
+        inp = prepare_targets(labels, groups, pairs=self._pairs(pairs), weights=weights)
+        self._check_label_sign(inp)
+        return self._bound(inp)
+
     def forward(self, scores: Tensor, labels: Optional[Tensor] = None,
                 groups: Optional[Groups] = None, *, pairs: PairSpec = None,
                 weights: Optional[Tensor] = None, mask: Optional[Tensor] = None) -> Tensor:
         inp = self._inputs(scores, labels, groups, pairs=pairs, weights=weights, mask=mask)
-        per_group, has_pairs = self.per_group(inp)
-        return reduce_per_group(per_group, self.reduction, has_pairs)
+        return self._bound(inp)._value(inp.scores)
 
     def grad_hess(self, scores: Tensor, labels: Optional[Tensor] = None,
                   groups: Optional[Groups] = None, *, pairs: PairSpec = None,
@@ -202,26 +448,9 @@ class RankingLoss(nn.Module):
         Returns:
             ``(grad, curvature)``, both ``(n,)`` in the dtype of ``scores``.
         """
-        if hess not in ("diag", "bound"):
-            raise ValueError(f"hess must be 'diag' or 'bound', got {hess!r}")
+        _check_hess(hess)
         inp = self._inputs(scores.detach(), labels, groups, pairs=pairs, weights=weights)
-        return self._grad_hess(inp, hess)
-
-    def _inputs(self, scores, labels, groups, **kw) -> Prepared:
-        """:func:`prepare_inputs`, then the label-sign rule: negative labels are refused
-        (allRank pads with -1) unless the loss gives them a meaning (``negative_labels``) or
-        the pairs do not read grades (``Bipartite``: below the threshold; explicit pairs)."""
-        inp = prepare_inputs(scores, labels, groups, **kw)
-        y = inp.labels
-        if (not self.negative_labels and y is not None and y.numel()
-                and not isinstance(inp.pairs, (Bipartite, ExplicitPairs))
-                and float(y.min()) < 0):
-            raise ValueError(
-                f"{type(self).__name__} needs non-negative relevance labels, got "
-                f"{float(y.min()):g}; a label of -1 usually marks padding: pass the padded "
-                f"(B, L) tensors with mask=... (or drop the padded slots); real-valued grades "
-                f"can be shifted to >= 0 (only their order counts)")
-        return inp
+        return self._bound(inp)._grad_hess(inp.scores, hess)
 
     def round_diagnostics(self, scores: Tensor, labels: Optional[Tensor] = None,
                           groups: Optional[Groups] = None) -> Dict[str, float]:

@@ -31,7 +31,7 @@ from ..groups import Groups
 from ..pairs import Bipartite, PairSpec, resolve_pairs, Graded
 from .._pair_engine import exponential as K
 from .._pair_engine.segment import NEG_INF, acc_dtype, seg_lse, signed_exp_diff
-from .base import Prepared, RankingLoss, prepare_inputs, reduce_per_group
+from .base import BindState, Prepared, RankingLoss, prepare_inputs
 
 __all__ = ["ExponentialPairwiseLoss", "AdaBoostLoss", "f_skew", "relative_f_skew",
            "zero_skew_intercept"]
@@ -42,7 +42,10 @@ class _ExpFamilyLoss(RankingLoss):
 
     Per-query values come from the pair engine's ``FamilyFn``: log-space
     kernel forward, closed-form backward (O(n) memory, NaN-free when the raw loss
-    overflows), differentiable twice for Hessians.
+    overflows), differentiable twice for Hessians. The bound state holds the label buckets
+    (checked explicit pairs) and, per accumulation dtype, the engine's ``FamilyConfig``
+    (log weights, the ``normalize`` denominators); ``value_grad_hess`` takes the value and
+    the gradient terms from one pass of the log-space scans.
     """
 
     def __init__(self, *, log: bool = False, normalize: bool = False, reduction: str = "sum"):
@@ -54,9 +57,14 @@ class _ExpFamilyLoss(RankingLoss):
     def _p(self) -> float:
         return 1.0
 
+    def _bind_state(self, inp: Prepared) -> BindState:
+        return BindState(inp=inp, levels=K.family_levels(inp))
+
     def _config(self, inp: Prepared, dtype) -> K.FamilyConfig:
-        return K.make_config(inp, p=self._p, log=self.log, normalize=self.normalize,
-                             dtype=dtype)
+        st = self._state(inp)
+        return st.cached(dtype, lambda: K.make_config(
+            st.inp, p=self._p, log=self.log, normalize=self.normalize, dtype=dtype,
+            levels=st.levels))
 
     def per_group(self, inp: Prepared) -> Tuple[Tensor, Optional[Tensor]]:
         dt = acc_dtype(inp.scores.dtype)
@@ -64,17 +72,18 @@ class _ExpFamilyLoss(RankingLoss):
         value, has = K.FamilyFn.apply(inp.scores.to(dt), cfg)
         return value, has
 
-    def forward(self, scores: Tensor, labels: Optional[Tensor] = None,
-                groups: Optional[Groups] = None, *, pairs: PairSpec = None,
-                weights: Optional[Tensor] = None, mask: Optional[Tensor] = None) -> Tensor:
-        out = super().forward(scores, labels, groups, pairs=pairs, weights=weights, mask=mask)
-        return out.to(scores.dtype)
-
     def _grad_hess(self, inp: Prepared, hess: str) -> Tuple[Tensor, Tensor]:
         dt = acc_dtype(inp.scores.dtype)
         cfg = self._config(inp, dt)
         g, h = K.family_grad_hess(inp.scores.to(dt), cfg, hess, self.reduction)
         return g.to(inp.scores.dtype), h.to(inp.scores.dtype)
+
+    def _per_group_grad_hess(self, inp: Prepared, hess: str):
+        dt = acc_dtype(inp.scores.dtype)
+        cfg = self._config(inp, dt)
+        value, has, g, h = K.family_value_grad_hess(inp.scores.to(dt), cfg, hess,
+                                                    self.reduction)
+        return value, has, g.to(inp.scores.dtype), h.to(inp.scores.dtype)
 
     def extra_repr(self) -> str:
         return f"log={self.log}, normalize={self.normalize}, reduction={self.reduction!r}"
@@ -155,57 +164,54 @@ class AdaBoostLoss(RankingLoss):
         self.threshold = float(threshold)
         self.log = bool(log)
 
-    def _threshold(self, pairs) -> float:
-        return _bipartite_threshold(pairs, self.threshold)
+    def _pairs(self, pairs: PairSpec) -> PairSpec:
+        """``pairs``: ``None`` (the constructor's ``threshold``) or ``Bipartite(t)``."""
+        return Bipartite(_bipartite_threshold(pairs, self.threshold))
 
-    def _terms(self, inp: Prepared, thr: float):
-        dt = acc_dtype(inp.scores.dtype)
-        s = inp.scores.to(dt)
-        y = torch.where(inp.labels > thr, 1.0, -1.0).to(dt)
-        u = -y * s
-        if inp.weights is not None:
-            u = u + torch.log(inp.weights.to(dt))
-        gi = inp.groups.group_index.to(s.device)
-        logF = seg_lse(u, gi, inp.groups.num_groups)  # (G,) ln F per query
-        return s, y, u, gi, logF, logF > NEG_INF
-
-    def per_group(self, inp: Prepared) -> Tuple[Tensor, Optional[Tensor]]:
-        """Per-query ``F`` (or ``ln F``) and the non-empty mask. ``inp.pairs``:
-        ``Bipartite(t)`` uses ``t``; the default (graded) uses the constructor threshold."""
+    def _bind_state(self, inp: Prepared) -> BindState:
         if isinstance(inp.pairs, Bipartite):
             thr = float(inp.pairs.threshold)
         elif isinstance(inp.pairs, Graded):
             thr = self.threshold
         else:
             raise ValueError("pairs: AdaBoostLoss needs bipartite labels, not explicit pairs")
-        s, y, u, gi, logF, has = self._terms(inp, thr)
+        return BindState(inp=inp, pos=inp.labels > thr,
+                         gi=inp.groups.group_index.to(inp.labels.device))
+
+    def _signs(self, st: BindState, dt) -> Tuple[Tensor, Optional[Tensor]]:
+        """``y`` (±1) and the log weights (or ``None``) in the accumulation dtype."""
+        def build():
+            y = torch.where(st.pos, 1.0, -1.0).to(dt)
+            w = st.inp.weights
+            return y, (None if w is None else torch.log(w.to(dt)))
+        return st.cached(dt, build)
+
+    def _terms(self, inp: Prepared):
+        st = self._state(inp)
+        dt = acc_dtype(inp.scores.dtype)
+        s = inp.scores.to(dt)
+        y, lw = self._signs(st, dt)
+        u = -y * s
+        if lw is not None:
+            u = u + lw
+        gi = st.gi
+        logF = seg_lse(u, gi, inp.groups.num_groups)  # (G,) ln F per query
+        return s, y, u, gi, logF, logF > NEG_INF
+
+    def per_group(self, inp: Prepared) -> Tuple[Tensor, Optional[Tensor]]:
+        """Per-query ``F`` (or ``ln F``) and the non-empty mask. ``inp.pairs``:
+        ``Bipartite(t)`` uses ``t``; the default (graded) uses the constructor threshold."""
+        s, y, u, gi, logF, has = self._terms(inp)
         if self.log:
             per = torch.where(has, logF, torch.zeros_like(logF))
         else:
             per = inp.groups.segment_sum(torch.exp(u))
         return per, has
 
-    def forward(self, scores: Tensor, labels: Optional[Tensor] = None,
-                groups: Optional[Groups] = None, *, pairs: PairSpec = None,
-                weights: Optional[Tensor] = None, mask: Optional[Tensor] = None) -> Tensor:
-        thr = self._threshold(pairs)
-        inp = prepare_inputs(scores, labels, groups, pairs=Bipartite(thr), weights=weights,
-                             mask=mask)
-        per, has = self.per_group(inp)
-        return reduce_per_group(per, self.reduction, has).to(scores.dtype)
-
-    def grad_hess(self, scores: Tensor, labels: Optional[Tensor] = None,
-                  groups: Optional[Groups] = None, *, pairs: PairSpec = None,
-                  weights: Optional[Tensor] = None, hess: str = "diag"
-                  ) -> Tuple[Tensor, Tensor]:
+    def _grad_hess(self, inp: Prepared, hess: str) -> Tuple[Tensor, Tensor]:
         """Closed-form gradient and curvature (``"bound"`` == ``"diag"``, the Hessian is
         diagonal; with ``log=True`` the bound is ``π``, the diagonal ``π − π²``)."""
-        if hess not in ("diag", "bound"):
-            raise ValueError(f"hess must be 'diag' or 'bound', got {hess!r}")
-        thr = self._threshold(pairs)
-        inp = prepare_inputs(scores.detach(), labels, groups, pairs=Bipartite(thr),
-                             weights=weights)
-        s, y, u, gi, logF, has = self._terms(inp, thr)
+        s, y, u, gi, logF, has = self._terms(inp)
         if self.log:
             c = torch.where(has, logF, torch.zeros_like(logF))[gi]
             pi = torch.exp(u - c)
@@ -218,7 +224,7 @@ class AdaBoostLoss(RankingLoss):
         if self.reduction == "mean":
             k = has.sum().clamp_min(1).to(s.dtype)
             g, h = g / k, h / k
-        return g.to(scores.dtype), h.to(scores.dtype)
+        return g.to(inp.scores.dtype), h.to(inp.scores.dtype)
 
     def round_diagnostics(self, scores: Tensor, labels: Optional[Tensor] = None,
                           groups: Optional[Groups] = None) -> Dict[str, float]:

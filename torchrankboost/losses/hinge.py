@@ -11,7 +11,7 @@ from typing import Optional, Tuple
 from torch import Tensor
 
 from .._pair_engine.hinge import ACC_DTYPE, PairSetup, check_real, reduction_scale
-from .base import Prepared, RankingLoss
+from .base import BindState, Prepared, RankingLoss
 
 __all__ = ["PairwiseHingeLoss"]
 
@@ -78,21 +78,33 @@ class PairwiseHingeLoss(RankingLoss):
             raise ValueError(f"squared must be a bool, got {squared!r}")
         self.squared = squared
 
-    def _setup(self, inp: Prepared) -> PairSetup:
-        return PairSetup(inp, squared=self.squared, tau0=self.margin, kappa=0.0, scale=1.0)
+    def _bind_state(self, inp: Prepared) -> BindState:
+        setup = PairSetup(inp, squared=self.squared, tau0=self.margin, kappa=0.0, scale=1.0)
+        return BindState(setup=setup, k=reduction_scale(setup.has_pairs, self.reduction))
 
     def per_group(self, inp: Prepared) -> Tuple[Tensor, Optional[Tensor]]:
-        setup = self._setup(inp)
+        setup = self._state(inp).setup
         return setup.loss(inp.scores).to(inp.scores.dtype), setup.has_pairs
 
-    def _grad_hess(self, inp: Prepared, hess: str) -> Tuple[Tensor, Tensor]:
-        setup = self._setup(inp)
+    def _per_group_grad_hess(self, inp: Prepared, hess: str):
+        """One pass of the sorted pair sums gives the per-query loss, the gradient and the
+        exact diagonal together."""
+        st = self._state(inp)
         s64 = inp.scores.to(ACC_DTYPE)
-        _, g, h = setup.compute(s64, need_loss=False, need_hess=(hess == "diag"))
+        per, g, h = st.setup.compute(s64, need_loss=True, need_hess=(hess == "diag"))
+        g, h = self._finish(st, g, h, hess, inp.scores.dtype)
+        return per.to(inp.scores.dtype), st.setup.has_pairs, g, h
+
+    def _grad_hess(self, inp: Prepared, hess: str) -> Tuple[Tensor, Tensor]:
+        st = self._state(inp)
+        s64 = inp.scores.to(ACC_DTYPE)
+        _, g, h = st.setup.compute(s64, need_loss=False, need_hess=(hess == "diag"))
+        return self._finish(st, g, h, hess, inp.scores.dtype)
+
+    def _finish(self, st: BindState, g: Tensor, h: Optional[Tensor], hess: str, dt):
         if hess == "bound":
-            h = 4.0 * setup.degree() if self.squared else g.new_zeros(g.shape)
-        k = reduction_scale(setup.has_pairs, self.reduction)
-        dt = inp.scores.dtype
+            h = 4.0 * st.setup.degree() if self.squared else g.new_zeros(g.shape)
+        k = st.k
         return (g * k).to(dt), (h * k).to(dt)
 
     def extra_repr(self) -> str:

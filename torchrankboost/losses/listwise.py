@@ -25,7 +25,7 @@ from torch import Tensor
 
 from ..groups import Groups
 from ..pairs import Bipartite, ExplicitPairs, Graded
-from .base import Prepared, RankingLoss
+from .base import BindState, Prepared, RankingLoss
 
 __all__ = ["ListNetLoss", "ListMLELoss", "RankNetLoss"]
 
@@ -33,6 +33,7 @@ TARGETS = ("softmax", "gain")
 
 
 def _no_pairs_no_weights(loss: RankingLoss, inp: Prepared) -> Tensor:
+    """The labels of a listwise loss (which takes no pairs and no weights), as given."""
     name = type(loss).__name__
     if not isinstance(inp.pairs, Graded):
         raise ValueError(f"{name} is listwise: it takes labels, not pairs")
@@ -40,7 +41,7 @@ def _no_pairs_no_weights(loss: RankingLoss, inp: Prepared) -> Tensor:
         raise ValueError(f"{name} does not take document weights")
     if inp.labels is None:
         raise ValueError(f"{name} needs labels")
-    return inp.labels.to(inp.scores.dtype)
+    return inp.labels
 
 
 def _per_query_scale(loss: RankingLoss, has: Tensor) -> float:
@@ -80,34 +81,43 @@ class ListNetLoss(RankingLoss):
             raise ValueError(f"targets must be one of {TARGETS}, got {targets!r}")
         self.targets = targets
 
-    def _target(self, inp: Prepared) -> Tuple[Tensor, Tensor]:
+    def _bind_state(self, inp: Prepared) -> BindState:
         y = _no_pairs_no_weights(self, inp)
-        g = inp.groups
-        if self.targets == "softmax":
-            return g.segment_softmax(y), g.sizes > 0
-        if bool((y < 0).any()):
+        if self.targets == "gain" and bool((y < 0).any()):
             raise ValueError("ListNetLoss(targets='gain') needs non-negative labels")
-        # 2^l - 1 scaled by 2^-max(l) per query (the normalised target is unchanged, and
-        # labels of 1024 and more do not overflow)
-        top = g.broadcast(g.segment_max(y, empty=0.0))
-        gain = torch.exp2(y - top) - torch.exp2(-top)
-        tot = g.segment_sum(gain)
-        has = tot > 0
-        return gain / g.broadcast(torch.where(has, tot, torch.ones_like(tot))), has
+        return BindState(labels=y, groups=inp.groups)
+
+    def _target(self, inp: Prepared) -> Tuple[Tensor, Tensor, Tensor, float]:
+        """``(P, has, active, scale)`` in the scores' dtype: the target probabilities, the
+        queries with a target, their documents (1/0) and the ``"mean"`` factor."""
+        st = self._state(inp)
+        dt = inp.scores.dtype
+        return st.cached(dt, lambda: self._build_target(st.labels.to(dt), st.groups))
+
+    def _build_target(self, y: Tensor, g: Groups):
+        if self.targets == "softmax":
+            P, has = g.segment_softmax(y), g.sizes > 0
+        else:
+            # 2^l - 1 scaled by 2^-max(l) per query (the normalised target is unchanged,
+            # and labels of 1024 and more do not overflow)
+            top = g.broadcast(g.segment_max(y, empty=0.0))
+            gain = torch.exp2(y - top) - torch.exp2(-top)
+            tot = g.segment_sum(gain)
+            has = tot > 0
+            P = gain / g.broadcast(torch.where(has, tot, torch.ones_like(tot)))
+        return P, has, g.broadcast(has).to(y.dtype), _per_query_scale(self, has)
 
     def per_group(self, inp: Prepared) -> Tuple[Tensor, Optional[Tensor]]:
-        P, has = self._target(inp)
+        P, has, _, _ = self._target(inp)
         g = inp.groups
         lse = g.segment_logsumexp(inp.scores)
         loss = g.segment_sum(P * (g.broadcast(lse) - inp.scores))
         return torch.where(has, loss, torch.zeros_like(loss)), has
 
     def _grad_hess(self, inp: Prepared, hess: str) -> Tuple[Tensor, Tensor]:
-        P, has = self._target(inp)
+        P, has, active, scale = self._target(inp)
         g = inp.groups
         sig = g.segment_softmax(inp.scores)
-        active = g.broadcast(has).to(sig.dtype)
-        scale = _per_query_scale(self, has)
         grad = (sig - P) * active * scale
         curv = (sig * (1.0 - sig) if hess == "diag" else sig) * active * scale
         return grad, curv
@@ -159,8 +169,17 @@ class ListMLELoss(RankingLoss):
     def __init__(self, *, reduction: str = "sum"):
         super().__init__(reduction=reduction)
 
-    @staticmethod
-    def _sorted(inp: Prepared, y: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
+    def _bind_state(self, inp: Prepared) -> BindState:
+        y = _no_pairs_no_weights(self, inp)
+        has = inp.groups.sizes > 1
+        return BindState(labels=y, has=has, scale=_per_query_scale(self, has))
+
+    def _sorted(self, inp: Prepared) -> Tuple[Tensor, Tensor, Tensor]:
+        """The label order (ties by decreasing score), the sorted scores and their suffix
+        log-sum-exps."""
+        st = self._state(inp)
+        dt = inp.scores.dtype
+        y = st.cached(dt, lambda: st.labels.to(dt))
         g = inp.groups
         by_score = g.argsort(inp.scores.detach(), descending=True)
         perm = by_score[g.argsort(y[by_score], descending=True)]  # label, then score
@@ -168,20 +187,27 @@ class ListMLELoss(RankingLoss):
         return perm, sp, _suffix_logsumexp(sp, g)
 
     def per_group(self, inp: Prepared) -> Tuple[Tensor, Optional[Tensor]]:
-        y = _no_pairs_no_weights(self, inp)
-        _, sp, lse = self._sorted(inp, y)
-        return inp.groups.segment_sum(lse - sp), inp.groups.sizes > 1
+        _, sp, lse = self._sorted(inp)
+        return inp.groups.segment_sum(lse - sp), self._state(inp).has
 
     def _grad_hess(self, inp: Prepared, hess: str) -> Tuple[Tensor, Tensor]:
-        y = _no_pairs_no_weights(self, inp)
+        return self._terms(inp, hess, *self._sorted(inp))
+
+    def _per_group_grad_hess(self, inp: Prepared, hess: str):
+        """One sort and scan for the value, the gradient and the curvature."""
+        perm, sp, lse = self._sorted(inp)
+        per = inp.groups.segment_sum(lse - sp)
+        grad, curv = self._terms(inp, hess, perm, sp, lse)
+        return per, self._state(inp).has, grad, curv
+
+    def _terms(self, inp: Prepared, hess: str, perm: Tensor, sp: Tensor, lse: Tensor):
         g = inp.groups
-        perm, sp, lse = self._sorted(inp, y)
         p1 = torch.exp(sp + g.segment_logcumsumexp(-lse))
         if hess == "diag":
             c = p1 - torch.exp(2.0 * sp + g.segment_logcumsumexp(-2.0 * lse))
         else:
             c = p1
-        scale = _per_query_scale(self, g.sizes > 1)
+        scale = self._state(inp).scale
         grad = torch.empty_like(sp)
         curv = torch.empty_like(sp)
         grad[perm] = (p1 - 1.0) * scale
@@ -216,30 +242,39 @@ def _block_pairs(groups: Groups, a: int, b: int, sizes_per_doc: Tensor) -> Tuple
 
 
 class _RankNetPairs:
-    """The preferred pairs of a batch, produced block by block."""
+    """The preferred pairs of a batch with their weights ``c`` (``(i, j, c)`` triples),
+    produced block by block. Score independent, so a bound loss keeps them: when all the
+    candidate pairs fit in one block (``Σ_q n_q² ≤ block_pairs``, or an explicit list) the
+    triples are built once per dtype and reused; otherwise each call regenerates the
+    blocks (memory O(n + block_pairs) either way)."""
 
     def __init__(self, inp: Prepared, block_pairs: int):
-        self.inp = inp
+        self.groups = inp.groups
+        self.labels = inp.labels
+        self.weights = inp.weights
         self.block_pairs = block_pairs
         self.pairs = inp.pairs
-        if not isinstance(self.pairs, ExplicitPairs) and inp.labels is None:
+        self.explicit = isinstance(self.pairs, ExplicitPairs)
+        if not self.explicit and inp.labels is None:
             raise ValueError("RankNetLoss needs labels (or ExplicitPairs)")
+        sizes = self.groups.sizes
+        self.keep = self.explicit or int((sizes * sizes).sum()) <= block_pairs
+        self._kept = {}
 
     def _weight(self, i: Tensor, j: Tensor, base: Optional[Tensor], dtype) -> Tensor:
         w = torch.ones(i.shape[0], dtype=dtype, device=i.device) if base is None else base.to(dtype)
-        if self.inp.weights is not None:
-            dw = self.inp.weights.to(dtype)
+        if self.weights is not None:
+            dw = self.weights.to(dtype)
             w = w * dw[i] * dw[j]
         return w
 
-    def __iter__(self):
-        inp, dtype = self.inp, self.inp.scores.dtype
-        if isinstance(self.pairs, ExplicitPairs):
+    def _generate(self, dtype):
+        if self.explicit:
             p = self.pairs
             yield p.hi, p.lo, self._weight(p.hi, p.lo, p.weight, dtype)
             return
-        g = inp.groups
-        y = inp.labels
+        g = self.groups
+        y = self.labels
         per_doc = g.sizes[g.group_index]
         for a, b in _doc_blocks(per_doc, self.block_pairs):
             i, j = _block_pairs(g, a, b, per_doc)
@@ -251,18 +286,27 @@ class _RankNetPairs:
             i, j = i[keep], j[keep]
             yield i, j, self._weight(i, j, None, dtype)
 
+    def blocks(self, dtype):
+        """The ``(i, j, c)`` blocks, ``c`` in ``dtype``."""
+        if not self.keep:
+            return self._generate(dtype)
+        kept = self._kept.get(dtype)
+        if kept is None:
+            kept = self._kept[dtype] = list(self._generate(dtype))
+        return kept
 
-def _ranknet_terms(inp: Prepared, sigma: float, block_pairs: int, need_hess: bool):
+
+def _ranknet_terms(s: Tensor, rp: _RankNetPairs, sigma: float, need_hess: bool):
     """Per-query losses ``(G,)``, per-document gradient and Hessian diagonal of the summed
     loss ``Σ c · softplus(σ (s_j − s_i))`` (``i`` preferred), and whether a query has pairs."""
-    s = inp.scores.detach()
-    g = inp.groups
+    s = s.detach()
+    g = rp.groups
     gi = g.group_index
     loss = torch.zeros(g.num_groups, dtype=s.dtype, device=s.device)
     grad = torch.zeros_like(s)
     hdiag = torch.zeros_like(s) if need_hess else None
     npairs = torch.zeros(g.num_groups, dtype=torch.long, device=s.device)
-    for i, j, c in _RankNetPairs(inp, block_pairs):
+    for i, j, c in rp.blocks(s.dtype):
         z = sigma * (s[j] - s[i])
         loss.index_add_(0, gi[i], c * torch.nn.functional.softplus(z))
         npairs.index_add_(0, gi[i], torch.ones_like(i))
@@ -276,12 +320,12 @@ def _ranknet_terms(inp: Prepared, sigma: float, block_pairs: int, need_hess: boo
     return loss, grad, hdiag, npairs > 0
 
 
-def _ranknet_hvp(inp: Prepared, sigma: float, block_pairs: int, u: Tensor) -> Tensor:
+def _ranknet_hvp(s: Tensor, rp: _RankNetPairs, sigma: float, u: Tensor) -> Tensor:
     """``H u`` for the Hessian of the summed loss: each pair adds ``q (u_i − u_j)`` at ``i``
     and its negative at ``j``, ``q = σ² c p (1 − p)``."""
-    s = inp.scores.detach()
+    s = s.detach()
     out = torch.zeros_like(s)
-    for i, j, c in _RankNetPairs(inp, block_pairs):
+    for i, j, c in rp.blocks(s.dtype):
         z = sigma * (s[j] - s[i])
         d = (sigma * sigma) * c * torch.sigmoid(z) * torch.sigmoid(-z) * (u[i] - u[j])
         out.index_add_(0, i, d)
@@ -293,17 +337,17 @@ class _RankNetFunction(torch.autograd.Function):
     """Per-query losses; the gradient is computed in the same blockwise pass."""
 
     @staticmethod
-    def forward(ctx, scores, inp, sigma, block_pairs):
-        loss, grad, _, has = _ranknet_terms(inp, sigma, block_pairs, need_hess=False)
+    def forward(ctx, scores, rp, sigma):
+        loss, grad, _, has = _ranknet_terms(scores, rp, sigma, need_hess=False)
         ctx.save_for_backward(scores, grad)
-        ctx.args = (inp, sigma, block_pairs)
+        ctx.args = (rp, sigma)
         ctx.mark_non_differentiable(has)
         return loss, has
 
     @staticmethod
     def backward(ctx, gout, _ghas):
         scores, grad = ctx.saved_tensors
-        return _RankNetGrad.apply(scores, gout, grad, *ctx.args), None, None, None
+        return _RankNetGrad.apply(scores, gout, grad, *ctx.args), None, None
 
 
 class _RankNetGrad(torch.autograd.Function):
@@ -311,20 +355,20 @@ class _RankNetGrad(torch.autograd.Function):
     autograd Hessians and ``gradgradcheck`` work."""
 
     @staticmethod
-    def forward(ctx, scores, gout, grad, inp, sigma, block_pairs):
-        gi = inp.groups.group_index
-        ctx.save_for_backward(gout, grad, gi)
-        ctx.args = (inp, sigma, block_pairs)
+    def forward(ctx, scores, gout, grad, rp, sigma):
+        gi = rp.groups.group_index
+        ctx.save_for_backward(scores, gout, grad, gi)
+        ctx.args = (rp, sigma)
         return grad * gout[gi]
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, v):
-        gout, grad, gi = ctx.saved_tensors
-        inp, sigma, block_pairs = ctx.args
-        d_scores = _ranknet_hvp(inp, sigma, block_pairs, v * gout[gi])
-        d_gout = inp.groups.segment_sum(v * grad)
-        return d_scores, d_gout, None, None, None, None
+        scores, gout, grad, gi = ctx.saved_tensors
+        rp, sigma = ctx.args
+        d_scores = _ranknet_hvp(scores, rp, sigma, v * gout[gi])
+        d_gout = rp.groups.segment_sum(v * grad)
+        return d_scores, d_gout, None, None, None
 
 
 class RankNetLoss(RankingLoss):
@@ -365,25 +409,38 @@ class RankNetLoss(RankingLoss):
         self.sigma = sigma
         self.block_pairs = int(block_pairs)
 
+    def _bind_state(self, inp: Prepared) -> BindState:
+        return BindState(pairs=_RankNetPairs(inp, self.block_pairs))
+
     def per_group(self, inp: Prepared) -> Tuple[Tensor, Optional[Tensor]]:
-        return _RankNetFunction.apply(inp.scores, inp, self.sigma, self.block_pairs)
+        return _RankNetFunction.apply(inp.scores, self._state(inp).pairs, self.sigma)
+
+    def _per_group_grad_hess(self, inp: Prepared, hess: str):
+        """One blockwise pass for the per-query losses, the gradient and the diagonal (the
+        bound does not depend on the scores: computed once per bound state)."""
+        st = self._state(inp)
+        loss, grad, hdiag, has = _ranknet_terms(inp.scores, st.pairs, self.sigma,
+                                                need_hess=hess == "diag")
+        if hess == "bound":
+            hdiag = self._degree_bound(st, inp.scores.dtype)
+        scale = _per_query_scale(self, has)
+        return loss, has, grad * scale, hdiag * scale
 
     def _grad_hess(self, inp: Prepared, hess: str) -> Tuple[Tensor, Tensor]:
-        _, grad, hdiag, has = _ranknet_terms(inp, self.sigma, self.block_pairs,
-                                             need_hess=hess == "diag")
-        if hess == "bound":
-            hdiag = self._degree_bound(inp)
-        scale = _per_query_scale(self, has)
-        return grad * scale, hdiag * scale
+        _, _, grad, hdiag = self._per_group_grad_hess(inp, hess)
+        return grad, hdiag
 
-    def _degree_bound(self, inp: Prepared) -> Tensor:
-        s = inp.scores
-        out = torch.zeros_like(s)
-        for i, j, c in _RankNetPairs(inp, self.block_pairs):
-            q = c * (self.sigma ** 2 / 2.0)
-            out.index_add_(0, i, q)
-            out.index_add_(0, j, q)
-        return out
+    def _degree_bound(self, st: BindState, dtype) -> Tensor:
+        """``σ² c / 2`` summed over each document's pairs, ``(n,)`` (score independent)."""
+        def build():
+            rp = st.pairs
+            out = torch.zeros(rp.groups.num_docs, dtype=dtype, device=rp.groups.device)
+            for i, j, c in rp.blocks(dtype):
+                q = c * (self.sigma ** 2 / 2.0)
+                out.index_add_(0, i, q)
+                out.index_add_(0, j, q)
+            return out
+        return st.cached(("bound", dtype), build)
 
     def extra_repr(self) -> str:
         return f"sigma={self.sigma}, reduction={self.reduction!r}"

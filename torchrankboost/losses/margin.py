@@ -22,7 +22,8 @@ from ..groups import Groups
 from ..pairs import PairSpec
 from .._pair_engine import exponential as K
 from .._pair_engine.segment import acc_dtype, seg_lse
-from .base import Prepared, prepare_inputs, reduce_per_group
+from .base import (BindState, BoundLoss, Prepared, _check_hess, prepare_inputs,
+                   prepare_targets)
 from .exponential import _ExpFamilyLoss
 
 __all__ = ["SmoothMarginLoss", "smooth_margin"]
@@ -68,23 +69,55 @@ class SmoothMarginLoss(_ExpFamilyLoss):
         super().__init__(log=True, normalize=False, reduction=reduction)
         self.scale = None if scale is None else _check_scale(scale)
 
+    def _bind_state(self, inp: Prepared, scale=None) -> BindState:
+        st = super()._bind_state(inp)
+        st.scale = scale  # checked by bind / the call (None for a bare per_group)
+        return st
+
+    def bind(self, labels: Optional[Tensor], groups: Optional[Groups] = None, *,
+             pairs: PairSpec = None, weights: Optional[Tensor] = None, scale=None
+             ) -> BoundLoss:
+        """:meth:`RankingLoss.bind`, with ``scale`` (a positive float or scalar tensor)
+        overriding the constructor's, as in the call."""
+        sc = _check_scale(self.scale if scale is None else scale)
+        inp = prepare_targets(labels, groups, pairs=self._pairs(pairs), weights=weights)
+        self._check_label_sign(inp)
+        return self._bound(inp, scale=sc)
+
+    def _value(self, inp: Prepared) -> Tensor:
+        sc = _check_scale(self._state(inp).scale)
+        return (super()._value(inp) / sc).to(inp.scores.dtype)
+
+    def _grad_hess(self, inp: Prepared, hess: str) -> Tuple[Tensor, Tensor]:
+        sc = self._float_scale(inp)
+        g, h = super()._grad_hess(inp, hess)
+        return g / sc, h / sc
+
+    def _value_grad_hess(self, inp: Prepared, hess: str) -> Tuple[Tensor, Tensor, Tensor]:
+        sc = self._float_scale(inp)
+        v, g, h = super()._value_grad_hess(inp, hess)
+        return (v / sc).to(inp.scores.dtype), g / sc, h / sc
+
+    def _float_scale(self, inp: Prepared) -> float:
+        sc = _check_scale(self._state(inp).scale)
+        return float(sc.detach()) if isinstance(sc, Tensor) else sc
+
     def forward(self, scores: Tensor, labels: Optional[Tensor] = None,
                 groups: Optional[Groups] = None, *, pairs: PairSpec = None,
                 weights: Optional[Tensor] = None, mask: Optional[Tensor] = None,
                 scale=None) -> Tensor:
         sc = _check_scale(self.scale if scale is None else scale)
-        out = super().forward(scores, labels, groups, pairs=pairs, weights=weights, mask=mask)
-        return (out / sc).to(scores.dtype)
+        inp = self._inputs(scores, labels, groups, pairs=pairs, weights=weights, mask=mask)
+        return self._bound(inp, scale=sc)._value(inp.scores)
 
     def grad_hess(self, scores: Tensor, labels: Optional[Tensor] = None,
                   groups: Optional[Groups] = None, *, pairs: PairSpec = None,
                   weights: Optional[Tensor] = None, hess: str = "diag", scale=None
                   ) -> Tuple[Tensor, Tensor]:
         sc = _check_scale(self.scale if scale is None else scale)
-        sc = float(sc.detach()) if isinstance(sc, Tensor) else sc
-        g, h = super().grad_hess(scores, labels, groups, pairs=pairs, weights=weights,
-                                 hess=hess)
-        return g / sc, h / sc
+        _check_hess(hess)
+        inp = self._inputs(scores.detach(), labels, groups, pairs=pairs, weights=weights)
+        return self._bound(inp, scale=sc)._grad_hess(inp.scores, hess)
 
     def extra_repr(self) -> str:
         return f"scale={self.scale}, reduction={self.reduction!r}"

@@ -17,7 +17,7 @@ from typing import Optional, Tuple
 import torch
 from torch import Tensor
 
-from .base import Prepared, RankingLoss
+from .base import BindState, Prepared, RankingLoss
 
 __all__ = ["SquaredErrorLoss"]
 
@@ -47,25 +47,29 @@ class SquaredErrorLoss(RankingLoss):
     def __init__(self, *, reduction: str = "sum"):
         super().__init__(reduction=reduction)
 
-    @staticmethod
-    def _check(inp: Prepared) -> Tensor:
+    def _bind_state(self, inp: Prepared) -> BindState:
         if inp.labels is None:
             raise ValueError("SquaredErrorLoss needs labels (explicit pairs are not enough)")
-        return inp.labels.to(inp.scores.dtype)
+        return BindState(labels=inp.labels, weights=inp.weights)
+
+    def _targets(self, inp: Prepared) -> Tuple[Tensor, Optional[Tensor]]:
+        """The labels and the weights (or ``None``) in the scores' dtype."""
+        st = self._state(inp)
+        dt = inp.scores.dtype
+        return st.cached(dt, lambda: (st.labels.to(dt),
+                                      None if st.weights is None else st.weights.to(dt)))
 
     def per_group(self, inp: Prepared) -> Tuple[Tensor, Optional[Tensor]]:
-        labels = self._check(inp)
+        labels, w = self._targets(inp)
         r2 = (inp.scores - labels).square()
-        if inp.weights is not None:
-            r2 = r2 * inp.weights.to(r2.dtype)
+        if w is not None:
+            r2 = r2 * w
         return 0.5 * inp.groups.segment_sum(r2), None
 
     def _grad_hess(self, inp: Prepared, hess: str) -> Tuple[Tensor, Tensor]:
-        labels = self._check(inp)
+        labels, w = self._targets(inp)
         s = inp.scores
-        if inp.weights is not None:
-            w = inp.weights.to(s.dtype)
-        else:
+        if w is None:
             w = torch.ones_like(s)
         grad = w * (s - labels)
         curv = w.clone()

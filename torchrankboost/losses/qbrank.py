@@ -12,7 +12,7 @@ import torch
 from torch import Tensor
 
 from .._pair_engine.hinge import ACC_DTYPE, PairSetup, check_real, reduction_scale
-from .base import Prepared, RankingLoss
+from .base import BindState, Prepared, RankingLoss
 
 __all__ = ["QBRankLoss"]
 
@@ -88,56 +88,69 @@ class QBRankLoss(RankingLoss):
         self.c = check_real(c, "c")
 
     # ------------------------------------------------------------------ helpers
-    def _setup(self, inp: Prepared) -> PairSetup:
+    def _bind_state(self, inp: Prepared) -> BindState:
+        if inp.labels is None and self.w < 1.0:
+            raise ValueError("labels are required by QBRankLoss unless w == 1 (the label "
+                             "part (1 - w)/2 Σ (l - s)² needs them)")
         if self.tau == "grade_difference":
             tau0, kappa = 0.0, self.c
         else:
             tau0, kappa = float(self.tau), 0.0
-        return PairSetup(inp, squared=True, tau0=tau0, kappa=kappa, scale=self.w / 2)
-
-    def _check_labels(self, inp: Prepared) -> None:
-        if inp.labels is None and self.w < 1.0:
-            raise ValueError("labels are required by QBRankLoss unless w == 1 (the label "
-                             "part (1 - w)/2 Σ (l - s)² needs them)")
-
-    def _omega(self, inp: Prepared) -> Optional[Tensor]:
-        return None if inp.weights is None else inp.weights.to(ACC_DTYPE)
-
-    def _active(self, inp: Prepared, has_pairs: Tensor) -> Tensor:
+        setup = PairSetup(inp, squared=True, tau0=tau0, kappa=kappa, scale=self.w / 2)
+        active = setup.has_pairs
         if self.w < 1.0:
-            return has_pairs | (inp.groups.sizes.to(has_pairs.device) > 0)
-        return has_pairs
+            active = active | (inp.groups.sizes.to(active.device) > 0)
+        st = BindState(setup=setup, active=active, k=reduction_scale(active, self.reduction),
+                       labels=None, omega=None)
+        if self.w < 1.0:  # the label part: targets and weights ω in float64
+            st.labels = inp.labels.to(ACC_DTYPE)
+            st.omega = None if inp.weights is None else inp.weights.to(ACC_DTYPE)
+        return st
+
+    def _label_part(self, st: BindState, s64: Tensor, groups) -> Tensor:
+        """``(1 − w)/2 Σ_q ω (l − s)²`` per query ``(G,)``."""
+        r = st.labels - s64
+        sq = r * r
+        if st.omega is not None:
+            sq = sq * st.omega
+        return groups.segment_sum(sq) * ((1.0 - self.w) / 2)
+
+    def _finish(self, st: BindState, s64: Tensor, g: Tensor, h: Optional[Tensor], hess: str,
+                dt):
+        if hess == "bound":
+            # (w/2) · 4 deg: the squared hinge's global bound, times the w/2 factor
+            h = 2.0 * self.w * st.setup.degree()
+        if self.w < 1.0:
+            om = torch.ones_like(s64) if st.omega is None else st.omega
+            g = g - (1.0 - self.w) * om * (st.labels - s64)
+            h = h + (1.0 - self.w) * om
+        k = st.k
+        return (g * k).to(dt), (h * k).to(dt)
 
     # ------------------------------------------------------------------ contract
     def per_group(self, inp: Prepared) -> Tuple[Tensor, Optional[Tensor]]:
-        self._check_labels(inp)
-        setup = self._setup(inp)
-        total = setup.loss(inp.scores)
+        st = self._state(inp)
+        total = st.setup.loss(inp.scores)
         if self.w < 1.0:
-            r = inp.labels.to(ACC_DTYPE) - inp.scores.to(ACC_DTYPE)
-            sq = r * r
-            om = self._omega(inp)
-            if om is not None:
-                sq = sq * om
-            total = total + inp.groups.segment_sum(sq) * ((1.0 - self.w) / 2)
-        return total.to(inp.scores.dtype), self._active(inp, setup.has_pairs)
+            total = total + self._label_part(st, inp.scores.to(ACC_DTYPE), inp.groups)
+        return total.to(inp.scores.dtype), st.active
+
+    def _per_group_grad_hess(self, inp: Prepared, hess: str):
+        """One pass of the sorted pair sums for the pair part's loss, gradient and exact
+        diagonal, plus the label part."""
+        st = self._state(inp)
+        s64 = inp.scores.to(ACC_DTYPE)
+        total, g, h = st.setup.compute(s64, need_loss=True, need_hess=(hess == "diag"))
+        if self.w < 1.0:
+            total = total + self._label_part(st, s64, inp.groups)
+        g, h = self._finish(st, s64, g, h, hess, inp.scores.dtype)
+        return total.to(inp.scores.dtype), st.active, g, h
 
     def _grad_hess(self, inp: Prepared, hess: str) -> Tuple[Tensor, Tensor]:
-        self._check_labels(inp)
-        setup = self._setup(inp)
+        st = self._state(inp)
         s64 = inp.scores.to(ACC_DTYPE)
-        _, g, h = setup.compute(s64, need_loss=False, need_hess=(hess == "diag"))
-        if hess == "bound":
-            # (w/2) · 4 deg: the squared hinge's global bound, times the w/2 factor
-            h = 2.0 * self.w * setup.degree()
-        if self.w < 1.0:
-            om = self._omega(inp)
-            om = torch.ones_like(s64) if om is None else om
-            g = g - (1.0 - self.w) * om * (inp.labels.to(ACC_DTYPE) - s64)
-            h = h + (1.0 - self.w) * om
-        k = reduction_scale(self._active(inp, setup.has_pairs), self.reduction)
-        dt = inp.scores.dtype
-        return (g * k).to(dt), (h * k).to(dt)
+        _, g, h = st.setup.compute(s64, need_loss=False, need_hess=(hess == "diag"))
+        return self._finish(st, s64, g, h, hess, inp.scores.dtype)
 
     def extra_repr(self) -> str:
         return (f"w={self.w}, tau={self.tau!r}, c={self.c}, "

@@ -1,0 +1,396 @@
+"""The bound form of every exported loss: ``loss.bind(labels, groups, ...)`` evaluates
+exactly what the unbound calls do.
+
+For EVERY ``RankingLoss`` exported by ``torchrankboost.losses`` (new losses join
+automatically) and the pair kinds / weights each one accepts: the bound value, its autograd
+gradient, ``grad_hess`` (``"diag"`` and ``"bound"``) and ``value_grad_hess`` equal the
+unbound calls in float64 on random ragged inputs (bitwise, or to 1e-12 where the fused
+kernels order their sums differently), for several scores on one bound object and for
+float32 scores on the same object; Hessians and gradchecks through the bound value; bad
+scores and bad bind inputs raise ``ValueError`` (the unbound call's message for the latter).
+"""
+
+import pytest
+import torch
+
+import torchrankboost as trb
+import torchrankboost.losses as L
+from test_exponential import make_case, random_explicit
+from torchrankboost import Bipartite, Groups
+from torchrankboost.losses import BoundLoss, RankingLoss
+
+F64 = torch.float64
+
+# constructor variants per loss class name; unknown classes use their defaults
+VARIANTS = {
+    "ExponentialPairwiseLoss": [{}, {"log": True}, {"normalize": True},
+                                {"log": True, "normalize": True}],
+    "PNormPushLoss": [{"p": 2.0}, {"p": 3.0, "log": True, "normalize": True}],
+    "SmoothMarginLoss": [{"scale": 2.0}],
+    "AdaBoostLoss": [{"threshold": 0.5}, {"threshold": 0.5, "log": True}],
+    "PairwiseHingeLoss": [{}, {"squared": True, "margin": 0.5}],
+    "QBRankLoss": [{}, {"tau": "grade_difference", "w": 0.7}, {"w": 1.0}],
+    "ListNetLoss": [{}, {"targets": "gain"}],
+    "RankNetLoss": [{"sigma": 1.5}, {"block_pairs": 7}],
+}
+PAIR_KINDS = ["graded", "bipartite", "explicit"]
+REDUCTIONS = ["sum", "mean", "none"]
+
+
+def _registry():
+    out = []
+    for name in sorted(dir(L)):
+        obj = getattr(L, name, None)
+        if isinstance(obj, type) and issubclass(obj, RankingLoss) and obj is not RankingLoss \
+                and not name.startswith("_"):
+            for i, kw in enumerate(VARIANTS.get(name, [{}])):
+                out.append(pytest.param(obj, kw, id=f"{name}-{i}"))
+    return out
+
+
+REGISTRY = _registry()
+
+
+def _pairs(kind, g, seed):
+    if kind == "graded":
+        return None
+    if kind == "bipartite":
+        return Bipartite(0.5)
+    return random_explicit(g, seed)
+
+
+def _scores(n, seed, dtype=F64):
+    gen = torch.Generator().manual_seed(1000 + seed)
+    s = torch.randn(n, generator=gen, dtype=F64) * 2
+    s[torch.rand(n, generator=gen) < 0.2] = 0.5  # ties
+    return s.to(dtype)
+
+
+def _unbound_or_error(fn):
+    try:
+        return fn(), None
+    except ValueError as e:
+        return None, str(e)
+
+
+def _autograd(f, s):
+    x = s.clone().requires_grad_()
+    v = f(x)
+    (gr,) = torch.autograd.grad(v.sum(), x, allow_unused=True)
+    return v.detach(), (torch.zeros_like(s) if gr is None else gr)
+
+
+def _equal(a, b, tol=0.0):
+    assert a.shape == b.shape and a.dtype == b.dtype
+    if tol == 0.0:
+        assert torch.equal(a, b), (a, b)
+    else:
+        torch.testing.assert_close(a, b, rtol=tol, atol=tol)
+
+
+# ------------------------------------------------------------------ the bound form is exact
+@pytest.mark.parametrize("reduction", REDUCTIONS)
+@pytest.mark.parametrize("weighted", [False, True], ids=["unweighted", "weighted"])
+@pytest.mark.parametrize("kind", PAIR_KINDS)
+@pytest.mark.parametrize("cls,kw", REGISTRY)
+def test_bound_equals_unbound(cls, kw, kind, weighted, reduction):
+    loss = cls(**kw, reduction=reduction)
+    checked = 0
+    for seed in range(3):
+        _, y, g, w = make_case(seed, max_groups=5, max_size=8, weighted=weighted)
+        p = _pairs(kind, g, seed)
+        s0 = _scores(y.shape[0], seed)
+        ref, err = _unbound_or_error(lambda: loss(s0, y, g, pairs=p, weights=w))
+        if err is not None:  # the loss refuses this input: bind refuses it alike
+            with pytest.raises(ValueError) as e:
+                loss.bind(y, g, pairs=p, weights=w)
+            assert str(e.value) == err
+            continue
+        bound = loss.bind(y, g, pairs=p, weights=w)
+        assert isinstance(bound, BoundLoss) and bound.loss is loss
+        assert bound.n == y.shape[0] and bound.groups == g and torch.equal(bound.labels, y)
+        for k in range(3):  # several scores on one bound object
+            s = _scores(y.shape[0], 10 * seed + k)
+
+            def unbound(x):
+                return loss(x, y, g, pairs=p, weights=w)
+
+            v0, a0 = _autograd(unbound, s)
+            v1, a1 = _autograd(bound, s)
+            _equal(v1, v0)
+            _equal(bound.value(s), v0)
+            _equal(a1, a0)
+            for hess in ("diag", "bound"):
+                g0, h0 = loss.grad_hess(s, y, g, pairs=p, weights=w, hess=hess)
+                g1, h1 = bound.grad_hess(s, hess=hess)
+                _equal(g1, g0)
+                _equal(h1, h0)
+                # value_grad_hess: the value reduced as the gradient ("none" summed)
+                vv, gv, hv = bound.value_grad_hess(s, hess=hess)
+                assert vv.dim() == 0 and not vv.requires_grad
+                _equal(vv, v0.sum() if reduction == "none" else v0, 1e-12)
+                _equal(gv, g0, 1e-12)
+                _equal(hv, h0, 1e-12)
+            checked += 1
+    if kind == "graded" and not weighted:
+        assert checked  # every loss takes graded labels
+
+
+@pytest.mark.parametrize("cls,kw", REGISTRY)
+def test_float32_and_float64_scores_on_one_bound_object(cls, kw):
+    """The dtype-dependent parts of the state are built per dtype, on first use."""
+    _, y, g, _ = make_case(4, max_groups=5, max_size=8)
+    loss = cls(**kw)
+    bound = loss.bind(y, g)
+    for dtype in (F64, torch.float32, F64, torch.float32):
+        s = _scores(y.shape[0], 7, dtype)
+        _equal(bound(s), loss(s, y, g))
+        v0, a0 = _autograd(lambda x: loss(x, y, g), s)
+        _, a1 = _autograd(bound, s)
+        _equal(a1, a0)
+        for hess in ("diag", "bound"):
+            g0, h0 = loss.grad_hess(s, y, g, hess=hess)
+            g1, h1 = bound.grad_hess(s, hess=hess)
+            _equal(g1, g0)
+            _equal(h1, h0)
+            vv, gv, hv = bound.value_grad_hess(s, hess=hess)
+            assert vv.dtype == dtype and gv.dtype == dtype and hv.dtype == dtype
+            _equal(vv, v0, 1e-5 if dtype == torch.float32 else 1e-12)
+            _equal(gv, g0, 1e-5 if dtype == torch.float32 else 1e-12)
+
+
+@pytest.mark.parametrize("cls,kw", REGISTRY)
+def test_bound_hessian_equals_unbound(cls, kw):
+    """Double backward through the bound value where the loss supports it."""
+    _, y, g, _ = make_case(61, max_groups=3, max_size=6)
+    s = _scores(y.shape[0], 3)
+    loss = cls(**kw)
+    bound = loss.bind(y, g)
+    H0 = torch.autograd.functional.hessian(lambda z: loss(z, y, g), s)
+    H1 = torch.autograd.functional.hessian(bound, s)
+    _equal(H1, H0)
+
+
+@pytest.mark.parametrize("make", [
+    lambda: L.ExponentialPairwiseLoss(normalize=True),
+    lambda: L.PNormPushLoss(2.0, log=True),
+    lambda: L.QBRankLoss(tau="grade_difference"),
+    lambda: L.PairwiseHingeLoss(squared=True),
+    lambda: L.RankNetLoss(),
+    lambda: L.ListMLELoss(),
+], ids=["exp-normalize", "pnorm-log", "qbrank-grade", "sqhinge", "ranknet", "listmle"])
+def test_gradcheck_bound_value(make):
+    _, y, g, w = make_case(8, max_groups=3, max_size=5, weighted=True)
+    loss = make()
+    wts = None if isinstance(loss, L.ListMLELoss) else w
+    bound = loss.bind(y, g, weights=wts)
+    # scores at least 1e-3 apart (gradcheck's finite differences must not cross a kink)
+    n = y.shape[0]
+    s = (torch.randperm(n, generator=torch.Generator().manual_seed(2)).to(F64) * 0.37
+         ).requires_grad_()
+    assert torch.autograd.gradcheck(bound, (s,))
+    assert torch.autograd.gradgradcheck(bound, (s,))
+
+
+def test_value_grad_hess_fuses_and_matches_on_letor_sized_input():
+    """A larger case (many queries, several levels, both hinge kernels): the fused calls of
+    the exponential family, QBRank and the hinge equal the separate ones."""
+    gen = torch.Generator().manual_seed(0)
+    sizes = torch.randint(1, 60, (80,), generator=gen)
+    n = int(sizes.sum())
+    g = Groups.from_sizes(sizes)
+    for levels in (3, 100):  # threshold rows, then bit passes
+        y = torch.randint(0, levels, (n,), generator=gen).to(F64)
+        s = torch.randn(n, generator=gen, dtype=F64)
+        for loss in (L.ExponentialPairwiseLoss(), L.PNormPushLoss(4.0),
+                     L.QBRankLoss(), L.PairwiseHingeLoss(), L.ListMLELoss()):
+            bound = loss.bind(y, g)
+            for hess in ("diag", "bound"):
+                v, gr, h = bound.value_grad_hess(s, hess=hess)
+                _equal(v, loss(s, y, g), 1e-12)
+                g0, h0 = loss.grad_hess(s, y, g, hess=hess)
+                _equal(gr, g0, 1e-12)
+                _equal(h, h0, 1e-12)
+
+
+# ------------------------------------------------------------------ errors
+@pytest.mark.parametrize("cls,kw", REGISTRY)
+def test_bad_scores_raise(cls, kw):
+    _, y, g, _ = make_case(3, max_groups=4, max_size=6)
+    n = y.shape[0]
+    bound = cls(**kw).bind(y, g)
+    s = _scores(n, 0)
+    bad = [s[:-1], torch.cat([s, s[:1]]), s.reshape(1, -1), s.to(torch.int64), s.tolist()]
+    nan = s.clone()
+    nan[0] = float("nan")
+    bad.append(nan)
+    for x in bad:
+        for call in (bound, bound.value, bound.grad_hess, bound.value_grad_hess):
+            with pytest.raises(ValueError, match="scores"):
+                call(x)
+    with pytest.raises(ValueError, match="scores contains NaN"):
+        bound(nan)
+    with pytest.raises(ValueError, match=f"scores must have shape \\({n},\\)"):
+        bound(s[:-1])
+    with pytest.raises(ValueError, match="hess"):
+        bound.grad_hess(s, hess="full")
+    with pytest.raises(ValueError, match="hess"):
+        bound.value_grad_hess(s, hess="exact")
+
+
+def _bad_inputs(loss):
+    """(labels, groups, pairs, weights) that the loss refuses: the generic ones."""
+    _, y, g, _ = make_case(5, max_groups=4, max_size=6)
+    n = y.shape[0]
+    nan = y.clone()
+    nan[1] = float("nan")
+    inf = y.clone()
+    inf[0] = float("inf")
+    neg = y.clone()
+    neg[2] = -1.0
+    wneg = torch.ones(n, dtype=F64)
+    wneg[0] = -1.0
+    wnan = torch.ones(n, dtype=F64)
+    wnan[0] = float("nan")
+    off = g.offsets
+    big = int(torch.argmax(g.sizes))
+    span = trb.ExplicitPairs([int(off[0])], [n - 1]) if g.num_groups > 1 else None
+    yield y.clone(), g, None, wneg
+    yield y.clone(), g, None, wnan
+    yield nan, g, None, None
+    yield inf, g, None, None
+    yield neg, g, None, None  # refused unless negative labels have a meaning
+    yield y.clone(), Groups.from_sizes([n + 1]), None, None
+    yield y.clone(), g, trb.ExplicitPairs([0], [n + 3]), None
+    yield y.clone(), g, trb.ExplicitPairs([int(off[big])], [int(off[big])]), None
+    if span is not None:
+        yield y.clone(), g, span, None
+    yield y.clone(), g, "listwise", None
+    yield None, g, None, None
+
+
+@pytest.mark.parametrize("cls,kw", REGISTRY)
+def test_bind_refuses_what_the_call_refuses(cls, kw):
+    loss = cls(**kw)
+    refused = 0
+    for y, g, p, w in _bad_inputs(loss):
+        n = g.num_docs if y is None else y.shape[0]
+        s = _scores(n, 1)
+        _, err = _unbound_or_error(lambda: loss(s, y, g, pairs=p, weights=w))
+        _, err_gh = _unbound_or_error(lambda: loss.grad_hess(s, y, g, pairs=p, weights=w))
+        assert err == err_gh
+        if err is None:  # accepted (e.g. negative labels of AdaBoost / SquaredError)
+            bound = loss.bind(y, g, pairs=p, weights=w)
+            _equal(bound(s), loss(s, y, g, pairs=p, weights=w))
+            continue
+        refused += 1
+        with pytest.raises(ValueError) as e:
+            loss.bind(y, g, pairs=p, weights=w)
+        assert str(e.value) == err
+    assert refused >= 6
+
+
+def test_bind_specific_refusals():
+    _, y, g, w = make_case(6, max_groups=4, max_size=6, weighted=True)
+    ex = random_explicit(g, 6)
+    cases = [
+        (L.ListNetLoss(), dict(pairs=Bipartite(0.5)), "listwise"),
+        (L.ListMLELoss(), dict(weights=w), "document weights"),
+        (L.AdaBoostLoss(), dict(pairs=ex), "bipartite"),
+        (L.SmoothMarginLoss(), dict(), "scale is required"),
+    ]
+    for loss, kw, msg in cases:
+        with pytest.raises(ValueError, match=msg):
+            loss(_scores(y.shape[0], 0), y, g, **kw)
+        with pytest.raises(ValueError, match=msg):
+            loss.bind(y, g, **kw)
+    for loss, msg in [(L.QBRankLoss(), "labels are required by QBRankLoss"),
+                      (L.SquaredErrorLoss(), "SquaredErrorLoss needs labels"),
+                      (L.ListMLELoss(), "is listwise"),
+                      (L.ExponentialPairwiseLoss(), None)]:
+        s = _scores(y.shape[0], 0)
+        if msg is None:  # explicit pairs without labels: fine for the exponential family
+            _equal(loss.bind(None, g, pairs=ex)(s), loss(s, None, g, pairs=ex))
+            continue
+        with pytest.raises(ValueError, match=msg):
+            loss(s, None, g, pairs=ex)
+        with pytest.raises(ValueError, match=msg):
+            loss.bind(None, g, pairs=ex)
+    with pytest.raises(ValueError, match="labels must be 1-D"):
+        L.ExponentialPairwiseLoss().bind(y.reshape(1, -1))
+    with pytest.raises(ValueError, match="bind needs labels"):
+        L.ExponentialPairwiseLoss().bind(None, pairs=ex)
+    with pytest.raises(ValueError, match=r"weights must have shape"):
+        L.ExponentialPairwiseLoss().bind(y, g, weights=w[:-1])
+
+
+# ------------------------------------------------------------------ options and attributes
+def test_smooth_margin_bind_scale():
+    _, y, g, _ = make_case(9, max_groups=4, max_size=6)
+    s = _scores(y.shape[0], 9)
+    loss = L.SmoothMarginLoss()
+    b = loss.bind(y, g, scale=3.0)
+    _equal(b(s), loss(s, y, g, scale=3.0))
+    for hess in ("diag", "bound"):
+        g0, h0 = loss.grad_hess(s, y, g, scale=3.0, hess=hess)
+        g1, h1 = b.grad_hess(s, hess=hess)
+        _equal(g1, g0)
+        _equal(h1, h0)
+        v, g2, h2 = b.value_grad_hess(s, hess=hess)
+        _equal(v, loss(s, y, g, scale=3.0), 1e-12)
+        _equal(g2, g0, 1e-12)
+    # a tensor scale receives its gradient through the bound value too
+    sc = torch.tensor(2.0, dtype=F64, requires_grad=True)
+    loss.bind(y, g, scale=sc)(s).backward()
+    sc2 = torch.tensor(2.0, dtype=F64, requires_grad=True)
+    loss(s, y, g, scale=sc2).backward()
+    _equal(sc.grad, sc2.grad)
+    with pytest.raises(ValueError, match="scale must be positive"):
+        loss.bind(y, g, scale=-1.0)
+
+
+def test_bound_attributes_and_defaults():
+    _, y, g, w = make_case(2, max_groups=4, max_size=6, weighted=True)
+    loss = L.ExponentialPairwiseLoss()
+    b = loss.bind(y, g, weights=w)
+    assert b.loss is loss and b.groups is g and b.n == y.shape[0]
+    assert torch.equal(b.labels, y) and torch.equal(b.weights, w)
+    assert isinstance(b.pairs, trb.Graded)
+    assert "BoundLoss" in repr(b)
+    assert trb.BoundLoss is BoundLoss
+    # groups=None is one query; labels as a list
+    one = loss.bind(y.tolist())
+    s = _scores(y.shape[0], 2)
+    _equal(one(s), loss(s, y))
+    assert one.groups.num_groups == 1
+
+
+def test_repeated_calls_do_not_mutate_the_state():
+    """Calling the bound object (value, grad_hess, value_grad_hess, backward) in any order
+    leaves its results unchanged."""
+    _, y, g, w = make_case(14, max_groups=5, max_size=8, weighted=True)
+    for loss in (L.ExponentialPairwiseLoss(normalize=True), L.QBRankLoss(),
+                 L.PairwiseHingeLoss(squared=True), L.RankNetLoss(), L.ListNetLoss()):
+        wts = None if isinstance(loss, L.ListNetLoss) else w
+        b = loss.bind(y, g, weights=wts)
+        s = _scores(y.shape[0], 14)
+        first = [b(s)] + list(b.grad_hess(s, hess="bound")) + list(b.value_grad_hess(s))
+        for k in range(3):
+            _autograd(b, _scores(y.shape[0], 20 + k))
+            b.value_grad_hess(_scores(y.shape[0], 30 + k), hess="bound")
+        again = [b(s)] + list(b.grad_hess(s, hess="bound")) + list(b.value_grad_hess(s))
+        for a, c in zip(first, again):
+            _equal(c, a)
+
+
+def test_device_parity(device):
+    _, y, g, w = make_case(15, max_groups=4, max_size=7, weighted=True)
+    s = _scores(y.shape[0], 15)
+    for loss in (L.ExponentialPairwiseLoss(), L.QBRankLoss()):
+        b = loss.bind(y.to(device), g.to(device), weights=w.to(device))
+        assert b.groups.device.type == device.type
+        torch.testing.assert_close(b(s.to(device)).cpu(), loss(s, y, g, weights=w),
+                                   rtol=1e-10, atol=1e-12)
+        if device.type != "cpu":
+            with pytest.raises(ValueError, match="bound on"):
+                b(s)
