@@ -14,7 +14,10 @@ exclusive scans of the same kind (:func:`~.segment.seg_scan_lse`). Explicit pair
 O(#pairs + n) (:func:`explicit_terms`).
 
 The loss classes (``ExponentialPairwiseLoss``, ``PNormPushLoss``, ``SmoothMarginLoss``) are
-:class:`FamilyFn` / :func:`family_grad_hess` over a :class:`FamilyConfig`; the paper
+:class:`FamilyFn` / :func:`family_grad_hess` / :func:`family_value_grad_hess` over a
+:class:`FamilyConfig`, built once per bound loss (:func:`family_levels`, then
+:func:`make_config` per accumulation dtype: everything that does not depend on the scores,
+the ``normalize`` denominators included); the paper
 algorithms use :func:`pooled_log_loss` (``ln Σ_q F_{p,q}`` and its gradient) on the same
 kernels. All shapes are flat: scores ``(n,)``, per-query values ``(G,)``.
 """

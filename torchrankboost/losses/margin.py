@@ -63,6 +63,10 @@ class SmoothMarginLoss(_ExpFamilyLoss):
     ``grad_hess``: the gradient ``∇ ln F̃ / scale`` (softmax-weighted, bounded), the exact
     diagonal ``(diag(∇²F̃)/F̃ − (∇F̃/F̃)²)/scale`` and the bound ``2 diag(∇²F̃)/(F̃·scale)``
     (see :class:`ExponentialPairwiseLoss`). ``scale`` is held constant.
+
+    ``bind(labels, groups=None, *, pairs=None, weights=None, scale=None)``: the bound form
+    (:class:`~torchrankboost.losses.BoundLoss`), ``scale`` fixed at bind time (it overrides
+    the constructor's, as in the call).
     """
 
     def __init__(self, scale=None, *, reduction: str = "sum"):
