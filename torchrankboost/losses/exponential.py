@@ -58,7 +58,9 @@ class _ExpFamilyLoss(RankingLoss):
         return 1.0
 
     def _bind_state(self, inp: Prepared) -> BindState:
-        return BindState(inp=inp, levels=K.family_levels(inp))
+        # a state-less copy of the inputs (no reference cycle through inp.state)
+        bare = Prepared(None, inp.labels, inp.groups, inp.pairs, inp.weights)
+        return BindState(inp=bare, levels=K.family_levels(inp))
 
     def _config(self, inp: Prepared, dtype) -> K.FamilyConfig:
         st = self._state(inp)
@@ -175,14 +177,14 @@ class AdaBoostLoss(RankingLoss):
             thr = self.threshold
         else:
             raise ValueError("pairs: AdaBoostLoss needs bipartite labels, not explicit pairs")
-        return BindState(inp=inp, pos=inp.labels > thr,
+        return BindState(weights=inp.weights, pos=inp.labels > thr,
                          gi=inp.groups.group_index.to(inp.labels.device))
 
     def _signs(self, st: BindState, dt) -> Tuple[Tensor, Optional[Tensor]]:
         """``y`` (±1) and the log weights (or ``None``) in the accumulation dtype."""
         def build():
             y = torch.where(st.pos, 1.0, -1.0).to(dt)
-            w = st.inp.weights
+            w = st.weights
             return y, (None if w is None else torch.log(w.to(dt)))
         return st.cached(dt, build)
 
