@@ -40,7 +40,9 @@ When the lines carry ``qid:`` *and* a group-size file is given or found, the two
 Batching for neural rankers (one item = one whole query, never padded):
 :class:`QueryDataset`, :class:`QueryBatchSampler` (packs whole queries up to a document
 budget), :func:`collate_queries` (flat ``(X, labels, Groups)``) for
-``torch.utils.data.DataLoader``, and :func:`iterate_query_batches`, a loader-free fast path.
+``torch.utils.data.DataLoader``, :func:`iterate_query_batches`, a loader-free fast path, and
+:func:`take_queries` (the flat batch of any list of queries). Several processes:
+:meth:`RankingData.shard` and :mod:`torchrankboost.distributed`.
 """
 
 from __future__ import annotations
@@ -70,6 +72,7 @@ __all__ = [
     "QueryBatchSampler",
     "collate_queries",
     "iterate_query_batches",
+    "take_queries",
 ]
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -124,6 +127,58 @@ class RankingData:
             self.qid.to(device), None if self.row is None else self.row.to(device),
             self.zero_based,
         )
+
+    def queries(self, start: int, stop: int) -> "RankingData":
+        """Queries ``start .. stop-1`` as a new :class:`RankingData` (views, no copy)."""
+        G = self.num_queries
+        if not (isinstance(start, int) and isinstance(stop, int) and 0 <= start <= stop <= G):
+            raise ValueError(f"start, stop must satisfy 0 <= start <= stop <= {G} (the number "
+                             f"of queries), got {start!r}, {stop!r}")
+        off = self.groups.offsets
+        a, b = int(off[start]), int(off[stop])
+        sizes = self.groups.sizes[start:stop]
+        return RankingData(self.X[a:b], self.labels[a:b],
+                           Groups.from_sizes(sizes, device=sizes.device), self.qid[a:b],
+                           None if self.row is None else self.row[a:b], self.zero_based)
+
+    def shard(self, rank: int, world_size: int) -> "RankingData":
+        """The queries of ``rank`` out of ``world_size`` processes.
+
+        Whole queries, a contiguous block per rank in query order, balanced by document count
+        (:func:`torchrankboost.distributed.shard_queries`): concatenating the shards of ranks
+        ``0 .. world_size-1`` (:meth:`concat`) gives back this data. ``ValueError`` when
+        ``rank`` is not in ``[0, world_size)`` or there are fewer queries than ranks.
+        """
+        from .distributed import shard_queries
+
+        owner = shard_queries(self.groups.sizes, world_size)
+        if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < world_size:
+            raise ValueError(f"rank must be an integer in [0, {world_size}), got {rank!r}")
+        lo = int(torch.searchsorted(owner, rank))
+        hi = int(torch.searchsorted(owner, rank, right=True))
+        return self.queries(lo, hi)
+
+    @staticmethod
+    def concat(parts: Sequence["RankingData"]) -> "RankingData":
+        """The parts one after the other (e.g. the shards of every rank, in rank order).
+
+        They must have the same feature count and dtype; ``row`` is concatenated as is (each
+        part's own row indices), ``None`` if a part has none; ``zero_based`` is kept when all
+        parts agree (else ``None``)."""
+        parts = list(parts)
+        if not parts or not all(isinstance(d, RankingData) for d in parts):
+            raise ValueError("parts must be a non-empty sequence of RankingData")
+        F = {d.num_features for d in parts}
+        if len(F) > 1:
+            raise ValueError(f"parts must have the same number of features, got {sorted(F)}")
+        rows = [d.row for d in parts]
+        zb = {d.zero_based for d in parts}
+        sizes = torch.cat([d.groups.sizes for d in parts])
+        return RankingData(
+            torch.cat([d.X for d in parts]), torch.cat([d.labels for d in parts]),
+            Groups.from_sizes(sizes, device=sizes.device), torch.cat([d.qid for d in parts]),
+            None if any(r is None for r in rows) else torch.cat(rows),
+            zb.pop() if len(zb) == 1 else None)
 
     def __repr__(self) -> str:
         return (
@@ -199,38 +254,63 @@ def _scan_line(line: bytes, zero_based, n_features: Optional[int]) -> Tuple[Opti
     return None, has_qid
 
 
-def _locate_problem(path: Path, zero_based, n_features) -> Optional[Tuple[int, str]]:
-    """First offending line ``(lineno, problem)`` of a file, or ``None`` (error path only)."""
-    first_has_qid = None
+def _numbered_lines(path: Path, rng: Optional[Tuple[int, int]] = None):
+    """``(lineno, line)`` over a file (1-based numbers), or over the lines of the byte range
+    ``rng = (start, end)`` of an uncompressed file (``start`` at a line start), numbered as
+    in the whole file (error path only: the newlines before ``start`` are counted)."""
     with _open_text(path) as fh:
-        for lineno, line in enumerate(fh, 1):
-            problem, has_qid = _scan_line(line, zero_based, n_features)
-            if problem is not None:
-                return lineno, problem
-            if has_qid is None:
-                continue
-            if first_has_qid is None:
-                first_has_qid = has_qid
-            elif has_qid != first_has_qid:
-                return lineno, (
-                    "some lines have 'qid:' and others do not; give every line a qid "
-                    "(or none, with a .query group-size file)"
-                )
+        if rng is None:
+            yield from enumerate(fh, 1)
+            return
+        start, end = rng
+        lineno, pos = 1, 0
+        while pos < start:
+            chunk = fh.read(min(1 << 20, start - pos))
+            if not chunk:
+                break
+            lineno += chunk.count(b"\n")
+            pos += len(chunk)
+        for line in fh:
+            if pos >= end:
+                return
+            yield lineno, line
+            lineno += 1
+            pos += len(line)
+
+
+def _locate_problem(path: Path, zero_based, n_features,
+                    rng: Optional[Tuple[int, int]] = None) -> Optional[Tuple[int, str]]:
+    """First offending line ``(lineno, problem)`` of a file (or of its byte range ``rng``),
+    or ``None`` (error path only)."""
+    first_has_qid = None
+    for lineno, line in _numbered_lines(path, rng):
+        problem, has_qid = _scan_line(line, zero_based, n_features)
+        if problem is not None:
+            return lineno, problem
+        if has_qid is None:
+            continue
+        if first_has_qid is None:
+            first_has_qid = has_qid
+        elif has_qid != first_has_qid:
+            return lineno, (
+                "some lines have 'qid:' and others do not; give every line a qid "
+                "(or none, with a .query group-size file)"
+            )
     return None
 
 
-def _data_line_number(path: Path, row: int) -> int:
-    """1-based line number of the ``row``-th (0-based) data line of a file."""
+def _data_line_number(path: Path, row: int, rng: Optional[Tuple[int, int]] = None) -> int:
+    """1-based line number of the ``row``-th (0-based) data line of a file (or of its byte
+    range ``rng``; the number is the line's in the whole file)."""
     seen = -1
-    with _open_text(path) as fh:
-        for lineno, line in enumerate(fh, 1):
-            hash_pos = line.find(b"#")
-            if hash_pos >= 0:
-                line = line[:hash_pos]
-            if line.split():
-                seen += 1
-                if seen == row:
-                    return lineno
+    for lineno, line in _numbered_lines(path, rng):
+        hash_pos = line.find(b"#")
+        if hash_pos >= 0:
+            line = line[:hash_pos]
+        if line.split():
+            seen += 1
+            if seen == row:
+                return lineno
     return -1  # pragma: no cover - row out of range
 
 
@@ -254,6 +334,8 @@ def _read_sizes_file(path: Path) -> np.ndarray:
 
 
 def _find_sizes_file(path: Path, query_file) -> Optional[Path]:
+    if query_file is False:  # a byte range of a file: queries come from qid: alone
+        return None
     if query_file is not None:
         q = Path(query_file)
         if not q.is_file():
@@ -288,7 +370,8 @@ DEFAULT_MAX_FEATURES = 100_000
 MAX_DENSE_BYTES = 8 << 30
 
 
-def _check_dense_size(paths, mats, zb: bool, npdt, max_features: Optional[int]) -> None:
+def _check_dense_size(paths, mats, zb: bool, npdt, max_features: Optional[int],
+                      ranges=None) -> None:
     """Refuse, before allocating, a dense matrix wider than ``max_features`` columns or
     larger than :data:`MAX_DENSE_BYTES`, naming the largest index and its line."""
     limit = DEFAULT_MAX_FEATURES if max_features is None else int(max_features)
@@ -301,7 +384,7 @@ def _check_dense_size(paths, mats, zb: bool, npdt, max_features: Optional[int]) 
         if m.nnz and int(m.indices.max()) == F - 1:
             k = int(np.flatnonzero(m.indices == F - 1)[0])
             r = int(np.searchsorted(m.indptr, k, side="right")) - 1
-            where = f"{p}:{_data_line_number(p, r)}"
+            where = f"{p}:{_data_line_number(p, r, _rng(ranges, paths.index(p)))}"
             break
     else:  # pragma: no cover - the widest column always has an entry
         where = str(paths[0])
@@ -313,20 +396,61 @@ def _check_dense_size(paths, mats, zb: bool, npdt, max_features: Optional[int]) 
         f"input (sklearn.datasets.load_svmlight_file) before fitting")
 
 
-def _parse_svmlight(paths: List[Path], n_features: Optional[int], npdt, zero_based):
+def _rng(ranges, i: int) -> Optional[Tuple[int, int]]:
+    return None if ranges is None else ranges[i]
+
+
+#: the column count handed to scikit-learn's reader for a byte range when the width is not
+#: known yet (it insists on one with ``offset``/``length``); cut back to the largest index
+_UNKNOWN_WIDTH = 1 << 40
+
+
+def _parse_range(path: Path, rng: Tuple[int, int], n_features: Optional[int], npdt) -> list:
+    """``[X, y, qid]`` of the data lines of the byte range ``rng = (start, end)``: ``start``
+    and ``end`` are 0, the file size, or positions just after a data line's newline (so
+    scikit-learn's ``offset``/``length`` reader reads exactly the lines in between)."""
+    import scipy.sparse as sp
+    from sklearn.datasets import load_svmlight_file
+
+    start, end = rng
+    width = _UNKNOWN_WIDTH if n_features is None else n_features + 1
+    if end <= start:
+        return [sp.csr_matrix((0, 1 if n_features is None else width), dtype=npdt),
+                np.zeros(0, dtype=np.float64), np.zeros(0, dtype=np.int64)]
+    # the reader drops the (partial) line at `offset` and stops after the first data line
+    # that ends beyond offset + length
+    offset = start - 1 if start > 0 else 0
+    length = end - start if start > 0 else end - 1
+    size = path.stat().st_size
+    X, y, q = load_svmlight_file(str(path), n_features=width, dtype=npdt, zero_based=True,
+                                 query_id=True, offset=offset,
+                                 length=-1 if end >= size else max(length, 1))
+    X = sp.csr_matrix(X)
+    if n_features is None:  # the reader's convention: the largest index + 1 (at least 1)
+        w = int(X.indices.max()) + 1 if X.nnz else 1
+        X = sp.csr_matrix((X.data, X.indices, X.indptr), shape=(X.shape[0], w))
+    return [X, y, q]
+
+
+def _parse_svmlight(paths: List[Path], n_features: Optional[int], npdt, zero_based,
+                    ranges=None):
     """``load_svmlight_files`` (parsed 0-based: column = index) with every failure a
-    ``ValueError`` naming the file (and the line where it can be found)."""
+    ``ValueError`` naming the file (and the line where it can be found). ``ranges``: one
+    ``(start, end)`` byte range per file (see :func:`_parse_range`), or ``None``."""
     from sklearn.datasets import load_svmlight_files
 
     names = ", ".join(str(p) for p in paths)
     try:
+        if ranges is not None:
+            return [part for p, r in zip(paths, ranges)
+                    for part in _parse_range(p, r, n_features, npdt)]
         return list(load_svmlight_files(
             [str(p) for p in paths], n_features=None if n_features is None else n_features + 1,
             dtype=npdt, zero_based=True, query_id=True,
         ))
     except (ValueError, OverflowError) as exc:
-        for p in paths:
-            hit = _locate_problem(p, zero_based, n_features)
+        for i, p in enumerate(paths):
+            hit = _locate_problem(p, zero_based, n_features, _rng(ranges, i))
             if hit is not None:
                 raise ValueError(f"{p}:{hit[0]}: {hit[1]}") from exc
         raise ValueError(f"{names}: cannot parse as SVMlight ({exc})") from exc
@@ -339,8 +463,27 @@ def _parse_svmlight(paths: List[Path], n_features: Optional[int], npdt, zero_bas
                          else f"{names}: {what} ({exc})") from None
 
 
+def _numbering_evidence(parsed: list, n_files: int) -> Tuple[int, bool]:
+    """``(width, has_zero)`` of parsed files: the widest parsed matrix (largest index + 1)
+    and whether some file uses feature index 0 (what ``zero_based="auto"`` decides on)."""
+    mats = [parsed[3 * i] for i in range(n_files)]
+    width = max((int(m.shape[1]) for m in mats), default=0)
+    return width, any(m.nnz > 0 and int(m.indices.min()) == 0 for m in mats)
+
+
+def _widen(parsed: list, n_files: int, width: int) -> None:
+    """Give every parsed matrix ``width`` columns (in place; the agreed width of shards)."""
+    import scipy.sparse as sp
+
+    for i in range(n_files):
+        m = parsed[3 * i]
+        if m.shape[1] < width:
+            parsed[3 * i] = sp.csr_matrix((m.data, m.indices, m.indptr),
+                                          shape=(m.shape[0], width))
+
+
 def _apply_numbering(paths: List[Path], parsed: list, zero_based,
-                     n_features: Optional[int]) -> bool:
+                     n_features: Optional[int], ranges=None) -> bool:
     """Decide the feature numbering once for all files (``"auto"``: 0-based iff some file
     uses index 0), drop the unused column 0 of 1-based files and cut to ``n_features`` (in
     place in ``parsed``); returns ``zero_based`` as decided."""
@@ -351,14 +494,15 @@ def _apply_numbering(paths: List[Path], parsed: list, zero_based,
         if not zb and has_zero[i]:
             r = int(np.searchsorted(mats[i].indptr, int(np.flatnonzero(mats[i].indices == 0)[0]),
                                     side="right")) - 1
-            raise ValueError(f"{p}:{_data_line_number(p, r)}: feature index 0 in a file read "
+            raise ValueError(f"{p}:{_data_line_number(p, r, _rng(ranges, i))}: feature index 0 "
+                             f"in a file read "
                              f"with 1-based feature numbering (zero_based=False)")
         m = mats[i][:, 0 if zb else 1:]
         if n_features is not None:
             if m.shape[1] > n_features and m[:, n_features:].nnz:
                 sub = m[:, n_features:].tocsr()
                 r = int(np.flatnonzero(np.diff(sub.indptr))[0])
-                raise ValueError(f"{p}:{_data_line_number(p, r)}: feature index "
+                raise ValueError(f"{p}:{_data_line_number(p, r, _rng(ranges, i))}: feature index "
                                  f"{n_features + (0 if zb else 1)} exceeds "
                                  f"n_features={n_features}")
             m = m[:, :n_features]
@@ -366,7 +510,7 @@ def _apply_numbering(paths: List[Path], parsed: list, zero_based,
     return zb
 
 
-def _check_values(p: Path, y: np.ndarray, Xs, npdt) -> None:
+def _check_values(p: Path, y: np.ndarray, Xs, npdt, rng=None) -> None:
     """Labels finite (also in the target dtype) and no infinite feature, naming the line."""
     with np.errstate(over="ignore"):
         bad = ~np.isfinite(y) | ~np.isfinite(y.astype(npdt))
@@ -375,14 +519,14 @@ def _check_values(p: Path, y: np.ndarray, Xs, npdt) -> None:
         beyond = (f", beyond {np.dtype(npdt).name} (read with dtype=torch.float64)"
                   if np.isfinite(y[r]) else "")
         raise ValueError(
-            f"{p}:{_data_line_number(p, r)}: label is {y[r]}{beyond} (labels must be "
+            f"{p}:{_data_line_number(p, r, rng)}: label is {y[r]}{beyond} (labels must be "
             f"finite)"
         )
     if Xs.shape[0] and Xs.nnz and np.isinf(Xs.data).any():
         k = int(np.flatnonzero(np.isinf(Xs.data))[0])
         r = int(np.searchsorted(Xs.indptr, k, side="right")) - 1
         raise ValueError(
-            f"{p}:{_data_line_number(p, r)}: a feature value is infinite in "
+            f"{p}:{_data_line_number(p, r, rng)}: a feature value is infinite in "
             f"{np.dtype(npdt).name} (column {int(Xs.indices[k])}; features must be "
             f"finite, NaN = missing)"
         )
@@ -411,12 +555,11 @@ def _file_queries(p: Path, q: np.ndarray, n: int, query_file):
     return groups, torch.zeros(n, dtype=torch.long), None
 
 
-def _load_files(paths: Sequence[PathLike], *, n_features: Optional[int], zero_based,
-                dtype: torch.dtype, query_files: Sequence[Optional[PathLike]],
-                normalize: bool, max_features: Optional[int] = None) -> List[RankingData]:
-    """Parse several SVMlight files together (shared base and feature count). The feature
-    numbering (``zero_based="auto"``: 0-based iff some file uses index 0) is decided once for
-    all of them and kept in each result's ``zero_based``."""
+def _read_files(paths: Sequence[PathLike], *, n_features: Optional[int], zero_based,
+                dtype: torch.dtype, ranges=None):
+    """First stage of reading: check the options and parse the files (or their byte
+    ranges). Returns ``(paths, parsed, n_features, npdt)`` for :func:`_build_files`; the
+    feature numbering is not decided yet (shards agree on it in between)."""
     paths = [Path(p) for p in paths]
     _check_paths(paths)
     if zero_based not in (True, False, "auto"):
@@ -426,19 +569,26 @@ def _load_files(paths: Sequence[PathLike], *, n_features: Optional[int], zero_ba
             raise ValueError(f"n_features must be a non-negative integer, got {n_features!r}")
         n_features = int(n_features)
     npdt = _np_dtype(dtype)
-    parsed = _parse_svmlight(paths, n_features, npdt, zero_based)
-    zb = _apply_numbering(paths, parsed, zero_based, n_features)
+    return paths, _parse_svmlight(paths, n_features, npdt, zero_based, ranges), n_features, npdt
+
+
+def _build_files(paths: List[Path], parsed: list, *, n_features: Optional[int], zero_based,
+                 npdt, dtype: torch.dtype, query_files: Sequence, normalize: bool,
+                 max_features: Optional[int] = None, ranges=None) -> List[RankingData]:
+    """Second stage: decide the numbering (once for all files), check sizes and values,
+    find the queries; one :class:`RankingData` per file."""
+    zb = _apply_numbering(paths, parsed, zero_based, n_features, ranges)
     _check_dense_size(paths, [parsed[3 * i] for i in range(len(paths))], zb, npdt,
-                      max_features)
+                      max_features, ranges)
     all_empty = all(parsed[3 * i].shape[0] == 0 for i in range(len(paths)))
     out = []
     for i, p in enumerate(paths):
         Xs, y, q = parsed[3 * i], parsed[3 * i + 1], parsed[3 * i + 2]
         n = Xs.shape[0]
         F = (n_features or 0) if all_empty else Xs.shape[1]
-        _check_values(p, y, Xs, npdt)
+        _check_values(p, y, Xs, npdt, _rng(ranges, i))
         if q.shape[0] not in (0, n):
-            hit = _locate_problem(p, zb, n_features)
+            hit = _locate_problem(p, zb, n_features, _rng(ranges, i))
             raise ValueError(f"{p}:{hit[0]}: {hit[1]}" if hit else f"{p}: some lines lack 'qid:'")
         X = torch.from_numpy(Xs.toarray() if n else np.zeros((0, F), dtype=npdt)).to(dtype)
         labels = torch.from_numpy(np.ascontiguousarray(y)).to(dtype)
@@ -450,6 +600,19 @@ def _load_files(paths: Sequence[PathLike], *, n_features: Optional[int], zero_ba
             X = normalize_per_query(X, groups)
         out.append(RankingData(X, labels, groups, qid, row, zero_based=zb))
     return out
+
+
+def _load_files(paths: Sequence[PathLike], *, n_features: Optional[int], zero_based,
+                dtype: torch.dtype, query_files: Sequence[Optional[PathLike]],
+                normalize: bool, max_features: Optional[int] = None) -> List[RankingData]:
+    """Parse several SVMlight files together (shared base and feature count). The feature
+    numbering (``zero_based="auto"``: 0-based iff some file uses index 0) is decided once for
+    all of them and kept in each result's ``zero_based``."""
+    paths, parsed, n_features, npdt = _read_files(paths, n_features=n_features,
+                                                  zero_based=zero_based, dtype=dtype)
+    return _build_files(paths, parsed, n_features=n_features, zero_based=zero_based,
+                        npdt=npdt, dtype=dtype, query_files=query_files, normalize=normalize,
+                        max_features=max_features)
 
 
 def load_svmlight(path: PathLike, *, n_features: Optional[int] = None,
@@ -845,6 +1008,47 @@ class QueryBatchSampler(torch.utils.data.Sampler):
         return int(self._plan(self.epoch)[1].shape[0] - 1)
 
 
+def _gather_index(starts: Tensor, sizes: Tensor) -> Tensor:
+    """Document indices of whole queries: query ``j`` of the batch contributes
+    ``starts[j] .. starts[j] + sizes[j] - 1``, in batch order (one ``repeat_interleave``)."""
+    m = int(sizes.sum())
+    local_off = torch.cumsum(sizes, 0) - sizes
+    return (torch.repeat_interleave(starts - local_off, sizes, output_size=m)
+            + torch.arange(m, device=sizes.device))
+
+
+def take_queries(X: Tensor, labels: Tensor, groups: Groups, queries
+                 ) -> Tuple[Tensor, Tensor, Groups]:
+    """The documents of the given queries as one flat batch ``(X_b, labels_b, groups_b)``.
+
+    ``queries``: query indices (a list, array or int64 tensor), in the batch order wanted
+    (e.g. one batch of :class:`QueryBatchSampler` or
+    :class:`~torchrankboost.distributed.DistributedQueryBatchSampler`). Returns
+    ``X_b (m, F)``, ``labels_b (m,)`` (copies gathered with one vectorised index, documents
+    of a query in their order) and ``Groups`` of the ``m = Σ n_q`` documents; everything on
+    ``X``'s device. No Python loop over the queries.
+    """
+    if not isinstance(groups, Groups):
+        raise TypeError("groups must be a torchrankboost.Groups")
+    groups.check(X, "X")
+    if labels.shape[0] != X.shape[0]:
+        raise ValueError("labels must have one entry per document (row of X)")
+    off = groups.offsets
+    q = torch.as_tensor(queries, dtype=torch.long, device=off.device)
+    if q.dim() != 1:
+        raise ValueError(f"queries must be a 1-D sequence of query indices, got shape "
+                         f"{tuple(q.shape)}")
+    G = groups.num_groups
+    if q.numel() and (int(q.min()) < 0 or int(q.max()) >= G):
+        raise ValueError(f"queries must be query indices in [0, {G}), got values from "
+                         f"{int(q.min())} to {int(q.max())}")
+    starts = off[q]
+    sizes = off[q + 1] - starts
+    idx = _gather_index(starts, sizes).to(X.device)
+    return (X.index_select(0, idx), labels.index_select(0, idx),
+            Groups.from_sizes(sizes.to(X.device)))
+
+
 def iterate_query_batches(X: Tensor, labels: Tensor, groups: Groups, *, max_docs: int,
                           shuffle: Union[bool, str] = True, seed: int = 0
                           ) -> Iterator[Tuple[Tensor, Tensor, Groups]]:
@@ -894,10 +1098,6 @@ def iterate_query_batches(X: Tensor, labels: Tensor, groups: Groups, *, max_docs
     for b in range(bounds.shape[0] - 1):
         qa, qb = int(bounds[b]), int(bounds[b + 1])
         bs = torch.from_numpy(psizes[qa:qb])
-        bst = torch.from_numpy(starts[qa:qb])
-        m = int(bs.sum())
         # doc j of the batch -> starts[q] + (j - batch offset of q)
-        local_off = torch.cumsum(bs, 0) - bs
-        idx = torch.repeat_interleave(bst - local_off, bs, output_size=m) + torch.arange(m)
-        idx = idx.to(dev)
+        idx = _gather_index(torch.from_numpy(starts[qa:qb]), bs).to(dev)
         yield X.index_select(0, idx), labels.index_select(0, idx), Groups.from_sizes(bs.to(dev))
