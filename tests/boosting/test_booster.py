@@ -306,19 +306,19 @@ def separable_data():
 def test_booster_stops_on_unbounded_direction():
     X, y, g = separable_data()
     b = Booster(ExponentialPairwiseLoss(), RegressionTree(max_leaves=2, min_samples_leaf=1),
-                n_rounds=5)
+                n_rounds=5, step="line_search")
     with pytest.warns(UserWarning, match="round 1: the loss decreases without bound"):
         ens = b.fit(X, y, g)
     assert ens.n_rounds == 0 and "round 1" in b.stop_reason_
     with pytest.raises(UnboundedDirectionError, match="round 1") as ei:
         Booster(ExponentialPairwiseLoss(), RegressionTree(max_leaves=2, min_samples_leaf=1),
-                n_rounds=5, on_unbounded="raise").fit(X, y, g)
+                n_rounds=5, on_unbounded="raise", step="line_search").fit(X, y, g)
     assert ei.value.round == 1 and isinstance(ei.value.model, Ensemble)
     assert ei.value.model.n_rounds == 0 and isinstance(ei.value, NumericalError)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         ens = Booster(ExponentialPairwiseLoss(), RegressionTree(max_leaves=2, min_samples_leaf=1),
-                      n_rounds=2, on_unbounded="cap").fit(X, y, g)
+                      n_rounds=2, on_unbounded="cap", step="line_search").fit(X, y, g)
     assert ens.n_rounds >= 1
 
 
@@ -398,7 +398,7 @@ def test_callbacks_receive_diagnostics(capsys):
     X, y, g = ranking_data(seed=12)
     rec = Recorder(stop_at=3)
     b = Booster(ExponentialPairwiseLoss(), RegressionTree(max_leaves=4, min_samples_leaf=3),
-                n_rounds=10, callbacks=[rec, PrintCallback(1)])
+                n_rounds=10, callbacks=[rec, PrintCallback(1)], step="line_search")
     ens = b.fit(X, y, g, eval_set=[(X, y, g)], eval_metric="ndcg@10")
     kinds = [e[0] for e in rec.events]
     assert kinds == ["start", "round", "round", "round", "end"]
@@ -613,3 +613,59 @@ def test_line_search_order_option():
     qb = QBRank(n_rounds=1)
     qb.fit(X, y, g)
     assert qb.booster_.line_search_order == 1
+
+
+# ----------------------------------------------------------------------------- the default step
+def test_surrogate_step_is_the_leaf_newton_step_and_never_increases_the_loss():
+    """``step="surrogate"``: for a least-squares tree without L2 the quadratic model's
+    minimiser along the tree is ``α = 1`` (the per-leaf Newton values), so the ensemble is
+    the ``step="fixed"`` one whenever no halving was needed; the loss never increases."""
+    X, y, g = ranking_data(G=12, seed=5)
+    hs, hf = HistoryCallback(), HistoryCallback()
+    tree = RegressionTree(max_leaves=6, min_samples_leaf=3)
+    a = Booster(ExponentialPairwiseLoss(), tree, n_rounds=8, learning_rate=0.3,
+                callbacks=[hs]).fit(X, y, g)
+    b = Booster(ExponentialPairwiseLoss(), tree, n_rounds=8, learning_rate=0.3, step="fixed",
+                callbacks=[hf]).fit(X, y, g)
+    steps = [r.step for r in hs.rounds]
+    assert steps == pytest.approx([1.0] * 8, abs=1e-12)
+    assert all(r["line_search"]["n_evals"] == 1 for r in hs.rounds)
+    assert torch.allclose(a.predict(X), b.predict(X), rtol=0, atol=1e-12)
+    losses = [hs.info["initial_loss"]] + hs["loss"]
+    assert all(v <= u for u, v in zip(losses, losses[1:]))
+
+
+def test_surrogate_step_reuses_the_fused_gradient():
+    """The loss value, gradient and curvature at the new scores come from one
+    ``value_grad_hess`` pass of the bound loss and serve the next round: the same model as a
+    loss without ``bind`` (separate calls every round)."""
+    X, y, g = ranking_data(G=10, seed=8)
+
+    class Unbindable(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inner = L.QBRankLoss()
+
+        def forward(self, s, labels, groups):
+            return self.inner(s, labels, groups)
+
+        def grad_hess(self, s, labels, groups, *, hess="diag"):
+            return self.inner.grad_hess(s, labels, groups, hess=hess)
+
+    tree = RegressionTree(max_leaves=5, min_samples_leaf=3)
+    fused = Booster(L.QBRankLoss(), tree, n_rounds=6, curvature="bound").fit(X, y, g)
+    plain = Booster(Unbindable(), tree, n_rounds=6, curvature="bound").fit(X, y, g)
+    assert torch.allclose(fused.predict(X), plain.predict(X), rtol=0, atol=1e-10)
+
+
+def test_surrogate_step_halves_until_the_loss_does_not_increase():
+    """A curvature far too small (``curvature="none"`` on an exponential loss at large
+    learning rate) makes the model's step overshoot: it is halved until the loss does not
+    increase, and the record says how often."""
+    X, y, g = ranking_data(G=12, seed=6)
+    hist = HistoryCallback()
+    Booster(ExponentialPairwiseLoss(), RegressionTree(max_leaves=4, min_samples_leaf=3),
+            n_rounds=5, learning_rate=1.0, curvature="none", callbacks=[hist]).fit(X, y, g)
+    losses = [hist.info["initial_loss"]] + hist["loss"]
+    assert all(v <= u for u, v in zip(losses, losses[1:]))
+    assert any(r["line_search"]["backtracks"] > 0 for r in hist.rounds)

@@ -10,14 +10,23 @@ returning a differentiable scalar), each round
    :math:`L(s) + g^\top f + \tfrac12 f^\top \mathrm{diag}(h) f` over the learner's class
    (with ``curvature="none"``: to :math:`-g` with unit weights, Friedman's gradient
    boosting);
-3. picks a step :math:`\alpha` (exact line search of :math:`\varphi(\alpha) = L(s+\alpha f)`,
-   one Newton step on :math:`\alpha`, or :math:`\alpha=1`);
+3. picks a step :math:`\alpha` (by default the minimiser of the quadratic model along
+   :math:`f`, :math:`\alpha = -g^\top f / f^\top \mathrm{diag}(h) f`, which is 1 — the
+   per-leaf Newton values — for a least-squares tree; or the exact line search of
+   :math:`\varphi(\alpha) = L(s+\alpha f)`, one Newton step on :math:`\alpha`, or
+   :math:`\alpha=1`);
 4. updates :math:`s \leftarrow s + \nu\,\alpha f` with shrinkage (learning rate) :math:`\nu`.
 
 With ``curvature="bound"`` (a valid diagonal upper bound of the Hessian, e.g. QBRank's
 :math:`\mathrm{diag}(2,2)` per pair) and ``step="fixed"``, ``ν ≤ 1``, every round decreases
 the loss (Zheng et al., Eq. 6: the fitted tree minimises an upper bound that equals the loss
-at :math:`f=0`). With ``"line_search"`` every step decreases the loss for any convex loss.
+at :math:`f=0`). With ``"line_search"`` every step decreases the loss for any convex loss; ``"surrogate"``
+halves its step until the loss does not increase.
+
+The loss is bound to the training labels once per fit (``loss.bind(labels, groups)``, see
+:class:`torchrankboost.losses.BoundLoss`): the label structure is computed once, and the
+``"surrogate"`` step evaluates the loss, its gradient and its curvature at the new scores in
+one pass (``value_grad_hess``), which the next round reuses.
 
 Scores, gradients and curvatures are kept in float64.
 """
@@ -50,7 +59,7 @@ _log = logging.getLogger("torchrankboost")
 __all__ = ["Booster", "UnboundedDirectionError", "hessian_diagonal", "autograd_grad_hess"]
 
 F64 = torch.float64
-STEPS = ("line_search", "newton", "fixed")
+STEPS = ("surrogate", "line_search", "newton", "fixed")
 CURVATURES = ("diag", "bound", "none")
 UNBOUNDED = ("stop", "raise", "cap")
 
@@ -135,6 +144,8 @@ class _Run:
     sub_gen: torch.Generator
     sync: Callable[[], None]
     t_fit: float
+    bound: Any = None  # the loss bound to (labels, groups): value / grad_hess at any scores
+    pending: Optional[tuple] = None  # (scores, g, h, kind) computed with the last loss value
 
 
 @dataclass
@@ -145,6 +156,35 @@ class _Step:
     alpha: Optional[float]
     new_loss: Optional[float] = None
     info: dict = field(default_factory=dict)
+    scores: Optional[Tensor] = None  # s + ν α f when the rule computed it (with new_loss)
+
+
+class _CallableBound:
+    """The bound-loss interface (``value``, ``grad_hess``, ``value_grad_hess``; see
+    :meth:`torchrankboost.losses.RankingLoss.bind`) for a loss that cannot bind its labels: a
+    plain callable (curvature by autograd, see :meth:`Booster._grad_curv`) or a module with
+    ``grad_hess`` but no ``bind``."""
+
+    def __init__(self, loss: Callable, labels, groups):
+        self.loss, self.labels, self.groups = loss, labels, groups
+
+    def value(self, scores: Tensor) -> Tensor:
+        return _scalar(self.loss(scores, self.labels, self.groups))
+
+    def grad_hess(self, scores: Tensor, *, hess: str = "diag"):
+        return self.loss.grad_hess(scores, self.labels, self.groups, hess=hess)
+
+    def value_grad_hess(self, scores: Tensor, *, hess: str = "diag"):
+        g, h = self.grad_hess(scores, hess=hess)
+        return self.value(scores).detach(), g, h
+
+
+def _bind(loss: Callable, labels, groups):
+    """The loss with its labels bound once for the whole fit (the loss's own ``bind`` when it
+    has one: label levels, buckets and pair setups are computed once, not every call)."""
+    if callable(getattr(loss, "bind", None)):
+        return loss.bind(labels, groups)
+    return _CallableBound(loss, labels, groups)
 
 
 # ----------------------------------------------------------------------------- booster
@@ -161,7 +201,12 @@ class Booster(FitState):
             rows, generator)``; e.g. ``RegressionTree``, ``Stumps``, ``FeatureRankers``).
         n_rounds: maximum number of boosting rounds ``T``.
         learning_rate: shrinkage ``ν`` applied after the step (``s += ν α f``).
-        step: ``"line_search"`` (exact line search of ``L(s + α f)``, see
+        step: ``"surrogate"`` (default: the minimiser of the quadratic model along the weak
+            model's output, ``α = −⟨g, f⟩ / Σ h f²``, which is ``α = 1`` — the per-leaf
+            Newton values that LightGBM and XGBoost use — for a least-squares learner
+            without L2; halved while ``L(s + ν α f) > L(s)``, at most 30 times; one loss
+            evaluation per round, fused with the next round's gradient when the loss has
+            ``bind``), ``"line_search"`` (exact line search of ``L(s + α f)``, see
             :func:`~torchrankboost.boosting.steps.line_search`), ``"newton"`` (one Newton
             step ``α = −φ'(0)/φ''(0)`` with the exact ``φ''(0) = fᵀ∇²L f`` by double
             backward; halved until ``L(s + ν α f) ≤ L(s)``, at most 30 times) or
@@ -194,8 +239,8 @@ class Booster(FitState):
             round falls back to unit curvature.
         exact_hess_max_n: most Hessian-vector products per round for the autograd
             exact-diagonal fallback (see ``curvature``).
-        on_unbounded: what to do when the line search finds that the loss decreases without
-            bound along the weak model (``φ'`` still negative at ``max_step_ratio`` Newton
+        on_unbounded: (``step="line_search"``) what to do when the line search finds that
+            the loss decreases without bound along the weak model (``φ'`` still negative at ``max_step_ratio`` Newton
             steps — e.g. separable data under an exponential loss): ``"stop"`` (warn and
             stop before that round; default), ``"raise"``
             (:class:`~torchrankboost.contract.UnboundedDirectionError`, carrying the model so
@@ -232,7 +277,7 @@ class Booster(FitState):
     _algorithm = "boost"  # the registry name callbacks see (QBRank/GBT pass their own)
 
     def __init__(self, loss: Callable, learner, *, n_rounds: int = 100,
-                 learning_rate: float = 0.1, step: str = "line_search",
+                 learning_rate: float = 0.1, step: str = "surrogate",
                  curvature: str = "diag", subsample: float = 1.0, seed: int = 0,
                  callbacks: Sequence = (), device=None,
                  verbose: Union[bool, int, str] = "auto", n_threads: Optional[int] = 1,
@@ -385,7 +430,8 @@ class Booster(FitState):
                              train=(labels, groups) if self.eval_train else None)
         s = torch.full((n,), base, dtype=F64, device=dev)
         self.scores_ = s
-        loss0 = float(self._value(s, labels, groups))
+        bound = _bind(self.loss, labels, groups)
+        loss0 = float(_scalar(bound.value(s)))
         if not math.isfinite(loss0):
             raise NumericalError(f"the loss is {loss0} at the initial scores (base score "
                                  f"{base})", round=None, model=None)
@@ -394,7 +440,7 @@ class Booster(FitState):
                    scores=s, loss=loss0,
                    ensemble=Ensemble([], [], base_score=base, num_features=F),
                    monitor=monitor, sub_gen=torch.Generator().manual_seed(self.seed),
-                   sync=sync, t_fit=t_fit)
+                   sync=sync, t_fit=t_fit, bound=bound)
         params = dict(loss=repr(self.loss), learner=repr(self.learner), step=self.step,
                       curvature=self.curvature, learning_rate=self.learning_rate,
                       subsample=self.subsample, seed=self.seed, device=str(dev),
@@ -441,6 +487,10 @@ class Booster(FitState):
     def _value(self, s: Tensor, labels, groups) -> Tensor:
         return _scalar(self.loss(s, labels, groups))
 
+    def _curv_kind(self) -> str:
+        """The ``hess=`` asked of a loss with ``grad_hess``."""
+        return "bound" if self.curvature == "bound" else "diag"
+
     def _failure(self, run: _Run, rnd: int, message: str) -> NumericalError:
         """A :class:`NumericalError` for round ``rnd`` carrying the last good model."""
         model = run.ensemble.truncate(run.ensemble.n_rounds)
@@ -449,9 +499,12 @@ class Booster(FitState):
     def _grad_curv(self, run: _Run, rnd: int) -> Tuple[Tensor, Tensor, str]:
         """The loss gradient and curvature at the current scores (closed form or autograd)."""
         s, labels, groups = run.scores, run.labels, run.groups
-        if self._has_gh:
-            kind = "bound" if self.curvature == "bound" else "diag"
-            g, h = self.loss.grad_hess(s, labels, groups, hess=kind)
+        pending, run.pending = run.pending, None
+        if self._has_gh and pending is not None and pending[0] is s:
+            _, g, h, kind = pending  # computed with the loss at these scores (last step)
+        elif self._has_gh:
+            kind = self._curv_kind()
+            g, h = run.bound.grad_hess(s, hess=kind)
         else:
             want = "diag" if self.curvature == "diag" else "none"
             probes = hvp_probes(s.shape[0], groups, is_per_query(self.loss))
@@ -517,11 +570,13 @@ class Booster(FitState):
         s, labels, groups, dev = run.scores, run.labels, run.groups, run.X.device
 
         def phi(a):
-            return self._value(s + a.to(dev) * f, labels, groups)
+            return _scalar(run.bound.value(s + a.to(dev) * f))
 
         if self.step == "fixed":
             return _Step(1.0)
-        if self.step == "newton":
+        if self.step == "surrogate":
+            step = self._surrogate(run, float((g * f).sum()), float((hc * f * f).sum()), f)
+        elif self.step == "newton":
             step = self._newton(phi, float((hc * f * f).sum()))
         else:
             step = self._line_search(run, rnd, phi, float((g * f).sum()),
@@ -535,6 +590,35 @@ class Booster(FitState):
                              f"({step.info.get('status')}); converged")
             return _Step(None)
         return step
+
+    def _surrogate(self, run: _Run, gf: float, hff: float, f: Tensor) -> _Step:
+        """``α = −⟨g, f⟩ / Σ h f²`` (the quadratic model's minimiser along ``f``; negative when
+        ``f`` points uphill, e.g. a correlation-selected ranker), halved while
+        ``L(s + ν α f) > L(s)`` (30 times at most, then ``α = 0``). The loss at the accepted
+        point comes with its gradient and curvature (kept for the next round)."""
+        v0 = run.loss
+        if not (hff > 0 and gf != 0.0 and math.isfinite(gf) and math.isfinite(hff)):
+            return _Step(0.0, None, {"status": "no_descent", "n_evals": 0, "deriv0": gf,
+                                     "value0": v0})
+        alpha = -gf / hff
+        fused = self._has_gh
+        kind = self._curv_kind()
+        for tries in range(31):
+            s_new = run.scores + (self.learning_rate * alpha) * f
+            if fused:
+                v, g, h = run.bound.value_grad_hess(s_new, hess=kind)
+                v = float(v)
+            else:
+                v = float(_scalar(run.bound.value(s_new)).detach())
+            if math.isfinite(v) and v <= v0:
+                if fused:
+                    run.pending = (s_new, g, h, kind)
+                return _Step(alpha, v, {"status": "surrogate", "n_evals": tries + 1,
+                                        "deriv0": gf, "curv0": hff, "value0": v0,
+                                        "backtracks": tries}, scores=s_new)
+            alpha *= 0.5
+        return _Step(0.0, None, {"status": "no_decrease", "n_evals": 31, "deriv0": gf,
+                                 "value0": v0, "backtracks": 31})
 
     def _newton(self, phi, fallback_curvature: float) -> _Step:
         """One Newton step on ``α``, halved until ``L(s + ν α f) ≤ L(s)`` (30 times at most)."""
@@ -586,9 +670,9 @@ class Booster(FitState):
 
     def _apply(self, run: _Run, rnd: int, step: _Step, w_round: float, model, f) -> None:
         """``s ← s + ν α f``, the new loss, the ensemble's new round."""
-        s_new = run.scores + w_round * f
+        s_new = step.scores if step.scores is not None else run.scores + w_round * f
         loss_new = (step.new_loss if step.new_loss is not None
-                    else float(self._value(s_new, run.labels, run.groups)))
+                    else float(_scalar(run.bound.value(s_new)).detach()))
         if not math.isfinite(loss_new):
             raise self._failure(run, rnd, f"the loss is {loss_new} after the update (step "
                                           f"{step.alpha:.4g}, weight {w_round:.4g}); the loss "
