@@ -19,12 +19,31 @@ for where the project keeps real data sets.
 
 Prints the test NDCG@10 of the untrained network and of the trained one (the epoch with the
 best validation NDCG@10), and where the TensorBoard logs are.
+
+**Several processes.** Launched by ``torchrun`` (``WORLD_SIZE`` in the environment) the
+script trains data-parallel, one process per device::
+
+    python -m torch.distributed.run --standalone --nproc-per-node 2 scripts/train_neural.py --epochs 2
+    torchrun --standalone --nproc-per-node 4 scripts/train_neural.py --data data/mq2008/Fold1 --device cuda
+
+It initialises the process group (gloo on CPU, NCCL with ``--device cuda``, each process
+on the GPU of its ``LOCAL_RANK``), wraps the network in ``DistributedDataParallel``, deals
+the training queries to the ranks with
+:class:`~torchrankboost.distributed.DistributedQueryBatchSampler` (``--max-docs`` is the
+budget of one rank's batch) and normalises each step's loss over the queries of all ranks
+(the loss summed per rank, scaled by :func:`~torchrankboost.distributed.global_mean_loss`:
+the gradient is that of the mean over all the step's queries). Validation and test metrics
+are computed on each rank's shard and combined (:func:`~torchrankboost.distributed.global_metric`:
+the all-reduced sum of per-query values over the all-reduced query count). Rank 0 alone
+prints and writes TensorBoard (the per-epoch validation score histograms show rank 0's
+shard; the test histogram and curves gather every rank's scores).
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
+import os
 import sys
 import time
 from pathlib import Path
@@ -52,9 +71,16 @@ def score(model: nn.Module, X: torch.Tensor, chunk: int = 65536) -> torch.Tensor
             if X.shape[0] else X.new_zeros(0)
 
 
-def evaluate(model, data, metrics):
+def evaluate(model, data, metrics, ctx=None):
+    """``({metric: value}, scores)``; with an enabled context ``data`` is this rank's shard
+    and the values are over every rank's queries."""
     s = score(model, data.X)
-    return {m.name: m(s, data.labels, data.groups) for m in metrics}, s
+    if ctx is None or not ctx.enabled:
+        return {m.name: m(s, data.labels, data.groups) for m in metrics}, s
+    from torchrankboost.distributed import global_metric
+
+    return {m.name: global_metric(m, s, data.labels, data.groups, context=ctx)
+            for m in metrics}, s
 
 
 def load(args):
@@ -109,8 +135,9 @@ def build_parser() -> argparse.ArgumentParser:
     return ap
 
 
-def make_loss(args):
-    """``(registry entry, loss parameters, loss module)``; bad names exit with one line."""
+def make_loss(args, distributed: bool = False):
+    """``(registry entry, loss parameters, loss module)``; bad names exit with one line.
+    Several processes: the loss is summed per rank (the global normalisation scales it)."""
     import inspect
 
     from torchrankboost import registry
@@ -120,8 +147,12 @@ def make_loss(args):
         loss_params = parse_params(args.loss_param, "--loss-param")
         entry = registry.lookup("loss", args.loss)
         kwargs = dict(loss_params)
+        if distributed and kwargs.get("reduction", "sum") != "sum":
+            raise ValueError("under torchrun the loss is normalised over the queries of all "
+                             "ranks by the script; drop --loss-param reduction=...")
         if "reduction" in inspect.signature(entry.resolve()).parameters:
-            kwargs.setdefault("reduction", "mean")  # batch-size independent step sizes
+            # batch-size independent step sizes; several processes: sum, scaled globally
+            kwargs.setdefault("reduction", "sum" if distributed else "mean")
         if entry.name == "smooth_margin":
             kwargs.setdefault("scale", 1.0)  # a network has no ‖λ‖₁: minimise ln F̃ itself
         return entry, loss_params, entry.create(**kwargs)
@@ -129,20 +160,43 @@ def make_loss(args):
         sys.exit(f"train_neural.py: error: {exc}")
 
 
-def make_device(name: str) -> torch.device:
+def make_device(name: str, distributed: bool = False) -> torch.device:
+    """The device; under torchrun ``cuda`` means the GPU of this process's ``LOCAL_RANK``."""
     try:
         device = torch.device(name)
         if device.type == "cuda" and not torch.cuda.is_available():
             raise ValueError("CUDA is not available")
+        if distributed and device.type == "cuda" and device.index is None:
+            device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+        if distributed and device.type == "cuda":
+            torch.cuda.set_device(device)
     except (RuntimeError, ValueError) as exc:
         sys.exit(f"train_neural.py: error: bad --device {name!r}: {exc}")
     return device
 
 
-def make_logger(args, entry, loss_params, device):
+def launched_by_torchrun() -> bool:
+    return "WORLD_SIZE" in os.environ and "RANK" in os.environ
+
+
+def init_distributed(device: torch.device):
+    """Initialise the process group of a torchrun launch (gloo on CPU, NCCL on CUDA) and
+    return ``(context, owned)``: ``owned`` when this call created the group."""
+    import torch.distributed as dist
+
+    from torchrankboost.distributed import get_context
+
+    owned = False
+    if not dist.is_initialized():
+        dist.init_process_group("nccl" if device.type == "cuda" else "gloo")
+        owned = True
+    return get_context(True), owned
+
+
+def make_logger(args, entry, loss_params, device, ctx=None):
     from torchrankboost.tensorboard import TensorBoardLogger, default_logdir
 
-    if args.no_tensorboard:
+    if args.no_tensorboard or (ctx is not None and not ctx.is_main):
         return None
     logdir = args.logdir or default_logdir(f"neural-{entry.name}")
     # the same HParams columns as a boosting run (algorithm, loss, learner, learning rate,
@@ -153,16 +207,40 @@ def make_logger(args, entry, loss_params, device):
         "learner": "mlp", "learner.hidden": args.hidden, "learner.layers": args.layers,
         "learner.dropout": args.dropout, "learning_rate": args.lr, "n_rounds": args.epochs,
         "seed": args.seed, "data": Path(str(args.data)).name,
-        "weight_decay": args.weight_decay, "max_docs": args.max_docs})
+        "weight_decay": args.weight_decay, "max_docs": args.max_docs,
+        **({"processes": ctx.world_size} if ctx is not None else {})})
 
 
-def train_epochs(args, model, opt, loss_fn, train, valid, metrics, logger, best):
+def batches(args, train, epoch, sampler):
+    """The epoch's training batches: this rank's (``sampler``) or, in one process, the
+    loader-free shuffled batches."""
+    from torchrankboost.data import iterate_query_batches, take_queries
+
+    if sampler is None:
+        yield from iterate_query_batches(train.X, train.labels, train.groups,
+                                         max_docs=args.max_docs, shuffle=True,
+                                         seed=args.seed * 100003 + epoch)
+        return
+    sampler.set_epoch(epoch)
+    for queries in sampler:
+        yield take_queries(train.X, train.labels, train.groups, queries)
+
+
+def train_epochs(args, model, opt, loss_fn, train, valid, metrics, logger, best, ctx=None,
+                 net=None):
     """The epoch loop; ``best`` = ``(valid NDCG@10, state dict, epoch)`` of the start.
-    Returns ``(best, steps)``."""
-    from torchrankboost.data import iterate_query_batches
+    Several processes: ``net`` is the ``DistributedDataParallel`` wrapper of ``model``,
+    ``valid`` this rank's shard. Returns ``(best, steps)``."""
+    from torchrankboost.distributed import DistributedQueryBatchSampler, global_mean_loss
     from torchrankboost.progress import ProgressCallback
 
-    progress = ProgressCallback(total=args.epochs, quiet=args.quiet, desc="epoch", every=1)
+    dist = ctx is not None and ctx.enabled
+    net = model if net is None else net
+    sampler = (DistributedQueryBatchSampler(train.groups, max_docs=args.max_docs,
+                                            seed=args.seed * 100003) if dist else None)
+    progress = ProgressCallback(total=args.epochs, quiet=args.quiet or not (ctx is None
+                                                                          or ctx.is_main),
+                                desc="epoch", every=1)
     progress.start()
     step, t0 = 0, time.perf_counter()
     per_query = getattr(loss_fn, "reduction", "sum") == "mean"  # already a mean over queries
@@ -170,28 +248,30 @@ def train_epochs(args, model, opt, loss_fn, train, valid, metrics, logger, best)
     for epoch in range(args.epochs):
         model.train()
         ep_loss, nb = 0.0, 0
-        for Xb, yb, gb in iterate_query_batches(train.X, train.labels, train.groups,
-                                                max_docs=args.max_docs, shuffle=True,
-                                                seed=args.seed * 100003 + epoch):
-            s = model(Xb).squeeze(-1)
-            loss = loss_fn(s, yb, gb)
+        for Xb, yb, gb in batches(args, train, epoch, sampler):
+            s = net(Xb).squeeze(-1)
+            if dist:  # the DDP-averaged gradient is that of the mean over all ranks' queries
+                loss, mean = global_mean_loss(loss_fn(s, yb, gb), gb.num_groups, ctx,
+                                              with_mean=True)
+            else:
+                loss = loss_fn(s, yb, gb)
             opt.zero_grad(set_to_none=True)
             loss.backward()
             gnorm = torch.nn.utils.clip_grad_norm_(model.parameters(), 10.0)
             opt.step()
             step += 1
-            ep_loss += float(loss.detach())
+            # per query, like the boosting runs' metrics/loss_per_query
+            per_q = (mean if dist else float(loss.detach()) if per_query
+                     else float(loss.detach()) / max(gb.num_groups, 1))
+            ep_loss += mean if dist else float(loss.detach())
             nb += 1
             if logger is not None:
-                # per query, like the boosting runs' metrics/loss_per_query
-                logger.log_step(step, {
-                    "metrics/loss_per_query": loss.detach() if per_query
-                    else loss.detach() / max(gb.num_groups, 1),
-                    "round/grad_norm": gnorm})
+                logger.log_step(step, {"metrics/loss_per_query": per_q,
+                                       "round/grad_norm": gnorm})
             if args.max_steps is not None and step >= args.max_steps:
                 stop = True
                 break
-        val, vs = evaluate(model, valid, metrics)
+        val, vs = evaluate(model, valid, metrics, ctx)
         scalars = {"train/epoch_loss": ep_loss / max(nb, 1),
                    **{f"valid/{k}": v for k, v in val.items()}}
         if logger is not None:
@@ -209,56 +289,101 @@ def train_epochs(args, model, opt, loss_fn, train, valid, metrics, logger, best)
     return best, step
 
 
+def shard_eval(data, ctx):
+    """This rank's queries of an evaluation split (the whole split in one process)."""
+    if ctx is None or not ctx.enabled:
+        return data
+    try:
+        return data.shard(ctx.rank, ctx.world_size)
+    except ValueError as exc:
+        sys.exit(f"train_neural.py: error: {exc}")
+
+
 def main(argv=None) -> dict:
+    args = build_parser().parse_args(argv)
+    distributed = launched_by_torchrun()
+    entry, loss_params, loss_fn = make_loss(args, distributed)
+    device = make_device(args.device, distributed)
+    ctx, owned = init_distributed(device) if distributed else (None, False)
+    if not owned:
+        return run(args, entry, loss_params, loss_fn, device, ctx)
+    import gc
+
+    import torch.distributed as dist
+
+    try:
+        result = run(args, entry, loss_params, loss_fn, device, ctx)
+        # the DDP wrapper (kept alive by reference cycles) must go before the process
+        # group, and no rank may tear the group down while another still uses it
+        gc.collect()
+        ctx.barrier()
+        return result
+    finally:
+        dist.destroy_process_group()
+
+
+def run(args, entry, loss_params, loss_fn, device, ctx) -> dict:
     from torchrankboost import registry
 
-    args = build_parser().parse_args(argv)
-    entry, loss_params, loss_fn = make_loss(args)
-    device = make_device(args.device)
-
-    torch.manual_seed(args.seed)
+    main_rank = ctx is None or ctx.is_main
+    torch.manual_seed(args.seed)  # the same initial network on every rank
     train, valid, test = load(args)
     if args.train_queries:
         train = slice_queries(train, args.train_queries)
+    valid, test = shard_eval(valid, ctx), shard_eval(test, ctx)
     train, valid, test = (d.to(device) for d in (train, valid, test))
     loss_fn = loss_fn.to(device) if isinstance(loss_fn, nn.Module) else loss_fn
 
     model = build_mlp(train.num_features, args.hidden, args.layers, args.dropout).to(device)
+    net = None
+    if ctx is not None:
+        from torch.nn.parallel import DistributedDataParallel
+
+        net = DistributedDataParallel(model, device_ids=[device.index]
+                                      if device.type == "cuda" else None)
     opt = torch.optim.Adam(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
     ndcg10 = registry.metric("ndcg@10")
     metrics = [ndcg10, registry.metric("map"), registry.metric("ndcg@5")]
 
-    before, _ = evaluate(model, test, [ndcg10])
-    valid0, _ = evaluate(model, valid, [ndcg10])
-    logger = make_logger(args, entry, loss_params, device)
+    before, _ = evaluate(model, test, [ndcg10], ctx)
+    valid0, _ = evaluate(model, valid, [ndcg10], ctx)
+    logger = make_logger(args, entry, loss_params, device, ctx)
     if logger is not None:
         logger.log_step(0, {"metrics/valid/ndcg@10": valid0["ndcg@10"]})
 
     t0 = time.perf_counter()
     best, step = train_epochs(args, model, opt, loss_fn, train, valid, metrics, logger,
-                              (valid0["ndcg@10"], copy.deepcopy(model.state_dict()), 0))
+                              (valid0["ndcg@10"], copy.deepcopy(model.state_dict()), 0),
+                              ctx, net)
     seconds = time.perf_counter() - t0
     model.load_state_dict(best[1])
-    after, ts = evaluate(model, test, metrics)
+    after, ts = evaluate(model, test, metrics, ctx)
+    labels = test.labels
+    if ctx is not None and ctx.enabled:  # the test curves over every rank's documents
+        parts = ctx.all_gather_object((ts.cpu(), test.labels.cpu()))
+        ts, labels = torch.cat([p[0] for p in parts]), torch.cat([p[1] for p in parts])
 
     if logger is not None:
         logger.log_histograms(step, {"scores/test": ts})
-        logger.log_curves(step, test.labels, ts, tag="test")
+        logger.log_curves(step, labels, ts, tag="test")
         logger.log_hparams(None, {**{f"test/{k}": v for k, v in after.items()},
                                   "test/untrained_ndcg@10": before["ndcg@10"],
                                   "valid/ndcg@10": best[0], "best_round": best[2],
                                   "seconds": seconds}, step=step)
         logger.close()
 
-    print(f"loss {entry.name}: test NDCG@10 before {before['ndcg@10']:.4f}  after "
-          f"{after['ndcg@10']:.4f}  (best epoch {best[2]}, {step} steps, {seconds:.1f} s, "
-          f"{device})")
+    if main_rank:
+        where = f"{device}" if ctx is None else f"{device}, {ctx.world_size} processes"
+        print(f"loss {entry.name}: test NDCG@10 before {before['ndcg@10']:.4f}  after "
+              f"{after['ndcg@10']:.4f}  (best epoch {best[2]}, {step} steps, {seconds:.1f} s, "
+              f"{where})")
     if logger is not None:
         print(f"TensorBoard logs in {logger.logdir}; view with: tensorboard --logdir "
               f"{Path(logger.logdir).parent}")
     return {"loss": entry.name, "before": before["ndcg@10"], "after": after["ndcg@10"],
             "best_epoch": best[2], "steps": step, "seconds": seconds,
-            "logdir": None if logger is None else logger.logdir}
+            "logdir": None if logger is None else logger.logdir,
+            "world_size": 1 if ctx is None else ctx.world_size}
 
 
 if __name__ == "__main__":
