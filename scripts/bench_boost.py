@@ -189,20 +189,23 @@ def run_xgb(tr, va, args, rounds, early):
 
 def methods(args):
     avail = {
-        "trb-exp": lambda tr, va, R, E: run_trb(L.ExponentialPairwiseLoss(), "line_search",
+        "trb-exp": lambda tr, va, R, E: run_trb(L.ExponentialPairwiseLoss(), "surrogate",
                                                 "diag", tr, va, args, R, E),
         "trb-exp-bound": lambda tr, va, R, E: run_trb(L.ExponentialPairwiseLoss(),
-                                                      "line_search", "bound", tr, va, args, R, E),
+                                                      "surrogate", "bound", tr, va, args, R, E),
+        "trb-exp-ls": lambda tr, va, R, E: run_trb(L.ExponentialPairwiseLoss(), "line_search",
+                                                   "diag", tr, va, args, R, E),
         "trb-exp-newton": lambda tr, va, R, E: run_trb(L.ExponentialPairwiseLoss(), "newton",
                                                        "diag", tr, va, args, R, E),
+        "trb-qbrank": lambda tr, va, R, E: run_trb(L.QBRankLoss(), "surrogate", "bound", tr,
+                                                   va, args, R, E),
+        "trb-qbrank-ls": lambda tr, va, R, E: run_trb(L.QBRankLoss(), "line_search", "bound",
+                                                      tr, va, args, R, E),
         "lgb-lambdarank": lambda tr, va, R, E: run_lgb(tr, va, args, R, E),
         "lgb-exp-custom": lambda tr, va, R, E: run_lgb(tr, va, args, R, E,
                                                        custom_loss=L.ExponentialPairwiseLoss()),
         "xgb-pairwise": lambda tr, va, R, E: run_xgb(tr, va, args, R, E),
     }
-    if hasattr(L, "QBRankLoss"):
-        avail["trb-qbrank"] = lambda tr, va, R, E: run_trb(L.QBRankLoss(), "line_search",
-                                                           "bound", tr, va, args, R, E)
     return avail
 
 

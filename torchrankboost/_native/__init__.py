@@ -32,7 +32,7 @@ import threading
 from pathlib import Path
 from typing import Optional
 
-__all__ = ["load", "status", "NativeUnavailable", "ptr"]
+__all__ = ["load", "status", "NativeUnavailable", "ptr", "REDUCE_FN"]
 
 _log = logging.getLogger("torchrankboost")
 _SOURCE = Path(__file__).with_name("trees.c")
@@ -40,6 +40,10 @@ _FLAGS = ["-O2", "-std=c99", "-fPIC", "-shared", "-fopenmp", "-ffp-contract=off"
 _lock = threading.Lock()
 _lib: Optional[ctypes.CDLL] = None
 _error: Optional[str] = None
+
+
+#: the C type of the data-parallel reduction callback ``reduce(double *buf, int64_t len)``
+REDUCE_FN = ctypes.CFUNCTYPE(None, ctypes.POINTER(ctypes.c_double), ctypes.c_int64)
 
 
 class NativeUnavailable(RuntimeError):
@@ -90,6 +94,10 @@ def _declare(lib: ctypes.CDLL) -> None:
         "trb_partition": ([p, i64, p, i64, i64, i64, i32, i32, p], i64),
         "trb_leaf_sums": ([p, p, p, i64, p, p], None),
         "trb_tree_leaves": ([p, i64, i64, p, p, p, p, p, i64, i32, p, i32], None),
+        "trb_tree_leaves_raw": ([p, i32, i64, i64, p, p, p, p, p, i64, p, i32], None),
+        "trb_leaf_struct_size": ([], i64),
+        "trb_grow": ([p, i64, i64, p, i64, i32, p, i64, p, p, i64, d, i64, d, d, i64, i64, i32,
+                      p, i64, p, p, p, i32, REDUCE_FN, p, p, p, p, p, p, p, p, p, p, p, p], i64),
     }
     for name, (args, res) in sig.items():
         fn = getattr(lib, name)

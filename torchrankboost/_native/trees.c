@@ -85,7 +85,7 @@ void trb_subtract(const double *a, const double *b, double *out, int64_t len)
  *
  * out[0] = best raw gain (-inf when none), out[1] = the parent term G²/(H+λ) of feature 0's
  * totals, out[2] = feature, out[3] = bin, out[4] = default_left (1/0), out[5] = 1 if a NaN
- * gain was met. */
+ * gain was met, out[6], out[7] = the row counts of the best split's left and right child. */
 void trb_best_split(const double *hist, int64_t F, int64_t S, const int64_t *num_bins,
                     const uint8_t *feat_ok, const uint8_t *miss_feat, int64_t Vm, double lam,
                     double msl_half, double mcw, double *out)
@@ -93,18 +93,26 @@ void trb_best_split(const double *hist, int64_t F, int64_t S, const int64_t *num
     const int64_t V = S - 1;
     double best = -INFINITY;
     int64_t bf = 0, bt = 0, bdl = 1;
-    int seen_nan = 0, any = 0;
+    double bnl = 0.0, bnr = 0.0;
+    int seen_nan = 0;
     int check_den = !(mcw > 0);
     double parent = 0.0;
+    double cum[3 * 256];
     for (int64_t f = 0; f < F; f++) {
         const double *hf = hist + f * S * CH;
         if (f > 0 && !feat_ok[f]) continue;
-        /* totals: the sequential sum of the Vm value bins plus the missing slot */
+        /* cumulative sums of the value bins (bins at or beyond num_bins[f] are empty: adding
+         * their zeros would not change the totals) */
+        int64_t nb = num_bins[f] < Vm ? num_bins[f] : Vm;
+        if (nb > 256) nb = 256;
         double c0 = 0.0, c1 = 0.0, c2 = 0.0;
-        for (int64_t t = 0; t < Vm; t++) {
+        for (int64_t t = 0; t < nb; t++) {
             c0 += hf[t * CH];
             c1 += hf[t * CH + 1];
             c2 += hf[t * CH + 2];
+            cum[3 * t] = c0;
+            cum[3 * t + 1] = c1;
+            cum[3 * t + 2] = c2;
         }
         const double m0 = hf[V * CH], m1 = hf[V * CH + 1], m2 = hf[V * CH + 2];
         const double T0 = c0 + m0, T1 = c1 + m1, T2 = c2 + m2;
@@ -113,13 +121,9 @@ void trb_best_split(const double *hist, int64_t F, int64_t S, const int64_t *num
             parent = d0 > 0 ? T0 * T0 / d0 : 0.0;
             if (!feat_ok[0]) continue;
         }
-        int64_t nb = num_bins[f] < Vm ? num_bins[f] : Vm;
         int sides = miss_feat[f] ? 2 : 1;
-        double s0 = 0.0, s1 = 0.0, s2 = 0.0;
         for (int64_t t = 0; t < nb; t++) {
-            s0 += hf[t * CH];
-            s1 += hf[t * CH + 1];
-            s2 += hf[t * CH + 2];
+            const double s0 = cum[3 * t], s1 = cum[3 * t + 1], s2 = cum[3 * t + 2];
             for (int side = 0; side < sides; side++) {
                 double gl, hl, nl;
                 if (side == 0) {
@@ -128,26 +132,49 @@ void trb_best_split(const double *hist, int64_t F, int64_t S, const int64_t *num
                     gl = s0; hl = s1; nl = s2;
                 }
                 double gr = T0 - gl, hr = T1 - hl, nr = T2 - nl;
-                double dl = hl + lam, dr = hr + lam;
-                double gain = gl * gl / dl + gr * gr / dr;
                 int ok = (nl < nr ? nl : nr) >= msl_half && (hl < hr ? hl : hr) >= mcw;
+                double dl = hl + lam, dr = hr + lam;
                 if (check_den) ok = ok && (dl < dr ? dl : dr) > 0;
-                if (!ok) gain = -INFINITY;
-                any = 1;
+                if (!ok) continue; /* gain -inf: never the maximum */
+                double gain = gl * gl / dl + gr * gr / dr;
                 if (isnan(gain)) { seen_nan = 1; continue; }
                 if (gain > best) {
-                    best = gain; bf = f; bt = t; bdl = side == 0;
+                    best = gain; bf = f; bt = t; bdl = side == 0; bnl = nl; bnr = nr;
                 }
             }
         }
     }
-    (void)any;
     out[0] = best;
     out[1] = parent;
     out[2] = (double)bf;
     out[3] = (double)bt;
     out[4] = (double)bdl;
     out[5] = (double)seen_nan;
+    out[6] = bnl;
+    out[7] = bnr;
+}
+
+/* Leaf index of every row of raw features X (n, F) (float64, or float32 when is_f32): x <=
+ * threshold goes left, NaN to the default side. */
+void trb_tree_leaves_raw(const void *X, int is_f32, int64_t n, int64_t F,
+                         const int64_t *split_feature, const double *threshold,
+                         const uint8_t *default_left, const int64_t *left_child,
+                         const int64_t *right_child, int64_t K, int64_t *leaf, int nthreads)
+{
+    int nt = nthreads < 1 ? 1 : nthreads;
+    if (n < 65536) nt = 1;
+#pragma omp parallel for num_threads(nt) if (nt > 1) schedule(static)
+    for (int64_t i = 0; i < n; i++) {
+        if (K == 0) { leaf[i] = 0; continue; }
+        int64_t node = 0;
+        while (node >= 0) {
+            int64_t j = i * F + split_feature[node];
+            double x = is_f32 ? (double)((const float *)X)[j] : ((const double *)X)[j];
+            int go = isnan(x) ? default_left[node] : (x <= threshold[node]);
+            node = go ? left_child[node] : right_child[node];
+        }
+        leaf[i] = ~node;
+    }
 }
 
 /* Stable partition of rows[0..m) by the split (f, t, default_left): left rows first, then
@@ -207,3 +234,144 @@ void trb_tree_leaves(const uint8_t *codes, int64_t n, int64_t F, const int64_t *
         leaf[i] = ~node;
     }
 }
+
+/* ---------------------------------------------------------------------------- whole tree
+ *
+ * trb_grow: the best-first growth of learners._TreeGrower in one call. Leaves keep the
+ * reference's list order (a split puts the left child at the parent's position and appends the
+ * right child), so the leaf of largest gain is the first maximum in that order, as there.
+ *
+ * Data-parallel training: every decision is taken from histograms only (row counts included),
+ * so when `reduce` is given it is called on every histogram this rank builds (the root's and
+ * each smaller child's: F*S*3 doubles) and on the leaf sums (L*2 doubles), and must replace
+ * them by their sum over all ranks; every rank then grows the same tree on its own rows.
+ */
+typedef void (*trb_reduce_fn)(double *buf, int64_t len);
+
+typedef struct {
+    int64_t id, begin, count, depth, parent, is_left, hist;
+    int has_best;
+    double gain, nl, nr;
+    int64_t f, t, dl;
+} leaf_t;
+
+static double node_count(const double *hist, int64_t S)
+{
+    double c = 0.0; /* feature 0's row counts over all slots: the node's row count, exactly */
+    for (int64_t b = 0; b < S; b++) c += hist[b * CH + 2];
+    return c;
+}
+
+static void evaluate_leaf(leaf_t *lf, const double *hist, int64_t F, int64_t S,
+                          const int64_t *num_bins, const uint8_t *feat_ok, const uint8_t *miss_feat,
+                          int64_t Vm, double lam, int64_t msl, double mcw, double min_split_gain,
+                          int64_t max_depth, int any_ok)
+{
+    lf->has_best = 0;
+    if (lf->depth >= max_depth || !any_ok || F == 0 || Vm < 1) return;
+    if (node_count(hist, S) < 2.0 * (double)msl) return;
+    double out[8];
+    trb_best_split(hist, F, S, num_bins, feat_ok, miss_feat, Vm, lam, msl - 0.5, mcw, out);
+    double bg = out[0], pa = out[1];
+    if (out[5] != 0.0 || !isfinite(bg)) return;
+    double gain_b = bg - pa;
+    double floor_ = 1e-10 * fabs(pa);
+    if (!(gain_b > (min_split_gain > floor_ ? min_split_gain : floor_))) return;
+    lf->has_best = 1;
+    lf->gain = gain_b;
+    lf->f = (int64_t)out[2];
+    lf->t = (int64_t)out[3];
+    lf->dl = out[4] == 1.0;
+    lf->nl = out[6];
+    lf->nr = out[7];
+}
+
+/* Returns the number of leaves L (or -1 when max_leaves exceeds the buffers). Outputs: the
+ * internal nodes (split_feature, threshold_bin, default_left, left_child, right_child,
+ * split_gain; K = L - 1 of them), *depth_out, and per leaf id: leaf_sums (L, 2) = (Σ w·t,
+ * Σ w) (reduced), leaf_begin / leaf_count into rows (the rank's own rows). rows[0..m) is
+ * partitioned in place; all_rows: rows holds 0..n-1 and the root histogram skips the gather. */
+int64_t trb_grow(const uint8_t *codes, int64_t n, int64_t F, int32_t *rows, int64_t m,
+                 int all_rows, const double *gh, int64_t S, const int64_t *num_bins,
+                 const uint8_t *feat_ok, int64_t Vm, double lam, int64_t msl, double mcw,
+                 double min_split_gain, int64_t max_leaves, int64_t max_depth, int miss_code,
+                 double *pool, int64_t pool_size, int64_t *free_list, int32_t *scratch,
+                 uint8_t *miss_feat,
+                 int nthreads, trb_reduce_fn reduce, int64_t *split_feature,
+                 int64_t *threshold_bin, uint8_t *default_left, int64_t *left_child,
+                 int64_t *right_child, double *split_gain, int64_t *depth_out, double *leaf_sums,
+                 int64_t *leaf_begin, int64_t *leaf_count, leaf_t *leaves, int64_t *order)
+{
+    const int64_t HS = F * S * CH;
+    if (max_leaves > pool_size || max_leaves < 1) return -1;
+    int64_t n_free = pool_size;
+    for (int64_t i = 0; i < pool_size; i++) free_list[i] = pool_size - 1 - i;
+    int any_ok = 0;
+    for (int64_t f = 0; f < F; f++) any_ok |= feat_ok[f] != 0;
+
+    int64_t L = 1, K = 0, depth = 0;
+    leaf_t *root = &leaves[0];
+    root->id = 0; root->begin = 0; root->count = m; root->depth = 0; root->parent = -1;
+    root->is_left = 1; root->hist = free_list[--n_free];
+    double *rh = pool + root->hist * HS;
+    trb_histogram(codes, n, F, all_rows ? NULL : rows, m, gh, rh, S, nthreads);
+    if (reduce) reduce(rh, HS);
+    for (int64_t f = 0; f < F; f++) miss_feat[f] = rh[(f * S + S - 1) * CH + 2] > 0;
+    order[0] = 0;
+    evaluate_leaf(root, rh, F, S, num_bins, feat_ok, miss_feat, Vm, lam, msl, mcw, min_split_gain,
+                  max_depth, any_ok);
+    while (L < max_leaves) {
+        int64_t pos = -1;
+        double bestg = 0.0;
+        for (int64_t i = 0; i < L; i++) {
+            leaf_t *lf = &leaves[order[i]];
+            if (lf->has_best && (pos < 0 || lf->gain > bestg)) { pos = i; bestg = lf->gain; }
+        }
+        if (pos < 0) break;
+        leaf_t *lf = &leaves[order[pos]];
+        int64_t nl = trb_partition(codes, F, rows + lf->begin, lf->count, lf->f, lf->t,
+                                   (int)lf->dl, miss_code, scratch);
+        int64_t nr = lf->count - nl;
+        int64_t k = K++;
+        split_feature[k] = lf->f; threshold_bin[k] = lf->t; default_left[k] = (uint8_t)lf->dl;
+        split_gain[k] = lf->gain;
+        left_child[k] = ~lf->id; right_child[k] = ~L;
+        if (lf->parent >= 0) {
+            if (lf->is_left) left_child[lf->parent] = k; else right_child[lf->parent] = k;
+        }
+        /* the smaller child (by the row counts of the histogram, global when data-parallel:
+         * the same choice on every rank) gets a new histogram; the parent's buffer becomes
+         * the larger child's */
+        double nlg = lf->nl, nrg = lf->nr;
+        int small_left = nlg <= nrg;
+        int64_t hs_idx = free_list[--n_free];
+        double *hs = pool + hs_idx * HS, *hp = pool + lf->hist * HS;
+        if (small_left) trb_histogram(codes, n, F, rows + lf->begin, nl, gh, hs, S, nthreads);
+        else trb_histogram(codes, n, F, rows + lf->begin + nl, nr, gh, hs, S, nthreads);
+        if (reduce) reduce(hs, HS);
+        trb_subtract(hp, hs, hp, HS);
+        leaf_t *left = &leaves[lf->id], *right = &leaves[L];
+        int64_t parent_hist = lf->hist, id = lf->id, begin = lf->begin, d = lf->depth + 1;
+        right->id = L; right->begin = begin + nl; right->count = nr; right->depth = d;
+        right->parent = k; right->is_left = 0; right->hist = small_left ? parent_hist : hs_idx;
+        left->id = id; left->begin = begin; left->count = nl; left->depth = d;
+        left->parent = k; left->is_left = 1; left->hist = small_left ? hs_idx : parent_hist;
+        if (d > depth) depth = d;
+        order[L] = L; /* the right child is appended; the left keeps the parent's position */
+        L++;
+        evaluate_leaf(left, pool + left->hist * HS, F, S, num_bins, feat_ok, miss_feat, Vm, lam,
+                      msl, mcw, min_split_gain, max_depth, any_ok);
+        evaluate_leaf(right, pool + right->hist * HS, F, S, num_bins, feat_ok, miss_feat, Vm,
+                      lam, msl, mcw, min_split_gain, max_depth, any_ok);
+    }
+    for (int64_t id = 0; id < L; id++) {
+        leaf_begin[id] = leaves[id].begin;
+        leaf_count[id] = leaves[id].count;
+    }
+    trb_leaf_sums(rows, leaf_begin, leaf_count, L, gh, leaf_sums);
+    if (reduce) reduce(leaf_sums, 2 * L);
+    *depth_out = depth;
+    return L;
+}
+
+int64_t trb_leaf_struct_size(void) { return (int64_t)sizeof(leaf_t); }

@@ -37,6 +37,7 @@ index stays in cache, measured ~3x faster than 65536-row chunks; 2^20 rows on ot
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import math
 import warnings
@@ -344,6 +345,19 @@ class TreeModel:
 
         return self._walk(codes.shape[0], go_left, codes.device)
 
+    def _native_leaves_raw(self, lib, X: Tensor) -> Tensor:
+        n, F = X.shape
+        cpu = [t.to("cpu", torch.int64).contiguous() for t in
+               (self.split_feature, self.left_child, self.right_child)]
+        thr = self.threshold.to("cpu", torch.float64).contiguous()  # exact from float32
+        dl = self.default_left.to("cpu", torch.uint8).contiguous()
+        leaf = torch.empty(n, dtype=torch.int64)
+        lib.trb_tree_leaves_raw(X.data_ptr(), int(X.dtype == torch.float32), n, F,
+                                cpu[0].data_ptr(), thr.data_ptr(), dl.data_ptr(),
+                                cpu[1].data_ptr(), cpu[2].data_ptr(), self.split_feature.numel(),
+                                leaf.data_ptr(), torch.get_num_threads())
+        return leaf
+
     def _native_leaves(self, lib, codes: Tensor) -> Tensor:
         codes = codes.contiguous()
         n, F = codes.shape
@@ -357,10 +371,20 @@ class TreeModel:
                             torch.get_num_threads())
         return leaf
 
-    def predict(self, X: Tensor) -> Tensor:
-        """(n,) predictions from raw features (``x <= threshold`` left, NaN → default side)."""
+    def predict(self, X: Tensor, *, kernel: str = "auto") -> Tensor:
+        """(n,) predictions from raw features (``x <= threshold`` left, NaN → default side;
+        compared in the thresholds' dtype). On CPU the compiled traversal runs unless
+        ``kernel="torch"``; the same values."""
         _check_X(X)
         X = X.to(device=self.leaf_value.device, dtype=self.threshold.dtype)
+        if (kernel != "torch" and X.device.type == "cpu"
+                and X.dtype in (torch.float32, torch.float64)):
+            try:
+                lib = _native.load()
+            except _native.NativeUnavailable:
+                lib = None  # announced by RegressionTree when it chose the torch path
+            if lib is not None:
+                return self.leaf_value[self._native_leaves_raw(lib, X.contiguous())]
 
         def go_left(nid, f):
             x = X.gather(1, f.unsqueeze(1)).squeeze(1)
@@ -741,129 +765,93 @@ def _leaf_values(leaves, wt: Tensor, w: Tensor, l2: float) -> Tensor:
     return _newton_values(sums, l2)
 
 
-@dataclass(eq=False)
-class _NativeLeaf:
-    leaf_id: int
-    begin: int  # the leaf's rows are rows[begin : begin + count] of the grower's row buffer
-    count: int
-    hist: Optional[Tensor]  # (F, S, 3) float64
-    depth: int
-    parent: int
-    is_left: bool
-    best: Optional[tuple] = None
-
-
 class _NativeTreeGrower:
-    """The same best-first growth as :class:`_TreeGrower`, on the compiled kernels of
-    :mod:`torchrankboost._native` (CPU, uint8 codes): one kernel call per histogram, split
-    search and partition, no torch op in the loop. Same splits, thresholds and leaf values
-    bit for bit (see ``trees.c``).
+    """The same best-first growth as :class:`_TreeGrower` in one call of the compiled kernel
+    ``trb_grow`` (``torchrankboost/_native/trees.c``; CPU, uint8 codes): root histogram,
+    split search, in-place stable row partition (every leaf owns a contiguous range of one
+    int32 row buffer, as in LightGBM's data partition), the smaller child's histogram and the
+    larger child's by subtraction, leaf sums. Same splits, thresholds and leaf values bit for
+    bit. Histogram buffers are kept on the prepared data between fits.
 
-    The rows of the fit live in one int32 buffer; every leaf owns a contiguous range of it,
-    and a split partitions its range in place (stably: left rows first), as LightGBM's data
-    partition does.
+    ``reduce``: the data-parallel hook, ``reduce(buf)`` replacing a float64 tensor by its sum
+    over all ranks, called on every histogram and on the leaf sums (every decision of the
+    growth is read off histograms, so every rank grows the same tree).
     """
 
     def __init__(self, tree: RegressionTree, prepared: BinnedFeatures, wt: Tensor, w: Tensor,
-                 rows: Optional[Tensor], feat_ok: Tensor):
-        self.lib = _native.load()
-        self.tree = tree
-        self.prepared = prepared
-        self.codes = prepared.codes.contiguous()
-        self.n, self.F = self.codes.shape
-        self.S = prepared.missing_code + 1
-        self.threads = torch.get_num_threads()
-        self.gh = torch.stack([wt, w], 1).contiguous()
-        self.rows = (torch.arange(self.n, dtype=torch.int32) if rows is None
-                     else rows.to(torch.int32).contiguous())
-        self.scratch = torch.empty_like(self.rows)
-        self.max_depth = tree.max_depth if tree.max_depth is not None else 1 << 30
+                 rows: Optional[Tensor], feat_ok: Tensor, reduce=None):
+        lib = _native.load()
+        codes = prepared.codes.contiguous()
+        n, F = codes.shape
+        S = prepared.missing_code + 1
+        L = tree.max_leaves
+        cache = prepared.cache
+        key = ("native_buffers", F, S, L)
+        bufs = cache.get(key)
+        if bufs is None:  # reused by every fit on this prepared data
+            bufs = {"pool": torch.empty((L + 1, F, S, 3), dtype=torch.float64),
+                    "free": torch.empty(L + 1, dtype=torch.int64),
+                    "leaves": torch.empty(lib.trb_leaf_struct_size() * (L + 1), dtype=torch.uint8),
+                    "order": torch.empty(L + 1, dtype=torch.int64)}
+            cache[key] = bufs
+        gh = torch.stack([wt, w], 1).contiguous()
+        all_rows = rows is None
+        rows32 = torch.arange(n, dtype=torch.int32) if all_rows else rows.to(torch.int32).contiguous()
+        scratch = torch.empty_like(rows32)
         num_bins = prepared.num_bins.to("cpu", torch.int64).contiguous()
-        self.num_bins = num_bins
-        Vm = max(1, int(num_bins.max())) if self.F else 1
-        self.Vm = min(Vm, prepared.missing_code)
-        self.feat_ok = feat_ok.to("cpu", torch.uint8).contiguous()
-        root = _NativeLeaf(0, 0, int(self.rows.numel()), self.histogram(0, int(self.rows.numel()),
-                                                                          all_rows=rows is None),
-                           0, -1, True)
-        self.miss_feat = (root.hist[:, self.S - 1, 2] > 0).to(torch.uint8).contiguous()
-        self.leaves = [root]
-        self.sf, self.tb, self.dl, self.lc, self.rc, self.sg = [], [], [], [], [], []
-        self.depth = 0
-        self._out = torch.empty(6, dtype=torch.float64)
-        self.evaluate(root)
-
-    def histogram(self, begin: int, count: int, all_rows: bool = False) -> Tensor:
-        hist = torch.empty((self.F, self.S, 3), dtype=torch.float64)
-        rows_ptr = None if all_rows else self.rows.data_ptr() + 4 * begin
-        self.lib.trb_histogram(self.codes.data_ptr(), self.n, self.F, rows_ptr, count,
-                               self.gh.data_ptr(), hist.data_ptr(), self.S, self.threads)
-        return hist
-
-    def evaluate(self, *lvs: _NativeLeaf) -> None:
-        tree = self.tree
-        msl = tree.min_samples_leaf
-        out = self._out
-        for lf in lvs:
-            lf.best = None
-            if lf.depth >= self.max_depth or lf.count < 2 * msl or self.F == 0:
-                continue
-            if not bool(self.feat_ok.any()) or self.Vm < 1:
-                continue
-            self.lib.trb_best_split(lf.hist.data_ptr(), self.F, self.S, self.num_bins.data_ptr(),
-                                    self.feat_ok.data_ptr(), self.miss_feat.data_ptr(), self.Vm,
-                                    tree.l2, msl - 0.5, tree.min_child_weight, out.data_ptr())
-            bg, pa, f, t, dleft, seen_nan = out.tolist()
-            if seen_nan:
-                continue
-            gain_b = bg - pa
-            if math.isfinite(bg) and gain_b > max(tree.min_split_gain, _REL_EPS * abs(pa)):
-                lf.best = (gain_b, int(f), int(t), dleft == 1.0)
+        Vm = min(max(1, int(num_bins.max())) if F else 1, prepared.missing_code)
+        feat_ok = feat_ok.to("cpu", torch.uint8).contiguous()
+        miss_feat = torch.empty(F, dtype=torch.uint8)
+        i64 = dict(dtype=torch.int64)
+        sf, tb, lc, rc = (torch.empty(L, **i64) for _ in range(4))
+        dl = torch.empty(L, dtype=torch.uint8)
+        sg = torch.empty(L, dtype=torch.float64)
+        depth = torch.zeros(1, **i64)
+        sums = torch.empty((L, 2), dtype=torch.float64)
+        begin, count = torch.empty(L, **i64), torch.empty(L, **i64)
+        cb = _native.REDUCE_FN(0) if reduce is None else _native.REDUCE_FN(_reduce_callback(reduce))
+        max_depth = tree.max_depth if tree.max_depth is not None else 1 << 62
+        nleaves = lib.trb_grow(
+            codes.data_ptr(), n, F, rows32.data_ptr(), rows32.numel(), int(all_rows), gh.data_ptr(),
+            S, num_bins.data_ptr(), feat_ok.data_ptr(), Vm, tree.l2, tree.min_samples_leaf,
+            tree.min_child_weight, tree.min_split_gain, L, max_depth, prepared.missing_code,
+            bufs["pool"].data_ptr(), L + 1, bufs["free"].data_ptr(), scratch.data_ptr(),
+            miss_feat.data_ptr(), torch.get_num_threads(), cb, sf.data_ptr(), tb.data_ptr(),
+            dl.data_ptr(), lc.data_ptr(), rc.data_ptr(), sg.data_ptr(), depth.data_ptr(),
+            sums.data_ptr(), begin.data_ptr(), count.data_ptr(), bufs["leaves"].data_ptr(),
+            bufs["order"].data_ptr())
+        if nleaves < 1:
+            raise RuntimeError(f"trb_grow failed (max_leaves={L})")
+        K = nleaves - 1
+        self.prepared, self.tree = prepared, tree
+        self.codes = prepared.codes
+        self.sf, self.tb = sf[:K].tolist(), tb[:K].tolist()
+        self.dl = [bool(x) for x in dl[:K].tolist()]
+        self.lc, self.rc, self.sg = lc[:K].tolist(), rc[:K].tolist(), sg[:K].tolist()
+        self.depth = int(depth)
+        self.sums = sums[:nleaves]
 
     def grow(self) -> None:
-        while len(self.leaves) < self.tree.max_leaves:
-            cands = [lf for lf in self.leaves if lf.best is not None]
-            if not cands:
-                break
-            self.split(max(cands, key=lambda lf: lf.best[0]))
-
-    def split(self, leaf: _NativeLeaf) -> None:
-        leaves = self.leaves
-        gain, f, t, d_left = leaf.best
-        nl = self.lib.trb_partition(self.codes.data_ptr(), self.F,
-                                    self.rows.data_ptr() + 4 * leaf.begin, leaf.count, f, t,
-                                    int(d_left), self.prepared.missing_code, self.scratch.data_ptr())
-        nr = leaf.count - nl
-        k = len(self.sf)
-        self.sf.append(f); self.tb.append(t); self.dl.append(bool(d_left)); self.sg.append(gain)
-        self.lc.append(~leaf.leaf_id); self.rc.append(~len(leaves))
-        if leaf.parent >= 0:
-            (self.lc if leaf.is_left else self.rc)[leaf.parent] = k
-        small_left = nl <= nr
-        hs = self.histogram(leaf.begin, nl) if small_left else self.histogram(leaf.begin + nl, nr)
-        hl = leaf.hist  # reused in place: parent − smaller child
-        self.lib.trb_subtract(hl.data_ptr(), hs.data_ptr(), hl.data_ptr(), hl.numel())
-        if not small_left:
-            hs, hl = hl, hs
-        left = _NativeLeaf(leaf.leaf_id, leaf.begin, nl, hs, leaf.depth + 1, k, True)
-        right = _NativeLeaf(len(leaves), leaf.begin + nl, nr, hl, leaf.depth + 1, k, False)
-        leaf.hist = None
-        self.depth = max(self.depth, leaf.depth + 1)
-        leaves[leaves.index(leaf)] = left
-        leaves.append(right)
-        self.evaluate(left, right)
+        """(grown in the constructor)"""
 
     def leaf_values(self) -> Tensor:
-        self.leaves.sort(key=lambda lf: lf.leaf_id)
-        L = len(self.leaves)
-        begin = torch.tensor([lf.begin for lf in self.leaves], dtype=torch.int64)
-        count = torch.tensor([lf.count for lf in self.leaves], dtype=torch.int64)
-        sums = torch.empty((L, 2), dtype=torch.float64)
-        self.lib.trb_leaf_sums(self.rows.data_ptr(), begin.data_ptr(), count.data_ptr(), L,
-                               self.gh.data_ptr(), sums.data_ptr())
-        return _newton_values(sums, self.tree.l2)
+        return _newton_values(self.sums, self.tree.l2)
 
     model = _TreeGrower.model
+
+
+def _reduce_callback(reduce):
+    """A ctypes-callable ``(double *buf, int64_t len)`` that sums ``buf`` over all ranks in
+    place through ``reduce`` (a function of a float64 tensor)."""
+
+    def call(ptr, length):
+        buf = torch.frombuffer((ctypes.c_double * length).from_address(ctypes.addressof(ptr.contents)),
+                               dtype=torch.float64)
+        out = reduce(buf)
+        if out is not None and out.data_ptr() != buf.data_ptr():
+            buf.copy_(out)
+
+    return call
 
 
 # ----------------------------------------------------------------------------- stumps
