@@ -70,7 +70,7 @@ def run_trb(loss, step, curvature, tr, va, args, rounds, early):
     X, y, g = tr
     hist = HistoryCallback()
     b = Booster(loss, tree(args), n_rounds=rounds, learning_rate=args.lr, step=step,
-                curvature=curvature, seed=0)
+                curvature=curvature, seed=0, n_threads=args.threads)
     t0 = time.perf_counter()
     kw = {"callbacks": [hist]}
     if va is not None:

@@ -123,3 +123,13 @@ def test_unavailable_kernels_are_announced(monkeypatch):
 def test_kernel_option_is_checked():
     with pytest.raises(ValueError, match="kernel"):
         RegressionTree(kernel="fast")
+
+
+@pytest.mark.parametrize("kernel", ["torch", "native"])
+def test_fit_predict_equals_fit_then_predict(kernel):
+    X, t, w, rows, kw = _random_problem(4)
+    tree = RegressionTree(kernel=kernel, **kw)
+    p = tree.prepare(X)
+    for r in (None, torch.arange(0, X.shape[0], 2)):
+        model, f = tree.fit_predict(p, t, w, rows=r)
+        assert torch.equal(f, model.predict_prepared(p))

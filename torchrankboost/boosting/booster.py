@@ -554,8 +554,13 @@ class Booster(FitState):
         """The weak model fitted to the targets, and its ``(n,)`` float64 output."""
         n = run.X.shape[0]
         gen = torch.Generator(device=run.X.device).manual_seed(_seed_for(self.seed, rnd))
-        model = self.learner.fit(run.prepared, target, weight, rows=rows, generator=gen)
-        f = model.predict_prepared(run.prepared).to(F64)
+        fit_predict = getattr(self.learner, "fit_predict", None)  # optional: output for free
+        if fit_predict is not None:
+            model, f = fit_predict(run.prepared, target, weight, rows=rows, generator=gen)
+        else:
+            model = self.learner.fit(run.prepared, target, weight, rows=rows, generator=gen)
+            f = model.predict_prepared(run.prepared)
+        f = f.to(F64)
         if f.shape != (n,):
             raise ValueError(f"round {rnd}: the weak model's predict_prepared returned shape "
                              f"{tuple(f.shape)}, expected ({n},)")

@@ -596,6 +596,18 @@ class RegressionTree:
     def fit(self, prepared: BinnedFeatures, target: Tensor, weight: Optional[Tensor] = None, *,
             rows: Optional[Tensor] = None, generator: Optional[torch.Generator] = None) -> TreeModel:
         """Fit a tree to ``target`` (n,) with weights ``weight`` (n,) on ``rows`` (or all rows)."""
+        return self._grow(prepared, target, weight, rows, generator)[0]
+
+    def fit_predict(self, prepared: BinnedFeatures, target: Tensor, weight: Optional[Tensor] = None,
+                    *, rows: Optional[Tensor] = None, generator: Optional[torch.Generator] = None):
+        """:meth:`fit`, and the fitted tree's output on every row of ``prepared``: ``(model,
+        f)``, ``f`` ``(n,)`` equal to ``model.predict_prepared(prepared)`` (read off the row
+        partition of the growth when it covered every row: no traversal)."""
+        model, grower = self._grow(prepared, target, weight, rows, generator)
+        f = grower.output(model.leaf_value) if rows is None else None
+        return model, (f if f is not None else model.predict_prepared(prepared))
+
+    def _grow(self, prepared, target, weight, rows, generator):
         if not isinstance(prepared, BinnedFeatures):
             raise ValueError("prepared: expected the output of RegressionTree.prepare(X)")
         n, F = prepared.codes.shape
@@ -610,7 +622,7 @@ class RegressionTree:
             grower = _TreeGrower(self, prepared, wt, w, rows, feat_ok)
         grower.grow()
         leaf_value = grower.leaf_values().to(_out_dtype(target))
-        return grower.model(leaf_value)
+        return grower.model(leaf_value), grower
 
     def resolve_kernel(self, prepared: BinnedFeatures) -> str:
         """``"native"`` or ``"torch"``: the kernels a fit on ``prepared`` runs (also set as
@@ -721,6 +733,10 @@ class _TreeGrower:
         leaves.append(right)
         self.evaluate(left, right)
 
+    def output(self, leaf_value: Tensor) -> Optional[Tensor]:
+        """The tree's output on every row (``None``: the caller traverses the tree)."""
+        return None
+
     def leaf_values(self) -> Tensor:
         """float64 Newton leaf values in leaf id order (see :func:`_leaf_values`)."""
         return _leaf_values(self.leaves, self.values[:, 0], self.values[:, 1], self.tree.l2)
@@ -830,6 +846,18 @@ class _NativeTreeGrower:
         self.lc, self.rc, self.sg = lc[:K].tolist(), rc[:K].tolist(), sg[:K].tolist()
         self.depth = int(depth)
         self.sums = sums[:nleaves]
+        self.n, self.lib, self.rows32 = n, lib, rows32
+        self.begin, self.count, self.nleaves = begin, count, nleaves
+
+    def output(self, leaf_value: Tensor) -> Tensor:
+        """``(n,)`` float64: each row's leaf value, written through the row partition (the
+        growth covered every row)."""
+        out = torch.empty(self.n, dtype=torch.float64)
+        vals = leaf_value.to(torch.float64).contiguous()
+        self.lib.trb_scatter_leaves(self.rows32.data_ptr(), self.begin.data_ptr(),
+                                    self.count.data_ptr(), self.nleaves, vals.data_ptr(),
+                                    out.data_ptr())
+        return out
 
     def grow(self) -> None:
         """(grown in the constructor)"""
