@@ -71,7 +71,7 @@ import math
 import numbers
 import os
 from pathlib import Path
-from typing import Any, Iterator, List, Optional, Sequence, Tuple, Union
+from typing import Any, Iterator, List, Optional, Union
 
 import numpy as np
 import torch
