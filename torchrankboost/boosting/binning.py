@@ -291,6 +291,8 @@ def bin_features(X: Tensor, *, n_bins: int = 255, sample_count: int = 200_000, s
         for s in range(0, rest.numel(), _CODE_CHUNK):  # chunks: no full copy of the other rows
             r = rest[s : s + _CODE_CHUNK]
             codes[r] = apply_bins(X.index_select(0, r), edges, missing_code=missing, dtype=dtype)
-    has_missing = torch.isnan(X).any(0)
+    has_missing = torch.zeros(X.shape[1], dtype=torch.bool, device=X.device)
+    for s in range(0, X.shape[0], _CODE_CHUNK):  # row chunks: no (n, F) boolean copy of X
+        has_missing |= torch.isnan(X[s : s + _CODE_CHUNK]).any(0)
     return BinnedFeatures(codes=codes, edges=edges, num_bins=num_bins, has_missing=has_missing,
                           missing_code=missing, n_bins=n_bins)

@@ -43,15 +43,21 @@ def as_features(X, *, device=None, name: str = "X") -> Tensor:
     return X
 
 
+_CHECK_CHUNK = 1 << 24  # elements per chunk of the infinity check
+
+
 def check_no_inf(X: Tensor, name: str = "X") -> Tensor:
     """Refuse ``±inf`` features (NaN is fine: missing) with a ``ValueError`` naming the first
     column and row that hold one. Every algorithm's fit and evaluation sets go through this
     one rule: an infinite feature has no place on a threshold grid, in a min–max scaling or in
     a linear score, so it is an input error rather than something to clamp silently."""
-    if X.numel() and bool(torch.isinf(X).any()):
-        bad = torch.isinf(X)
+    chunk = max(1, _CHECK_CHUNK // max(1, X.shape[1])) if X.dim() == 2 else X.shape[0]
+    for s in range(0, X.shape[0], chunk):  # row chunks: no (n, F) boolean copy of X
+        bad = torch.isinf(X[s : s + chunk])
+        if not bool(bad.any()):
+            continue
         col = int(bad.any(0).nonzero()[0])
-        row = int(bad[:, col].nonzero()[0])
+        row = s + int(bad[:, col].nonzero()[0])
         raise ValueError(f"{name} has an infinite value in column {col} (row {row}, value "
                          f"{float(X[row, col])}); features must be finite (NaN = missing): "
                          f"replace or clip it before fitting")
