@@ -3,8 +3,11 @@
 (a) MQ2008 (LETOR 4.0, QueryLevelNorm, 5 folds; early stopping on vali NDCG@10): test
     NDCG@1,3,5,10 and MAP, mean over folds, for
 
-    * ``trb-exp``     Booster(ExponentialPairwiseLoss, RegressionTree) — line search, diag curvature
-    * ``trb-qbrank``  Booster(QBRankLoss, ...) — if the loss exists
+    * ``trb-exp``     Booster(ExponentialPairwiseLoss, RegressionTree) — the default step
+      (``"surrogate"``: per-leaf Newton values, one fused loss evaluation), diag curvature
+    * ``trb-exp-bound``  the same with the diagonal Hessian bound
+    * ``trb-exp-ls``, ``trb-qbrank-ls``  the exact line search instead
+    * ``trb-qbrank``  Booster(QBRankLoss, ..., curvature="bound") — the default step
     * ``lgb-lambdarank``  LightGBM ``objective="lambdarank"``
     * ``lgb-exp-custom``  LightGBM with ``objective=callable`` fed by our exponential loss's
       closed-form gradient and Hessian diagonal (same trees, LightGBM's fixed step)
@@ -16,10 +19,12 @@
     relevant document counts 1 as in LightGBM — see ``--empty``).
 
 (b) Synthetic LETOR-shaped data (``make_letor``: 136 features, ~100 documents per query),
-    80k and/or 800k training documents plus a 20k-document test set: 100 trees × 31 leaves,
-    learning rate 0.1, no early stopping; wall time (fit only, data binning included for
-    everyone), seconds per tree, NDCG@10 on the test set. Ours is run with the line search
-    and with ``step="newton"`` (one Newton step per round) to show the step's cost.
+    80k, 800k and/or 4M training documents (``--sizes``; 4M is the size of the largest public
+    LETOR set) plus a 20k-document test set: 100 trees × 31 leaves, learning rate 0.1, no
+    early stopping; wall time (fit only, data binning included for everyone), seconds per
+    tree, NDCG@10 on the test set. With ``--isolate`` (always from 2M documents) each method
+    runs in its own process and its peak RSS during the fit is reported (the peak is reset
+    after the data are built) beside LightGBM's.
 
 Everything runs with ``--threads`` threads (torch intra-op, LightGBM ``num_threads``,
 XGBoost ``nthread``). Examples::
@@ -259,35 +264,95 @@ def fmt_extra(extra):
             ).format(**extra)
 
 
-def part_synthetic(args, chosen):
+def parse_size(size: str) -> int:
+    return int(float(size.lower().replace("k", "e3").replace("m", "e6")))
+
+
+def synthetic_data(n):
     from torchrankboost.data import make_letor
 
-    sizes = [s.strip() for s in args.sizes.split(",")]
+    d = make_letor(max(1, n // 100), 100, 136, seed=0)
+    return (d.X, d.labels.double(), d.groups)
+
+
+def _rss_kib(field: str) -> int:
+    """VmHWM (peak) or VmRSS (current) of this process, KiB (Linux)."""
+    for line in Path("/proc/self/status").read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1])
+    return -1
+
+
+def run_synthetic_method(m, size, args):
+    """One method on the synthetic set of ``size`` documents: fit time, trees, test NDCG@10,
+    the extra timings, and memory: the process's peak RSS during the fit (the peak is reset
+    just before it, with the data already in memory) and its RSS before the fit."""
+    import gc
+
+    from torchrankboost.data import make_letor
+
     test = make_letor(200, 100, 136, seed=1234)
     te = (test.X, test.labels.double(), test.groups)
+    tr = synthetic_data(parse_size(size))
+    gc.collect()
+    try:  # reset the peak RSS to the current RSS (Linux: clear_refs 5)
+        Path("/proc/self/clear_refs").write_text("5")
+    except OSError:
+        pass
+    base = _rss_kib("VmRSS")
+    predict, fit_s, n_trees, best, extra = methods(args)[m](tr, None, args.rounds, None)
+    peak = _rss_kib("VmHWM")
+    nd = float(M.ndcg_at_k(torch.as_tensor(np.asarray(predict(te[0])), dtype=torch.float64),
+                           te[1], te[2], k=10))
+    extra = dict(extra, rss_before_mib=base / 1024, peak_rss_mib=peak / 1024)
+    return fit_s, n_trees, nd, extra, tr[0].shape[0]
+
+
+def _in_subprocess(m, size, args):
+    """``run_synthetic_method`` in a fresh interpreter (for a clean peak-RSS reading)."""
+    import subprocess
+
+    cmd = [sys.executable, __file__, "--worker", m, "--sizes", size, "--threads",
+           str(args.threads), "--rounds", str(args.rounds), "--lr", str(args.lr),
+           "--leaves", str(args.leaves)]
+    out = subprocess.run(cmd, capture_output=True, text=True)
+    if out.returncode != 0:
+        raise RuntimeError(f"{m} at {size} failed:\n{out.stderr[-3000:]}")
+    return tuple(json.loads(out.stdout.strip().splitlines()[-1]))
+
+
+def part_synthetic(args, chosen):
+    sizes = [s.strip() for s in args.sizes.split(",")]
     out = {}
     for size in sizes:
-        n = int(float(size.lower().replace("k", "e3").replace("m", "e6")))
-        d = make_letor(max(1, n // 100), 100, 136, seed=0)
-        tr = (d.X, d.labels.double(), d.groups)
-        print(f"\nsynthetic {size}: {d.X.shape[0]} train docs, {d.groups.num_groups} queries, "
-              f"136 features; test {te[0].shape[0]} docs; {args.rounds} trees x {args.leaves} leaves, "
-              f"{args.threads} threads", flush=True)
+        n = parse_size(size)
+        isolate = args.isolate or n >= 2_000_000
+        print(f"\nsynthetic {size}: ~{n} train docs, 136 features; test ~20k docs; "
+              f"{args.rounds} trees x {args.leaves} leaves, {args.threads} threads"
+              + ("; each method in its own process (peak RSS)" if isolate else ""), flush=True)
         res = {}
         for m in chosen:
-            predict, fit_s, n_trees, best, extra = methods(args)[m](tr, None, args.rounds, None)
-            nd = float(M.ndcg_at_k(torch.as_tensor(np.asarray(predict(te[0])),
-                                                   dtype=torch.float64), te[1], te[2], k=10))
+            if isolate:
+                fit_s, n_trees, nd, extra, n_docs = _in_subprocess(m, size, args)
+            else:
+                fit_s, n_trees, nd, extra, n_docs = run_synthetic_method(m, size, args)
             res[m] = (fit_s, n_trees, nd, extra)
+            mem = (f"  peak RSS {extra['peak_rss_mib']:7.0f} MiB (before fit "
+                   f"{extra['rss_before_mib']:.0f})" if "peak_rss_mib" in extra else "")
             print(f"  {m:16s} fit {fit_s:8.2f}s  {fit_s / max(n_trees, 1) * 1e3:8.1f} ms/tree  "
-                  f"ndcg@10 {nd:.4f}  {fmt_extra(extra)}", flush=True)
+                  f"ndcg@10 {nd:.4f}{mem}  {fmt_extra(extra)}", flush=True)
         if "lgb-lambdarank" in res:
-            ref = res["lgb-lambdarank"][0] / max(res["lgb-lambdarank"][1], 1)
-            ref_r = res["lgb-lambdarank"][3].get("round_s")
+            ref_fs, ref_nt, _, ref_ex = res["lgb-lambdarank"]
+            ref = ref_fs / max(ref_nt, 1)
+            ref_r = ref_ex.get("round_s")
             for m, (fs, nt, nd, ex) in res.items():
                 extra = ""
                 if ref_r and ex.get("round_s"):
                     extra = f"; per tree after binning: {ex['round_s'] / ref_r:6.2f}x"
+                if ex.get("peak_rss_mib") and ref_ex.get("peak_rss_mib"):
+                    extra += (f"; peak RSS {ex['peak_rss_mib'] / ref_ex['peak_rss_mib']:5.2f}x, "
+                              f"RSS added by the fit "
+                              f"{(ex['peak_rss_mib'] - ex['rss_before_mib']) / max(1.0, ref_ex['peak_rss_mib'] - ref_ex['rss_before_mib']):5.2f}x")
                 print(f"  {m:16s} time/tree ratio to lgb-lambdarank (fit incl. binning): "
                       f"{fs / max(nt, 1) / ref:6.2f}x{extra}")
         out[size] = res
@@ -309,8 +374,15 @@ def main(argv=None):
     ap.add_argument("--empty", type=float, default=1.0,
                     help="NDCG/AP of a query without relevant documents (1: LightGBM, 0: LETOR)")
     ap.add_argument("--json", default=None, help="write the results here")
+    ap.add_argument("--isolate", action="store_true",
+                    help="run each synthetic method in its own process and report its peak RSS "
+                         "(always on from 2M documents)")
+    ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
+    if args.worker:  # one synthetic method in this process: print its result as JSON
+        print(json.dumps(run_synthetic_method(args.worker, args.sizes, args)))
+        return
     avail = methods(args)
     if args.methods:
         chosen = [m.strip() for m in args.methods.split(",")]
@@ -327,7 +399,7 @@ def main(argv=None):
                                     "lgb-exp-custom", "xgb-pairwise") if m in avail]
         results["mq2008"] = part_mq2008(args, ch)
     if args.only in (None, "synthetic"):
-        ch = chosen or [m for m in ("trb-exp", "trb-exp-newton", "lgb-lambdarank",
+        ch = chosen or [m for m in ("trb-exp", "trb-qbrank", "lgb-lambdarank",
                                     "lgb-exp-custom", "xgb-pairwise") if m in avail]
         results["synthetic"] = {k: {m: {"fit_s": v[0], "trees": v[1], "ndcg@10": v[2]}
                                     for m, v in r.items()}

@@ -77,8 +77,11 @@ def test_native_histogram_equals_reference():
         assert torch.equal(out.permute(2, 0, 1), ref)
 
 
-def test_thread_count_does_not_change_trees():
-    d = make_letor(60, 60, 12, seed=1)
+@pytest.mark.parametrize("queries", [60, 1200])
+def test_thread_count_does_not_change_trees(queries):
+    """Histograms split by feature and the blocked partition (from 65,536 rows) give the
+    trees of one thread, and the torch path's."""
+    d = make_letor(queries, 60, 6, seed=1)
     t = torch.randn(d.X.shape[0], dtype=torch.float64)
     tree = RegressionTree(max_leaves=31, kernel="native")
     p = tree.prepare(d.X)
@@ -88,9 +91,13 @@ def test_thread_count_does_not_change_trees():
         a = tree.fit(p, t)
         torch.set_num_threads(2)
         b = tree.fit(p, t)
+        c, fc = tree.fit_predict(p, t)
     finally:
         torch.set_num_threads(before)
     _assert_same_tree(a, b)
+    _assert_same_tree(a, c)
+    assert torch.equal(fc, a.predict_prepared(p, kernel="torch"))
+    _assert_same_tree(a, RegressionTree(max_leaves=31, kernel="torch").fit(p, t))
 
 
 @pytest.mark.parametrize("loss", [ExponentialPairwiseLoss(), QBRankLoss()], ids=["exp", "qbrank"])

@@ -17,6 +17,7 @@
  */
 #include <math.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #ifdef _OPENMP
 #include <omp.h>
@@ -91,9 +92,16 @@ void trb_histogram(const uint8_t *codes, int64_t n, int64_t F, const int32_t *ro
 }
 
 /* out := a - b, elementwise over len doubles (the larger child's histogram). */
+void trb_subtract_mt(const double *a, const double *b, double *out, int64_t len, int nthreads)
+{
+    int nt = (nthreads > 1 && len >= PAR_MIN_WORK) ? nthreads : 1;
+#pragma omp parallel for num_threads(nt) if (nt > 1) schedule(static)
+    for (int64_t i = 0; i < len; i++) out[i] = a[i] - b[i];
+}
+
 void trb_subtract(const double *a, const double *b, double *out, int64_t len)
 {
-    for (int64_t i = 0; i < len; i++) out[i] = a[i] - b[i];
+    trb_subtract_mt(a, b, out, len, 1);
 }
 
 /* The best split of one node from its histogram.
@@ -201,8 +209,8 @@ void trb_tree_leaves_raw(const void *X, int is_f32, int64_t n, int64_t F,
 
 /* Stable partition of rows[0..m) by the split (f, t, default_left): left rows first, then
  * right rows, each in their original order. Returns the number of left rows. */
-int64_t trb_partition(const uint8_t *codes, int64_t F, int32_t *rows, int64_t m, int64_t f,
-                      int64_t t, int dleft, int miss, int32_t *scratch)
+static int64_t partition_serial(const uint8_t *codes, int64_t F, int32_t *rows, int64_t m,
+                                int64_t f, int64_t t, int dleft, int miss, int32_t *scratch)
 {
     int64_t nl = 0, nr = 0;
     for (int64_t i = 0; i < m; i++) {
@@ -215,6 +223,63 @@ int64_t trb_partition(const uint8_t *codes, int64_t F, int32_t *rows, int64_t m,
     }
     memcpy(rows + nl, scratch, sizeof(int32_t) * (size_t)nr);
     return nl;
+}
+
+#define MAX_THREADS 256
+
+/* The same partition with nthreads threads over contiguous blocks of rows: pass 1 sorts each
+ * block's rows into its left rows (in scratch) and right rows (in a temporary buffer), pass 2
+ * copies them to their offsets (prefix sums of the blocks' counts). The result is the serial
+ * one. */
+int64_t trb_partition_mt(const uint8_t *codes, int64_t F, int32_t *rows, int64_t m, int64_t f,
+                         int64_t t, int dleft, int miss, int32_t *scratch, int nthreads)
+{
+    int nt = nthreads;
+    if (nt > MAX_THREADS) nt = MAX_THREADS;
+    if (nt <= 1 || m < 65536) return partition_serial(codes, F, rows, m, f, t, dleft, miss, scratch);
+    int32_t *tmp = (int32_t *)malloc(sizeof(int32_t) * (size_t)m);
+    if (tmp == NULL) return partition_serial(codes, F, rows, m, f, t, dleft, miss, scratch);
+    int64_t nls[MAX_THREADS + 1], starts[MAX_THREADS + 1];
+    int64_t total_left = 0;
+#pragma omp parallel num_threads(nt)
+    {
+        int tid = 0, T = 1;
+#ifdef _OPENMP
+        tid = omp_get_thread_num();
+        T = omp_get_num_threads();
+#endif
+        int64_t i0 = m * tid / T, i1 = m * (tid + 1) / T, nl = 0, nr = 0;
+        for (int64_t i = i0; i < i1; i++) {
+            int32_t r = rows[i];
+            if (i + 2 * PREFETCH_AHEAD < i1)
+                __builtin_prefetch(codes + (int64_t)rows[i + 2 * PREFETCH_AHEAD] * F + f);
+            int c = codes[(int64_t)r * F + f];
+            int go = (c == miss) ? dleft : (c <= t);
+            if (go) scratch[i0 + nl++] = r;
+            else tmp[i0 + nr++] = r;
+        }
+        nls[tid] = nl;
+        starts[tid] = i0;
+#pragma omp barrier
+#pragma omp single
+        {
+            int64_t acc = 0;
+            for (int k = 0; k < T; k++) { int64_t v = nls[k]; nls[k] = acc; acc += v; }
+            total_left = acc;
+        }
+        /* rows before this block: i0 = (lefts before) + (rights before) */
+        memcpy(rows + nls[tid], scratch + i0, sizeof(int32_t) * (size_t)nl);
+        memcpy(rows + total_left + (i0 - nls[tid]), tmp + i0, sizeof(int32_t) * (size_t)nr);
+    }
+    (void)starts;
+    free(tmp);
+    return total_left;
+}
+
+int64_t trb_partition(const uint8_t *codes, int64_t F, int32_t *rows, int64_t m, int64_t f,
+                      int64_t t, int dleft, int miss, int32_t *scratch)
+{
+    return partition_serial(codes, F, rows, m, f, t, dleft, miss, scratch);
 }
 
 /* Per-leaf sums (Σ w·t, Σ w) in row order over the leaves' row ranges
@@ -351,8 +416,8 @@ int64_t trb_grow(const uint8_t *codes, int64_t n, int64_t F, int32_t *rows, int6
         }
         if (pos < 0) break;
         leaf_t *lf = &leaves[order[pos]];
-        int64_t nl = trb_partition(codes, F, rows + lf->begin, lf->count, lf->f, lf->t,
-                                   (int)lf->dl, miss_code, scratch);
+        int64_t nl = trb_partition_mt(codes, F, rows + lf->begin, lf->count, lf->f, lf->t,
+                                      (int)lf->dl, miss_code, scratch, nthreads);
         int64_t nr = lf->count - nl;
         int64_t k = K++;
         split_feature[k] = lf->f; threshold_bin[k] = lf->t; default_left[k] = (uint8_t)lf->dl;
@@ -371,7 +436,7 @@ int64_t trb_grow(const uint8_t *codes, int64_t n, int64_t F, int32_t *rows, int6
         if (small_left) trb_histogram(codes, n, F, rows + lf->begin, nl, gh, hs, S, nthreads);
         else trb_histogram(codes, n, F, rows + lf->begin + nl, nr, gh, hs, S, nthreads);
         if (reduce) reduce(hs, HS);
-        trb_subtract(hp, hs, hp, HS);
+        trb_subtract_mt(hp, hs, hp, HS, nthreads);
         leaf_t *left = &leaves[lf->id], *right = &leaves[L];
         int64_t parent_hist = lf->hist, id = lf->id, begin = lf->begin, d = lf->depth + 1;
         right->id = L; right->begin = begin + nl; right->count = nr; right->depth = d;
