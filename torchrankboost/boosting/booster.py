@@ -445,6 +445,11 @@ class Booster(FitState):
                       curvature=self.curvature, learning_rate=self.learning_rate,
                       subsample=self.subsample, seed=self.seed, device=str(dev),
                       base_score=base)
+        resolve = getattr(self.learner, "resolve_kernel", None)
+        if callable(resolve):  # which tree kernels run (compiled or torch), said once per fit
+            params["kernel"] = resolve(run.prepared)
+            _log.info("Booster: %s trees on the %s kernels", type(self.learner).__name__,
+                      params["kernel"])
         monitor.start(FitInfo(algorithm=(self._owner or self)._algorithm, n_docs=n,
                               n_queries=groups.num_groups, n_features=F,
                               n_rounds=self.n_rounds, params=params, initial_loss=loss0),
