@@ -88,6 +88,7 @@ __all__ = [
     "global_mean_scale",
     "global_metric",
     "load_svmlight_shard",
+    "metric_parts",
     "shard_queries",
 ]
 
@@ -222,6 +223,49 @@ class DistContext:
         box = [obj]
         _dist().broadcast_object_list(box, src=src)
         return box[0]
+
+    def all_gather_rows(self, t: Tensor) -> Tensor:
+        """Every rank's ``t`` concatenated along dim 0 in rank order (on every rank).
+
+        The ranks' tensors may differ in their first dimension only (same trailing shape and
+        dtype, else ``ValueError`` on every rank); they travel padded to the longest one
+        (one ``all_gather_object`` of the shapes, one tensor ``all_gather``), on the
+        backend's device, and come back on ``t``'s device. Used to agree on data-derived
+        settings once per fit (e.g. the rows that place the bin edges of a boosted model).
+        Disabled: ``t`` itself.
+        """
+        if not isinstance(t, Tensor):
+            raise ValueError(f"t must be a torch.Tensor, got {type(t).__name__}")
+        if t.dim() == 0:
+            raise ValueError("t must have at least one dimension (the rows to concatenate)")
+        if not self.enabled:
+            return t
+        metas = self.all_gather_object((tuple(t.shape), str(t.dtype)))
+        if len({(m[0][1:], m[1]) for m in metas}) != 1:
+            shown = ", ".join(f"rank {r} has {m[0]} {m[1]}" for r, m in enumerate(metas))
+            raise ValueError(f"all_gather_rows: the tensors differ beyond their first "
+                             f"dimension: {shown}")
+        sizes = [m[0][0] for m in metas]
+        dev = self.device or t.device
+        work = torch.zeros((max(sizes),) + tuple(t.shape[1:]), dtype=t.dtype, device=dev)
+        work[: t.shape[0]] = t.to(dev)
+        parts = [torch.empty_like(work) for _ in range(self.world_size)]
+        _dist().all_gather(parts, work)
+        return torch.cat([p[:k] for p, k in zip(parts, sizes)]).to(t.device)
+
+    def gather_values(self, values) -> Tensor:
+        """``(world_size, k)`` float64: row ``r`` holds rank ``r``'s ``values`` (``k``
+        numbers, the same ``k`` on every rank), on every rank.
+
+        One ``all_reduce_sum`` of a ``world_size·k`` vector in which each rank fills its own
+        row (adding zeros is exact, so the rows are the ranks' values bit for bit): the
+        way to combine per-rank numbers that do not simply add up (a maximum together with
+        sums, log-sum-exp of per-rank log values). Disabled: ``(1, k)``.
+        """
+        v = torch.as_tensor(values, dtype=torch.float64).detach().reshape(-1).cpu()
+        out = torch.zeros((self.world_size, v.numel()), dtype=torch.float64)
+        out[self.rank] = v
+        return self.all_reduce_sum(out)
 
     def barrier(self) -> None:
         """Wait until every rank gets here (no-op when disabled)."""
@@ -811,6 +855,39 @@ def global_mean_loss(local_sum: Tensor, local_count,
     return loss, (float(tot[1]) / count if count > 0 else 0.0)
 
 
+def metric_parts(metric, scores: Tensor, labels: Tensor, groups: Optional[Groups] = None
+                 ) -> Tensor:
+    """This rank's share of a metric over all ranks' queries: ``(2,)`` float64 ``[numerator,
+    denominator]`` on the CPU, to be summed over the ranks (the metric is then
+    ``numerator / denominator``).
+
+    For a mean over queries: ``[Σ_q m_q, #counted queries]`` from the per-query values
+    (``reduction="none"``; NaN marks a query the metric skips); for ``pair_error``: the
+    misordered and the total crucial-pair weight. ``ValueError`` for a metric without
+    per-query values (it cannot be combined over ranks). :func:`global_metric` is one
+    all-reduce of these; an algorithm evaluating several metrics stacks them into one.
+    """
+    from . import metrics as M
+    from .registry import metric as get_metric
+
+    m = get_metric(metric)
+    if m.fn is M.pair_error:
+        kw = dict(m.kwargs)
+        num = m.fn(scores, labels, groups, **{**kw, "reduction": "sum"})
+        den = m.fn(torch.zeros_like(scores), labels, groups,
+                   **{**kw, "ties": "error", "reduction": "sum"})
+        return torch.stack([torch.as_tensor(num).double().cpu().reshape(()),
+                            torch.as_tensor(den).double().cpu().reshape(())])
+    try:
+        per = m.fn(scores, labels, groups, reduction="none", **m.kwargs)
+    except TypeError:
+        raise ValueError(f"global_metric: {m.name} has no per-query values "
+                         f"(reduction='none'); it cannot be combined over ranks") from None
+    per = torch.as_tensor(per).double().cpu().reshape(-1)
+    ok = ~torch.isnan(per)
+    return torch.stack([per[ok].sum(), ok.sum().double()])
+
+
 def global_metric(metric, scores: Tensor, labels: Tensor, groups: Optional[Groups] = None, *,
                   context: Union[None, bool, DistContext] = None) -> float:
     """A ranking metric over the queries of every rank, each rank holding its own shard.
@@ -818,8 +895,8 @@ def global_metric(metric, scores: Tensor, labels: Tensor, groups: Optional[Group
     For a mean over queries (NDCG, DCG, MAP, precision, MRR, AUC, ...): the per-query values
     (``reduction="none"``; NaN marks a query the metric skips) are summed and counted on
     each rank and both are all-reduced, ``Σ_r Σ_{q∈r} m_q / Σ_r |G_r|``; ``pair_error``
-    (pooled over pairs) all-reduces its misordered and total pair weights. In one process
-    this is the metric itself.
+    (pooled over pairs) all-reduces its misordered and total pair weights (see
+    :func:`metric_parts`). In one process this is the metric itself.
 
     Args:
         metric: a metric name (``"ndcg@10"``, ``"map"``, ...) or a registry
@@ -830,25 +907,6 @@ def global_metric(metric, scores: Tensor, labels: Tensor, groups: Optional[Group
     Returns:
         the global value as a float (NaN when no rank has a counted query).
     """
-    from . import metrics as M
-    from .registry import metric as get_metric
-
-    m = get_metric(metric)
     ctx = get_context(context)
-    if m.fn is M.pair_error:
-        kw = dict(m.kwargs)
-        num = m.fn(scores, labels, groups, **{**kw, "reduction": "sum"})
-        den = m.fn(torch.zeros_like(scores), labels, groups,
-                   **{**kw, "ties": "error", "reduction": "sum"})
-        parts = torch.stack([num.double().cpu().reshape(()), den.double().cpu().reshape(())])
-    else:
-        try:
-            per = m.fn(scores, labels, groups, reduction="none", **m.kwargs)
-        except TypeError:
-            raise ValueError(f"global_metric: {m.name} has no per-query values "
-                             f"(reduction='none'); it cannot be combined over ranks") from None
-        per = torch.as_tensor(per).double().cpu().reshape(-1)
-        ok = ~torch.isnan(per)
-        parts = torch.stack([per[ok].sum(), ok.sum().double()])
-    tot = ctx.all_reduce_sum(parts)
+    tot = ctx.all_reduce_sum(metric_parts(metric, scores, labels, groups))
     return float(tot[0] / tot[1]) if float(tot[1]) > 0 else float("nan")

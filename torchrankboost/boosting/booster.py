@@ -29,10 +29,40 @@ The loss is bound to the training labels once per fit (``loss.bind(labels, group
 one pass (``value_grad_hess``), which the next round reuses.
 
 Scores, gradients and curvatures are kept in float64.
+
+**Data-parallel** (``distributed``, :mod:`torchrankboost.distributed`): each rank holds whole
+queries (a query is never split, so every ranking loss is a sum of per-rank terms) and
+computes the gradient and curvature of its own queries with the bound loss. What the ranks
+agree on, so that every rank takes the same decisions and builds the same model:
+
+* at the start: the feature count, the label dtype and the number of evaluation sets
+  (``check_same``); the document and query counts; the bin edges (the learner's
+  ``prepare(X, context=...)``: the seeded binning sample of all ranks' rows, gathered once —
+  the single-process edges of the concatenated data); the base score (``"auto"``: its line
+  search on the summed loss);
+* each round, one small all-reduce before the learner (``Σ|h|`` and the document count for
+  the ``hess_floor`` mean, ``Σ g²`` and each rank's ``max|g|`` for the record), the
+  learner's own sums (a tree: every node histogram it builds and the leaf sums), one
+  all-reduce after it (``Σ g f``, ``Σ h f²``, the curvature's sums and the subsample's row
+  count), one per loss evaluation of the step rule (the surrogate's halving tests, the line
+  search's ``φ``, ``φ'``, ``φ''``), and the monitor's metrics and closing flag;
+* the query subsample: the single-process draw over the global query numbering (the shards
+  in rank order, as :meth:`~torchrankboost.data.RankingData.shard` and
+  :func:`~torchrankboost.distributed.load_svmlight_shard` cut them), each rank keeping its
+  own queries of it.
+
+Every collective carries a failure flag (:class:`~.evaluation.FitComm`): a rank that fails
+in local work (a bad shard, a NaN gradient, a raising callback) makes every rank raise the
+same :class:`~torchrankboost.distributed.DistributedError` naming it, at the next collective
+instead of a hang. Rank 0 alone runs the callbacks (progress, TensorBoard, yours); the model
+is the same on every rank (save it on rank 0). With the shards of a data set in rank order
+the model is the single-process model of the whole data up to floating-point summation
+order (the same trees, leaf values equal to about 1e-12).
 """
 
 from __future__ import annotations
 
+import inspect
 import logging
 import math
 import time
@@ -49,9 +79,10 @@ from .._threads import check_threads
 from ..progress import ProgressCallback
 from .callbacks import PrintCallback
 from .ensemble import Ensemble
-from .evaluation import FitMonitor, FitState
+from ..distributed import DistContext, get_context
+from .evaluation import FitComm, FitMonitor, FitState
 from .inputs import fit_inputs
-from .steps import line_search, newton_step
+from .steps import evaluate_phi, line_search, newton_step
 from ..curvature import hessian_diagonal, hvp_probes, is_per_query
 
 _log = logging.getLogger("torchrankboost")
@@ -146,6 +177,11 @@ class _Run:
     t_fit: float
     bound: Any = None  # the loss bound to (labels, groups): value / grad_hess at any scores
     pending: Optional[tuple] = None  # (scores, g, h, kind) computed with the last loss value
+    comm: Any = None  # the FitComm (disabled in one process)
+    n_total: int = 0  # documents on all ranks
+    q_total: int = 0  # queries on all ranks
+    q_offset: int = 0  # this rank's first query in the global numbering (shards in rank order)
+    probes: int = 0  # Hessian-vector products of the autograd curvature, over all ranks
 
 
 @dataclass
@@ -256,6 +292,15 @@ class Booster(FitState):
             backward; 1: secant/bisection on ``φ'`` alone (no second derivative: cheaper
             evaluations, and fewer of them where ``φ''`` jumps at kinks, as for QBRank at a
             tight tolerance; the smooth losses need more evaluations with it).
+        distributed: data-parallel training over a ``torch.distributed`` process group (see
+            the module docstring): ``None`` (default: when a process group of more than one
+            process is initialised), ``True`` (requires one), ``False`` (this process
+            alone) or a :class:`~torchrankboost.distributed.DistContext`. Each rank passes
+            its own shard of whole queries (and of each evaluation set); the loss must be a
+            sum over queries (``reduction="sum"``, the default of our losses; a plain
+            function: a sum of per-query terms), the learner one whose ``prepare`` takes
+            ``context=`` (``RegressionTree``, ``Stumps``, ``FeatureRankers``). Callbacks run
+            on rank 0 only.
 
     After :meth:`fit` (the ranker contract, :mod:`torchrankboost.contract`): ``model_`` (the
     :class:`Ensemble`, also returned), ``history_`` (one
@@ -284,7 +329,8 @@ class Booster(FitState):
                  hess_floor: float = 1e-6, exact_hess_max_n: int = 2048,
                  on_unbounded: str = "stop", max_step_ratio: float = 100.0,
                  base_score: Union[str, float] = "auto", eval_train: bool = False,
-                 line_search_tol: float = 1e-3, line_search_order: int = 2):
+                 line_search_tol: float = 1e-3, line_search_order: int = 2,
+                 distributed: Union[None, bool, DistContext] = None):
         if not callable(loss):
             raise ValueError("loss must be callable: loss(scores, labels, groups) -> scalar")
         for meth in ("prepare", "fit"):
@@ -343,6 +389,10 @@ class Booster(FitState):
         if line_search_order not in (1, 2) or isinstance(line_search_order, bool):
             raise ValueError(f"line_search_order must be 1 or 2, got {line_search_order!r}")
         self.line_search_order = int(line_search_order)
+        if not (distributed is None or isinstance(distributed, (bool, DistContext))):
+            raise ValueError(f"distributed must be None, True, False or a DistContext, got "
+                             f"{distributed!r}")
+        self.distributed = distributed
         self._has_gh = has_gh
         self._owner = None
         self._reset_fit_state()
@@ -408,10 +458,17 @@ class Booster(FitState):
         """Input checks, evaluation sets, base score, the initial loss, ``on_fit_start``."""
         t_fit = time.perf_counter()
         self._warned_unit = False
+        comm = FitComm(get_context(self.distributed))
         dev = torch.device(self.device) if self.device is not None else None
-        X, labels, groups = fit_inputs(X, labels, groups, device=dev)
+        with comm.local():  # a bad shard on one rank: DistributedError on every rank
+            X, labels, groups = fit_inputs(X, labels, groups, device=dev)
+            if comm.enabled:
+                self._check_distributable()
+        comm.check()
         dev = X.device
         n, F = X.shape
+        sizes = (self._agree(comm, X, labels, groups, eval_set) if comm.enabled else
+                 dict(n_total=n, q_total=groups.num_groups, q_offset=0, probes=0))
         cbs = list(self.callbacks) + list(callbacks)
         if self.verbose == "auto":
             if not any(isinstance(cb, (ProgressCallback, PrintCallback)) for cb in cbs):
@@ -420,27 +477,32 @@ class Booster(FitState):
                     cbs.append(bar)
         elif self.verbose:
             cbs.append(PrintCallback(10 if self.verbose is True else int(self.verbose)))
-        base = self._base_score(init_score, n, labels, groups, dev)
+        base = self._base_score(init_score, n, labels, groups, dev, comm)
         # the ranker callbacks see and whose attributes the fit sets: this driver, or the
         # algorithm that configured it (``_owner``: QBRank, GBT)
-        monitor = FitMonitor(self._owner or self, n_features=F, device=dev, eval_set=eval_set,
-                             eval_metric=eval_metric,
-                             early_stopping_rounds=early_stopping_rounds, callbacks=cbs,
-                             loss=self.loss, base_score=base,
-                             train=(labels, groups) if self.eval_train else None)
+        with comm.local():
+            monitor = FitMonitor(self._owner or self, n_features=F, device=dev,
+                                 eval_set=eval_set, eval_metric=eval_metric,
+                                 early_stopping_rounds=early_stopping_rounds, callbacks=cbs,
+                                 loss=self.loss, base_score=base,
+                                 train=(labels, groups) if self.eval_train else None,
+                                 comm=comm)
+        comm.check()
         s = torch.full((n,), base, dtype=F64, device=dev)
         self.scores_ = s
-        bound = _bind(self.loss, labels, groups)
-        loss0 = float(_scalar(bound.value(s)))
+        bound = None
+        with comm.local():
+            bound = _bind(self.loss, labels, groups)
+        loss0 = self._loss_value(comm, bound, s)
         if not math.isfinite(loss0):
             raise NumericalError(f"the loss is {loss0} at the initial scores (base score "
                                  f"{base})", round=None, model=None)
         sync = (lambda: torch.cuda.synchronize(dev)) if dev.type == "cuda" else (lambda: None)
-        run = _Run(X=X, labels=labels, groups=groups, prepared=self.learner.prepare(X),
+        run = _Run(X=X, labels=labels, groups=groups, prepared=self._prepare(X, comm),
                    scores=s, loss=loss0,
                    ensemble=Ensemble([], [], base_score=base, num_features=F),
                    monitor=monitor, sub_gen=torch.Generator().manual_seed(self.seed),
-                   sync=sync, t_fit=t_fit, bound=bound)
+                   sync=sync, t_fit=t_fit, bound=bound, comm=comm, **sizes)
         params = dict(loss=repr(self.loss), learner=repr(self.learner), step=self.step,
                       curvature=self.curvature, learning_rate=self.learning_rate,
                       subsample=self.subsample, seed=self.seed, device=str(dev),
@@ -450,13 +512,79 @@ class Booster(FitState):
             params["kernel"] = resolve(run.prepared)
             _log.info("Booster: %s trees on the %s kernels", type(self.learner).__name__,
                       params["kernel"])
-        monitor.start(FitInfo(algorithm=(self._owner or self)._algorithm, n_docs=n,
-                              n_queries=groups.num_groups, n_features=F,
-                              n_rounds=self.n_rounds, params=params, initial_loss=loss0),
+        if comm.enabled:
+            params["world_size"] = comm.ctx.world_size
+        monitor.start(FitInfo(algorithm=(self._owner or self)._algorithm,
+                              n_docs=sizes["n_total"], n_queries=sizes["q_total"],
+                              n_features=F, n_rounds=self.n_rounds, params=params,
+                              initial_loss=loss0),
                       build=lambda k: self._final_model(run, k))
         return run
 
-    def _base_score(self, init_score, n, labels, groups, dev) -> float:
+    # ------------------------------------------------------------------ data-parallel
+    def _check_distributable(self) -> None:
+        """What a data-parallel fit needs of the loss and the learner (``ValueError``)."""
+        if getattr(self.loss, "reduction", "sum") == "mean":
+            raise ValueError(
+                "loss: reduction='mean' averages over this rank's queries only; a "
+                "data-parallel fit needs a loss summed over queries (reduction='sum')")
+        try:
+            params = inspect.signature(self.learner.prepare).parameters
+        except (TypeError, ValueError):  # pragma: no cover - builtins
+            params = {}
+        if "context" not in params and not any(p.kind is p.VAR_KEYWORD
+                                               for p in params.values()):
+            raise ValueError(
+                f"learner: {type(self.learner).__name__}.prepare(X) takes no context=, so "
+                f"its sums would stay per rank; a data-parallel fit needs a learner that "
+                f"combines them (RegressionTree, Stumps, FeatureRankers)")
+
+    def _agree(self, comm: FitComm, X, labels, groups, eval_set) -> dict:
+        """Start-of-fit agreement of the ranks: what must be the same, the global sizes."""
+        ctx = comm.ctx
+        ctx.check_same("the number of features", int(X.shape[1]))
+        ctx.check_same("the label dtype", str(labels.dtype))
+        ctx.check_same("the number of eval sets", _count_sets(eval_set))
+        per_query = is_per_query(self.loss)
+        probes = (hvp_probes(X.shape[0], groups, per_query)
+                  if not self._has_gh and self.curvature == "diag" else 0)
+        rows = ctx.gather_values([X.shape[0], groups.num_groups, probes])  # (W, 3)
+        return dict(n_total=int(rows[:, 0].sum()), q_total=int(rows[:, 1].sum()),
+                    q_offset=int(rows[: ctx.rank, 1].sum()),
+                    probes=int(rows[:, 2].max() if per_query else rows[:, 2].sum()))
+
+    def _prepare(self, X: Tensor, comm: FitComm):
+        """The learner's prepared data (with the fit's context when data-parallel)."""
+        if not comm.enabled:
+            return self.learner.prepare(X)
+        return self.learner.prepare(X, context=comm.ctx)
+
+    @staticmethod
+    def _loss_value(comm: FitComm, bound, s: Tensor) -> float:
+        """``L(s)``: summed over the ranks when data-parallel."""
+        if not comm.enabled:
+            return float(_scalar(bound.value(s)).detach())
+        return float(comm.sum(lambda: [float(_scalar(bound.value(s)).detach())], size=1)[0])
+
+    @staticmethod
+    def _global_eval(comm: FitComm, phi, order: int):
+        """``α ↦ (φ, φ', φ'')`` of the loss summed over the ranks (each rank's ``φ`` by
+        autograd, one all-reduce of the three numbers): the line searches' ``evaluate``."""
+
+        def local(a):
+            try:
+                v, d, h = evaluate_phi(phi, a, order)
+            except RuntimeError:  # no double backward: first derivatives only
+                v, d, h = evaluate_phi(phi, a, 1)
+            return [v, d, h]
+
+        def evaluate(a):
+            t = comm.sum(lambda: local(a), size=3)
+            return float(t[0]), float(t[1]), float(t[2])
+
+        return evaluate
+
+    def _base_score(self, init_score, n, labels, groups, dev, comm=None) -> float:
         if init_score is not None:
             base = float(init_score)
             if not math.isfinite(base):
@@ -464,10 +592,12 @@ class Booster(FitState):
             return base
         if isinstance(self.base_score, float):
             return self.base_score
-        return self._auto_base(n, labels, groups, dev)
+        return self._auto_base(n, labels, groups, dev, comm)
 
     def _round(self, run: _Run, rnd: int) -> bool:
         """One boosting round; ``False`` when training stops."""
+        if run.comm.enabled:
+            return self._round_distributed(run, rnd)
         t0 = time.perf_counter()
         g, h, ckind = self._grad_curv(run, rnd)
         target, weight, hc, ckind = self._targets(g, h, ckind)
@@ -485,6 +615,54 @@ class Booster(FitState):
         run.sync()
         record = self._record(run, rnd, step, w_round, loss_before, g, hc, ckind, rows, model,
                               (t0, t1, t2, time.perf_counter()))
+        run.monitor.add([(model, w_round)])
+        return not run.monitor.end_round(record, train_scores=run.scores)
+
+    def _round_distributed(self, run: _Run, rnd: int) -> bool:
+        """:meth:`_round` of a data-parallel fit: the same steps, with the sums that decide
+        the round all-reduced (each collective carrying the failure flag)."""
+        comm, ctx = run.comm, run.comm.ctx
+        W = ctx.world_size
+        t0 = time.perf_counter()
+        g = h = ckind = rows = None
+        with comm.local():
+            g, h, ckind = self._grad_curv(run, rnd)
+            rows = self._subsample(run)
+
+        def first():  # Σ|h|, n, Σ g², each rank's max |g| in its own slot
+            out = torch.zeros(3 + W, dtype=F64)
+            if g.numel():
+                out[0], out[2] = h.abs().sum(), (g * g).sum()
+                out[3 + ctx.rank] = g.abs().max()
+            out[1] = g.numel()
+            return out
+
+        st = comm.sum(first, size=3 + W)
+        mean_h = float(st[0]) / float(st[1]) if float(st[1]) > 0 else 0.0
+        target, weight, hc, ckind = self._targets(g, h, ckind, mean_h=mean_h)
+        run.sync()
+        t1 = time.perf_counter()
+        model, f = self._learn(run, rnd, target, weight, rows)
+        with comm.local():
+            f = self._check_output(run, rnd, f, target)
+        run.sync()
+        t2 = time.perf_counter()
+        n_rows = run.X.shape[0] if rows is None else int(rows.numel())
+        sums = comm.sum(lambda: torch.stack([(g * f).sum(), (hc * f * f).sum(), (hc * hc).sum(),
+                                             hc.sum(), torch.tensor(float(n_rows), dtype=F64)]),
+                        size=5)
+        step = self._step(run, rnd, g, hc, f, sums=(float(sums[0]), float(sums[1])))
+        if step.alpha is None:
+            return False
+        loss_before, w_round = run.loss, self.learning_rate * step.alpha
+        self._apply(run, rnd, step, w_round, model, f)
+        run.sync()
+        combined = {"grad_norm": math.sqrt(float(st[2])), "grad_max": float(st[3:].max()),
+                    "curvature_norm": math.sqrt(float(sums[2])),
+                    "curvature_mean": float(sums[3]) / max(float(st[1]), 1.0),
+                    "n_rows": int(sums[4]), "world_size": W}
+        record = self._record(run, rnd, step, w_round, loss_before, g, hc, ckind, rows, model,
+                              (t0, t1, t2, time.perf_counter()), combined=combined)
         run.monitor.add([(model, w_round)])
         return not run.monitor.end_round(record, train_scores=run.scores)
 
@@ -512,7 +690,10 @@ class Booster(FitState):
             g, h = run.bound.grad_hess(s, hess=kind)
         else:
             want = "diag" if self.curvature == "diag" else "none"
-            probes = hvp_probes(s.shape[0], groups, is_per_query(self.loss))
+            if run.comm is not None and run.comm.enabled:  # decided on every rank's sizes
+                probes = run.probes
+            else:
+                probes = hvp_probes(s.shape[0], groups, is_per_query(self.loss))
             if want == "diag" and probes > self.exact_hess_max_n and not self._warned_unit:
                 hint = ("" if is_per_query(self.loss) else "; a loss that is a sum of "
                         "per-query terms can say so with @torchrankboost.per_query (then "
@@ -523,6 +704,8 @@ class Booster(FitState):
                     f"{self.exact_hess_max_n}; using unit curvature (Friedman gradient "
                     f"boosting){hint}", stacklevel=5)  # + FitState's fit wrapper
                 self._warned_unit = True
+            if want == "diag" and probes > self.exact_hess_max_n:
+                want = "none"  # unit curvature (this rank alone may be under the limit)
             g, h, kind = autograd_grad_hess(self.loss, s, labels, groups, hess=want,
                                             max_exact=self.exact_hess_max_n)
         g, h = g.to(F64), h.to(F64)
@@ -534,11 +717,13 @@ class Booster(FitState):
             raise self._failure(run, rnd, "the loss curvature has NaN/inf entries")
         return g, h, kind
 
-    def _targets(self, g: Tensor, h: Tensor, kind: str):
-        """``(target, weight, curvature used, kind)`` for the learner's least-squares fit."""
+    def _targets(self, g: Tensor, h: Tensor, kind: str, mean_h: Optional[float] = None):
+        """``(target, weight, curvature used, kind)`` for the learner's least-squares fit;
+        ``mean_h``: the mean of ``|h|`` over every rank's documents (data-parallel)."""
         if self.curvature == "none":
             return -g, None, torch.ones_like(g), kind
-        mean_h = float(h.abs().mean()) if h.numel() else 0.0
+        if mean_h is None:
+            mean_h = float(h.abs().mean()) if h.numel() else 0.0
         if not mean_h > 0:
             return -g, None, torch.ones_like(g), "unit"
         hc = h.clamp_min(self.hess_floor * mean_h)
@@ -549,15 +734,26 @@ class Booster(FitState):
         if self.subsample >= 1.0:
             return None
         G, dev = run.groups.num_groups, run.X.device
-        k = max(1, int(round(self.subsample * G)))
-        pick = torch.randperm(G, generator=run.sub_gen)[:k].to(dev)
+        if run.comm is not None and run.comm.enabled:
+            # the single-process draw over the global query numbering; this rank's part
+            k = max(1, int(round(self.subsample * run.q_total)))
+            pick = torch.randperm(run.q_total, generator=run.sub_gen)[:k]
+            off = run.q_offset
+            pick = (pick[(pick >= off) & (pick < off + G)] - off).to(dev)
+        else:
+            k = max(1, int(round(self.subsample * G)))
+            pick = torch.randperm(G, generator=run.sub_gen)[:k].to(dev)
         qmask = torch.zeros(G, dtype=torch.bool, device=dev)
         qmask[pick] = True
         return torch.nonzero(qmask[run.groups.group_index], as_tuple=False).reshape(-1)
 
     def _fit_learner(self, run: _Run, rnd: int, target, weight, rows):
         """The weak model fitted to the targets, and its ``(n,)`` float64 output."""
-        n = run.X.shape[0]
+        model, f = self._learn(run, rnd, target, weight, rows)
+        return model, self._check_output(run, rnd, f, target)
+
+    def _learn(self, run: _Run, rnd: int, target, weight, rows):
+        """The learner's fit and its output (the collectives of a data-parallel fit)."""
         gen = torch.Generator(device=run.X.device).manual_seed(_seed_for(self.seed, rnd))
         fit_predict = getattr(self.learner, "fit_predict", None)  # optional: output for free
         if fit_predict is not None:
@@ -565,6 +761,11 @@ class Booster(FitState):
         else:
             model = self.learner.fit(run.prepared, target, weight, rows=rows, generator=gen)
             f = model.predict_prepared(run.prepared)
+        return model, f
+
+    def _check_output(self, run: _Run, rnd: int, f: Tensor, target: Tensor) -> Tensor:
+        """The weak model's output as ``(n,)`` float64, checked (local work)."""
+        n = run.X.shape[0]
         f = f.to(F64)
         if f.shape != (n,):
             raise ValueError(f"round {rnd}: the weak model's predict_prepared returned shape "
@@ -573,24 +774,34 @@ class Booster(FitState):
             raise self._failure(run, rnd, f"the weak model predicts NaN/inf (targets had "
                                           f"range [{float(target.min()):.3g}, "
                                           f"{float(target.max()):.3g}])")
-        return model, f
+        return f
 
-    def _step(self, run: _Run, rnd: int, g: Tensor, hc: Tensor, f: Tensor) -> _Step:
-        """The step rule: ``α`` along ``f`` (``alpha=None``: stop before this round)."""
+    def _step(self, run: _Run, rnd: int, g: Tensor, hc: Tensor, f: Tensor,
+              sums: Optional[Tuple[float, float]] = None) -> _Step:
+        """The step rule: ``α`` along ``f`` (``alpha=None``: stop before this round).
+        ``sums``: ``(Σ g f, Σ h f²)`` over every rank (data-parallel; the loss values are
+        then summed over the ranks too)."""
         s, labels, groups, dev = run.scores, run.labels, run.groups, run.X.device
 
         def phi(a):
             return _scalar(run.bound.value(s + a.to(dev) * f))
 
+        dist = run.comm is not None and run.comm.enabled
         if self.step == "fixed":
             return _Step(1.0)
         if self.step == "surrogate":
-            step = self._surrogate(run, float((g * f).sum()), float((hc * f * f).sum()), f)
+            gf, hff = sums if sums is not None else (float((g * f).sum()),
+                                                     float((hc * f * f).sum()))
+            step = self._surrogate(run, gf, hff, f)
         elif self.step == "newton":
-            step = self._newton(phi, float((hc * f * f).sum()))
+            hff = sums[1] if sums is not None else float((hc * f * f).sum())
+            step = self._newton(phi, hff, self._global_eval(run.comm, phi, 2) if dist else None)
         else:
-            step = self._line_search(run, rnd, phi, float((g * f).sum()),
-                                     float((hc * f * f).sum()))
+            gf, hff = sums if sums is not None else (float((g * f).sum()),
+                                                     float((hc * f * f).sum()))
+            step = self._line_search(run, rnd, phi, gf, hff,
+                                     self._global_eval(run.comm, phi, self.line_search_order)
+                                     if dist else None)
         if step.alpha is None:
             return step
         if not math.isfinite(step.alpha):
@@ -615,11 +826,7 @@ class Booster(FitState):
         kind = self._curv_kind()
         for tries in range(31):
             s_new = run.scores + (self.learning_rate * alpha) * f
-            if fused:
-                v, g, h = run.bound.value_grad_hess(s_new, hess=kind)
-                v = float(v)
-            else:
-                v = float(_scalar(run.bound.value(s_new)).detach())
+            v, g, h = self._value_at(run, s_new, fused, kind)
             if math.isfinite(v) and v <= v0:
                 if fused:
                     run.pending = (s_new, g, h, kind)
@@ -630,12 +837,38 @@ class Booster(FitState):
         return _Step(0.0, None, {"status": "no_decrease", "n_evals": 31, "deriv0": gf,
                                  "value0": v0, "backtracks": 31})
 
-    def _newton(self, phi, fallback_curvature: float) -> _Step:
-        """One Newton step on ``α``, halved until ``L(s + ν α f) ≤ L(s)`` (30 times at most)."""
-        alpha, v0, d0, h0 = newton_step(phi, fallback_curvature=fallback_curvature)
+    @staticmethod
+    def _value_at(run: _Run, s_new: Tensor, fused: bool, kind: str):
+        """``(L(s_new), g, h)`` (``g, h`` with ``fused``, else ``None``); the loss summed
+        over the ranks when data-parallel (the gradient stays this rank's)."""
+        comm = run.comm
+        if comm is None or not comm.enabled:
+            if fused:
+                v, g, h = run.bound.value_grad_hess(s_new, hess=kind)
+                return float(v), g, h
+            return float(_scalar(run.bound.value(s_new)).detach()), None, None
+        out = [0.0, None, None]
+        with comm.local():
+            if fused:
+                v, out[1], out[2] = run.bound.value_grad_hess(s_new, hess=kind)
+                out[0] = float(v)
+            else:
+                out[0] = float(_scalar(run.bound.value(s_new)).detach())
+        return float(comm.sum(lambda: [out[0]], size=1)[0]), out[1], out[2]
+
+    def _newton(self, phi, fallback_curvature: float, evaluate=None) -> _Step:
+        """One Newton step on ``α``, halved until ``L(s + ν α f) ≤ L(s)`` (30 times at most).
+        ``evaluate``: the data-parallel ``α ↦ (φ, φ', φ'')`` summed over the ranks."""
+        if evaluate is None:
+            alpha, v0, d0, h0 = newton_step(phi, fallback_curvature=fallback_curvature)
+        else:
+            alpha, v0, d0, h0 = _newton_from(*evaluate(0.0), fallback_curvature)
         tries, new = 0, None
         while alpha != 0.0 and tries < 30:
-            v = float(phi(torch.tensor(self.learning_rate * alpha, dtype=F64)).detach())
+            if evaluate is None:
+                v = float(phi(torch.tensor(self.learning_rate * alpha, dtype=F64)).detach())
+            else:
+                v = evaluate(self.learning_rate * alpha)[0]
             if math.isfinite(v) and v <= v0:
                 new = v
                 break
@@ -647,14 +880,16 @@ class Booster(FitState):
         return _Step(alpha, new, {"status": "newton", "n_evals": 1 + tries + 1, "deriv0": d0,
                                   "curv0": h0, "value0": v0, "backtracks": tries})
 
-    def _line_search(self, run: _Run, rnd: int, phi, gf: float, hff: float) -> _Step:
+    def _line_search(self, run: _Run, rnd: int, phi, gf: float, hff: float,
+                     evaluate=None) -> _Step:
         """Exact line search of ``L(s + α f)`` from the quadratic model's minimiser along
         ``f``, ``-⟨g, f⟩ / Σ h f²`` (exact for a quadratic loss; a guaranteed decrease under a
         valid curvature bound); ``φ(0)`` and ``φ'(0) = ⟨g, f⟩`` are known. Applies the
         ``on_unbounded`` policy."""
         a0 = abs(gf) / hff if (hff > 0 and gf != 0.0) else 1.0
         try:
-            res = line_search(phi, max_ratio=self.max_step_ratio, order=self.line_search_order,
+            res = line_search(phi if evaluate is None else None, evaluate=evaluate,
+                              max_ratio=self.max_step_ratio, order=self.line_search_order,
                               xtol=self.line_search_tol, value0=run.loss, deriv0=gf,
                               alpha0=a0 if math.isfinite(a0) and a0 > 0 else 1.0)
         except ValueError as exc:
@@ -682,7 +917,7 @@ class Booster(FitState):
         """``s ← s + ν α f``, the new loss, the ensemble's new round."""
         s_new = step.scores if step.scores is not None else run.scores + w_round * f
         loss_new = (step.new_loss if step.new_loss is not None
-                    else float(_scalar(run.bound.value(s_new)).detach()))
+                    else self._loss_value(run.comm, run.bound, s_new))
         if not math.isfinite(loss_new):
             raise self._failure(run, rnd, f"the loss is {loss_new} after the update (step "
                                           f"{step.alpha:.4g}, weight {w_round:.4g}); the loss "
@@ -693,9 +928,23 @@ class Booster(FitState):
         run.ensemble.append(model, w_round)
 
     def _record(self, run: _Run, rnd: int, step: _Step, w_round: float, loss_before: float,
-                g, hc, ckind: str, rows, model, times) -> RoundRecord:
-        """The round's :class:`RoundRecord` (the driver's diagnostics in ``extra``)."""
+                g, hc, ckind: str, rows, model, times, combined: Optional[dict] = None
+                ) -> RoundRecord:
+        """The round's :class:`RoundRecord` (the driver's diagnostics in ``extra``;
+        ``combined``: those over every rank of a data-parallel fit, which replace this
+        rank's, and the loss's own ``round_diagnostics`` are left out there: they are not
+        sums over queries)."""
         t0, t1, t2, t3 = times
+        if combined is not None:
+            extra = {"loss_before": loss_before, "learning_rate": self.learning_rate,
+                     **{k: combined[k] for k in ("grad_norm", "grad_max", "curvature_norm",
+                                                 "curvature_mean")},
+                     "curvature_kind": ckind, "line_search": step.info,
+                     "seconds_grad": t1 - t0, "seconds_learner": t2 - t1,
+                     "seconds_step": t3 - t2, "n_rows": combined["n_rows"],
+                     "learner": _summary(model), "world_size": combined["world_size"]}
+            return RoundRecord(round=rnd, loss=run.loss, step=step.alpha, weight=w_round,
+                               extra=extra)
         extra = {
             "loss_before": loss_before, "learning_rate": self.learning_rate,
             "grad_norm": float(torch.linalg.vector_norm(g)), "grad_max": float(g.abs().max()),
@@ -722,10 +971,12 @@ class Booster(FitState):
         })
         return ens
 
-    def _auto_base(self, n, labels, groups, dev) -> float:
+    def _auto_base(self, n, labels, groups, dev, comm: Optional[FitComm] = None) -> float:
         """The loss-minimising constant score (0 when the loss ignores a common shift)."""
         ones = torch.ones(n, dtype=F64, device=dev)
         zero = torch.zeros(n, dtype=F64, device=dev)
+        if comm is not None and comm.enabled:
+            return self._auto_base_distributed(labels, groups, dev, comm, ones, zero)
         x = zero.clone().requires_grad_(True)
         with torch.enable_grad():
             v = self._value(x, labels, groups)
@@ -742,3 +993,54 @@ class Booster(FitState):
         if res.status in ("converged", "max_iter"):
             return float(res.alpha)
         return 0.0
+
+    def _auto_base_distributed(self, labels, groups, dev, comm: FitComm, ones, zero) -> float:
+        """:meth:`_auto_base` of the loss summed over the ranks."""
+
+        def grad_sums():
+            x = zero.clone().requires_grad_(True)
+            with torch.enable_grad():
+                v = self._value(x, labels, groups)
+                if not v.requires_grad:
+                    return [0.0, 0.0, 0.0]
+                (g,) = torch.autograd.grad(v, x, allow_unused=True)
+            if g is None:
+                return [0.0, 0.0, 0.0]
+            return [float(g.sum()), float(g.abs().sum()), 1.0]
+
+        tot, mass, has = comm.sum(grad_sums, size=3).tolist()
+        if has == 0 or abs(tot) <= 1e-9 * mass or tot == 0.0:
+            return 0.0
+        ev = self._global_eval(comm, lambda a: self._value(zero + a.to(dev) * ones, labels,
+                                                           groups), 2)
+        res = line_search(evaluate=ev, max_ratio=self.max_step_ratio)
+        if res.status in ("converged", "max_iter"):
+            return float(res.alpha)
+        return 0.0
+
+
+def _count_sets(eval_set) -> int:
+    """The number of evaluation sets ``eval_set`` holds (as :func:`~.inputs.eval_inputs`
+    reads it)."""
+    if eval_set is None:
+        return 0
+    if isinstance(eval_set, tuple) and len(eval_set) == 3 and not isinstance(eval_set[0], tuple):
+        return 1
+    try:
+        return len(eval_set)
+    except TypeError:
+        return -1
+
+
+def _newton_from(f0: float, d0: float, h0: float, fallback_curvature: Optional[float]):
+    """:func:`~.steps.newton_step` from known ``φ(0), φ'(0), φ''(0)`` (the data-parallel
+    values summed over the ranks): ``(alpha, φ(0), φ'(0), φ''(0))``."""
+    if not (math.isfinite(f0) and math.isfinite(d0)):
+        raise ValueError(f"newton_step: phi(0) = {f0} and phi'(0) = {d0} must be finite")
+    curv = h0
+    if not (math.isfinite(curv) and curv > 0):
+        curv = fallback_curvature if fallback_curvature and fallback_curvature > 0 else None
+    if d0 == 0.0:
+        return 0.0, f0, d0, h0
+    alpha = -d0 / curv if curv is not None else -math.copysign(1.0, d0)
+    return alpha, f0, d0, h0

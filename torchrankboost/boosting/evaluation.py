@@ -23,10 +23,22 @@ The algorithm tells the monitor how to build that model in :meth:`FitMonitor.sta
 (``build=``). The same wrapper runs ``fit`` with torch limited to the algorithm's
 ``n_threads`` intra-op threads (one by default; restored afterwards; see
 :mod:`torchrankboost._threads`).
+
+Data-parallel fits (:mod:`torchrankboost.distributed`): the algorithm passes the fit's
+:class:`FitComm` (``comm=``). Each rank holds a shard of every evaluation set; the monitor
+combines the metrics exactly (per-query metrics: the all-reduced sum of the per-query values
+over the all-reduced query count, one all-reduce per round for every set and metric;
+``"loss"``: the ranks' values summed, or their log-sum-exp for a log-loss such as RankBoost's
+``ln F̃``), so the best round and early stopping agree on every rank. The callbacks run on
+rank 0 only (progress output, TensorBoard, user callbacks); early stopping runs on every rank
+(it reads the combined metrics) and a stop asked by a callback on rank 0 reaches the other
+ranks through the round's closing all-reduce, as does an exception in a callback (every rank
+then raises :class:`~torchrankboost.distributed.DistributedError`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import inspect
 import math
@@ -40,12 +52,112 @@ from torch import Tensor
 from .. import registry
 from .._threads import DEFAULT_THREADS, limit_threads
 from ..contract import FitInfo, NumericalError, RoundRecord
+from ..distributed import DistContext, DistributedError, get_context, metric_parts
 from .callbacks import EarlyStopping
 from .inputs import eval_inputs
 
-__all__ = ["FitMonitor", "FitState", "BestTracker", "resolve_metrics"]
+__all__ = ["FitMonitor", "FitState", "BestTracker", "resolve_metrics", "FitComm"]
 
 F64 = torch.float64
+
+
+class FitComm:
+    """The collectives of one data-parallel fit, each carrying a failure flag.
+
+    A rank that fails in local work (a bad shard, a NaN gradient, a callback that raises)
+    must not leave the others waiting in their next collective. Local work runs inside
+    ``with comm.local():``, which keeps the first exception instead of raising it; the next
+    collective of the fit (:meth:`sum`, or :meth:`check` when there is no payload) appends
+    this rank's failure flag to its vector, so one all-reduce tells every rank whether some
+    rank failed; if so, the ranks gather the failing ranks' messages and every rank raises
+    the same :class:`~torchrankboost.distributed.DistributedError` ("rank 1 failed:
+    ValueError: labels contain NaN"), chained to the original exception on a failing rank.
+    The flag costs one float per collective, and no collective of its own inside a round.
+
+    Disabled (one process): :meth:`local` runs its block as is (exceptions propagate
+    unchanged), :meth:`sum` returns the local values and :meth:`check` does nothing — the
+    single-process fit is untouched.
+
+    Args:
+        context: ``None`` / ``True`` / ``False`` / a
+            :class:`~torchrankboost.distributed.DistContext` (see
+            :func:`~torchrankboost.distributed.get_context`); ``None`` here means disabled.
+    """
+
+    def __init__(self, context=None):
+        self.ctx: DistContext = get_context(context if context is not None else False)
+        self.error: Optional[BaseException] = None
+
+    @property
+    def enabled(self) -> bool:
+        return self.ctx.enabled
+
+    @property
+    def is_main(self) -> bool:
+        return self.ctx.is_main
+
+    @contextlib.contextmanager
+    def local(self):
+        """Run a block of local work (no collectives inside); on a data-parallel fit its
+        exception (``Exception``, ``SystemExit``) is kept for the next collective."""
+        if not self.enabled:
+            yield self
+            return
+        try:
+            yield self
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - raised on every rank later
+            if self.error is None:
+                self.error = exc
+
+    def sum(self, values, size: Optional[int] = None) -> Tensor:
+        """``values`` summed over the ranks: a float64 CPU vector.
+
+        ``values``: a tensor / sequence of numbers, or a callable returning one (run like a
+        :meth:`local` block: give ``size``, the number of values, so that a rank whose
+        values cannot be built still joins the all-reduce with zeros). Raises
+        :class:`DistributedError` on every rank when some rank has failed. Disabled: the
+        values themselves.
+        """
+        if not self.enabled:
+            v = values() if callable(values) else values
+            return torch.as_tensor(v, dtype=F64).detach().reshape(-1).cpu()
+        data = None
+        if self.error is None:
+            try:
+                v = values() if callable(values) else values
+                data = torch.as_tensor(v, dtype=F64).detach().reshape(-1).cpu()
+                if size is not None and data.numel() != size:
+                    raise ValueError(f"FitComm.sum: {data.numel()} values, expected {size}")
+            except (Exception, SystemExit) as exc:  # noqa: BLE001
+                self.error = exc
+        if self.error is not None:
+            if size is None:
+                raise ValueError("FitComm.sum: size is needed when the values may fail")
+            data = torch.zeros(size, dtype=F64)
+        buf = torch.cat([data, torch.tensor([0.0 if self.error is None else 1.0], dtype=F64)])
+        self.ctx.all_reduce_sum(buf)
+        if float(buf[-1]) > 0:
+            self.fail()
+        return buf[:-1]
+
+    def check(self) -> None:
+        """A collective with no payload: raise on every rank if some rank has failed."""
+        if self.enabled:
+            self.sum(lambda: torch.zeros(0, dtype=F64), size=0)
+
+    def fail(self) -> None:
+        """Every rank raises the same :class:`DistributedError` naming the failing ranks
+        (a collective: called by every rank once a flag said so)."""
+        from ..distributed import _describe
+
+        mine = None if self.error is None else _describe(self.error)
+        msgs = self.ctx.all_gather_object(mine)
+        failures = {r: m for r, m in enumerate(msgs) if m is not None}
+        text = "; ".join(f"rank {r} failed: {m}" for r, m in failures.items())
+        err, self.error = self.error, None
+        if err is not None:
+            raise DistributedError(text, failures) from err
+        raise DistributedError(text, failures)
 
 
 class BestTracker:
@@ -217,14 +329,23 @@ class FitMonitor:
         base_score: the model's initial constant score (start of the running eval scores).
         train: ``(labels, groups)`` of the training set to evaluate the metrics on it too
             (``eval_train``); the algorithm then passes its training scores to ``end_round``.
+        comm: the :class:`FitComm` of a data-parallel fit (see the module docstring); the
+            sets and the training data are then this rank's shards.
+        loss_combine: how the ranks' values of the ``"loss"`` metric combine: ``"sum"`` (a
+            loss summed over queries) or ``"logsumexp"`` (the log of such a sum).
     """
 
     def __init__(self, ranker, *, n_features: int, device, eval_set=None,
                  eval_metric="ndcg@10", early_stopping_rounds: Optional[int] = None,
                  callbacks: Sequence = (), loss: Optional[Callable] = None,
-                 base_score: float = 0.0, train=None):
+                 base_score: float = 0.0, train=None, comm: Optional[FitComm] = None,
+                 loss_combine: str = "sum"):
         ranker._reset_fit_state()
         self.ranker = ranker
+        self.comm = comm if comm is not None else FitComm(None)
+        if loss_combine not in ("sum", "logsumexp"):
+            raise ValueError(f"loss_combine must be 'sum' or 'logsumexp', got {loss_combine!r}")
+        self.loss_combine = loss_combine
         self._build: Optional[Callable[[int], Any]] = None
         self.evals = eval_inputs(eval_set, n_features, device=device)
         self.train = train
@@ -238,7 +359,8 @@ class FitMonitor:
             if not self.evals:
                 raise ValueError("early_stopping_rounds needs an eval_set")
             self.patience = int(early_stopping_rounds)
-        cbs = list(callbacks)
+        # the callbacks run on rank 0 only; early stopping on every rank (combined metrics)
+        cbs = list(callbacks) if self.comm.is_main else []
         if self.patience is not None:
             stopper = EarlyStopping(self.patience)
             stopper.label = f"{self.evals[0][0]} {self.metrics[0].name}"
@@ -272,7 +394,9 @@ class FitMonitor:
         self._build = build
         info.eval_names = self.eval_names
         info.metric_names = self.metric_names
-        self.hooks.start(self.ranker, info)
+        with self.comm.local():
+            self.hooks.start(self.ranker, info)
+        self.comm.check()
         self._t = time.perf_counter()
 
     def add(self, terms: Sequence = (), intercept: float = 0.0) -> None:
@@ -304,18 +428,23 @@ class FitMonitor:
         if record.loss is not None:
             metrics.setdefault("train", {})["loss"] = float(record.loss)
             r.evals_result_["train"]["loss"].append(float(record.loss))
-        if self.train is not None and train_scores is not None:
+        use_train = self.train is not None and train_scores is not None
+        values = self._combined(record, train_scores if use_train else None) \
+            if self.comm.enabled else None
+        if use_train:
             y, g = self.train
             for m in self.metrics:
-                v = float(record.loss) if m.name == "loss" and record.loss is not None \
-                    else m(train_scores, y, g)
+                if m.name == "loss" and record.loss is not None:
+                    v = float(record.loss)
+                else:
+                    v = values[("train", m.name)] if values is not None else m(train_scores, y, g)
                 metrics.setdefault("train", {})[m.name] = v
                 if m.name != "loss" or record.loss is None:
                     r.evals_result_["train"][m.name].append(v)
         for j, (name, _, yv, gv) in enumerate(self.evals):
             metrics[name] = {}
             for m in self.metrics:
-                v = m(self.scores[j], yv, gv)
+                v = values[(j, m.name)] if values is not None else m(self.scores[j], yv, gv)
                 if _is_nan(v):
                     raise NumericalError(
                         f"round {record.round}: the evaluation metric {name} {m.name} is NaN "
@@ -333,12 +462,62 @@ class FitMonitor:
             record.seconds = now - self._t
         self._t = now
         r.history_.append(record)
-        stopper = self.hooks.round(r, record)
-        if stopper is not None:
-            r.stop_reason_ = (getattr(stopper, "reason", None)
-                              or f"round {record.round}: a callback requested a stop")
-            return True
-        return False
+        if not self.comm.enabled:
+            stopper = self.hooks.round(r, record)
+            if stopper is not None:
+                r.stop_reason_ = (getattr(stopper, "reason", None)
+                                  or f"round {record.round}: a callback requested a stop")
+                return True
+            return False
+        stopper = None
+        with self.comm.local():
+            stopper = self.hooks.round(r, record)
+        # the round's closing all-reduce: a stop asked on any rank (rank 0's callbacks) or
+        # a failure (a callback that raised) reaches every rank
+        if float(self.comm.sum(lambda: [1.0 if stopper is not None else 0.0], size=1)[0]) == 0:
+            return False
+        reason = None if stopper is None else (
+            getattr(stopper, "reason", None)
+            or f"round {record.round}: a callback requested a stop")
+        r.stop_reason_ = self.comm.ctx.broadcast_object(reason, src=0) or reason or (
+            f"round {record.round}: a callback on rank 0 requested a stop")
+        return True
+
+    def _combined(self, record: RoundRecord, train_scores: Optional[Tensor]) -> dict:
+        """Every metric of every set (and of the training shard) combined over the ranks by
+        one flagged all-reduce: ``{(set index or "train", metric name): value}``."""
+        W = self.comm.ctx.world_size
+        jobs = []
+        if train_scores is not None:
+            y, g = self.train
+            jobs += [("train", m, train_scores, y, g) for m in self.metrics
+                     if not (m.name == "loss" and record.loss is not None)]
+        for j, (_, _, yv, gv) in enumerate(self.evals):
+            jobs += [(j, m, self.scores[j], yv, gv) for m in self.metrics]
+        widths = [W if m.name == "loss" else 2 for _, m, *_ in jobs]
+
+        def parts():
+            out = []
+            for _, m, s, y, g in jobs:
+                if m.name == "loss":  # the objective on the shard, in this rank's slot
+                    slot = torch.zeros(W, dtype=F64)
+                    slot[self.comm.ctx.rank] = float(m(s, y, g))
+                    out.append(slot)
+                else:
+                    out.append(metric_parts(m, s, y, g))
+            return torch.cat(out) if out else torch.zeros(0, dtype=F64)
+
+        tot = self.comm.sum(parts, size=sum(widths))
+        values, k = {}, 0
+        for (key, m, *_), w in zip(jobs, widths):
+            v = tot[k:k + w]
+            k += w
+            if m.name == "loss":
+                values[(key, m.name)] = (float(torch.logsumexp(v, 0))
+                                         if self.loss_combine == "logsumexp" else float(v.sum()))
+            else:
+                values[(key, m.name)] = float(v[0] / v[1]) if float(v[1]) > 0 else float("nan")
+        return values
 
     @property
     def n_rounds(self) -> int:
@@ -396,5 +575,7 @@ class FitMonitor:
             info.update({"best_round": r.best_round_, "best_score": r.best_score_,
                          "evals_result": r.evals_result_, "stop_reason": r.stop_reason_})
         r.model_ = model
-        self.hooks.end(r, model)
+        with self.comm.local():
+            self.hooks.end(r, model)
+        self.comm.check()
         return model

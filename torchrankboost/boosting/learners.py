@@ -33,6 +33,18 @@ on every device (float32 histograms lose ~1e-4 relative accuracy over 10⁶ rows
 histogram subtraction amplifies it; on CPU float64 costs no more than float32). Rows are
 processed in chunks of 2048 rows on CPU (a loop over chunks, not over rows): the (F, 2048) int64
 index stays in cache, measured ~3x faster than 65536-row chunks; 2^20 rows on other devices. The larger child's histogram is the parent's minus the smaller child's.
+
+Data-parallel fits
+------------------
+``prepare(X, context=ctx)`` with an enabled :class:`~torchrankboost.distributed.DistContext`
+(``X`` this rank's shard of whole queries) agrees on the feature transform with the other
+ranks (the bin edges of all ranks' rows; ``FeatureRankers``: the all-reduced min/max) and
+keeps ``ctx`` on the prepared data. Every ``fit`` on it then sums what it decides from over
+the ranks, so every rank fits the same weak model on its own rows: a tree all-reduces each
+node histogram it builds (the root's, then the smaller child's of each split: the larger
+child's is still the parent's minus it) and the leaf sums, and reads row counts (the
+``min_samples_leaf`` tests, the smaller child) off the reduced histograms; ``Stumps`` and
+``FeatureRankers`` all-reduce their per-candidate sums and totals.
 """
 
 from __future__ import annotations
@@ -478,9 +490,13 @@ class RegressionTree:
                 f"feature_fraction={self.feature_fraction}"
                 + (f", kernel={self.kernel!r})" if self.kernel != "auto" else ")"))
 
-    def prepare(self, X: Tensor) -> BinnedFeatures:
-        """Bin X (n, F) once: uint8 codes, NaN → 255."""
-        return bin_features(X, n_bins=self.n_bins, sample_count=self.bin_sample_count, seed=self.seed)
+    def prepare(self, X: Tensor, *, context=None) -> BinnedFeatures:
+        """Bin X (n, F) once: uint8 codes, NaN → 255. ``context``: an enabled
+        :class:`~torchrankboost.distributed.DistContext` for a data-parallel fit (``X`` is this
+        rank's shard; the edges are those of all ranks' rows and the fits sum their
+        histograms over the ranks, see the module docstring)."""
+        return bin_features(X, n_bins=self.n_bins, sample_count=self.bin_sample_count,
+                            seed=self.seed, context=context)
 
     # -- split search -----------------------------------------------------------------------
     def _candidates(self, prepared: BinnedFeatures, feat_ok: Tensor, miss: Tensor):
@@ -616,10 +632,11 @@ class RegressionTree:
         w = weight.double()
         wt = w * target.double()
         feat_ok = self._feature_mask(F, dev, generator)
+        reduce = _reducer(prepared)
         if self.resolve_kernel(prepared) == "native":
-            grower = _NativeTreeGrower(self, prepared, wt, w, rows, feat_ok)
+            grower = _NativeTreeGrower(self, prepared, wt, w, rows, feat_ok, reduce=reduce)
         else:
-            grower = _TreeGrower(self, prepared, wt, w, rows, feat_ok)
+            grower = _TreeGrower(self, prepared, wt, w, rows, feat_ok, reduce=reduce)
         grower.grow()
         leaf_value = grower.leaf_values().to(_out_dtype(target))
         return grower.model(leaf_value), grower
@@ -631,6 +648,13 @@ class RegressionTree:
         warning naming the reason (never silently)."""
         self.kernel_ = choose_kernel(self.kernel, prepared.codes)
         return self.kernel_
+
+
+def _reducer(prepared):
+    """The sum over ranks of a data-parallel fit on ``prepared`` (its ``context``'s
+    ``all_reduce_sum``), or ``None`` in one process."""
+    ctx = getattr(prepared, "context", None)
+    return ctx.all_reduce_sum if ctx is not None and ctx.enabled else None
 
 
 def _all_rows_count(prepared: BinnedFeatures, slots: int) -> Tensor:
@@ -651,11 +675,19 @@ class _TreeGrower:
 
     The root's histogram comes from all of the fit's rows; each split scatters only the smaller
     child's rows and takes the larger child's histogram as the parent's minus the smaller's.
+
+    ``reduce``: the data-parallel hook (as :class:`_NativeTreeGrower`'s): ``reduce(t)``
+    replaces a float64 tensor by its sum over the ranks, in place. It is applied to every
+    histogram this grower builds (the root's and each smaller child's) and to the leaf sums;
+    the ``min_samples_leaf`` test and the choice of the smaller child then read the row
+    counts off the reduced histograms (the count channel), so every rank grows the same
+    tree. Without it (one process) the counts are those of the rows, the same numbers.
     """
 
     def __init__(self, tree: RegressionTree, prepared: BinnedFeatures, wt: Tensor, w: Tensor,
-                 rows: Optional[Tensor], feat_ok: Tensor):
+                 rows: Optional[Tensor], feat_ok: Tensor, reduce=None):
         self.tree = tree
+        self.reduce = reduce
         self.prepared = prepared
         self.codes = prepared.codes
         n = self.codes.shape[0]
@@ -681,14 +713,25 @@ class _TreeGrower:
         self.evaluate(root)
 
     def histogram(self, rows: Tensor, all_rows: bool = False) -> Tensor:
-        """(3, F, slots) histogram of ``rows`` (``all_rows``: every row, cached counts)."""
-        return _tree_histogram(self.codes, None if all_rows else rows, self.values, self.packed, self.slots,
-                               count=self.root_count if all_rows else None, unit_weight=self.unit)
+        """(3, F, slots) histogram of ``rows`` (``all_rows``: every row, cached counts),
+        summed over the ranks when data-parallel."""
+        h = _tree_histogram(self.codes, None if all_rows else rows, self.values, self.packed, self.slots,
+                            count=self.root_count if all_rows else None, unit_weight=self.unit)
+        if self.reduce is not None:
+            self.reduce(h)
+        return h
+
+    def node_count(self, leaf: _Leaf) -> float:
+        """The leaf's number of rows (over all ranks when data-parallel: feature 0's counts
+        in its reduced histogram, exact integers)."""
+        if self.reduce is None:
+            return leaf.rows.numel()
+        return float(leaf.hist[2, 0].sum())
 
     def evaluate(self, *lvs: _Leaf) -> None:
         """Set each leaf's best split (None when it may not or cannot split), one batch."""
         msl = self.tree.min_samples_leaf
-        todo = [lf for lf in lvs if lf.depth < self.max_depth and lf.rows.numel() >= 2 * msl]
+        todo = [lf for lf in lvs if lf.depth < self.max_depth and self.node_count(lf) >= 2 * msl]
         for lf in lvs:
             lf.best = None
         if todo:
@@ -720,7 +763,12 @@ class _TreeGrower:
         self.lc.append(~leaf.leaf_id); self.rc.append(~len(leaves))
         if leaf.parent >= 0:
             (self.lc if leaf.is_left else self.rc)[leaf.parent] = k
-        small_left = lrows.numel() <= rrows.numel()
+        if self.reduce is None:
+            small_left = lrows.numel() <= rrows.numel()
+        else:  # the global row counts of the children, from the reduced histogram
+            cnt = leaf.hist[2, f]
+            n_left = float(cnt[: t + 1].sum()) + (float(cnt[-1]) if d_left else 0.0)
+            small_left = n_left <= float(cnt.sum()) - n_left
         hs = self.histogram(lrows if small_left else rrows)
         hl = leaf.hist - hs
         if not small_left:
@@ -738,8 +786,12 @@ class _TreeGrower:
         return None
 
     def leaf_values(self) -> Tensor:
-        """float64 Newton leaf values in leaf id order (see :func:`_leaf_values`)."""
-        return _leaf_values(self.leaves, self.values[:, 0], self.values[:, 1], self.tree.l2)
+        """float64 Newton leaf values in leaf id order (see :func:`_leaf_values`; the leaf
+        sums are summed over the ranks first when data-parallel)."""
+        sums = _leaf_sums(self.leaves, self.values[:, 0], self.values[:, 1])
+        if self.reduce is not None:
+            self.reduce(sums)
+        return _newton_values(sums, self.tree.l2)
 
     def model(self, leaf_value: Tensor) -> TreeModel:
         """The fitted :class:`TreeModel` with the given leaf values (in leaf id order)."""
@@ -771,6 +823,12 @@ def _leaf_values(leaves, wt: Tensor, w: Tensor, l2: float) -> Tensor:
     each leaf's row order (``index_add_`` over the concatenated rows), which the compiled
     kernels reproduce bit for bit.
     """
+    return _newton_values(_leaf_sums(leaves, wt, w), l2)
+
+
+def _leaf_sums(leaves, wt: Tensor, w: Tensor) -> Tensor:
+    """``(L, 2)`` float64 ``(Σ w·t, Σ w)`` per leaf in leaf id order (sorting ``leaves`` by
+    id), sequentially in each leaf's row order (see :func:`_leaf_values`)."""
     leaves.sort(key=lambda lf: lf.leaf_id)
     sizes = torch.tensor([lf.rows.numel() for lf in leaves], device=wt.device)
     all_rows = torch.cat([lf.rows for lf in leaves])
@@ -778,7 +836,7 @@ def _leaf_values(leaves, wt: Tensor, w: Tensor, l2: float) -> Tensor:
     sums = torch.zeros((len(leaves), 2), dtype=torch.float64, device=wt.device)
     sums[:, 0].index_add_(0, leaf_of, wt.index_select(0, all_rows))
     sums[:, 1].index_add_(0, leaf_of, w.index_select(0, all_rows))
-    return _newton_values(sums, l2)
+    return sums
 
 
 class _NativeTreeGrower:
@@ -825,7 +883,8 @@ class _NativeTreeGrower:
         depth = torch.zeros(1, **i64)
         sums = torch.empty((L, 2), dtype=torch.float64)
         begin, count = torch.empty(L, **i64), torch.empty(L, **i64)
-        cb = _native.REDUCE_FN(0) if reduce is None else _native.REDUCE_FN(_reduce_callback(reduce))
+        hook = None if reduce is None else _reduce_callback(reduce)
+        cb = _native.REDUCE_FN(0) if hook is None else _native.REDUCE_FN(hook)
         max_depth = tree.max_depth if tree.max_depth is not None else 1 << 62
         nleaves = lib.trb_grow(
             codes.data_ptr(), n, F, rows32.data_ptr(), rows32.numel(), int(all_rows), gh.data_ptr(),
@@ -836,6 +895,8 @@ class _NativeTreeGrower:
             dl.data_ptr(), lc.data_ptr(), rc.data_ptr(), sg.data_ptr(), depth.data_ptr(),
             sums.data_ptr(), begin.data_ptr(), count.data_ptr(), bufs["leaves"].data_ptr(),
             bufs["order"].data_ptr())
+        if hook is not None and hook.error is not None:  # raised in the callback: not lost
+            raise hook.error
         if nleaves < 1:
             raise RuntimeError(f"trb_grow failed (max_leaves={L})")
         K = nleaves - 1
@@ -870,15 +931,25 @@ class _NativeTreeGrower:
 
 def _reduce_callback(reduce):
     """A ctypes-callable ``(double *buf, int64_t len)`` that sums ``buf`` over all ranks in
-    place through ``reduce`` (a function of a float64 tensor)."""
+    place through ``reduce`` (a function of a float64 tensor).
+
+    An exception cannot cross the C code: the first one is kept in the callable's ``error``
+    (the caller raises it when ``trb_grow`` returns) and the later calls do nothing (a
+    failed collective means the process group is gone)."""
 
     def call(ptr, length):
-        buf = torch.frombuffer((ctypes.c_double * length).from_address(ctypes.addressof(ptr.contents)),
-                               dtype=torch.float64)
-        out = reduce(buf)
-        if out is not None and out.data_ptr() != buf.data_ptr():
-            buf.copy_(out)
+        if call.error is not None:
+            return
+        try:
+            buf = torch.frombuffer((ctypes.c_double * length).from_address(ctypes.addressof(ptr.contents)),
+                                   dtype=torch.float64)
+            out = reduce(buf)
+            if out is not None and out.data_ptr() != buf.data_ptr():
+                buf.copy_(out)
+        except BaseException as exc:  # noqa: BLE001 - re-raised by the caller
+            call.error = exc
 
+    call.error = None
     return call
 
 
@@ -993,6 +1064,23 @@ def _weighted_channels(n, dev, target, weight, rows):
             _rows_vector(n, dev, rows, w * target.double()))
 
 
+def _context(prepared):
+    """The enabled :class:`~torchrankboost.distributed.DistContext` of a data-parallel fit on
+    ``prepared`` (stumps: on its bins), or ``None``."""
+    ctx = getattr(prepared, "context", None)
+    if ctx is None and isinstance(getattr(prepared, "binned", None), BinnedFeatures):
+        ctx = prepared.binned.context
+    return ctx if ctx is not None and ctx.enabled else None
+
+
+def _totals(prepared, *vs: Tensor) -> Tensor:
+    """``[Σ v for v in vs]`` as a float64 tensor, summed over the ranks when ``prepared``
+    belongs to a data-parallel fit."""
+    out = torch.stack([v.sum().double() for v in vs])
+    ctx = _context(prepared)
+    return ctx.all_reduce_sum(out) if ctx is not None else out
+
+
 def _masked_score(ok: Tensor, score: Tensor) -> Tensor:
     """``score`` where ``ok``, ``-1`` (below every real score) elsewhere."""
     return torch.where(ok, score, torch.full_like(score, -1.0))
@@ -1031,8 +1119,10 @@ class _BestCandidateLearner:
         index = divmod(flat, score.shape[1]) if score.dim() == 2 else (flat,)
         best = float(score[index].item())
         if best < 0:  # no valid candidate: h ≡ 0 (and the weighted mean for least squares)
-            W = float(w.sum())
-            a = float(wt.sum()) / W if (self.criterion == "least_squares" and W > 0) else 0.0
+            a = 0.0
+            if self.criterion == "least_squares":
+                Y, W = (float(v) for v in _totals(prepared, wt, w))
+                a = Y / W if W > 0 else 0.0
             return self._constant(prepared, a, out_dtype)
         if self.criterion == "correlation":
             coef = torch.tensor([0.0, 1.0], dtype=out_dtype, device=dev)
@@ -1070,9 +1160,12 @@ class Stumps(_BestCandidateLearner):
     def __repr__(self):
         return f"Stumps(max_thresholds={self.max_thresholds}, criterion={self.criterion!r})"
 
-    def prepare(self, X: Tensor) -> StumpFeatures:
+    def prepare(self, X: Tensor, *, context=None) -> StumpFeatures:
+        """Bin ``X`` (n, F) and list the candidate thresholds. ``context``: an enabled
+        :class:`~torchrankboost.distributed.DistContext` for a data-parallel fit (the edges of
+        all ranks' rows; :meth:`threshold_sums` then sums over the ranks)."""
         b = bin_features(X, n_bins=self.max_thresholds + 1, sample_count=self.bin_sample_count,
-                         seed=self.seed, max_bins=32766)
+                         seed=self.seed, max_bins=32766, context=context)
         nb = b.num_bins
         T = max(1, int(nb.max().item()) - 1) if nb.numel() else 1
         edges = b.edges
@@ -1093,6 +1186,8 @@ class Stumps(_BestCandidateLearner):
 
         Returns:
             (F, T) or (F, T, k) in v's dtype (accumulated in float64); padded candidates are 0.
+            On the prepared data of a data-parallel fit: summed over every rank's rows (one
+            all-reduce of the ``(F, bins, k)`` histogram).
         """
         codes = prepared.codes
         n, F = codes.shape
@@ -1106,6 +1201,9 @@ class Stumps(_BestCandidateLearner):
         miss = prepared.binned.missing_code
         packed = torch.complex(vv[:, 0], vv[:, 1]) if (k == 2 and codes.device.type == "cpu") else None
         hist, _ = node_histogram(codes, None, vv, slots=miss + 1, counts=False, packed=packed)
+        ctx = _context(prepared)
+        if ctx is not None:
+            hist = ctx.all_reduce_sum(hist.contiguous())
         vals = hist[:, :miss, :]  # (F, V, k) value bins (missing excluded: h = 0)
         csum = torch.cumsum(vals, 1)
         total = csum[:, -1:, :]
@@ -1155,7 +1253,10 @@ class Stumps(_BestCandidateLearner):
         """SSE reduction of the two-level fit (mean of each side of θ) per (feature, threshold)."""
         S = self.threshold_sums(prepared, torch.stack([wt, w], 1))
         Y1, W1 = S[..., 0], S[..., 1]
-        Y, W = wt.sum(), w.sum()
+        if _context(prepared) is None:
+            Y, W = wt.sum(), w.sum()
+        else:
+            Y, W = _totals(prepared, wt, w).unbind()
         Y0, W0 = Y - Y1, W - W1
         ok = prepared.valid & (W1 > 0) & (W0 > 0)
         one = torch.ones_like(W1)
@@ -1196,6 +1297,7 @@ class ScaledFeatures:
     hi: Tensor
     valid: Tensor
     normalize: bool
+    context: object = None  # the DistContext of a data-parallel fit (see the module docstring)
 
     @property
     def num_rows(self):
@@ -1276,20 +1378,32 @@ class FeatureRankers(_BestCandidateLearner):
     def __repr__(self):
         return f"FeatureRankers(normalize={self.normalize}, criterion={self.criterion!r})"
 
-    def prepare(self, X: Tensor) -> ScaledFeatures:
+    def prepare(self, X: Tensor, *, context=None) -> ScaledFeatures:
+        """Scale ``X`` (n, F) once. ``context``: an enabled
+        :class:`~torchrankboost.distributed.DistContext` for a data-parallel fit (the min/max
+        of all ranks' rows; :meth:`feature_sums` then sums over the ranks)."""
         _check_X(X)
+        ctx = context if context is not None and context.enabled else None
         nan = torch.isnan(X)
-        lo = torch.where(nan, torch.full_like(X, math.inf), X).amin(0) if X.shape[0] else X.new_zeros(X.shape[1])
-        hi = torch.where(nan, torch.full_like(X, -math.inf), X).amax(0) if X.shape[0] else X.new_zeros(X.shape[1])
+        if ctx is not None:  # the min/max over every rank's rows (+-inf: none here)
+            lo = ctx.all_reduce_min(torch.where(nan, torch.full_like(X, math.inf), X).amin(0)
+                                    if X.shape[0] else X.new_full((X.shape[1],), math.inf))
+            hi = ctx.all_reduce_max(torch.where(nan, torch.full_like(X, -math.inf), X).amax(0)
+                                    if X.shape[0] else X.new_full((X.shape[1],), -math.inf))
+        else:
+            lo = torch.where(nan, torch.full_like(X, math.inf), X).amin(0) if X.shape[0] else X.new_zeros(X.shape[1])
+            hi = torch.where(nan, torch.full_like(X, -math.inf), X).amax(0) if X.shape[0] else X.new_zeros(X.shape[1])
         valid = torch.isfinite(lo) & torch.isfinite(hi) & (hi > lo)
         lo = torch.where(valid, lo, torch.zeros_like(lo))
         hi = torch.where(valid, hi, torch.zeros_like(hi))
         values = _scale(X, lo, hi, self.normalize)
         values = torch.where(valid.unsqueeze(0), values, torch.zeros_like(values))
-        return ScaledFeatures(values=values, lo=lo, hi=hi, valid=valid, normalize=self.normalize)
+        return ScaledFeatures(values=values, lo=lo, hi=hi, valid=valid, normalize=self.normalize,
+                              context=ctx)
 
     def feature_sums(self, prepared: ScaledFeatures, v: Tensor) -> Tensor:
-        """``Σ_i v[i(, j)] · h_f(x_i)`` for every feature: (F,) or (F, k), accumulated in float64."""
+        """``Σ_i v[i(, j)] · h_f(x_i)`` for every feature: (F,) or (F, k), accumulated in float64
+        (over every rank's rows on the prepared data of a data-parallel fit)."""
         Hm = prepared.values
         n = Hm.shape[0]
         if not isinstance(v, Tensor) or v.dim() not in (1, 2) or v.shape[0] != n:
@@ -1299,6 +1413,9 @@ class FeatureRankers(_BestCandidateLearner):
         out = torch.zeros((Hm.shape[1], vv.shape[1]), dtype=torch.float64, device=Hm.device)
         for s in range(0, n, _MM_CHUNK):  # chunks bound the float64 copy of the features
             out += Hm[s : s + _MM_CHUNK].double().t() @ vv[s : s + _MM_CHUNK]
+        ctx = _context(prepared)
+        if ctx is not None:
+            ctx.all_reduce_sum(out)
         out_dtype = v.dtype if v.dtype.is_floating_point else torch.float64
         out = out.to(out_dtype)
         return out[:, 0] if v.dim() == 1 else out
@@ -1325,7 +1442,11 @@ class FeatureRankers(_BestCandidateLearner):
         for s in range(0, n, _MM_CHUNK):
             hc = Hm[s : s + _MM_CHUNK].double()
             Shh += (hc * hc).t() @ w[s : s + _MM_CHUNK]
-        Y, W = wt.sum(), w.sum()
+        if _context(prepared) is None:
+            Y, W = wt.sum(), w.sum()
+        else:
+            _context(prepared).all_reduce_sum(Shh)
+            Y, W = _totals(prepared, wt, w).unbind()
         Wc = W.clamp_min(1e-300)
         Sxx = Shh - Sh * Sh / Wc
         Sxy = Sht - Sh * Y / Wc
