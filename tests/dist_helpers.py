@@ -259,7 +259,13 @@ def _main() -> None:
     torch.set_num_threads(1)
     name, args = sys.argv[1], sys.argv[2:]
     dist.init_process_group("gloo", timeout=timedelta(seconds=60))
-    SCENARIOS[name](*args)
+    try:
+        SCENARIOS[name](*args)
+    except BaseException:
+        # leave through the process group's teardown: a process that exits with live gloo
+        # connections can abort (SIGABRT) instead of exiting with its own status
+        dist.destroy_process_group()
+        raise
     import gc
 
     gc.collect()  # DDP wrappers (reference cycles) go before the process group
