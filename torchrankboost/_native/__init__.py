@@ -96,7 +96,7 @@ def _declare(lib: ctypes.CDLL) -> None:
         "trb_tree_leaves": ([p, i64, i64, p, p, p, p, p, i64, i32, p, i32], None),
         "trb_tree_leaves_raw": ([p, i32, i64, i64, p, p, p, p, p, i64, p, i32], None),
         "trb_leaf_struct_size": ([], i64),
-        "trb_scatter_leaves": ([p, p, p, i64, p, p], None),
+        "trb_scatter_leaves": ([p, p, p, i64, p, p, i32], None),
         "trb_grow": ([p, i64, i64, p, i64, i32, p, i64, p, p, i64, d, i64, d, d, i64, i64, i32,
                       p, i64, p, p, p, i32, REDUCE_FN, p, p, p, p, p, p, p, p, p, p, p, p], i64),
     }

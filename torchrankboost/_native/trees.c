@@ -284,9 +284,14 @@ int64_t trb_partition(const uint8_t *codes, int64_t F, int32_t *rows, int64_t m,
 
 /* Per-leaf sums (Σ w·t, Σ w) in row order over the leaves' row ranges
  * rows[begin[k] .. begin[k] + count[k]). */
-void trb_leaf_sums(const int32_t *rows, const int64_t *begin, const int64_t *count, int64_t L,
-                   const double *gh, double *out)
+void trb_leaf_sums_mt(const int32_t *rows, const int64_t *begin, const int64_t *count, int64_t L,
+                      const double *gh, double *out, int nthreads)
 {
+    int64_t total = 0;
+    for (int64_t k = 0; k < L; k++) total += count[k];
+    int nt = (nthreads > 1 && total >= 65536) ? nthreads : 1;
+    /* leaves in parallel, each summed sequentially in row order: the same sums */
+#pragma omp parallel for num_threads(nt) if (nt > 1) schedule(dynamic, 1)
     for (int64_t k = 0; k < L; k++) {
         double a = 0.0, b = 0.0;
         const int32_t *rk = rows + begin[k];
@@ -297,6 +302,12 @@ void trb_leaf_sums(const int32_t *rows, const int64_t *begin, const int64_t *cou
         out[2 * k] = a;
         out[2 * k + 1] = b;
     }
+}
+
+void trb_leaf_sums(const int32_t *rows, const int64_t *begin, const int64_t *count, int64_t L,
+                   const double *gh, double *out)
+{
+    trb_leaf_sums_mt(rows, begin, count, L, gh, out, 1);
 }
 
 /* Leaf index of every row of codes (n, F) in a tree (internal nodes 0..K-1, children >= 0
@@ -455,7 +466,7 @@ int64_t trb_grow(const uint8_t *codes, int64_t n, int64_t F, int32_t *rows, int6
         leaf_begin[id] = leaves[id].begin;
         leaf_count[id] = leaves[id].count;
     }
-    trb_leaf_sums(rows, leaf_begin, leaf_count, L, gh, leaf_sums);
+    trb_leaf_sums_mt(rows, leaf_begin, leaf_count, L, gh, leaf_sums, nthreads);
     if (reduce) reduce(leaf_sums, 2 * L);
     *depth_out = depth;
     return L;
@@ -466,8 +477,12 @@ int64_t trb_leaf_struct_size(void) { return (int64_t)sizeof(leaf_t); }
 /* out[rows[leaf_begin[k] + i]] = value[k] for every leaf k: the tree's output on the rows it
  * was grown on, from the partition (no traversal). */
 void trb_scatter_leaves(const int32_t *rows, const int64_t *leaf_begin, const int64_t *leaf_count,
-                        int64_t L, const double *value, double *out)
+                        int64_t L, const double *value, double *out, int nthreads)
 {
+    int64_t total = 0;
+    for (int64_t k = 0; k < L; k++) total += leaf_count[k];
+    int nt = (nthreads > 1 && total >= 65536) ? nthreads : 1;
+#pragma omp parallel for num_threads(nt) if (nt > 1) schedule(dynamic, 1)
     for (int64_t k = 0; k < L; k++) {
         const int32_t *rk = rows + leaf_begin[k];
         double v = value[k];

@@ -917,7 +917,7 @@ class _NativeTreeGrower:
         vals = leaf_value.to(torch.float64).contiguous()
         self.lib.trb_scatter_leaves(self.rows32.data_ptr(), self.begin.data_ptr(),
                                     self.count.data_ptr(), self.nleaves, vals.data_ptr(),
-                                    out.data_ptr())
+                                    out.data_ptr(), torch.get_num_threads())
         return out
 
     def grow(self) -> None:
