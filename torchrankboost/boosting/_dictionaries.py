@@ -37,11 +37,16 @@ class CodesDictionary:
     """Binary threshold rankers ``h_{f,t}(x) = 1[code_f(x) > t]`` over integer codes (n, F).
 
     Candidates are flattened ``c = f * T + t``; ``valid`` (F, T) masks padded thresholds.
+    ``reduce``: the data-parallel hook (``reduce(t)`` sums a float64 tensor over the ranks in
+    place; the codes are this rank's documents): every per-candidate sum
+    (:meth:`linear_sums`, :meth:`per_feature_sums`) is then over all ranks' documents, one
+    all-reduce of its ``(F, T + 1, k)`` histogram.
     """
 
     binary = True
 
-    def __init__(self, codes: Tensor, valid: Tensor):
+    def __init__(self, codes: Tensor, valid: Tensor, reduce=None):
+        self.reduce = reduce
         self.codes = codes
         self.n, self.F = codes.shape
         self.T = valid.shape[1]
@@ -107,6 +112,8 @@ class CodesDictionary:
         cols = [V] if one else list(V.unbind(1))
         hs = [self._hist(v, packed) for v in cols]
         hist = torch.stack(hs, -1)  # (F, NB, k)
+        if self.reduce is not None:
+            self.reduce(hist)
         out = self._suffix(hist).reshape(self.F * self.T, -1)
         return out[:, 0] if one else out
 
@@ -125,6 +132,8 @@ class CodesDictionary:
                 self._perm_key = perm
             cT = self._perm_codesT
         hist = torch.zeros(self.F, self.NB, dtype=M.dtype, device=M.device).scatter_add_(1, cT, M.T)
+        if self.reduce is not None:
+            self.reduce(hist)
         return self._suffix(hist[..., None]).reshape(-1)
 
     def column(self, c: int) -> Tensor:
@@ -245,14 +254,16 @@ class _Source:
 class _StumpSource(_Source):
     kind = "stumps"
 
-    def __init__(self, X: Tensor, stumps: Stumps):
+    def __init__(self, X: Tensor, stumps: Stumps, context=None):
         self.stumps = stumps
-        self.prepared = p = stumps.prepare(X)
+        self.prepared = p = (stumps.prepare(X) if context is None
+                             else stumps.prepare(X, context=context))
         b = p.binned
         codes = b.codes.long()
         codes = torch.where(codes == b.missing_code, torch.zeros_like(codes), codes)  # NaN: h = 0
         self.T = p.thresholds.shape[1]
-        self.dictionary = CodesDictionary(codes, p.valid)
+        self.dictionary = CodesDictionary(codes, p.valid, reduce=None if context is None
+                                          else context.all_reduce_sum)
         self.F = codes.shape[1]
 
     def describe(self, c):
@@ -298,12 +309,19 @@ class _MatrixSource(_Source):
                             coef=torch.tensor([0.0, 1.0], dtype=self.dtype, device=self.device))
 
 
-def make_source(rankers, X: Tensor) -> _Source:
+def make_source(rankers, X: Tensor, context=None) -> _Source:
     """Candidate dictionary for ``rankers`` on the training features ``X``: ``Stumps(...)``
     (binary threshold stumps), ``FeatureRankers(...)`` (real-valued scaled features),
-    ``MatrixRankers()`` or ``None`` (``Stumps()``)."""
+    ``MatrixRankers()`` or ``None`` (``Stumps()``). ``context``: the enabled
+    :class:`~torchrankboost.distributed.DistContext` of a data-parallel fit (``X`` this
+    rank's shard; stumps only: the thresholds of all ranks' rows, sums over all ranks)."""
     if rankers is None:
         rankers = Stumps()
+    if context is not None:
+        if not isinstance(rankers, Stumps):
+            raise ValueError(f"learner: a data-parallel RankBoost fit takes Stumps(...) "
+                             f"weak rankers, got {rankers!r}")
+        return _StumpSource(X, rankers, context)
     if isinstance(rankers, MatrixRankers):
         return _MatrixSource(X)
     if isinstance(rankers, Stumps):

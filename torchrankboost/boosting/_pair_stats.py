@@ -27,6 +27,16 @@ segmented suffix sums over ``(n, F)`` and one histogram — O(n·F·K) per round
 (feature, threshold) candidates, independent of the number of thresholds.
 
 Explicit pair lists cost O(#pairs) per round (``ExplicitPairStats``).
+
+**Data-parallel** (``LabelPairStats(..., context=ctx)``, each rank holding whole queries):
+every pair lies inside one query, so ``F̃ = Σ_r F̃_r`` over the ranks and every statistic
+above is a per-rank sum divided by the global ``F̃``. ``weights`` combines the ranks'
+normalisers (one all-reduce of ``W`` triples: each rank's ``F̃_r``, ``ln F̃_r`` and whether
+its linear-domain path applies; the linear path is kept when it applies on every rank and
+to the sum, else every rank takes the log path, scaled by ``F̃_r / F̃``); ``chosen_stats``
+all-reduces ``(ε⁺, ε⁻, ε⁰)``, ``log_loss`` combines ``ln F̃_r`` by log-sum-exp and
+``margin`` takes the minimum over the ranks; the dictionaries all-reduce their
+per-candidate sums (:class:`~._dictionaries.CodesDictionary` ``reduce``).
 """
 
 from __future__ import annotations
@@ -131,10 +141,13 @@ class LabelPairStats:
 
     Args:
         labels: ``(n,)`` labels. groups: :class:`Groups`. pairs: :class:`Graded` or
-        :class:`Bipartite`.
+        :class:`Bipartite`. context: the enabled
+        :class:`~torchrankboost.distributed.DistContext` of a data-parallel fit (the queries
+        are this rank's; see the module docstring), or ``None``.
     """
 
-    def __init__(self, labels: Tensor, groups: Groups, pairs):
+    def __init__(self, labels: Tensor, groups: Groups, pairs, context=None):
+        self.ctx = context if context is not None and context.enabled else None
         labels = torch.as_tensor(labels)
         dev = groups.device
         lev, K, _ = label_levels(labels.to(dev), groups, pairs)
@@ -156,6 +169,10 @@ class LabelPairStats:
         self.can_lower = lev < lmax[self.gi]
         self.active = torch.nonzero(self.can_upper | self.can_lower).flatten()
         self._bucket_M = _row_sum_matrix(self.bucket, self.G * self.K)
+        self.local_pairs = self.num_pairs
+        if self.ctx is not None:  # a rank may hold no pair; all ranks together must
+            self.num_pairs = int(self.ctx.all_reduce_sum(
+                torch.tensor([self.num_pairs], dtype=torch.int64))[0])
         if self.num_pairs == 0:
             raise ValueError("labels: no crucial pairs (every query has a single label level)")
         self.is_explicit = False
@@ -163,13 +180,57 @@ class LabelPairStats:
     # ------------------------------------------------------------------ loss
     def log_loss(self, s: Tensor) -> Tensor:
         """ln F̃(s) in O(n log K): the pair engine's exponential family at ``p = 1``
-        (differentiable)."""
-        return pooled_log_loss(s, self.levels, self.groups, 1.0)[0]
+        (differentiable; data-parallel: over all ranks' pairs, a log-sum-exp of the ranks'
+        values, not differentiable)."""
+        if self.ctx is None:
+            return pooled_log_loss(s, self.levels, self.groups, 1.0)[0]
+        mine = (float(pooled_log_loss(s, self.levels, self.groups, 1.0)[0])
+                if self.local_pairs else -math.inf)
+        logs = self.ctx.gather_values([mine])[:, 0]
+        return torch.logsumexp(logs, 0).to(s.device)
 
     def weights(self, s: Tensor) -> PairWeights:
         s = s.to(torch.float64)
+        if self.ctx is not None:
+            return self._weights_distributed(s)
         w = self._weights_linear(s)
         return w if w is not None else self._weights_log(s)
+
+    def _weights_distributed(self, s: Tensor) -> PairWeights:
+        """:meth:`weights` over every rank's pairs (see the module docstring)."""
+        has = self.local_pairs > 0
+        parts = self._linear_parts(s) if has else None
+        z_r = float(parts[-1]) if parts is not None else 0.0
+        lin = parts is not None and 0.0 < z_r < math.inf
+        wl = None
+        if lin:
+            log_r = math.log(z_r)
+        elif has:
+            wl = self._weights_log(s)
+            log_r = float(wl.log_loss)
+        else:
+            log_r = -math.inf
+        rows = self.ctx.gather_values([z_r if lin else 0.0, log_r,
+                                       1.0 if (lin or not has) else 0.0])
+        logZ = float(torch.logsumexp(rows[:, 1], 0))
+        Z = float(rows[:, 0].sum())
+        if not has:
+            return self._no_pair_weights(s, logZ)
+        if bool((rows[:, 2] > 0).all()) and 1e-250 < Z < 1e250:
+            return self._linear_weights(parts, torch.tensor(Z, dtype=torch.float64,
+                                                            device=s.device))
+        if wl is None:
+            wl = self._weights_log(s)
+        scale = math.exp(log_r - logZ)  # F̃_r / F̃
+        return PairWeights(torch.tensor(logZ, dtype=torch.float64, device=s.device),
+                           wl.U * scale, wl.L * scale, wl.u, wl.v, wl.rho * scale,
+                           rho_g=wl.rho_g * scale)
+
+    def _no_pair_weights(self, s: Tensor, logZ: float) -> PairWeights:
+        """The weights of a rank whose queries hold no crucial pair (all masses 0)."""
+        z = torch.zeros_like(s)
+        return PairWeights(torch.tensor(logZ, dtype=torch.float64, device=s.device), z, z, z,
+                           z, z, rho_g=torch.zeros(self.G, dtype=s.dtype, device=s.device))
 
     def _tri(self, like: Tensor) -> Tensor:
         """(K, K) matrix ``T[k', k] = 1[k' < k]``: ``B @ T`` sums the lower label levels."""
@@ -199,6 +260,17 @@ class LabelPairStats:
         centre ``c`` (the pair weights ``a_i b_j = e^{s_j - s_i}`` do not depend on it; it is
         kept between rounds and recomputed when ``|s - c|`` exceeds 300). Returns None when a
         query's scores span more than 600 or the loss leaves [1e-250, 1e250] (log path)."""
+        parts = self._linear_parts(s)
+        if parts is None:
+            return None
+        z = float(parts[-1])
+        if not (1e-250 < z < 1e250):
+            return None
+        return self._linear_weights(parts, parts[-1])
+
+    def _linear_parts(self, s: Tensor):
+        """``(e, A, B, Blt, Agt, Z)`` of :meth:`_weights_linear` (``Z`` = this process's
+        ``F̃``), or None when a query's scores span more than 600."""
         G, K = self.G, self.K
         c = getattr(self, "_c", None)
         if c is None or c.shape != s.shape or c.dtype != s.dtype or c.device != s.device:
@@ -216,9 +288,13 @@ class LabelPairStats:
         Blt = B @ lt  # Σ over lower levels
         Agt = A @ lt.T  # Σ over higher levels
         Z = (A * Blt).sum()
-        z = float(Z)
-        if not (1e-250 < z < 1e250):
-            return None
+        return e, A, B, Blt, Agt, Z
+
+    def _linear_weights(self, parts, Z: Tensor) -> PairWeights:
+        """The linear-domain :class:`PairWeights` from :meth:`_linear_parts`, normalised by
+        ``Z`` (``F̃``: this process's, or all ranks')."""
+        G, K = self.G, self.K
+        e, A, B, Blt, Agt, _ = parts
         UL = e * (torch.stack([Blt, Agt], -1) / Z).view(G * K, 2)[self.bucket]
         w = PairWeights(torch.log(Z), UL[:, 0], UL[:, 1], stats=self,
                         linear=(e[:, 0], e[:, 1], A, B, Blt, Z))
@@ -261,6 +337,9 @@ class LabelPairStats:
         (``F' = Σ A' B_{<k} + A B'_{<k}``, ``F'' = Σ A'' B_{<k} + 2 A' B'_{<k} + A B''_{<k}``),
         so ``φ' = F'/F`` and ``φ'' = F''/F − φ'²``. The log-domain path (without ``φ''``) is
         used when the centred exponentials would overflow."""
+        if self.ctx is not None:
+            raise ValueError("learner: a data-parallel RankBoost fit takes binary stumps "
+                             "(real-valued rankers need a line search over all ranks)")
         s = s.to(torch.float64)
         h = h.to(torch.float64)
         G, K = self.G, self.K
@@ -288,7 +367,15 @@ class LabelPairStats:
 
     # ------------------------------------------------------------------ one candidate
     def chosen_stats(self, w: PairWeights, h: Tensor):
-        """(ε⁺, ε⁻, ε⁰) of one binary ranker ``h`` (n,) in {0, 1}; exact bucket sums."""
+        """(ε⁺, ε⁻, ε⁰) of one binary ranker ``h`` (n,) in {0, 1}; exact bucket sums (over
+        every rank's pairs when data-parallel: one all-reduce of the three)."""
+        ep, em, e0 = self._chosen_stats(w, h)
+        if self.ctx is None:
+            return ep, em, e0
+        t = self.ctx.all_reduce_sum(torch.stack([ep, em, e0]).to(torch.float64))
+        return t[0], t[1], t[2]
+
+    def _chosen_stats(self, w: PairWeights, h: Tensor):
         G, K = self.G, self.K
         h = h.to(torch.float64)
         if w.linear is not None:
@@ -315,8 +402,13 @@ class LabelPairStats:
         return ep, em, e0
 
     def margin(self, s: Tensor) -> Tensor:
-        """min over crucial pairs of s_i - s_j (O(n + GK), the pair engine's margin)."""
-        return label_margin(s, self.level, self.K, self.groups, many=False).min()
+        """min over crucial pairs of s_i - s_j (O(n + GK), the pair engine's margin; over
+        every rank's pairs when data-parallel)."""
+        if self.ctx is None:
+            return label_margin(s, self.level, self.K, self.groups, many=False).min()
+        m = (label_margin(s, self.level, self.K, self.groups, many=False).min()
+             if self.local_pairs else torch.tensor(math.inf, dtype=s.dtype, device=s.device))
+        return self.ctx.all_reduce_min(m.reshape(1).to(torch.float64))[0]
 
     # ------------------------------------------------------------------ all candidates
     def prepare_codes(self, codes: Tensor):
@@ -468,10 +560,13 @@ class ExplicitPairStats:
         return m.view(self.n, F)
 
 
-def make_pair_stats(labels, groups: Groups, pairs):
+def make_pair_stats(labels, groups: Groups, pairs, context=None):
     if isinstance(pairs, ExplicitPairs):
+        if context is not None and context.enabled:
+            raise ValueError("pairs: a data-parallel fit takes label-induced pairs (explicit "
+                             "pair lists index one process's documents)")
         return ExplicitPairStats(pairs, groups)
-    return LabelPairStats(labels, groups, pairs)
+    return LabelPairStats(labels, groups, pairs, context=context)
 
 
 # the dictionaries over these statistics live in ._dictionaries (re-exported here)

@@ -59,6 +59,17 @@ Shared conventions
   after the step: ln F̃, ln F, ln F_p or ln Ê2), ``step`` (α) and ``weight`` (the signed
   ensemble weight); ``extra`` (read as ``record["alpha"]``) holds ``alpha``,
   ``loss_before`` and the algorithm's own statistics.
+* **Data-parallel** (:class:`RankBoost` only, ``distributed=``; see
+  :mod:`torchrankboost.distributed`): each rank holds whole queries (and a shard of each
+  evaluation set) under a ``torch.distributed`` process group. Every crucial pair lies inside
+  one query, so RankBoost's pair distribution, its per-document masses and every candidate's
+  ``ε⁺``, ``ε⁻``, ``r`` are per-rank sums over the global normaliser ``F̃ = Σ_r F̃_r``
+  (:mod:`._pair_stats`): per round one all-reduce of the ranks' normalisers, one of the
+  candidates' histograms (``F·(T+1)`` sums for ``rb-c``/``coordinate``, two for ``rb-d``),
+  one of the chosen ranker's ``(ε⁺, ε⁻, ε⁰)``, and the evaluation's. The stump thresholds are
+  those of all ranks' rows (the gathered binning sample), so every rank picks the same stump
+  and step as one process on the whole data. Stumps and label-induced pairs only (binary
+  rankers: the closed-form steps need no line search across ranks).
 """
 
 from __future__ import annotations
@@ -70,6 +81,7 @@ import torch
 from torch import Tensor
 
 from ..contract import FitInfo, RoundRecord, UnboundedDirectionError
+from ..distributed import get_context
 from ..groups import Groups
 from ..pairs import Bipartite, ExplicitPairs, resolve_pairs
 from ..losses.exponential import AdaBoostLoss
@@ -77,10 +89,11 @@ from ._dictionaries import MatrixRankers, make_source  # noqa: F401 (re-exported
 from .._pair_engine.exponential import log_cosh as _logcosh, pooled_log_loss
 from .._pair_engine.levels import label_pairs
 from ._dictionaries import PairMatrixDictionary
+from .learners import Stumps
 from ._pair_stats import LabelPairStats, make_pair_stats
 from .steps import exact_step
 from ._model import StumpEnsembleBuilder
-from .evaluation import FitMonitor, FitState
+from .evaluation import FitComm, FitMonitor, FitState
 from .inputs import UNSET, fit_inputs, renamed_keyword
 
 __all__ = [
@@ -119,10 +132,14 @@ def _flush_denormals(fit):
 DENSE_PAIR_LIMIT = 4_000_000
 
 
-def _stats_and_dictionary(source, labels, groups, p):
+def _stats_and_dictionary(source, labels, groups, p, context=None):
     """Pair statistics and candidate dictionary (restricted to documents in crucial pairs);
     small matrix dictionaries use the materialised pair matrix M, everything else the
-    factorised kernels."""
+    factorised kernels. ``context``: a data-parallel fit's (label pairs, stumps)."""
+    if context is not None:
+        stats, D = make_pair_stats(labels, groups, p, context=context), source.dictionary
+        D.set_active(stats.active)
+        return stats, D
     stats, D = _stats_and_dictionary0(source, labels, groups, p)
     if hasattr(D, "set_active"):
         D.set_active(stats.active)
@@ -167,6 +184,9 @@ class _Base(FitState):
     #: the ``on_unbounded`` policies this algorithm supports
     UNBOUNDED = ("stop", "raise", "cap")
     _algorithm = ""
+    #: data-parallel training (``distributed=``): only :class:`RankBoost` takes it; the
+    #: other algorithms always fit in this process alone
+    distributed = False
 
     def __init__(self, *, learner=None, n_rounds: int = 100, pairs=None, callbacks=(),
                  on_unbounded: str = "stop", alpha_cap: float = 50.0, smoothing: float = 1e-6,
@@ -204,15 +224,36 @@ class _Base(FitState):
                early_stopping_rounds=None, callbacks=()):
         """Checked inputs, the dictionary source and the fit's monitor (evaluation sets,
         metrics, early stopping, callbacks)."""
-        p = resolve_pairs(pairs if pairs is not None else self.pairs)
-        X, labels, groups = fit_inputs(X, labels, groups,
-                                       labels_required=not isinstance(p, ExplicitPairs))
-        self.monitor_ = FitMonitor(self, n_features=X.shape[1], device=X.device,
-                                   eval_set=eval_set, eval_metric=eval_metric,
-                                   early_stopping_rounds=early_stopping_rounds,
-                                   callbacks=list(self.callbacks) + list(callbacks),
-                                   loss=self._eval_objective(p))
-        self.source_ = make_source(self.learner, X)
+        comm = self._comm = FitComm(get_context(self.distributed))
+        with comm.local():  # a bad shard on one rank: DistributedError on every rank
+            p = resolve_pairs(pairs if pairs is not None else self.pairs)
+            X, labels, groups = fit_inputs(X, labels, groups,
+                                           labels_required=not isinstance(p, ExplicitPairs))
+            if comm.enabled and isinstance(p, ExplicitPairs):
+                raise ValueError("pairs: a data-parallel fit takes label-induced pairs "
+                                 "(explicit pair lists index one process's documents)")
+            if comm.enabled and not (self.learner is None or isinstance(self.learner, Stumps)):
+                raise ValueError(f"learner: a data-parallel RankBoost fit takes Stumps(...) "
+                                 f"weak rankers, got {self.learner!r}")
+        comm.check()
+        self._sizes = (int(X.shape[0]), groups.num_groups)
+        if comm.enabled:
+            ctx = comm.ctx
+            ctx.check_same("the number of features", int(X.shape[1]))
+            ctx.check_same("the label dtype", str(labels.dtype))
+            ctx.check_same("the number of eval sets", _count_sets(eval_set))
+            tot = ctx.all_reduce_sum(torch.tensor(self._sizes, dtype=torch.int64))
+            self._sizes = (int(tot[0]), int(tot[1]))
+        with comm.local():
+            self.monitor_ = FitMonitor(self, n_features=X.shape[1], device=X.device,
+                                       eval_set=eval_set, eval_metric=eval_metric,
+                                       early_stopping_rounds=early_stopping_rounds,
+                                       callbacks=list(self.callbacks) + list(callbacks),
+                                       loss=self._eval_objective(p), comm=comm,
+                                       loss_combine="logsumexp")
+        comm.check()
+        self.source_ = make_source(self.learner, X,
+                                   context=comm.ctx if comm.enabled else None)
         self.groups_ = groups
         return X, labels, groups, p
 
@@ -229,8 +270,11 @@ class _Base(FitState):
         for k in ("variant", "p", "warmup"):
             if hasattr(self, k):
                 params[k] = getattr(self, k)
-        self.monitor_.start(FitInfo(algorithm=self._algorithm, n_docs=int(X.shape[0]),
-                                    n_queries=groups.num_groups, n_features=int(X.shape[1]),
+        if self._comm.enabled:
+            params["world_size"] = self._comm.ctx.world_size
+        n_docs, n_queries = self._sizes
+        self.monitor_.start(FitInfo(algorithm=self._algorithm, n_docs=n_docs,
+                                    n_queries=n_queries, n_features=int(X.shape[1]),
                                     n_rounds=self.n_rounds, params=params),
                             build=builder.build)
 
@@ -277,6 +321,12 @@ class _Base(FitState):
         return self.monitor_.finish(builder.build)
 
 
+def _count_sets(eval_set) -> int:
+    from .booster import _count_sets as count
+
+    return count(eval_set)
+
+
 def _per_set(make):
     """``f(scores, labels, groups)`` from ``make(labels, groups) -> f(scores)``, built once per
     evaluation set (cached while the set's tensors live)."""
@@ -316,6 +366,11 @@ class RankBoost(_Base):
         on_unbounded, alpha_cap, smoothing: the halting policy (module docstring;
             ``on_undefined=`` is the deprecated name of ``on_unbounded``).
         callbacks: see the module docstring.
+        distributed: data-parallel training over a ``torch.distributed`` process group (see
+            the module docstring): ``None`` (default: when a process group of more than one
+            process is initialised), ``True``, ``False`` or a
+            :class:`~torchrankboost.distributed.DistContext`; each rank passes its shard of
+            whole queries. Stumps and label-induced pairs; callbacks run on rank 0 only.
 
     ``fit(X, labels, groups=None, *, eval_set=None, eval_metric="ndcg@10",
     early_stopping_rounds=None, callbacks=(), pairs=None, init_scores=None)`` returns the model
@@ -334,7 +389,7 @@ class RankBoost(_Base):
                  allow_negative_alpha: bool = True, on_unbounded: str = "stop",
                  alpha_cap: float = 50.0, smoothing: float = 1e-6, callbacks=(),
                  track_margin: bool = False, tol: float = 1e-12, rankers=UNSET,
-                 on_undefined=UNSET):
+                 on_undefined=UNSET, distributed=None):
         if variant not in self.VARIANTS:
             raise ValueError(f"variant must be one of {self.VARIANTS}, got {variant!r}")
         super().__init__(learner=learner, n_rounds=n_rounds, pairs=pairs, callbacks=callbacks,
@@ -342,6 +397,12 @@ class RankBoost(_Base):
                          complement=allow_negative_alpha, rankers=rankers,
                          on_undefined=on_undefined)
         self.variant = variant
+        from ..distributed import DistContext
+
+        if not (distributed is None or isinstance(distributed, (bool, DistContext))):
+            raise ValueError(f"distributed must be None, True, False or a DistContext, got "
+                             f"{distributed!r}")
+        self.distributed = distributed
         self.allow_negative_alpha = bool(allow_negative_alpha)
         self.track_margin = bool(track_margin)
         self.tol = float(tol)
@@ -352,7 +413,8 @@ class RankBoost(_Base):
             init_scores=None):
         X, labels, groups, p = self._setup(X, labels, groups, pairs, eval_set, eval_metric,
                                            early_stopping_rounds, callbacks)
-        stats, D = _stats_and_dictionary(self.source_, labels, groups, p)
+        stats, D = _stats_and_dictionary(self.source_, labels, groups, p,
+                                         self._comm.ctx if self._comm.enabled else None)
         self.stats_ = stats
         src = self.source_
         if self.variant == "rb-d" and not D.binary:
