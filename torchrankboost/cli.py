@@ -15,6 +15,17 @@ print one line ``torchrankboost: error: ...`` on stderr and exit with status 2; 
 fails numerically (:class:`~torchrankboost.contract.NumericalError`: a NaN gradient, an
 unbounded step with ``-p on_unbounded=raise``...) prints one such line and exits with status
 1; no traceback.
+
+**Several processes.** ``torchrun --standalone --nproc-per-node N -m torchrankboost train ...``
+(or ``torchrankboost train --nproc N ...``, which re-launches itself that way) trains one
+model data-parallel: each process initialises the process group (gloo on CPU, NCCL with
+``--device cuda``, one GPU per ``LOCAL_RANK``), holds a shard of whole queries of every split
+(built-in data: the split of one process cut by :meth:`~torchrankboost.data.RankingData.shard`;
+files: :func:`~torchrankboost.distributed.load_svmlight_shard`, each rank parsing its own byte
+range) and fits with the algorithm's data-parallel path (``boost``, ``qbrank``, ``gbt``,
+``rankboost``); metrics are combined over the ranks; rank 0 alone prints, writes the
+TensorBoard events and saves the model — the model of one process on the whole data. A
+failure on one rank stops every rank with an error naming it (status 1).
 """
 
 from __future__ import annotations
@@ -30,6 +41,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from .contract import NumericalError
 from .datasets import load_data, load_file, pad_features
+from .distributed import DistributedError
 from .factory import load_model, make_ranker, resolve_device, rounds_kept
 from .registry import parse_value
 
@@ -189,6 +201,10 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--threads", type=int, default=None, metavar="N",
                    help="CPU threads of torch (default 1: small tensor operations stall with "
                         "more on a busy machine; see the README's section on threads)")
+    g.add_argument("--nproc", type=int, default=None, metavar="N",
+                   help="train data-parallel on N local processes: re-launches this command "
+                        "through torch.distributed.run (torchrun --standalone "
+                        "--nproc-per-node N), each process holding a shard of the queries"),
     g.add_argument("--logdir", default=None, metavar="DIR",
                    help="TensorBoard run directory (default runs/<name>-<timestamp>)")
     g.add_argument("--name", default=None, help="run name (default <data>-<algorithm>)")
@@ -432,6 +448,150 @@ def _plan(args, options: Dict[str, Any], train, valid, data_name: str) -> _Run:
                 early_stopping=patience)
 
 
+# ---------------------------------------------------------------------------- several processes
+#: the algorithms with a data-parallel fit (the Booster and its configurations, RankBoost)
+DISTRIBUTED_ALGORITHMS = ("boost", "qbrank", "gbt", "rankboost")
+
+
+def _context():
+    """The process group's context (disabled without one, or with one process)."""
+    from .distributed import get_context
+
+    return get_context(None)
+
+
+def _init_process_group(args):
+    """Under ``torchrun`` (``WORLD_SIZE`` set) for ``train``: initialise the process group
+    (gloo, or NCCL on ``LOCAL_RANK``'s GPU with ``--device cuda``). Returns ``True`` when
+    this call initialised it (the caller destroys it at the end)."""
+    if getattr(args, "command", None) != "train" or "WORLD_SIZE" not in os.environ:
+        return False
+    from datetime import timedelta
+
+    import torch
+    import torch.distributed as dist
+
+    if not dist.is_available() or dist.is_initialized():
+        return False
+    backend = "gloo"
+    if str(args.device).startswith("cuda"):
+        local = int(os.environ.get("LOCAL_RANK", "0"))
+        if not torch.cuda.is_available():
+            raise CLIError("--device cuda under torchrun: CUDA is not available here")
+        torch.cuda.set_device(local)
+        args.device = f"cuda:{local}"
+        backend = "nccl"
+    dist.init_process_group(backend, timeout=timedelta(minutes=10))
+    return True
+
+
+def _strip_nproc(argv: Sequence[str]) -> List[str]:
+    """``argv`` without ``--nproc N`` / ``--nproc=N``."""
+    out, skip = [], False
+    for a in argv:
+        if skip:
+            skip = False
+        elif a == "--nproc":
+            skip = True
+        elif not a.startswith("--nproc="):
+            out.append(a)
+    return out
+
+
+def _relaunch(argv: Sequence[str], nproc: int) -> int:
+    """``train --nproc N``: this command again on ``N`` processes through
+    ``torch.distributed.run``; returns its exit status."""
+    import subprocess
+
+    if nproc < 1:
+        raise CLIError(f"--nproc must be a positive integer, got {nproc}")
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
+           f"--nproc-per-node={nproc}", "-m", "torchrankboost", *_strip_nproc(argv)]
+    env = dict(os.environ)
+    env.setdefault("OMP_NUM_THREADS", "1")
+    return subprocess.call(cmd, env=env)
+
+
+def _load_sharded(args, ctx):
+    """``(train, valid, test, name)``: this rank's shards of the run's splits. Built-in
+    data: the one-process split (the same seed on every rank) cut by ``shard``; files: each
+    rank parses its own part (``load_svmlight_shard``), with one feature numbering for every
+    file of the run (``auto``: 0-based iff some file uses index 0) and one feature count."""
+    from .datasets import BUILTIN, _fold_paths, align_features, load_builtin
+    from .distributed import load_svmlight_shard
+
+    source = args.data
+    p = Path(source)
+    splits: Dict[str, Any] = {"train": None, "valid": None, "test": None}
+    files: Dict[str, Any] = {}
+    if source.strip().lower() in BUILTIN and not p.exists():
+        name = source.strip().lower()
+        for k, d in zip(splits, load_builtin(source, seed=args.seed)):
+            splits[k] = None if d is None else d.shard(ctx.rank, ctx.world_size)
+    elif p.is_dir():
+        files = dict(zip(("train", "valid", "test"), _fold_paths(p, source)))
+        name = p.name or "fold"
+    elif p.exists():
+        files = {"train": p}
+        name = p.stem
+    else:
+        raise FileNotFoundError(f"data not found: {source!r} is neither a built-in data set "
+                                f"({', '.join(BUILTIN)}) nor an existing file or LETOR fold "
+                                "folder")
+    if args.valid:
+        files["valid"] = args.valid
+    if args.test:
+        files["test"] = args.test
+    zb = _ZERO_BASED[args.zero_based]
+
+    def read(path, numbering):
+        q = Path(path)
+        what = sorted(str(f) for f in q.iterdir() if f.is_file()) if q.is_dir() else str(q)
+        return load_svmlight_shard(what, zero_based=numbering, max_features=args.max_features)
+
+    loaded = {k: read(f, zb) for k, f in files.items()}
+    if zb == "auto" and len({d.zero_based for d in loaded.values()}) > 1:
+        # a file uses index 0: the whole run is 0-based (the 1-based reads are redone)
+        loaded = {k: (d if d.zero_based else read(files[k], True)) for k, d in loaded.items()}
+    splits.update(loaded)
+    numbering = next(iter(loaded.values())).zero_based if loaded else None
+    tr, va, te = align_features(splits["train"], splits["valid"], splits["test"])
+    if numbering is not None:
+        for d in (tr, va, te):
+            if d is not None:
+                d.zero_based = numbering
+    return tr, va, te, name
+
+
+def _global_metrics(model, splits: Dict[str, Any], run: _Run, ctx):
+    """``{split: {metric: value}}`` of the final model over every rank's shard (one
+    all-reduce; a metric that is undefined somewhere, or has no per-query values, is NaN)."""
+    import torch
+
+    from . import registry
+    from .distributed import metric_parts
+
+    names = [registry.metric(n).name for n in run.report]
+    parts = []
+    for d in splits.values():
+        with torch.no_grad():
+            s = model.predict(d.X)
+        for n in run.report:
+            try:
+                parts.append(metric_parts(n, s, d.labels, d.groups))
+            except ValueError:
+                parts.append(torch.full((2,), float("nan"), dtype=torch.float64))
+    tot = ctx.all_reduce_sum(torch.stack(parts)) if parts else None
+    rows, k = {}, 0
+    for split in splits:
+        rows[split] = {}
+        for n in names:
+            num, den = float(tot[k, 0]), float(tot[k, 1])
+            rows[split][n] = num / den if den > 0 else float("nan")
+            k += 1
+    return rows
+
+
 def _fit(ranker, splits: Dict[str, Any], run: _Run, callbacks: List[Any]):
     """Fit on ``splits["train"]``, watching ``splits["valid"]`` when there is one; returns
     ``(model, seconds)``."""
@@ -489,6 +649,9 @@ def cmd_train(args) -> int:
     from .progress import ProgressCallback
     from .tensorboard import TensorBoardLogger
 
+    ctx = _context()
+    if ctx.enabled:
+        return _train_distributed(args, ctx)
     dev = _device(args.device)
     if not 0 <= args.seed < 2 ** 63:
         raise CLIError(f"--seed must be an integer in [0, 2^63), got {args.seed}")
@@ -560,6 +723,103 @@ def cmd_train(args) -> int:
         if logger is not None:
             logger.close()
     _print_summary(run, ranker, model, seconds, rows, out_path, logger)
+    return 0
+
+
+def _train_distributed(args, ctx) -> int:
+    """``train`` on one rank of a process group (see the module docstring): the same run as
+    :func:`cmd_train`, with sharded data, rank 0 alone printing, logging and saving."""
+    import torch
+
+    from .progress import ProgressCallback
+    from .tensorboard import TensorBoardLogger
+
+    main_rank = ctx.is_main
+    run = logger = ranker = None
+    with ctx.guard():  # a bad option or output on one rank stops every rank
+        dev = _device(args.device)
+        if not 0 <= args.seed < 2 ** 63:
+            raise CLIError(f"--seed must be an integer in [0, 2^63), got {args.seed}")
+        torch.manual_seed(args.seed)
+        options = _ranker_options(args)
+        if options["algorithm"] not in DISTRIBUTED_ALGORITHMS:
+            raise CLIError(f"algorithm {options['algorithm']!r} has no data-parallel fit; "
+                           f"under torchrun use one of {', '.join(DISTRIBUTED_ALGORITHMS)}")
+        if args.output and main_rank:
+            _check_output(args.output, _input_paths(args))
+    tr, va, te, data_name = _load_sharded(args, ctx)
+    with ctx.guard():
+        for what, d, name in (("training", tr, args.data), ("validation", va, args.valid),
+                              ("test", te, args.test)):
+            if d is not None and d.X.shape[0] == 0:
+                raise CLIError(f"{what} data {name or args.data!r}: this rank's shard is "
+                               f"empty (fewer queries than processes?)")
+        if args.early_stopping and va is None:
+            raise CLIError(f"--early-stopping {args.early_stopping} needs validation data "
+                           f"(--valid FILE, or a LETOR fold / built-in data with a "
+                           f"validation split)")
+    binary = bool(ctx.all_reduce_min(torch.tensor([int(_is_binary(tr.labels))]))[0])
+    counts = ctx.all_reduce_sum(torch.tensor([len(tr), tr.num_queries], dtype=torch.int64))
+    with ctx.guard():
+        data_name = _data_name(args.data, data_name)
+        if args.normalize:
+            tr, va, te = (_normalized(d) for d in (tr, va, te))
+        run = _plan(args, options, tr, va, data_name)
+        run.metric = args.metric or ("auc" if binary else "ndcg@10")
+        run.report = args.report or (DEFAULT_REPORT_BINARY if binary else DEFAULT_REPORT_GRADED)
+        if not args.no_tensorboard:
+            for key, value in _LOGGED_OPTIONS.get(run.algorithm, {}).items():
+                options["params"].setdefault(key, value)
+        ranker = make_ranker(**options)
+        if main_rank:
+            if not args.no_tensorboard or not args.output:
+                _run_folder(args, run)
+            if not args.output:
+                _check_output(os.path.join(run.logdir, "model.safetensors"), [])
+    callbacks: List[Any] = []
+    if main_rank:  # rank 0 alone prints and writes events (the fit runs callbacks there only)
+        callbacks.append(ProgressCallback(quiet=args.quiet))
+        if not args.no_tensorboard:
+            logger = TensorBoardLogger(run.logdir, hparams={
+                "algorithm": args.algorithm or "boost", "data": data_name, "metric": run.metric,
+                "early_stopping": run.early_stopping, "world_size": ctx.world_size},
+                hparams_on_fit_end=False)
+            callbacks.append(logger)
+    splits = {k: d.to(dev) for k, d in (("train", tr), ("valid", va), ("test", te))
+              if d is not None}
+    if main_rank and not args.quiet:
+        print(f"{PROG}: training {run.label} on {data_name} ({int(counts[1])} train queries, "
+              f"{int(counts[0])} documents, {tr.num_features} features) on {ctx.world_size} "
+              f"processes ({ctx.backend}, {dev})", file=sys.stderr)
+    out_path = args.output or (os.path.join(run.logdir, "model.safetensors") if main_rank
+                               else None)
+    try:
+        try:
+            model, seconds = _fit(ranker, splits, run, callbacks)
+        except (KeyboardInterrupt, NumericalError) as exc:
+            saved = _save_partial(ranker, args.output, args, run) if main_rank else None
+            if isinstance(exc, NumericalError) and saved is not None:
+                raise NumericalError(f"{_first_line(exc)}; the model of the last good round "
+                                     f"is saved to {saved}", round=exc.round,
+                                     model=exc.model) from None
+            raise
+        used = rounds_kept(ranker, run.early_stopping)
+        rows = _global_metrics(model, splits, run, ctx)
+        if tr.zero_based is not None:
+            model.info["zero_based"] = bool(tr.zero_based)
+        model.info["world_size"] = ctx.world_size
+        with ctx.guard():
+            if main_rank:
+                out_path = _save_model(model, out_path, args, run)
+                if logger is not None:
+                    final = {f"{split}/{k}": v for split, r in rows.items() for k, v in r.items()}
+                    final.update(seconds=seconds, rounds_used=used, best_round=ranker.best_round_)
+                    logger.log_hparams(None, final, step=used)
+    finally:
+        if logger is not None:
+            logger.close()
+    if main_rank:
+        _print_summary(run, ranker, model, seconds, rows, out_path, logger)
     return 0
 
 
@@ -640,6 +900,16 @@ def cmd_predict(args) -> int:
     return 0
 
 
+def _distributed_message(exc: DistributedError) -> str:
+    """One line for a failure of a data-parallel run: the same message of several ranks
+    once ("ranks 0, 1 failed: CLIError: ...")."""
+    msgs = set(exc.failures.values())
+    if len(exc.failures) > 1 and len(msgs) == 1:
+        ranks = ", ".join(str(r) for r in sorted(exc.failures))
+        return f"ranks {ranks} failed: {next(iter(msgs)).splitlines()[0]}"
+    return _first_line(exc)
+
+
 COMMANDS = {"train": cmd_train, "evaluate": cmd_evaluate, "predict": cmd_predict,
             "list": cmd_list}
 
@@ -647,12 +917,18 @@ COMMANDS = {"train": cmd_train, "evaluate": cmd_evaluate, "predict": cmd_predict
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Entry point of the ``torchrankboost`` console script; returns the exit status."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    raw = list(sys.argv[1:] if argv is None else argv)
+    args = parser.parse_args(raw)
     if args.command is None:
         parser.print_help()
         return 0
+    owned = False
     try:
+        if args.command == "train" and args.nproc is not None \
+                and "WORLD_SIZE" not in os.environ:
+            return _relaunch(raw, args.nproc)
         _set_threads(getattr(args, "threads", None))
+        owned = _init_process_group(args)
         status = COMMANDS[args.command](args)
         sys.stdout.flush()  # a reader that left (`| head`) shows up here, not at exit
         return status
@@ -664,6 +940,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 141  # 128 + SIGPIPE, as a command killed by the closed pipe
     except NumericalError as exc:  # the run failed numerically: status 1, one line
         print(f"{PROG}: error: {_first_line(exc)}", file=sys.stderr)
+        return 1
+    except DistributedError as exc:  # some rank of a data-parallel run failed: status 1
+        print(f"{PROG}: error: {_distributed_message(exc)}", file=sys.stderr)
         return 1
     except CLIError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
@@ -682,6 +961,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130
+    finally:
+        if owned:  # the failure's frames (tensors, graphs) go before the process group
+            import gc
+
+            import torch.distributed as dist
+
+            gc.collect()
+            if dist.is_initialized():
+                dist.destroy_process_group()
 
 
 if __name__ == "__main__":  # pragma: no cover
