@@ -16,6 +16,7 @@ import torch
 import torchrankboost as trb
 import torchrankboost.losses as L
 from test_exponential import make_case, random_explicit
+from loss_registry import exported_losses
 from torchrankboost import Bipartite, Groups
 from torchrankboost.losses import BoundLoss, RankingLoss
 
@@ -37,18 +38,7 @@ PAIR_KINDS = ["graded", "bipartite", "explicit"]
 REDUCTIONS = ["sum", "mean", "none"]
 
 
-def _registry():
-    out = []
-    for name in sorted(dir(L)):
-        obj = getattr(L, name, None)
-        if isinstance(obj, type) and issubclass(obj, RankingLoss) and obj is not RankingLoss \
-                and not name.startswith("_"):
-            for i, kw in enumerate(VARIANTS.get(name, [{}])):
-                out.append(pytest.param(obj, kw, id=f"{name}-{i}"))
-    return out
-
-
-REGISTRY = _registry()
+REGISTRY = exported_losses(VARIANTS)
 
 
 def _pairs(kind, g, seed):

@@ -16,6 +16,7 @@ import torch
 
 import torchrankboost.losses as L
 from test_exponential import make_case
+from loss_registry import exported_losses
 from torchrankboost import Groups
 from torchrankboost.losses import RankingLoss, prepare_inputs
 
@@ -32,18 +33,7 @@ VARIANTS = {
 NOT_PAIR_ONLY = {"AdaBoostLoss", "SquaredErrorLoss", "QBRankLoss", "ListNetLoss", "ListMLELoss"}
 
 
-def _registry():
-    out = []
-    for name in sorted(getattr(L, "__all__", None) or dir(L)):
-        obj = getattr(L, name, None)
-        if isinstance(obj, type) and issubclass(obj, RankingLoss) and obj is not RankingLoss \
-                and not name.startswith("_"):
-            for i, kw in enumerate(VARIANTS.get(name, [{}])):
-                out.append(pytest.param(obj, kw, id=f"{name}-{i}"))
-    return out
-
-
-REGISTRY = _registry()
+REGISTRY = exported_losses(VARIANTS)
 PAIR_ONLY = [p for p in REGISTRY if p.values[0].__name__ not in NOT_PAIR_ONLY]
 
 
