@@ -18,7 +18,7 @@ import torchrankboost.losses as L
 from test_exponential import make_case, random_explicit
 from loss_registry import exported_losses
 from torchrankboost import Bipartite, Groups
-from torchrankboost.losses import BoundLoss, RankingLoss
+from torchrankboost.losses import BoundLoss
 
 F64 = torch.float64
 

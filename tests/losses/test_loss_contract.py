@@ -14,11 +14,10 @@ float32, float16/bfloat16) never give NaN, CPU/CUDA parity.
 import pytest
 import torch
 
-import torchrankboost.losses as L
 from test_exponential import make_case
 from loss_registry import exported_losses
 from torchrankboost import Groups
-from torchrankboost.losses import RankingLoss, prepare_inputs
+from torchrankboost.losses import prepare_inputs
 
 F64 = torch.float64
 
