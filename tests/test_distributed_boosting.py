@@ -103,14 +103,19 @@ def test_rankboost_on_two_processes_equals_one_process(two_process, variant):
 
 
 def test_communication_volume_per_tree(two_process):
-    """Bytes all-reduced per round: one (F, 256, 3) float64 histogram per leaf (the root's
-    and one smaller child per split) plus the leaf sums and a few small vectors."""
+    """Bytes all-reduced per round: one float64 histogram per leaf (the root's and one
+    smaller child per split), compacted to the slots that can hold rows (3 channels each),
+    plus the leaf sums and a few small vectors."""
+    from torchrankboost.boosting.binning import bin_features
+
     vol = two_process["volume"]
-    F = vol["n_features"]
+    b = bin_features(S.train_data().X)  # the edges every rank agreed on
+    slots = int(b.num_bins.sum() + b.has_missing.sum())
+    assert slots < vol["n_features"] * 256
     assert len(vol["rounds"]) == 3
     for nbytes, learner in vol["rounds"]:
         leaves = len(learner["leaf_value"])
-        hist = leaves * F * 256 * 3 * 8 + 2 * leaves * 8
+        hist = leaves * slots * 3 * 8 + 2 * leaves * 8
         assert hist <= nbytes <= hist + 512, (nbytes, hist)
 
 

@@ -632,11 +632,12 @@ class RegressionTree:
         w = weight.double()
         wt = w * target.double()
         feat_ok = self._feature_mask(F, dev, generator)
-        reduce = _reducer(prepared)
         if self.resolve_kernel(prepared) == "native":
-            grower = _NativeTreeGrower(self, prepared, wt, w, rows, feat_ok, reduce=reduce)
+            grower = _NativeTreeGrower(self, prepared, wt, w, rows, feat_ok,
+                                       reduce=_reducer(prepared, "FS3"))
         else:
-            grower = _TreeGrower(self, prepared, wt, w, rows, feat_ok, reduce=reduce)
+            grower = _TreeGrower(self, prepared, wt, w, rows, feat_ok,
+                                 reduce=_reducer(prepared, "3FS"))
         grower.grow()
         leaf_value = grower.leaf_values().to(_out_dtype(target))
         return grower.model(leaf_value), grower
@@ -650,11 +651,40 @@ class RegressionTree:
         return self.kernel_
 
 
-def _reducer(prepared):
-    """The sum over ranks of a data-parallel fit on ``prepared`` (its ``context``'s
-    ``all_reduce_sum``), or ``None`` in one process."""
+def _reducer(prepared: BinnedFeatures, layout: str):
+    """The sum over ranks of a data-parallel fit on ``prepared`` (``None`` in one process):
+    ``reduce(buf)`` in place on a float64 buffer.
+
+    A node histogram (``F·S·3`` values in ``layout`` ``"FS3"``, the compiled kernels', or
+    ``"3FS"``, the torch path's) travels compacted: only the slots that can hold rows — the
+    value bins ``0 .. num_bins[f] − 1`` of each feature and the missing slot of the features
+    with NaNs on some rank (``has_missing``, agreed by the binning) — the others being 0 on
+    every rank (``Σ num_bins / (F·S)`` of the volume, about 0.7 for LETOR-like features).
+    Other buffers (the leaf sums) are all-reduced whole.
+    """
     ctx = getattr(prepared, "context", None)
-    return ctx.all_reduce_sum if ctx is not None and ctx.enabled else None
+    if ctx is None or not ctx.enabled:
+        return None
+    key = ("reduce_slots", layout)
+    idx = prepared.cache.get(key)
+    F, S = prepared.codes.shape[1], prepared.missing_code + 1
+    if idx is None:
+        nb = prepared.num_bins.to("cpu")
+        used = torch.arange(S).unsqueeze(0) < nb.unsqueeze(1)  # (F, S)
+        used[:, S - 1] = prepared.has_missing.to("cpu")
+        mask = used.unsqueeze(2).expand(F, S, 3) if layout == "FS3" else used.expand(3, F, S)
+        idx = prepared.cache[key] = mask.reshape(-1).nonzero().squeeze(1)
+    size = F * S * 3
+
+    def reduce(buf: Tensor) -> Tensor:
+        if buf.numel() != size or not buf.is_contiguous():
+            return ctx.all_reduce_sum(buf)
+        flat = buf.view(-1)
+        used = ctx.all_reduce_sum(flat.index_select(0, idx.to(flat.device)))
+        flat.index_copy_(0, idx.to(flat.device), used)
+        return buf
+
+    return reduce
 
 
 def _all_rows_count(prepared: BinnedFeatures, slots: int) -> Tensor:
