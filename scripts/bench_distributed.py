@@ -103,14 +103,27 @@ def worker_trb(args) -> dict:
     data = make_data(args.size)
     mine = data.shard(ctx.rank, ctx.world_size) if ctx.enabled else data
     del data
-    marks, nbytes, leaves = [], [], []
+    marks, nbytes, leaves, comm = [], [], [], []
+    in_comm = [0.0]
+    if ctx.enabled:  # time spent in the all-reduces (transfer + waiting for the other rank)
+        reduce = ctx.all_reduce_sum
+
+        def timed(t):
+            t0 = time.perf_counter()
+            out = reduce(t)
+            in_comm[0] += time.perf_counter() - t0
+            return out
+
+        ctx.all_reduce_sum = timed
 
     class Clock:
         def on_round_end(self, ranker, record):
             marks.append(time.perf_counter())
             nbytes.append(ctx.bytes_reduced)
+            comm.append(in_comm[0])
             leaves.append(len(record["learner"].get("leaf_value", [])) or None)
             ctx.reset_counters()
+            in_comm[0] = 0.0
 
     booster = Booster(ExponentialPairwiseLoss(), RegressionTree(max_leaves=31),
                       n_rounds=args.rounds, learning_rate=0.1, verbose=False,
@@ -119,7 +132,7 @@ def worker_trb(args) -> dict:
     t0 = time.perf_counter()
     booster.fit(mine.X, mine.labels, mine.groups, callbacks=[Clock()])
     fit_s = time.perf_counter() - t0
-    out = {"marks": [m - t0 for m in marks], "bytes": nbytes, "leaves": leaves,
+    out = {"marks": [m - t0 for m in marks], "bytes": nbytes, "leaves": leaves, "comm": comm,
            "fit_s": fit_s, "n_docs": len(mine), "kernel": booster.learner.kernel_}
     if ctx.enabled:  # the histogram slots that can hold rows (what a histogram sends)
         p = booster.learner.prepare(mine.X, context=ctx)
@@ -266,7 +279,7 @@ def main(argv=None) -> int:
 
 def print_table(size: int, rows: dict) -> None:
     head = (f"{'method':<34} {'procs x threads':>15} {'s/tree':>8} {'speed-up':>9} "
-            f"{'MB reduced/tree':>16}")
+            f"{'MB reduced/tree':>16} {'s in all-reduce':>16}")
     print("\n" + head + "\n" + "-" * len(head))
     names = {"trb": "trb Booster(exp, RegressionTree)", "lgb": "LightGBM lambdarank"}
     for (lib, world, threads), res in rows.items():
@@ -278,11 +291,12 @@ def print_table(size: int, rows: dict) -> None:
         base = rows.get((lib, 1, 1), {})
         t = per_tree(res)
         sp = (per_tree(base) / t) if base and "error" not in base else float("nan")
-        mb = ""
+        mb = cs = ""
         if lib == "trb" and world > 1:
-            b = res["bytes"][1:]
+            b, c = res["bytes"][1:], res["comm"][1:]
             mb = f"{statistics.median(b) / 1e6:.2f}" if b else ""
-        print(f"{label:<34} {pt:>15} {t:>8.3f} {sp:>8.2f}x {mb:>16}")
+            cs = f"{statistics.median(c):.3f}" if c else ""
+        print(f"{label:<34} {pt:>15} {t:>8.3f} {sp:>8.2f}x {mb:>16} {cs:>16}")
 
 
 def print_volume(results: dict) -> None:
@@ -306,9 +320,10 @@ def print_volume(results: dict) -> None:
               f"V' = {vc / 1e6:.2f} MB; measured {meas / 1e6:.2f} MB (bytes_reduced, with the "
               f"few small per-round vectors)")
         for W in (2, 8, 64):
-            per_rank = 2 * (W - 1) / W * v
+            per_rank = 2 * (W - 1) / W * vc
             print(f"    W = {W:>2} ranks, ring all-reduce: each rank sends and receives "
-                  f"~{per_rank / 1e6:.1f} MB per tree (2(W-1)/W·V); at 10 Gbit/s "
+                  f"~{per_rank / 1e6:.1f} MB per tree (2(W-1)/W·V', "
+                  f"{2 * (W - 1) / W * v / 1e6:.1f} MB uncompacted); at 10 Gbit/s "
                   f"~{per_rank * 8 / 10e9 * 1e3:.0f} ms, at 100 Gbit/s "
                   f"~{per_rank * 8 / 100e9 * 1e3:.1f} ms")
         break
