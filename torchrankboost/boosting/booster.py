@@ -439,6 +439,12 @@ class Booster(FitState):
                 NaN/inf, or the step is undefined (``round`` and ``model``, the last good
                 ensemble, are set); :class:`UnboundedDirectionError` with
                 ``on_unbounded="raise"``.
+            DistributedError: (data-parallel) some rank failed in its local work (a bad
+                shard, a NaN gradient of its queries, a callback on rank 0): raised on every
+                rank, naming the failing ranks and their errors (on a failing rank the
+                original exception is the ``__cause__``). Settings that differ between the
+                ranks (feature count, label dtype, number of evaluation sets) raise
+                ``ValueError`` on every rank.
         """
         run = self._begin(X, labels, groups, eval_set, eval_metric, early_stopping_rounds,
                           callbacks, init_score)

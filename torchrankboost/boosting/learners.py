@@ -673,15 +673,15 @@ def _reducer(prepared: BinnedFeatures, layout: str):
         used = torch.arange(S).unsqueeze(0) < nb.unsqueeze(1)  # (F, S)
         used[:, S - 1] = prepared.has_missing.to("cpu")
         mask = used.unsqueeze(2).expand(F, S, 3) if layout == "FS3" else used.expand(3, F, S)
-        idx = prepared.cache[key] = mask.reshape(-1).nonzero().squeeze(1)
+        idx = prepared.cache[key] = mask.reshape(-1).nonzero().squeeze(1).to(prepared.device)
     size = F * S * 3
 
     def reduce(buf: Tensor) -> Tensor:
         if buf.numel() != size or not buf.is_contiguous():
             return ctx.all_reduce_sum(buf)
         flat = buf.view(-1)
-        used = ctx.all_reduce_sum(flat.index_select(0, idx.to(flat.device)))
-        flat.index_copy_(0, idx.to(flat.device), used)
+        at = idx if idx.device == flat.device else idx.to(flat.device)
+        flat.index_copy_(0, at, ctx.all_reduce_sum(flat.index_select(0, at)))
         return buf
 
     return reduce
