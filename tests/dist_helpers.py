@@ -246,6 +246,56 @@ def scenario_ddp_equivalence(out, steps):
     print("ddp done")
 
 
+def scenario_local_sums():
+    """float64 sums through the shared mapping equal gloo's (the same result on every rank,
+    rank-ordered); other dtypes and sizes above the slot go through gloo."""
+    import torch
+
+    from torchrankboost import distributed as D
+
+    ctx = _ctx()
+    gen = torch.Generator().manual_seed(100 + ctx.rank)
+    for n in (1, 7, 5000, 200_003):
+        t = torch.randn(n, dtype=torch.float64, generator=gen)
+        mine = t.clone()
+        local = ctx.all_reduce_sum(t)
+        assert D._local_reducer(ctx) is not None
+        parts = ctx.all_gather_object(mine)
+        expect = parts[0].clone()
+        for q in parts[1:]:
+            expect += q
+        assert torch.equal(local, expect), n
+    big = torch.ones(D._local_reducer(ctx).cap + 1, dtype=torch.float64)
+    assert float(ctx.all_reduce_sum(big)[0]) == ctx.world_size  # through gloo
+    ints = torch.full((3,), ctx.rank + 1, dtype=torch.int64)
+    assert ctx.all_reduce_sum(ints).tolist() == [3, 3, 3]
+    print("local sums ok", flush=True)
+
+
+def scenario_local_peer_dies():
+    """Rank 1 dies (no exception, no teardown) while rank 0 waits in a shared-memory sum:
+    rank 0 raises DistributedError within seconds."""
+    import os
+    import time
+
+    import torch
+
+    from torchrankboost.distributed import DistributedError
+
+    ctx = _ctx()
+    t = torch.ones(10, dtype=torch.float64)
+    ctx.all_reduce_sum(t)  # sets the mapping up
+    if ctx.rank == 1:
+        os._exit(9)
+    t0 = time.monotonic()
+    try:
+        ctx.all_reduce_sum(t)
+    except DistributedError as exc:
+        print(f"peer death seen after {time.monotonic() - t0:.1f} s: {exc}", flush=True)
+        os._exit(0)
+    os._exit(1)
+
+
 SCENARIOS = {name[len("scenario_"):]: fn for name, fn in globals().items()
              if name.startswith("scenario_")}
 

@@ -58,6 +58,20 @@ def test_collectives_and_global_metrics_on_two_processes():
     assert all("collectives ok" in r.out for r in res)
 
 
+def test_same_host_sums_go_through_shared_memory():
+    """Ranks of one host sum float64 tensors through the shared mapping: the rank-ordered
+    sum on every rank; other dtypes and larger tensors through gloo."""
+    res = launch("local_sums", 2, timeout=90)
+    assert all(r.returncode == 0 for r in res), explain(res)
+    assert all("local sums ok" in r.out for r in res)
+
+
+def test_shared_memory_sum_notices_a_dead_peer():
+    res = launch("local_peer_dies", 2, timeout=60)
+    assert res[0].returncode == 0, explain(res)
+    assert "another rank's process has died" in res[0].out
+
+
 # ------------------------------------------------------------------ sharding queries
 @pytest.mark.parametrize("seed", range(6))
 def test_shard_queries_balanced_contiguous_whole_queries(seed):

@@ -36,7 +36,7 @@ __all__ = ["load", "status", "NativeUnavailable", "ptr", "REDUCE_FN"]
 
 _log = logging.getLogger("torchrankboost")
 _SOURCE = Path(__file__).with_name("trees.c")
-_FLAGS = ["-O2", "-std=c99", "-fPIC", "-shared", "-fopenmp", "-ffp-contract=off"]
+_FLAGS = ["-O2", "-std=gnu99", "-fPIC", "-shared", "-fopenmp", "-ffp-contract=off"]
 _lock = threading.Lock()
 _lib: Optional[ctypes.CDLL] = None
 _error: Optional[str] = None
@@ -97,6 +97,7 @@ def _declare(lib: ctypes.CDLL) -> None:
         "trb_tree_leaves_raw": ([p, i32, i64, i64, p, p, p, p, p, i64, p, i32], None),
         "trb_leaf_struct_size": ([], i64),
         "trb_scatter_leaves": ([p, p, p, i64, p, p, i32], None),
+        "trb_shm_allreduce": ([p, p, i64, i32, i32, p, i64, i64, d], i32),
         "trb_grow": ([p, i64, i64, p, i64, i32, p, i64, p, p, i64, d, i64, d, d, i64, i64, i32,
                       p, i64, p, p, p, i32, REDUCE_FN, p, p, p, p, p, p, p, p, p, p, p, p], i64),
     }
