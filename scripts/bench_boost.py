@@ -50,7 +50,6 @@ import torch
 from torchrankboost import metrics as M
 from torchrankboost.boosting import Booster, HistoryCallback, RegressionTree
 from torchrankboost.datasets import data_root
-from torchrankboost.groups import Groups
 import torchrankboost.losses as L
 
 DATA = data_root()  # $TORCHRANKBOOST_DATA, else ./data

@@ -82,7 +82,7 @@ from .ensemble import Ensemble
 from ..distributed import DistContext, get_context
 from .evaluation import FitComm, FitMonitor, FitState
 from .inputs import fit_inputs
-from .steps import evaluate_phi, line_search, newton_step
+from .steps import evaluate_phi, line_search, newton_from_values, newton_step
 from ..curvature import hessian_diagonal, hvp_probes, is_per_query
 
 _log = logging.getLogger("torchrankboost")
@@ -787,7 +787,7 @@ class Booster(FitState):
         """The step rule: ``α`` along ``f`` (``alpha=None``: stop before this round).
         ``sums``: ``(Σ g f, Σ h f²)`` over every rank (data-parallel; the loss values are
         then summed over the ranks too)."""
-        s, labels, groups, dev = run.scores, run.labels, run.groups, run.X.device
+        s, dev = run.scores, run.X.device
 
         def phi(a):
             return _scalar(run.bound.value(s + a.to(dev) * f))
@@ -868,7 +868,7 @@ class Booster(FitState):
         if evaluate is None:
             alpha, v0, d0, h0 = newton_step(phi, fallback_curvature=fallback_curvature)
         else:
-            alpha, v0, d0, h0 = _newton_from(*evaluate(0.0), fallback_curvature)
+            alpha, v0, d0, h0 = newton_from_values(*evaluate(0.0), fallback_curvature)
         tries, new = 0, None
         while alpha != 0.0 and tries < 30:
             if evaluate is None:
@@ -1036,17 +1036,3 @@ def _count_sets(eval_set) -> int:
         return len(eval_set)
     except TypeError:
         return -1
-
-
-def _newton_from(f0: float, d0: float, h0: float, fallback_curvature: Optional[float]):
-    """:func:`~.steps.newton_step` from known ``φ(0), φ'(0), φ''(0)`` (the data-parallel
-    values summed over the ranks): ``(alpha, φ(0), φ'(0), φ''(0))``."""
-    if not (math.isfinite(f0) and math.isfinite(d0)):
-        raise ValueError(f"newton_step: phi(0) = {f0} and phi'(0) = {d0} must be finite")
-    curv = h0
-    if not (math.isfinite(curv) and curv > 0):
-        curv = fallback_curvature if fallback_curvature and fallback_curvature > 0 else None
-    if d0 == 0.0:
-        return 0.0, f0, d0, h0
-    alpha = -d0 / curv if curv is not None else -math.copysign(1.0, d0)
-    return alpha, f0, d0, h0

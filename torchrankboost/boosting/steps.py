@@ -21,7 +21,8 @@ from typing import Callable, List, Optional, Tuple
 import torch
 from torch import Tensor
 
-__all__ = ["LineSearchResult", "line_search", "newton_step", "evaluate_phi", "exact_step"]
+__all__ = ["LineSearchResult", "line_search", "newton_step", "newton_from_values", "evaluate_phi",
+           "exact_step"]
 
 F64 = torch.float64
 
@@ -364,6 +365,14 @@ def newton_step(phi: Callable[[Tensor], Tensor], *, fallback_curvature: Optional
         f0, d0, h0 = evaluate_phi(phi, 0.0, 2)
     except RuntimeError:
         f0, d0, h0 = evaluate_phi(phi, 0.0, 1)
+    return newton_from_values(f0, d0, h0, fallback_curvature)
+
+
+def newton_from_values(f0: float, d0: float, h0: float,
+                       fallback_curvature: Optional[float] = None
+                       ) -> Tuple[float, float, float, float]:
+    """:func:`newton_step` from known ``φ(0), φ'(0), φ''(0)`` (e.g. sums over the ranks of a
+    data-parallel fit): ``(alpha, φ(0), φ'(0), φ''(0))``."""
     if not (math.isfinite(f0) and math.isfinite(d0)):
         raise ValueError(f"newton_step: phi(0) = {f0} and phi'(0) = {d0} must be finite")
     curv = h0
