@@ -546,11 +546,13 @@ int trb_shm_allreduce(int64_t *ctrl, double *slots, int64_t cap, int rank, int W
         if ((spin & 1023) == 0) {
             double t = now_s();
             if (t0 < 0) t0 = t;
-            if (t - t0 > timeout_s) return 1;
-            for (int r = 0; r < W; r++) {
+            int failure = t - t0 > timeout_s ? 1 : 0;
+            for (int r = 0; r < W && !failure; r++) {
                 pid_t pid = (pid_t)__atomic_load_n(&ctrl[8 + r], __ATOMIC_ACQUIRE);
-                if (pid > 0 && !process_alive(pid)) return 2;
+                if (pid > 0 && !process_alive(pid)) failure = 2;
             }
+            /* a peer that arrived and then exited has left its slot complete */
+            if (failure && __atomic_load_n(&ctrl[0], __ATOMIC_ACQUIRE) < target) return failure;
         }
     }
     const double *base = slots + set * W * cap;
