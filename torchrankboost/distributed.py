@@ -458,11 +458,17 @@ def _local_reducer(ctx: "DistContext") -> Optional[_LocalReducer]:
         finally:
             os.close(fd)
     path = ctx.broadcast_object(path)
-    red = _LocalReducer(ctx, lib, path, size, cap)
-    red.ctrl[8 + ctx.rank] = os.getpid()
-    ctx.barrier()  # every rank has mapped the file and written its pid
+    try:  # e.g. a rank in another mount namespace does not see the file
+        red = _LocalReducer(ctx, lib, path, size, cap)
+        red.ctrl[8 + ctx.rank] = os.getpid()
+        mapped = True
+    except (OSError, RuntimeError):
+        red, mapped = None, False
+    everyone = all(ctx.all_gather_object(mapped))  # also: every rank has written its pid
     if ctx.rank == 0:
         os.unlink(path)  # the mappings stay; nothing is left behind
+    if not everyone:
+        return None
     _LOCAL[key] = red
     return red
 
