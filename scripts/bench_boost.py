@@ -30,6 +30,7 @@ Everything runs with ``--threads`` threads (torch intra-op, LightGBM ``num_threa
 XGBoost ``nthread``). Examples::
 
     python scripts/bench_boost.py --only mq2008
+    python scripts/bench_boost.py --only lgb-example --rounds 100
     python scripts/bench_boost.py --only synthetic --sizes 80k
     python scripts/bench_boost.py --only synthetic --sizes 800k --methods trb-exp-newton,lgb-lambdarank
 """
@@ -253,6 +254,37 @@ def part_mq2008(args, chosen):
     return summary
 
 
+def part_lgb_example(args, chosen):
+    """LightGBM's own lambdarank example (a Yahoo! LTR sample: 201 training queries, sparse
+    features up to index 300, labels 0-4; ``rank.train`` / ``rank.test`` with ``.query``
+    files): a LETOR collection of another shape. ``--rounds`` trees, no early stopping; fit
+    time, time per tree after binning and test NDCG@10."""
+    from torchrankboost.data import load_svmlight_files
+
+    folder = DATA / "lightgbm_lambdarank"
+    if not (folder / "rank.train").exists():
+        print(f"\nLightGBM's lambdarank example not found under {folder}: skipped")
+        return {}
+    tr, te = load_svmlight_files([folder / "rank.train", folder / "rank.test"])
+    train = (tr.X.float(), tr.labels.double(), tr.groups)
+    print(f"\nLightGBM lambdarank example: {tr.X.shape[0]} train docs, {tr.groups.num_groups} "
+          f"queries, {tr.X.shape[1]} features; {args.rounds} trees x {args.leaves} leaves, "
+          f"{args.threads} threads", flush=True)
+    out = {}
+    for m in chosen:
+        predict, fit_s, n_trees, _, extra = methods(args)[m](train, None, args.rounds, None)
+        nd = evaluate(predict(te.X.float()), te.labels.double(), te.groups, args.empty)["ndcg@10"]
+        out[m] = (fit_s, n_trees, nd, extra)
+        print(f"  {m:16s} fit {fit_s:7.2f}s  {extra.get('round_s', 0) * 1e3:7.2f} ms/tree after "
+              f"binning  test ndcg@10 {nd:.4f}", flush=True)
+    if "lgb-lambdarank" in out:
+        ref_fit, _, _, ref_ex = out["lgb-lambdarank"]
+        for m, (fs, nt, nd, ex) in out.items():
+            print(f"  {m:16s} fit time ratio to lgb-lambdarank {fs / ref_fit:5.2f}x, per tree after "
+                  f"binning {ex.get('round_s', 0) / max(ref_ex.get('round_s', 1e-12), 1e-12):5.2f}x")
+    return out
+
+
 def fmt_extra(extra):
     if not extra:
         return ""
@@ -360,7 +392,7 @@ def part_synthetic(args, chosen):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--only", choices=["mq2008", "synthetic"], default=None)
+    ap.add_argument("--only", choices=["mq2008", "synthetic", "lgb-example"], default=None)
     ap.add_argument("--sizes", default="80k,800k")
     ap.add_argument("--folds", default="1,2,3,4,5")
     ap.add_argument("--methods", default=None,
@@ -397,6 +429,11 @@ def main(argv=None):
         ch = chosen or [m for m in ("trb-exp", "trb-exp-bound", "trb-qbrank", "lgb-lambdarank",
                                     "lgb-exp-custom", "xgb-pairwise") if m in avail]
         results["mq2008"] = part_mq2008(args, ch)
+    if args.only in (None, "lgb-example"):
+        ch = chosen or [m for m in ("trb-exp", "trb-qbrank", "lgb-lambdarank", "xgb-pairwise")
+                        if m in avail]
+        results["lgb-example"] = {m: {"fit_s": v[0], "trees": v[1], "ndcg@10": v[2]}
+                                  for m, v in part_lgb_example(args, ch).items()}
     if args.only in (None, "synthetic"):
         ch = chosen or [m for m in ("trb-exp", "trb-qbrank", "lgb-lambdarank",
                                     "lgb-exp-custom", "xgb-pairwise") if m in avail]

@@ -35,10 +35,38 @@ int trb_abi_version(void) { return 1; }
 
 /* hist := Σ over rows (or all n rows when rows == NULL) of (gh[r,0], gh[r,1], 1) at
  * (f, codes[r, f]) for every feature f. */
+static void histogram_impl(const uint8_t *codes, int64_t n, int64_t F, const int32_t *rows,
+                           int64_t m, const double *gh, double *hist, int64_t S, int nthreads,
+                           const int64_t *num_bins);
+
 void trb_histogram(const uint8_t *codes, int64_t n, int64_t F, const int32_t *rows, int64_t m,
                    const double *gh, double *hist, int64_t S, int nthreads)
 {
-    memset(hist, 0, sizeof(double) * (size_t)(F * S * CH));
+    histogram_impl(codes, n, F, rows, m, gh, hist, S, nthreads, NULL);
+}
+
+/* Zero the slots of a (F, S, 3) histogram that can hold rows: each feature's value bins
+ * [0, num_bins[f]) and its missing slot S - 1 (all slots when num_bins is NULL). The other
+ * slots are never written nor read by trb_grow: sparse features with few bins cost nothing. */
+static void zero_used(double *hist, int64_t F, int64_t S, const int64_t *num_bins)
+{
+    if (num_bins == NULL) {
+        memset(hist, 0, sizeof(double) * (size_t)(F * S * CH));
+        return;
+    }
+    for (int64_t f = 0; f < F; f++) {
+        int64_t nb = num_bins[f] < S - 1 ? num_bins[f] : S - 1;
+        double *hf = hist + f * S * CH;
+        memset(hf, 0, sizeof(double) * (size_t)(nb * CH));
+        memset(hf + (S - 1) * CH, 0, sizeof(double) * CH);
+    }
+}
+
+static void histogram_impl(const uint8_t *codes, int64_t n, int64_t F, const int32_t *rows,
+                           int64_t m, const double *gh, double *hist, int64_t S, int nthreads,
+                           const int64_t *num_bins)
+{
+    zero_used(hist, F, S, num_bins);
     if (rows == NULL) m = n;
     int nt = nthreads;
     if (nt < 1 || (double)m * (double)F < PAR_MIN_WORK) nt = 1;
@@ -102,6 +130,20 @@ void trb_subtract_mt(const double *a, const double *b, double *out, int64_t len,
 void trb_subtract(const double *a, const double *b, double *out, int64_t len)
 {
     trb_subtract_mt(a, b, out, len, 1);
+}
+
+/* a - b over the used slots of (F, S, 3) histograms (see zero_used). */
+static void subtract_used(const double *a, const double *b, double *out, int64_t F, int64_t S,
+                          const int64_t *num_bins, int nthreads)
+{
+    int nt = (nthreads > 1 && F * S * CH >= PAR_MIN_WORK) ? nthreads : 1;
+#pragma omp parallel for num_threads(nt) if (nt > 1) schedule(static)
+    for (int64_t f = 0; f < F; f++) {
+        int64_t nb = num_bins[f] < S - 1 ? num_bins[f] : S - 1;
+        int64_t o = f * S * CH;
+        for (int64_t i = o; i < o + nb * CH; i++) out[i] = a[i] - b[i];
+        for (int64_t i = o + (S - 1) * CH; i < o + S * CH; i++) out[i] = a[i] - b[i];
+    }
 }
 
 /* The best split of one node from its histogram.
@@ -353,11 +395,13 @@ typedef struct {
     int64_t f, t, dl;
 } leaf_t;
 
-static double node_count(const double *hist, int64_t S)
+static double node_count(const double *hist, int64_t S, int64_t nb0)
 {
-    double c = 0.0; /* feature 0's row counts over all slots: the node's row count, exactly */
-    for (int64_t b = 0; b < S; b++) c += hist[b * CH + 2];
-    return c;
+    /* feature 0's row counts over its used slots: the node's row count, exactly */
+    double c = 0.0;
+    if (nb0 > S - 1) nb0 = S - 1;
+    for (int64_t b = 0; b < nb0; b++) c += hist[b * CH + 2];
+    return c + hist[(S - 1) * CH + 2];
 }
 
 static void evaluate_leaf(leaf_t *lf, const double *hist, int64_t F, int64_t S,
@@ -367,7 +411,7 @@ static void evaluate_leaf(leaf_t *lf, const double *hist, int64_t F, int64_t S,
 {
     lf->has_best = 0;
     if (lf->depth >= max_depth || !any_ok || F == 0 || Vm < 1) return;
-    if (node_count(hist, S) < 2.0 * (double)msl) return;
+    if (node_count(hist, S, num_bins[0]) < 2.0 * (double)msl) return;
     double out[8];
     trb_best_split(hist, F, S, num_bins, feat_ok, miss_feat, Vm, lam, msl - 0.5, mcw, out);
     double bg = out[0], pa = out[1];
@@ -412,7 +456,7 @@ int64_t trb_grow(const uint8_t *codes, int64_t n, int64_t F, int32_t *rows, int6
     root->id = 0; root->begin = 0; root->count = m; root->depth = 0; root->parent = -1;
     root->is_left = 1; root->hist = free_list[--n_free];
     double *rh = pool + root->hist * HS;
-    trb_histogram(codes, n, F, all_rows ? NULL : rows, m, gh, rh, S, nthreads);
+    histogram_impl(codes, n, F, all_rows ? NULL : rows, m, gh, rh, S, nthreads, num_bins);
     if (reduce) reduce(rh, HS);
     for (int64_t f = 0; f < F; f++) miss_feat[f] = rh[(f * S + S - 1) * CH + 2] > 0;
     order[0] = 0;
@@ -444,10 +488,10 @@ int64_t trb_grow(const uint8_t *codes, int64_t n, int64_t F, int32_t *rows, int6
         int small_left = nlg <= nrg;
         int64_t hs_idx = free_list[--n_free];
         double *hs = pool + hs_idx * HS, *hp = pool + lf->hist * HS;
-        if (small_left) trb_histogram(codes, n, F, rows + lf->begin, nl, gh, hs, S, nthreads);
-        else trb_histogram(codes, n, F, rows + lf->begin + nl, nr, gh, hs, S, nthreads);
+        if (small_left) histogram_impl(codes, n, F, rows + lf->begin, nl, gh, hs, S, nthreads, num_bins);
+        else histogram_impl(codes, n, F, rows + lf->begin + nl, nr, gh, hs, S, nthreads, num_bins);
         if (reduce) reduce(hs, HS);
-        trb_subtract_mt(hp, hs, hp, HS, nthreads);
+        subtract_used(hp, hs, hp, F, S, num_bins, nthreads);
         leaf_t *left = &leaves[lf->id], *right = &leaves[L];
         int64_t parent_hist = lf->hist, id = lf->id, begin = lf->begin, d = lf->depth + 1;
         right->id = L; right->begin = begin + nl; right->count = nr; right->depth = d;
