@@ -4,7 +4,7 @@ The histogram tree learner's inner loops (node histograms, split search, row par
 leaf sums, tree traversal) are a few hundred lines of C in ``trees.c`` beside this file. They
 are compiled once per machine and source version into a cache folder
 (``$TORCHRANKBOOST_CACHE``, else ``$XDG_CACHE_HOME/torchrankboost``, else
-``~/.cache/torchrankboost``) with ``$CC`` (default ``cc``), ``-O2 -fopenmp
+``~/.cache/torchrankboost``, else a folder in the temporary directory) with ``$CC`` (default ``cc``), ``-O2 -fopenmp
 -ffp-contract=off`` (no ``-ffast-math``: the kernels reproduce the pure-torch reference bit for
 bit), written atomically so that concurrent processes (several ranks of one job) never load a
 half-written library.
@@ -55,8 +55,12 @@ def _cache_dir() -> Path:
     if env:
         return Path(env)
     xdg = os.environ.get("XDG_CACHE_HOME")
-    base = Path(xdg) if xdg else Path.home() / ".cache"
-    return base / "torchrankboost"
+    if xdg:
+        return Path(xdg) / "torchrankboost"
+    try:
+        return Path.home() / ".cache" / "torchrankboost"
+    except RuntimeError:  # no home folder (a bare service account): the temporary folder
+        return Path(tempfile.gettempdir()) / f"torchrankboost-cache-{os.getuid()}"
 
 
 def _library_path(cc: str) -> Path:
@@ -134,7 +138,7 @@ def load() -> ctypes.CDLL:
         except NativeUnavailable as exc:
             _error = str(exc)
             raise
-        except OSError as exc:  # an unwritable cache folder, a full disk
+        except (OSError, RuntimeError) as exc:  # an unwritable cache folder, a full disk
             _error = f"building the kernels failed: {exc}"
             raise NativeUnavailable(_error) from None
         _lib = lib
