@@ -40,7 +40,7 @@ def two_process(tmp_path_factory):
     out = tmp_path_factory.mktemp("dist") / "boosters.pt"
     res = launch("boosters", out)
     assert all(r.returncode == 0 for r in res), explain(res)
-    return torch.load(out, weights_only=False)
+    return torch.load(out, weights_only=True)
 
 
 def assert_same_fit(one: dict, two: dict):

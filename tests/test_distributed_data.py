@@ -264,7 +264,7 @@ def test_file_shards_agree_on_numbering_through_the_process_group(tmp_path):
     out = tmp_path / "shard"
     res = launch("load_shard", 2, [path, out], timeout=90)
     assert all(r.returncode == 0 for r in res), explain(res)
-    parts = [torch.load(f"{out}.{r}") for r in range(2)]
+    parts = [torch.load(f"{out}.{r}", weights_only=True) for r in range(2)]
     assert all(p["X"].shape[0] > 0 for p in parts)
     assert torch.equal(torch.cat([p["X"] for p in parts]), whole.X)
     assert torch.equal(torch.cat([p["labels"] for p in parts]), whole.labels)

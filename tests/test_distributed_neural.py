@@ -50,7 +50,7 @@ def test_ddp_with_the_sampler_equals_one_process_on_the_union(tmp_path):
     out = tmp_path / "params.pt"
     res = H.launch("ddp_equivalence", 2, [out, STEPS], timeout=120)
     assert all(r.returncode == 0 for r in res), H.explain(res)
-    ddp = torch.load(out)
+    ddp = torch.load(out, weights_only=True)
 
     data = H.equivalence_data()
     plans = [DistributedQueryBatchSampler(data.groups, max_docs=H.MAX_DOCS, num_replicas=2,
