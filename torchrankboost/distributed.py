@@ -723,58 +723,11 @@ def load_svmlight_shard(path, *, rank: Optional[int] = None, world_size: Optiona
         rank, world_size = ctx.rank, ctx.world_size
     world_size = _check_world(world_size)
     rank = _check_rank(rank, world_size)
-    if isinstance(path, (str, os.PathLike)):
-        files = [path]
-    else:
-        try:
-            files = list(path)
-        except TypeError:
-            raise ValueError(f"path must be a file or a list of files, got {path!r}") from None
-        if not files or not all(isinstance(f, (str, os.PathLike)) for f in files):
-            raise ValueError("path must be a file or a non-empty list of files")
-    by_bytes = len(files) == 1
-    if not by_bytes and len(files) < world_size:
-        raise ValueError(f"a list of {len(files)} files cannot be shared by world_size="
-                         f"{world_size} ranks (rank r reads files[r::world_size]): give at "
-                         f"least {world_size} files, or one file to cut by byte ranges")
-    if world_size > 1 and query_file is not None:
-        raise ValueError("query_file: a shard finds its queries by qid (every line needs "
-                         "'qid:'); split the data into files with their own .query files "
-                         "instead")
-    group = ctx.enabled and (ctx.rank, ctx.world_size) == (rank, world_size)
-    if world_size > 1 and not group and (n_features is None or zero_based == "auto"):
-        why = ("no torch.distributed process group is initialised" if not ctx.enabled else
-               f"the process group is rank {ctx.rank} of {ctx.world_size}, not rank {rank} "
-               f"of {world_size}")
-        raise ValueError(
-            f"load_svmlight_shard: {why}, so the shards cannot agree on the feature "
-            f"numbering: pass n_features= and zero_based= (True or False) explicitly, the "
-            f"same on every rank, or launch with torchrun and call "
-            f"torch.distributed.init_process_group() first")
-    c = ctx if group else _DISABLED
-
+    files = _shard_file_list(path, world_size, query_file)
+    c = _numbering_context(ctx, rank, world_size, n_features, zero_based)
     with c.guard():
-        if by_bytes:
-            p = Path(files[0])
-            D._check_paths([p])
-            if world_size > 1 and p.suffix.lower() in (".gz", ".bz2"):
-                raise ValueError(f"{p}: a compressed file cannot be cut into byte ranges; "
-                                 f"decompress it, or pass a list of files")
-            size = p.stat().st_size
-            start = _query_cut(p, rank * size // world_size, size)
-            end = _query_cut(p, (rank + 1) * size // world_size, size)
-            ranges = [(start, end)] if world_size > 1 else None
-            read = [p]
-            qfiles = [False] if world_size > 1 else [query_file]
-        else:
-            read, ranges = files[rank::world_size], None
-            qfiles = [None] * len(read)
-        paths, parsed, nf, npdt = D._read_files(read, n_features=n_features,
-                                                zero_based=zero_based, dtype=dtype,
-                                                ranges=ranges)
-        if ranges is not None and parsed[2].shape[0] != parsed[0].shape[0]:
-            raise ValueError(f"{paths[0]}: lines without 'qid:' in bytes {ranges[0][0]}.."
-                             f"{ranges[0][1]}; load_svmlight_shard needs a qid on every line")
+        paths, parsed, nf, npdt, ranges, qfiles = _read_shard_part(
+            D, files, rank, world_size, n_features, zero_based, dtype, query_file)
         width, has_zero = D._numbering_evidence(parsed, len(paths))
     evidence = c.all_reduce_max(torch.tensor([width, int(has_zero)], dtype=torch.int64))
     width, has_zero = int(evidence[0]), bool(evidence[1])
@@ -787,6 +740,74 @@ def load_svmlight_shard(path, *, rank: Optional[int] = None, world_size: Optiona
                                dtype=dtype, query_files=qfiles, normalize=normalize,
                                max_features=max_features, ranges=ranges)
     return parts[0] if len(parts) == 1 else D.RankingData.concat(parts)
+
+
+def _shard_file_list(path, world_size: int, query_file) -> list:
+    """``path`` as a list of files, checked for sharding over ``world_size`` ranks (one file
+    to cut by byte ranges, or at least ``world_size`` files)."""
+    if isinstance(path, (str, os.PathLike)):
+        files = [path]
+    else:
+        try:
+            files = list(path)
+        except TypeError:
+            raise ValueError(f"path must be a file or a list of files, got {path!r}") from None
+        if not files or not all(isinstance(f, (str, os.PathLike)) for f in files):
+            raise ValueError("path must be a file or a non-empty list of files")
+    if len(files) > 1 and len(files) < world_size:
+        raise ValueError(f"a list of {len(files)} files cannot be shared by world_size="
+                         f"{world_size} ranks (rank r reads files[r::world_size]): give at "
+                         f"least {world_size} files, or one file to cut by byte ranges")
+    if world_size > 1 and query_file is not None:
+        raise ValueError("query_file: a shard finds its queries by qid (every line needs "
+                         "'qid:'); split the data into files with their own .query files "
+                         "instead")
+    return files
+
+
+def _numbering_context(ctx: DistContext, rank: int, world_size: int, n_features,
+                       zero_based) -> DistContext:
+    """The context the shards agree on the feature numbering through: the process group when
+    it is this ``(rank, world_size)``; a disabled one when nothing needs agreeing (one shard,
+    or explicit ``n_features`` and ``zero_based``), else ``ValueError``."""
+    group = ctx.enabled and (ctx.rank, ctx.world_size) == (rank, world_size)
+    if world_size > 1 and not group and (n_features is None or zero_based == "auto"):
+        why = ("no torch.distributed process group is initialised" if not ctx.enabled else
+               f"the process group is rank {ctx.rank} of {ctx.world_size}, not rank {rank} "
+               f"of {world_size}")
+        raise ValueError(
+            f"load_svmlight_shard: {why}, so the shards cannot agree on the feature "
+            f"numbering: pass n_features= and zero_based= (True or False) explicitly, the "
+            f"same on every rank, or launch with torchrun and call "
+            f"torch.distributed.init_process_group() first")
+    return ctx if group else _DISABLED
+
+
+def _read_shard_part(D, files: list, rank: int, world_size: int, n_features, zero_based,
+                     dtype, query_file):
+    """Parse this rank's part: its byte range of one file, or ``files[rank::world_size]``.
+    Returns ``(paths, parsed, n_features, numpy dtype, ranges or None, query files)``."""
+    if len(files) == 1:
+        p = Path(files[0])
+        D._check_paths([p])
+        if world_size > 1 and p.suffix.lower() in (".gz", ".bz2"):
+            raise ValueError(f"{p}: a compressed file cannot be cut into byte ranges; "
+                             f"decompress it, or pass a list of files")
+        size = p.stat().st_size
+        start = _query_cut(p, rank * size // world_size, size)
+        end = _query_cut(p, (rank + 1) * size // world_size, size)
+        ranges = [(start, end)] if world_size > 1 else None
+        read = [p]
+        qfiles = [False] if world_size > 1 else [query_file]
+    else:
+        read, ranges = files[rank::world_size], None
+        qfiles = [None] * len(read)
+    paths, parsed, nf, npdt = D._read_files(read, n_features=n_features,
+                                            zero_based=zero_based, dtype=dtype, ranges=ranges)
+    if ranges is not None and parsed[2].shape[0] != parsed[0].shape[0]:
+        raise ValueError(f"{paths[0]}: lines without 'qid:' in bytes {ranges[0][0]}.."
+                         f"{ranges[0][1]}; load_svmlight_shard needs a qid on every line")
+    return paths, parsed, nf, npdt, ranges, qfiles
 
 
 # ====================================================================== batches
