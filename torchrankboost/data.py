@@ -955,6 +955,15 @@ def collate_queries(batch: Sequence[Tuple[Tensor, Tensor]]) -> Tuple[Tensor, Ten
     return X, y, Groups.from_sizes(sizes)
 
 
+def epoch_query_order(n_queries: int, *, shuffle: bool, seed: int, epoch: int) -> np.ndarray:
+    """The query order of an epoch: ``torch.randperm`` with a generator seeded by
+    ``seed + epoch`` (the same on every process), or ``0..n-1`` without ``shuffle``."""
+    if not shuffle:
+        return np.arange(n_queries)
+    gen = torch.Generator().manual_seed(int(seed) + int(epoch))
+    return torch.randperm(n_queries, generator=gen).numpy()
+
+
 class QueryBatchSampler(torch.utils.data.Sampler):
     """Batches of whole queries holding at most ``max_docs`` documents each.
 
@@ -986,12 +995,8 @@ class QueryBatchSampler(torch.utils.data.Sampler):
     def _plan(self, epoch: int):
         if self._cache is not None and self._cache[0] == epoch:
             return self._cache[1], self._cache[2]
-        G = self.sizes.shape[0]
-        if self.shuffle:
-            g = torch.Generator().manual_seed(self.seed + epoch)
-            order = torch.randperm(G, generator=g).numpy()
-        else:
-            order = np.arange(G)
+        order = epoch_query_order(self.sizes.shape[0], shuffle=self.shuffle, seed=self.seed,
+                                  epoch=epoch)
         bounds = _batch_bounds(self.sizes[order], self.max_docs)
         self._cache = (epoch, order, bounds)
         return order, bounds

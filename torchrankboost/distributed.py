@@ -881,14 +881,10 @@ class DistributedQueryBatchSampler(torch.utils.data.Sampler):
     def _plan(self, epoch: int):
         if self._cache is not None and self._cache[0] == epoch:
             return self._cache[1], self._cache[2]
-        from .data import _batch_bounds
+        from .data import _batch_bounds, epoch_query_order
 
-        G = self.sizes.shape[0]
-        if self.shuffle:
-            gen = torch.Generator().manual_seed(self.seed + epoch)
-            order = torch.randperm(G, generator=gen).numpy()
-        else:
-            order = np.arange(G)
+        order = epoch_query_order(self.sizes.shape[0], shuffle=self.shuffle, seed=self.seed,
+                                  epoch=epoch)
         owner = shard_queries(torch.from_numpy(self.sizes[order]), self.num_replicas).numpy()
         cuts = np.searchsorted(owner, np.arange(self.num_replicas + 1))
         per_rank = []
