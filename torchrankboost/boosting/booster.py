@@ -601,32 +601,9 @@ class Booster(FitState):
         return self._auto_base(n, labels, groups, dev, comm)
 
     def _round(self, run: _Run, rnd: int) -> bool:
-        """One boosting round; ``False`` when training stops."""
-        if run.comm.enabled:
-            return self._round_distributed(run, rnd)
-        t0 = time.perf_counter()
-        g, h, ckind = self._grad_curv(run, rnd)
-        target, weight, hc, ckind = self._targets(g, h, ckind)
-        rows = self._subsample(run)
-        run.sync()
-        t1 = time.perf_counter()
-        model, f = self._fit_learner(run, rnd, target, weight, rows)
-        run.sync()
-        t2 = time.perf_counter()
-        step = self._step(run, rnd, g, hc, f)
-        if step.alpha is None:
-            return False
-        loss_before, w_round = run.loss, self.learning_rate * step.alpha
-        self._apply(run, rnd, step, w_round, model, f)
-        run.sync()
-        record = self._record(run, rnd, step, w_round, loss_before, g, hc, ckind, rows, model,
-                              (t0, t1, t2, time.perf_counter()))
-        run.monitor.add([(model, w_round)])
-        return not run.monitor.end_round(record, train_scores=run.scores)
-
-    def _round_distributed(self, run: _Run, rnd: int) -> bool:
-        """:meth:`_round` of a data-parallel fit: the same steps, with the sums that decide
-        the round all-reduced (each collective carrying the failure flag)."""
+        """One boosting round; ``False`` when training stops. The sums that decide the round
+        go through the fit's :class:`~.evaluation.FitComm`: all-reduced (each carrying the
+        failure flag) in a data-parallel fit, the local values in one process."""
         comm, ctx = run.comm, run.comm.ctx
         W = ctx.world_size
         t0 = time.perf_counter()
@@ -666,9 +643,9 @@ class Booster(FitState):
         combined = {"grad_norm": math.sqrt(float(st[2])), "grad_max": float(st[3:].max()),
                     "curvature_norm": math.sqrt(float(sums[2])),
                     "curvature_mean": float(sums[3]) / max(float(st[1]), 1.0),
-                    "n_rows": int(sums[4]), "world_size": W}
-        record = self._record(run, rnd, step, w_round, loss_before, g, hc, ckind, rows, model,
-                              (t0, t1, t2, time.perf_counter()), combined=combined)
+                    "n_rows": int(sums[4])}
+        record = self._record(run, rnd, step, w_round, loss_before, ckind, model,
+                              (t0, t1, t2, time.perf_counter()), combined)
         run.monitor.add([(model, w_round)])
         return not run.monitor.end_round(record, train_scores=run.scores)
 
@@ -752,11 +729,6 @@ class Booster(FitState):
         qmask = torch.zeros(G, dtype=torch.bool, device=dev)
         qmask[pick] = True
         return torch.nonzero(qmask[run.groups.group_index], as_tuple=False).reshape(-1)
-
-    def _fit_learner(self, run: _Run, rnd: int, target, weight, rows):
-        """The weak model fitted to the targets, and its ``(n,)`` float64 output."""
-        model, f = self._learn(run, rnd, target, weight, rows)
-        return model, self._check_output(run, rnd, f, target)
 
     def _learn(self, run: _Run, rnd: int, target, weight, rows):
         """The learner's fit and its output (the collectives of a data-parallel fit)."""
@@ -934,37 +906,22 @@ class Booster(FitState):
         run.ensemble.append(model, w_round)
 
     def _record(self, run: _Run, rnd: int, step: _Step, w_round: float, loss_before: float,
-                g, hc, ckind: str, rows, model, times, combined: Optional[dict] = None
-                ) -> RoundRecord:
-        """The round's :class:`RoundRecord` (the driver's diagnostics in ``extra``;
-        ``combined``: those over every rank of a data-parallel fit, which replace this
-        rank's, and the loss's own ``round_diagnostics`` are left out there: they are not
-        sums over queries)."""
+                ckind: str, model, times, combined: dict) -> RoundRecord:
+        """The round's :class:`RoundRecord` (the driver's diagnostics in ``extra``, from the
+        round's ``combined`` sums: over every rank of a data-parallel fit, where the loss's
+        own ``round_diagnostics`` are left out: they are not sums over queries)."""
         t0, t1, t2, t3 = times
-        if combined is not None:
-            extra = {"loss_before": loss_before, "learning_rate": self.learning_rate,
-                     **{k: combined[k] for k in ("grad_norm", "grad_max", "curvature_norm",
-                                                 "curvature_mean")},
-                     "curvature_kind": ckind, "line_search": step.info,
-                     "seconds_grad": t1 - t0, "seconds_learner": t2 - t1,
-                     "seconds_step": t3 - t2, "n_rows": combined["n_rows"],
-                     "learner": _summary(model), "world_size": combined["world_size"]}
-            return RoundRecord(round=rnd, loss=run.loss, step=step.alpha, weight=w_round,
-                               extra=extra)
-        extra = {
-            "loss_before": loss_before, "learning_rate": self.learning_rate,
-            "grad_norm": float(torch.linalg.vector_norm(g)), "grad_max": float(g.abs().max()),
-            "curvature_norm": float(torch.linalg.vector_norm(hc)),
-            "curvature_mean": float(hc.mean()), "curvature_kind": ckind,
-            "line_search": step.info, "seconds_grad": t1 - t0, "seconds_learner": t2 - t1,
-            "seconds_step": t3 - t2,
-            "n_rows": run.X.shape[0] if rows is None else int(rows.numel()),
-            "learner": _summary(model),
-        }
-        more = getattr(self.loss, "round_diagnostics", None)
-        if callable(more):  # e.g. AdaBoostLoss: F₊, F₋ and the F-skew
-            for k, v in more(run.scores, run.labels, run.groups).items():
-                extra.setdefault(k, v)
+        extra = {"loss_before": loss_before, "learning_rate": self.learning_rate,
+                 **combined, "curvature_kind": ckind, "line_search": step.info,
+                 "seconds_grad": t1 - t0, "seconds_learner": t2 - t1, "seconds_step": t3 - t2,
+                 "learner": _summary(model)}
+        if run.comm.enabled:
+            extra["world_size"] = run.comm.ctx.world_size
+        else:
+            more = getattr(self.loss, "round_diagnostics", None)
+            if callable(more):  # e.g. AdaBoostLoss: F₊, F₋ and the F-skew
+                for k, v in more(run.scores, run.labels, run.groups).items():
+                    extra.setdefault(k, v)
         return RoundRecord(round=rnd, loss=run.loss, step=step.alpha, weight=w_round,
                            extra=extra)
 
