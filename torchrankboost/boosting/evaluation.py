@@ -462,18 +462,12 @@ class FitMonitor:
             record.seconds = now - self._t
         self._t = now
         r.history_.append(record)
-        if not self.comm.enabled:
-            stopper = self.hooks.round(r, record)
-            if stopper is not None:
-                r.stop_reason_ = (getattr(stopper, "reason", None)
-                                  or f"round {record.round}: a callback requested a stop")
-                return True
-            return False
         stopper = None
         with self.comm.local():
             stopper = self.hooks.round(r, record)
-        # the round's closing all-reduce: a stop asked on any rank (rank 0's callbacks) or
-        # a failure (a callback that raised) reaches every rank
+        # the round's closing all-reduce (the local flag in one process): a stop asked on
+        # any rank (rank 0's callbacks) or a failure (a callback that raised) reaches every
+        # rank
         if float(self.comm.sum(lambda: [1.0 if stopper is not None else 0.0], size=1)[0]) == 0:
             return False
         reason = None if stopper is None else (
