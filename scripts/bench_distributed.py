@@ -91,7 +91,7 @@ def worker_trb(args) -> dict:
     import torch
 
     from torchrankboost import Booster, RegressionTree
-    from torchrankboost.distributed import get_context
+    from torchrankboost.parallel import get_context
     from torchrankboost.losses import ExponentialPairwiseLoss
 
     torch.set_num_threads(args.threads)

@@ -29,11 +29,11 @@ script trains data-parallel, one process per device::
 It initialises the process group (gloo on CPU, NCCL with ``--device cuda``, each process
 on the GPU of its ``LOCAL_RANK``), wraps the network in ``DistributedDataParallel``, deals
 the training queries to the ranks with
-:class:`~torchrankboost.distributed.DistributedQueryBatchSampler` (``--max-docs`` is the
+:class:`~torchrankboost.data.DistributedQueryBatchSampler` (``--max-docs`` is the
 budget of one rank's batch) and normalises each step's loss over the queries of all ranks
-(the loss summed per rank, scaled by :func:`~torchrankboost.distributed.global_mean_loss`:
+(the loss summed per rank, scaled by :func:`~torchrankboost.parallel.global_mean_loss`:
 the gradient is that of the mean over all the step's queries). Validation and test metrics
-are computed on each rank's shard and combined (:func:`~torchrankboost.distributed.global_metric`:
+are computed on each rank's shard and combined (:func:`~torchrankboost.parallel.global_metric`:
 the all-reduced sum of per-query values over the all-reduced query count). Rank 0 alone
 prints and writes TensorBoard (the per-epoch validation score histograms show rank 0's
 shard; the test histogram and curves gather every rank's scores).
@@ -77,7 +77,7 @@ def evaluate(model, data, metrics, ctx=None):
     s = score(model, data.X)
     if ctx is None or not ctx.enabled:
         return {m.name: m(s, data.labels, data.groups) for m in metrics}, s
-    from torchrankboost.distributed import global_metric
+    from torchrankboost.parallel import global_metric
 
     return {m.name: global_metric(m, s, data.labels, data.groups, context=ctx)
             for m in metrics}, s
@@ -184,7 +184,7 @@ def init_distributed(device: torch.device):
     return ``(context, owned)``: ``owned`` when this call created the group."""
     import torch.distributed as dist
 
-    from torchrankboost.distributed import get_context
+    from torchrankboost.parallel import get_context
 
     owned = False
     if not dist.is_initialized():
@@ -231,7 +231,8 @@ def train_epochs(args, model, opt, loss_fn, train, valid, metrics, logger, best,
     """The epoch loop; ``best`` = ``(valid NDCG@10, state dict, epoch)`` of the start.
     Several processes: ``net`` is the ``DistributedDataParallel`` wrapper of ``model``,
     ``valid`` this rank's shard. Returns ``(best, steps)``."""
-    from torchrankboost.distributed import DistributedQueryBatchSampler, global_mean_loss
+    from torchrankboost.parallel import global_mean_loss
+    from torchrankboost.data import DistributedQueryBatchSampler
     from torchrankboost.progress import ProgressCallback
 
     dist = ctx is not None and ctx.enabled

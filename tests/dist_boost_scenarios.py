@@ -94,7 +94,7 @@ def summary(ranker, model, data) -> dict:
 def fit_config(name: str, *, shard: bool) -> dict:
     """Fit configuration ``name`` on the training data (this rank's shard with
     ``shard=True``), watching the evaluation data with early stopping."""
-    from torchrankboost.distributed import get_context
+    from torchrankboost.parallel import get_context
 
     ctx = get_context()
     tr, va = train_data(), eval_data()
@@ -121,7 +121,7 @@ RANKBOOST_CONFIGS = ("rb-c", "rb-d", "coordinate")
 
 
 def fit_rankboost(name: str, *, shard: bool) -> dict:
-    from torchrankboost.distributed import get_context
+    from torchrankboost.parallel import get_context
 
     ctx = get_context()
     tr, va = train_data(), eval_data()
@@ -161,7 +161,7 @@ def volume(ctx) -> dict:
 
 # ============================================================== scenarios (in the workers)
 def scenario_boosters(out):
-    from torchrankboost.distributed import get_context
+    from torchrankboost.parallel import get_context
 
     ctx = get_context()
     res = {name: fit_config(name, shard=True) for name in BOOSTER_CONFIGS}
@@ -178,7 +178,7 @@ def scenario_bad_shard(kind):
     ``nan_gradient``: a loss whose gradient turns NaN on rank 1 in round 3); every rank
     must exit with an error naming rank 1."""
     from torchrankboost import Booster, RegressionTree
-    from torchrankboost.distributed import DistributedError, get_context
+    from torchrankboost.parallel import DistributedError, get_context
     from torchrankboost.losses import ExponentialPairwiseLoss
 
     ctx = get_context()

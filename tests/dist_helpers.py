@@ -118,7 +118,7 @@ def equivalence_model(n_features: int):
 
 # ============================================================== scenarios (in the workers)
 def _ctx():
-    from torchrankboost.distributed import get_context
+    from torchrankboost.parallel import get_context
 
     return get_context(True)
 
@@ -126,7 +126,7 @@ def _ctx():
 def scenario_collectives():
     import torch
 
-    from torchrankboost.distributed import get_context
+    from torchrankboost.parallel import get_context
 
     ctx = get_context()
     assert ctx.enabled and ctx.world_size == 2 and ctx.backend == "gloo", ctx
@@ -161,7 +161,7 @@ def scenario_collectives():
     # metrics over shards: all-reduced sums of per-query values over all-reduced counts
     from torchrankboost import registry
     from torchrankboost.data import make_letor
-    from torchrankboost.distributed import global_mean_loss, global_mean_scale, global_metric
+    from torchrankboost.parallel import global_mean_loss, global_mean_scale, global_metric
 
     data = make_letor(41, 9, 5, seed=2, dtype=torch.float64)
     scores = torch.randn(len(data), generator=torch.Generator().manual_seed(1),
@@ -205,7 +205,7 @@ def scenario_guard_raise():
 def scenario_load_shard(path, out):
     import torch
 
-    from torchrankboost.distributed import load_svmlight_shard
+    from torchrankboost.data import load_svmlight_shard
 
     ctx = _ctx()
     d = load_svmlight_shard(path)
@@ -221,7 +221,8 @@ def scenario_ddp_equivalence(out, steps):
     from torch.nn.parallel import DistributedDataParallel as DDP
 
     from torchrankboost.data import take_queries
-    from torchrankboost.distributed import DistributedQueryBatchSampler, global_mean_loss
+    from torchrankboost.parallel import global_mean_loss
+    from torchrankboost.data import DistributedQueryBatchSampler
 
     ctx = _ctx()
     data = equivalence_data()
@@ -251,7 +252,7 @@ def scenario_local_sums():
     rank-ordered); other dtypes and sizes above the slot go through gloo."""
     import torch
 
-    from torchrankboost import distributed as D
+    from torchrankboost.parallel import shm as D
 
     ctx = _ctx()
     gen = torch.Generator().manual_seed(100 + ctx.rank)
@@ -259,13 +260,13 @@ def scenario_local_sums():
         t = torch.randn(n, dtype=torch.float64, generator=gen)
         mine = t.clone()
         local = ctx.all_reduce_sum(t)
-        assert D._local_reducer(ctx) is not None
+        assert D.local_reducer(ctx) is not None
         parts = ctx.all_gather_object(mine)
         expect = parts[0].clone()
         for q in parts[1:]:
             expect += q
         assert torch.equal(local, expect), n
-    big = torch.ones(D._local_reducer(ctx).cap + 1, dtype=torch.float64)
+    big = torch.ones(D.local_reducer(ctx).cap + 1, dtype=torch.float64)
     assert float(ctx.all_reduce_sum(big)[0]) == ctx.world_size  # through gloo
     ints = torch.full((3,), ctx.rank + 1, dtype=torch.int64)
     assert ctx.all_reduce_sum(ints).tolist() == [3, 3, 3]
@@ -280,7 +281,7 @@ def scenario_local_peer_dies():
 
     import torch
 
-    from torchrankboost.distributed import DistributedError
+    from torchrankboost.parallel import DistributedError
 
     ctx = _ctx()
     t = torch.ones(10, dtype=torch.float64)

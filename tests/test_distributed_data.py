@@ -1,4 +1,4 @@
-"""torchrankboost.distributed, data side: the context (disabled and with 2 gloo processes),
+"""torchrankboost.parallel, data side: the context (disabled and with 2 gloo processes),
 query sharding, file shards (each rank parses only its byte range), the distributed query
 batch sampler, and failures that must stop every rank (check_same, guard)."""
 
@@ -9,9 +9,8 @@ import pytest
 import torch
 
 from torchrankboost.data import RankingData, load_svmlight, make_letor
-from torchrankboost.distributed import (DistContext, DistributedError,
-                                        DistributedQueryBatchSampler, get_context,
-                                        load_svmlight_shard, shard_queries)
+from torchrankboost.parallel import DistContext, DistributedError, get_context
+from torchrankboost.data import DistributedQueryBatchSampler, load_svmlight_shard, shard_queries
 
 from conftest import require_data
 from dist_helpers import explain, launch

@@ -1,4 +1,4 @@
-"""torchrankboost.distributed, neural side: DistributedDataParallel with the distributed
+"""torchrankboost.parallel, neural side: DistributedDataParallel with the distributed
 query batch sampler and the global normalisation equals one process on the union of the
 ranks' batches; scripts/train_neural.py under torchrun."""
 
@@ -8,8 +8,8 @@ import pytest
 import torch
 
 from torchrankboost.data import take_queries
-from torchrankboost.distributed import (DistributedQueryBatchSampler, global_mean_loss,
-                                        global_mean_scale)
+from torchrankboost.parallel import global_mean_loss, global_mean_scale
+from torchrankboost.data import DistributedQueryBatchSampler
 
 import dist_helpers as H
 

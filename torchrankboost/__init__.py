@@ -44,18 +44,16 @@ from . import datasets  # noqa: F401
 from .datasets import data_root, dataset_path, load_builtin, load_data  # noqa: F401
 
 # --- several processes (torch.distributed) ---
-from . import distributed  # noqa: F401
-from .distributed import (  # noqa: F401
+from . import parallel  # noqa: F401
+from .parallel import (  # noqa: F401
     DistContext,
     DistributedError,
-    DistributedQueryBatchSampler,
     get_context,
     global_mean_loss,
     global_mean_scale,
     global_metric,
-    load_svmlight_shard,
-    shard_queries,
 )
+from .data import DistributedQueryBatchSampler, load_svmlight_shard, shard_queries  # noqa: F401
 
 # --- losses ---
 from .losses import BoundLoss, RankingLoss  # noqa: F401

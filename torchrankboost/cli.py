@@ -21,7 +21,7 @@ unbounded step with ``-p on_unbounded=raise``...) prints one such line and exits
 model data-parallel: each process initialises the process group (gloo on CPU, NCCL with
 ``--device cuda``, one GPU per ``LOCAL_RANK``), holds a shard of whole queries of every split
 (built-in data: the split of one process cut by :meth:`~torchrankboost.data.RankingData.shard`;
-files: :func:`~torchrankboost.distributed.load_svmlight_shard`, each rank parsing its own byte
+files: :func:`~torchrankboost.data.load_svmlight_shard`, each rank parsing its own byte
 range) and fits with the algorithm's data-parallel path (``boost``, ``qbrank``, ``gbt``,
 ``rankboost``); metrics are combined over the ranks; rank 0 alone prints, writes the
 TensorBoard events and saves the model — the model of one process on the whole data. A
@@ -41,7 +41,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from .contract import NumericalError
 from .datasets import load_data, load_file, pad_features
-from .distributed import DistributedError
+from .parallel import DistributedError
 from .factory import load_model, make_ranker, resolve_device, rounds_kept
 from .registry import parse_value
 
@@ -455,7 +455,7 @@ DISTRIBUTED_ALGORITHMS = ("boost", "qbrank", "gbt", "rankboost")
 
 def _context():
     """The process group's context (disabled without one, or with one process)."""
-    from .distributed import get_context
+    from .parallel import get_context
 
     return get_context(None)
 
@@ -518,7 +518,7 @@ def _load_sharded(args, ctx):
     rank parses its own part (``load_svmlight_shard``), with one feature numbering for every
     file of the run (``auto``: 0-based iff some file uses index 0) and one feature count."""
     from .datasets import BUILTIN, _fold_paths, align_features, load_builtin
-    from .distributed import load_svmlight_shard
+    from .data import load_svmlight_shard
 
     source = args.data
     p = Path(source)
@@ -569,7 +569,7 @@ def _global_metrics(model, splits: Dict[str, Any], run: _Run, ctx):
     import torch
 
     from . import registry
-    from .distributed import metric_parts
+    from .parallel import metric_parts
 
     names = [registry.metric(n).name for n in run.report]
     parts = []

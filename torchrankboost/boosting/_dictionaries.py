@@ -313,7 +313,7 @@ def make_source(rankers, X: Tensor, context=None) -> _Source:
     """Candidate dictionary for ``rankers`` on the training features ``X``: ``Stumps(...)``
     (binary threshold stumps), ``FeatureRankers(...)`` (real-valued scaled features),
     ``MatrixRankers()`` or ``None`` (``Stumps()``). ``context``: the enabled
-    :class:`~torchrankboost.distributed.DistContext` of a data-parallel fit (``X`` this
+    :class:`~torchrankboost.parallel.DistContext` of a data-parallel fit (``X`` this
     rank's shard; stumps only: the thresholds of all ranks' rows, sums over all ranks)."""
     if rankers is None:
         rankers = Stumps()

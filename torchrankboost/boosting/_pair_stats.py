@@ -142,7 +142,7 @@ class LabelPairStats:
     Args:
         labels: ``(n,)`` labels. groups: :class:`Groups`. pairs: :class:`Graded` or
         :class:`Bipartite`. context: the enabled
-        :class:`~torchrankboost.distributed.DistContext` of a data-parallel fit (the queries
+        :class:`~torchrankboost.parallel.DistContext` of a data-parallel fit (the queries
         are this rank's; see the module docstring), or ``None``.
     """
 

@@ -62,7 +62,7 @@ class BinnedFeatures:
         n_bins: the requested maximum number of value bins.
         cache: derived data that learners keep between fits (e.g. the all-rows count
             histogram of the codes); never part of equality or the repr.
-        context: the :class:`~torchrankboost.distributed.DistContext` of a data-parallel
+        context: the :class:`~torchrankboost.parallel.DistContext` of a data-parallel
             fit (the codes are this rank's rows, the edges those of all ranks' rows; the
             learners sum their histograms over the ranks through it), or ``None``.
     """
@@ -273,7 +273,7 @@ def bin_features(X: Tensor, *, n_bins: int = 255, sample_count: int = 200_000, s
         sample_count: rows used to place the edges (seeded sample above this size).
         seed: seed of the row sample.
         max_bins: upper limit accepted for ``n_bins`` (trees use 255).
-        context: a :class:`~torchrankboost.distributed.DistContext` of a data-parallel fit
+        context: a :class:`~torchrankboost.parallel.DistContext` of a data-parallel fit
             (``X`` is this rank's shard; see below), or ``None``.
 
     Returns:

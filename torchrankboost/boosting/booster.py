@@ -30,7 +30,7 @@ one pass (``value_grad_hess``), which the next round reuses.
 
 Scores, gradients and curvatures are kept in float64.
 
-**Data-parallel** (``distributed``, :mod:`torchrankboost.distributed`): each rank holds whole
+**Data-parallel** (``distributed``, :mod:`torchrankboost.parallel`): each rank holds whole
 queries (a query is never split, so every ranking loss is a sum of per-rank terms) and
 computes the gradient and curvature of its own queries with the bound loss. What the ranks
 agree on, so that every rank takes the same decisions and builds the same model:
@@ -48,12 +48,12 @@ agree on, so that every rank takes the same decisions and builds the same model:
   search's ``φ``, ``φ'``, ``φ''``), and the monitor's metrics and closing flag;
 * the query subsample: the single-process draw over the global query numbering (the shards
   in rank order, as :meth:`~torchrankboost.data.RankingData.shard` and
-  :func:`~torchrankboost.distributed.load_svmlight_shard` cut them), each rank keeping its
+  :func:`~torchrankboost.data.load_svmlight_shard` cut them), each rank keeping its
   own queries of it.
 
 Every collective carries a failure flag (:class:`~.evaluation.FitComm`): a rank that fails
 in local work (a bad shard, a NaN gradient, a raising callback) makes every rank raise the
-same :class:`~torchrankboost.distributed.DistributedError` naming it, at the next collective
+same :class:`~torchrankboost.parallel.DistributedError` naming it, at the next collective
 instead of a hang. Rank 0 alone runs the callbacks (progress, TensorBoard, yours); the model
 is the same on every rank (save it on rank 0). With the shards of a data set in rank order
 the model is the single-process model of the whole data up to floating-point summation
@@ -79,7 +79,7 @@ from .._threads import check_threads
 from ..progress import ProgressCallback
 from .callbacks import PrintCallback
 from .ensemble import Ensemble
-from ..distributed import DistContext, get_context
+from ..parallel import DistContext, get_context
 from .evaluation import FitComm, FitMonitor, FitState
 from .inputs import fit_inputs
 from .steps import evaluate_phi, line_search, newton_from_values, newton_step
@@ -295,7 +295,7 @@ class Booster(FitState):
         distributed: data-parallel training over a ``torch.distributed`` process group (see
             the module docstring): ``None`` (default: when a process group of more than one
             process is initialised), ``True`` (requires one), ``False`` (this process
-            alone) or a :class:`~torchrankboost.distributed.DistContext`. Each rank passes
+            alone) or a :class:`~torchrankboost.parallel.DistContext`. Each rank passes
             its own shard of whole queries (and of each evaluation set); the loss must be a
             sum over queries (``reduction="sum"``, the default of our losses; a plain
             function: a sum of per-query terms), the learner one whose ``prepare`` takes

@@ -24,7 +24,7 @@ The algorithm tells the monitor how to build that model in :meth:`FitMonitor.sta
 ``n_threads`` intra-op threads (one by default; restored afterwards; see
 :mod:`torchrankboost._threads`).
 
-Data-parallel fits (:mod:`torchrankboost.distributed`): the algorithm passes the fit's
+Data-parallel fits (:mod:`torchrankboost.parallel`): the algorithm passes the fit's
 :class:`FitComm` (``comm=``). Each rank holds a shard of every evaluation set; the monitor
 combines the metrics exactly (per-query metrics: the all-reduced sum of the per-query values
 over the all-reduced query count, one all-reduce per round for every set and metric;
@@ -33,7 +33,7 @@ over the all-reduced query count, one all-reduce per round for every set and met
 rank 0 only (progress output, TensorBoard, user callbacks); early stopping runs on every rank
 (it reads the combined metrics) and a stop asked by a callback on rank 0 reaches the other
 ranks through the round's closing all-reduce, as does an exception in a callback (every rank
-then raises :class:`~torchrankboost.distributed.DistributedError`).
+then raises :class:`~torchrankboost.parallel.DistributedError`).
 """
 
 from __future__ import annotations
@@ -52,7 +52,7 @@ from torch import Tensor
 from .. import registry
 from .._threads import DEFAULT_THREADS, limit_threads
 from ..contract import FitInfo, NumericalError, RoundRecord
-from ..distributed import DistContext, DistributedError, get_context, metric_parts
+from ..parallel import DistContext, DistributedError, get_context, metric_parts
 from .callbacks import EarlyStopping
 from .inputs import eval_inputs
 
@@ -70,7 +70,7 @@ class FitComm:
     collective of the fit (:meth:`sum`, or :meth:`check` when there is no payload) appends
     this rank's failure flag to its vector, so one all-reduce tells every rank whether some
     rank failed; if so, the ranks gather the failing ranks' messages and every rank raises
-    the same :class:`~torchrankboost.distributed.DistributedError` ("rank 1 failed:
+    the same :class:`~torchrankboost.parallel.DistributedError` ("rank 1 failed:
     ValueError: labels contain NaN"), chained to the original exception on a failing rank.
     The flag costs one float per collective, and no collective of its own inside a round.
 
@@ -80,8 +80,8 @@ class FitComm:
 
     Args:
         context: ``None`` / ``True`` / ``False`` / a
-            :class:`~torchrankboost.distributed.DistContext` (see
-            :func:`~torchrankboost.distributed.get_context`); ``None`` here means disabled.
+            :class:`~torchrankboost.parallel.DistContext` (see
+            :func:`~torchrankboost.parallel.get_context`); ``None`` here means disabled.
     """
 
     def __init__(self, context=None):
@@ -148,7 +148,7 @@ class FitComm:
     def fail(self) -> None:
         """Every rank raises the same :class:`DistributedError` naming the failing ranks
         (a collective: called by every rank once a flag said so)."""
-        from ..distributed import _describe
+        from ..parallel.context import _describe
 
         mine = None if self.error is None else _describe(self.error)
         msgs = self.ctx.all_gather_object(mine)

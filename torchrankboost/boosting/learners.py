@@ -36,7 +36,7 @@ index stays in cache, measured ~3x faster than 65536-row chunks; 2^20 rows on ot
 
 Data-parallel fits
 ------------------
-``prepare(X, context=ctx)`` with an enabled :class:`~torchrankboost.distributed.DistContext`
+``prepare(X, context=ctx)`` with an enabled :class:`~torchrankboost.parallel.DistContext`
 (``X`` this rank's shard of whole queries) agrees on the feature transform with the other
 ranks (the bin edges of all ranks' rows; ``FeatureRankers``: the all-reduced min/max) and
 keeps ``ctx`` on the prepared data. Every ``fit`` on it then sums what it decides from over
@@ -492,7 +492,7 @@ class RegressionTree:
 
     def prepare(self, X: Tensor, *, context=None) -> BinnedFeatures:
         """Bin X (n, F) once: uint8 codes, NaN → 255. ``context``: an enabled
-        :class:`~torchrankboost.distributed.DistContext` for a data-parallel fit (``X`` is this
+        :class:`~torchrankboost.parallel.DistContext` for a data-parallel fit (``X`` is this
         rank's shard; the edges are those of all ranks' rows and the fits sum their
         histograms over the ranks, see the module docstring)."""
         return bin_features(X, n_bins=self.n_bins, sample_count=self.bin_sample_count,
@@ -1095,7 +1095,7 @@ def _weighted_channels(n, dev, target, weight, rows):
 
 
 def _context(prepared):
-    """The enabled :class:`~torchrankboost.distributed.DistContext` of a data-parallel fit on
+    """The enabled :class:`~torchrankboost.parallel.DistContext` of a data-parallel fit on
     ``prepared`` (stumps: on its bins), or ``None``."""
     ctx = getattr(prepared, "context", None)
     if ctx is None and isinstance(getattr(prepared, "binned", None), BinnedFeatures):
@@ -1192,7 +1192,7 @@ class Stumps(_BestCandidateLearner):
 
     def prepare(self, X: Tensor, *, context=None) -> StumpFeatures:
         """Bin ``X`` (n, F) and list the candidate thresholds. ``context``: an enabled
-        :class:`~torchrankboost.distributed.DistContext` for a data-parallel fit (the edges of
+        :class:`~torchrankboost.parallel.DistContext` for a data-parallel fit (the edges of
         all ranks' rows; :meth:`threshold_sums` then sums over the ranks)."""
         b = bin_features(X, n_bins=self.max_thresholds + 1, sample_count=self.bin_sample_count,
                          seed=self.seed, max_bins=32766, context=context)
@@ -1410,7 +1410,7 @@ class FeatureRankers(_BestCandidateLearner):
 
     def prepare(self, X: Tensor, *, context=None) -> ScaledFeatures:
         """Scale ``X`` (n, F) once. ``context``: an enabled
-        :class:`~torchrankboost.distributed.DistContext` for a data-parallel fit (the min/max
+        :class:`~torchrankboost.parallel.DistContext` for a data-parallel fit (the min/max
         of all ranks' rows; :meth:`feature_sums` then sums over the ranks)."""
         _check_X(X)
         ctx = context if context is not None and context.enabled else None

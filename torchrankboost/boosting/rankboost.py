@@ -60,7 +60,7 @@ Shared conventions
   ensemble weight); ``extra`` (read as ``record["alpha"]``) holds ``alpha``,
   ``loss_before`` and the algorithm's own statistics.
 * **Data-parallel** (:class:`RankBoost` only, ``distributed=``; see
-  :mod:`torchrankboost.distributed`): each rank holds whole queries (and a shard of each
+  :mod:`torchrankboost.parallel`): each rank holds whole queries (and a shard of each
   evaluation set) under a ``torch.distributed`` process group. Every crucial pair lies inside
   one query, so RankBoost's pair distribution, its per-document masses and every candidate's
   ``ε⁺``, ``ε⁻``, ``r`` are per-rank sums over the global normaliser ``F̃ = Σ_r F̃_r``
@@ -81,7 +81,7 @@ import torch
 from torch import Tensor
 
 from ..contract import FitInfo, RoundRecord, UnboundedDirectionError
-from ..distributed import get_context
+from ..parallel import get_context
 from ..groups import Groups
 from ..pairs import Bipartite, ExplicitPairs, resolve_pairs
 from ..losses.exponential import AdaBoostLoss
@@ -369,7 +369,7 @@ class RankBoost(_Base):
         distributed: data-parallel training over a ``torch.distributed`` process group (see
             the module docstring): ``None`` (default: when a process group of more than one
             process is initialised), ``True``, ``False`` or a
-            :class:`~torchrankboost.distributed.DistContext`; each rank passes its shard of
+            :class:`~torchrankboost.parallel.DistContext`; each rank passes its shard of
             whole queries. Stumps and label-induced pairs; callbacks run on rank 0 only.
 
     ``fit(X, labels, groups=None, *, eval_set=None, eval_metric="ndcg@10",
@@ -397,7 +397,7 @@ class RankBoost(_Base):
                          complement=allow_negative_alpha, rankers=rankers,
                          on_undefined=on_undefined)
         self.variant = variant
-        from ..distributed import DistContext
+        from ..parallel import DistContext
 
         if not (distributed is None or isinstance(distributed, (bool, DistContext))):
             raise ValueError(f"distributed must be None, True, False or a DistContext, got "

@@ -42,7 +42,7 @@ Batching for neural rankers (one item = one whole query, never padded):
 budget), :func:`collate_queries` (flat ``(X, labels, Groups)``) for
 ``torch.utils.data.DataLoader``, :func:`iterate_query_batches`, a loader-free fast path, and
 :func:`take_queries` (the flat batch of any list of queries). Several processes:
-:meth:`RankingData.shard` and :mod:`torchrankboost.distributed`.
+:meth:`RankingData.shard` and :mod:`torchrankboost.parallel`.
 """
 
 from __future__ import annotations
@@ -59,7 +59,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from .groups import Groups
+from ..groups import Groups
 
 __all__ = [
     "RankingData",
@@ -145,11 +145,11 @@ class RankingData:
         """The queries of ``rank`` out of ``world_size`` processes.
 
         Whole queries, a contiguous block per rank in query order, balanced by document count
-        (:func:`torchrankboost.distributed.shard_queries`): concatenating the shards of ranks
+        (:func:`torchrankboost.data.shard_queries`): concatenating the shards of ranks
         ``0 .. world_size-1`` (:meth:`concat`) gives back this data. ``ValueError`` when
         ``rank`` is not in ``[0, world_size)`` or there are fewer queries than ranks.
         """
-        from .distributed import shard_queries
+        from .shards import shard_queries
 
         owner = shard_queries(self.groups.sizes, world_size)
         if isinstance(rank, bool) or not isinstance(rank, int) or not 0 <= rank < world_size:
@@ -1028,7 +1028,7 @@ def take_queries(X: Tensor, labels: Tensor, groups: Groups, queries
 
     ``queries``: query indices (a list, array or int64 tensor), in the batch order wanted
     (e.g. one batch of :class:`QueryBatchSampler` or
-    :class:`~torchrankboost.distributed.DistributedQueryBatchSampler`). Returns
+    :class:`~torchrankboost.data.DistributedQueryBatchSampler`). Returns
     ``X_b (m, F)``, ``labels_b (m,)`` (copies gathered with one vectorised index, documents
     of a query in their order) and ``Groups`` of the ``m = Σ n_q`` documents; everything on
     ``X``'s device. No Python loop over the queries.

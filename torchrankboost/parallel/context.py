@@ -1,0 +1,385 @@
+"""Training on several processes: ``torch.distributed`` helpers, query sharding, batches.
+
+The model is the usual one of PyTorch: ``torchrun`` starts one process per device
+(``python -m torch.distributed.run --nproc-per-node N script.py``), each process calls
+``torch.distributed.init_process_group`` (``"gloo"`` on CPU, ``"nccl"`` on GPUs) and holds
+a *shard* of the queries. Everything here works unchanged in one process: a disabled
+context makes every collective an identity, so algorithms call them unconditionally.
+
+**The context.** :func:`get_context` returns a :class:`DistContext` (``enabled``, ``rank``,
+``world_size``, ``is_main``, ``backend``) with the collectives an algorithm needs:
+``all_reduce_sum/max/min`` (in place, any dtype, moved to the backend's device and back),
+``all_gather_object``, ``broadcast_object``, ``barrier``, ``check_same`` (a start-of-fit check
+that a value agrees on every rank, failing on every rank with the differing ranks named)
+and ``guard`` (a failure on one rank raises :class:`DistributedError` on every rank instead
+of leaving the others waiting in their next collective). ``bytes_reduced`` counts the bytes
+all-reduced so far (the communication volume of a fit).
+
+**Shards.** :func:`shard_queries` assigns whole queries to ranks, one contiguous block of
+queries per rank, balanced by document count; :meth:`RankingData.shard
+<torchrankboost.data.RankingData.shard>` cuts data in memory, and
+:func:`load_svmlight_shard` makes each rank read and parse only its own byte range of an
+SVMlight/LETOR file (or its own files of a list).
+
+**Batches for neural training.** :class:`DistributedQueryBatchSampler` deals the queries to
+the ranks each epoch (a shuffle seeded by ``(seed, epoch)``, identical on every rank,
+balanced by document count), packs each rank's queries into batches of at most
+``max_docs`` documents, and gives every rank the same number of batches (as
+``DistributedDataParallel`` requires); :func:`torchrankboost.data.take_queries` turns a
+batch of query indices into a flat ``(X, labels, Groups)`` batch.
+
+**Normalising the loss.** ``DistributedDataParallel`` averages the gradients of the ranks:
+with ``W`` ranks, rank ``r`` holding the queries ``Q_r`` of a step (``Q = ∪ Q_r``) and
+per-rank losses ``L_r``, the parameters get ``(1/W) Σ_r ∇L_r``. A per-rank mean
+(``reduction="mean"``) is therefore not the mean over the step's queries when ranks hold
+different numbers of queries. The gradient of the global mean
+``(1/|Q|) Σ_{q ∈ Q} ℓ_q`` is obtained with per-rank *sums* scaled by ``W / |Q|``:
+
+.. math::
+    L_r = \\frac{W}{|Q|} \\sum_{q \\in Q_r} \\ell_q
+    \\quad\\Longrightarrow\\quad
+    \\frac{1}{W} \\sum_r \\nabla L_r = \\nabla \\frac{1}{|Q|} \\sum_{q \\in Q} \\ell_q,
+
+with ``|Q| = Σ_r |Q_r|`` all-reduced once per step. :func:`global_mean_scale` returns the
+factor and :func:`global_mean_loss` applies it::
+
+    loss_fn = ExponentialPairwiseLoss(reduction="sum")
+    for batch in sampler:                                   # this rank's queries
+        Xb, yb, gb = take_queries(X, y, groups, batch)
+        loss = global_mean_loss(loss_fn(ddp_model(Xb).squeeze(-1), yb, gb), gb.num_groups)
+        opt.zero_grad(); loss.backward(); opt.step()
+
+(In one process the same code is the plain mean over the batch's queries.) To average over
+the queries that have at least one pair only, as ``reduction="mean"`` of the pairwise
+losses does, pass their count (or a ``(G,)`` bool mask) as ``local_count``. Metrics
+combine the same way: :func:`global_metric` all-reduces the sum of the per-query values
+and the query count (NDCG over all queries = ``Σ_r Σ_{q∈r} NDCG_q / Σ_r |G_r|``).
+
+**Failures.** Collectives must be entered by every rank in the same order. A rank that
+raises before a collective leaves the others waiting in it until the process group's
+timeout; :meth:`DistContext.guard` is the remedy for local work that can fail (reading a
+shard, checking its labels): run it inside ``with ctx.guard():`` on every rank and every
+rank leaves the block together, raising :class:`DistributedError` ("rank 1 failed:
+ValueError: ...") if any rank failed. A rank that dies outright (killed, segfault) is not
+caught this way: ``torchrun`` then stops the others.
+"""
+
+
+from __future__ import annotations
+
+import contextlib
+import numbers
+from typing import Any, List, Optional, Union
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from .errors import DistributedError
+from .shm import local_reducer as _local_reducer
+
+__all__ = ["DistContext", "get_context"]
+
+
+def _dist():
+    import torch.distributed as dist
+
+    return dist
+
+
+def _group_ready() -> bool:
+    dist = _dist()
+    return bool(dist.is_available() and dist.is_initialized())
+
+
+_MAX_MESSAGE = 2000
+
+
+class DistContext:
+    """The process group as an algorithm sees it (see :func:`get_context`).
+
+    Attributes:
+        enabled: collectives communicate; when ``False`` they are identities / no-ops.
+        rank: this process's rank (0 when disabled).
+        world_size: the number of processes (1 when disabled).
+        is_main: ``rank == 0`` (the process that prints, logs and saves).
+        backend: ``"gloo"``, ``"nccl"``, ... or ``None`` when disabled.
+        bytes_reduced: bytes of the tensors passed to ``all_reduce_*`` since creation or
+            :meth:`reset_counters` (communication actually done: 0 while disabled).
+    """
+
+    def __init__(self, *, enabled: bool = False, rank: int = 0, world_size: int = 1,
+                 backend: Optional[str] = None):
+        self.enabled = bool(enabled)
+        self.rank = int(rank)
+        self.world_size = int(world_size)
+        self.backend = backend
+        self.bytes_reduced = 0
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+    def __repr__(self) -> str:
+        return (f"DistContext(enabled={self.enabled}, rank={self.rank}, "
+                f"world_size={self.world_size}, backend={self.backend!r})")
+
+    def reset_counters(self) -> None:
+        """Set :attr:`bytes_reduced` back to 0."""
+        self.bytes_reduced = 0
+
+    # ------------------------------------------------------------------ tensors
+    @property
+    def device(self) -> Optional[torch.device]:
+        """Where the backend wants tensors: the CPU for gloo, the current CUDA device for
+        NCCL, ``None`` (the tensor's own device) otherwise or when disabled."""
+        if not self.enabled:
+            return None
+        if self.backend == "nccl":
+            return torch.device("cuda", torch.cuda.current_device())
+        if self.backend == "gloo":
+            return torch.device("cpu")
+        return None
+
+    def _all_reduce(self, t: Tensor, op_name: str) -> Tensor:
+        if not isinstance(t, Tensor):
+            raise ValueError(f"t must be a torch.Tensor, got {type(t).__name__}")
+        if not self.enabled:
+            return t
+        dist = _dist()
+        op = getattr(dist.ReduceOp, op_name)
+        self.bytes_reduced += t.numel() * t.element_size()
+        if (op_name == "SUM" and t.dtype == torch.float64 and t.device.type == "cpu"
+                and t.is_contiguous() and self.backend == "gloo"):
+            local = _local_reducer(self)
+            if local is not None and local.fits(t):
+                return local.sum_(t)
+        dev = self.device or t.device
+        is_bool = t.dtype == torch.bool
+        if not is_bool and t.device == dev and t.is_contiguous():
+            dist.all_reduce(t, op=op)
+            return t
+        work = t.to(device=dev, dtype=torch.int32 if is_bool else t.dtype,
+                    memory_format=torch.contiguous_format).contiguous()
+        dist.all_reduce(work, op=op)
+        with torch.no_grad():
+            t.copy_(work != 0 if is_bool else work)
+        return t
+
+    def all_reduce_sum(self, t: Tensor) -> Tensor:
+        """Element-wise sum over the ranks, **in place** in ``t`` (returned).
+
+        Any shape and dtype (float64 stays float64; a bool tensor gives "any rank true");
+        a tensor on another device than the backend's (CPU for gloo, CUDA for NCCL) is
+        copied there and back. Every rank must call it with a tensor of the same shape and
+        dtype. Disabled: returns ``t`` unchanged.
+        """
+        return self._all_reduce(t, "SUM")
+
+    def all_reduce_max(self, t: Tensor) -> Tensor:
+        """Element-wise maximum over the ranks, in place (see :meth:`all_reduce_sum`)."""
+        return self._all_reduce(t, "MAX")
+
+    def all_reduce_min(self, t: Tensor) -> Tensor:
+        """Element-wise minimum over the ranks, in place (see :meth:`all_reduce_sum`)."""
+        return self._all_reduce(t, "MIN")
+
+    # ------------------------------------------------------------------ objects
+    def all_gather_object(self, obj: Any) -> List[Any]:
+        """``[obj of rank 0, obj of rank 1, ...]`` on every rank (picklable objects);
+        ``[obj]`` when disabled."""
+        if not self.enabled:
+            return [obj]
+        out: List[Any] = [None] * self.world_size
+        _dist().all_gather_object(out, obj)
+        return out
+
+    def broadcast_object(self, obj: Any, src: int = 0) -> Any:
+        """Rank ``src``'s ``obj`` on every rank (the others' ``obj`` is ignored); ``obj``
+        when disabled."""
+        if isinstance(src, bool) or not isinstance(src, int) or not 0 <= src < self.world_size:
+            raise ValueError(f"src must be a rank in [0, {self.world_size}), got {src!r}")
+        if not self.enabled:
+            return obj
+        box = [obj]
+        _dist().broadcast_object_list(box, src=src)
+        return box[0]
+
+    def all_gather_rows(self, t: Tensor) -> Tensor:
+        """Every rank's ``t`` concatenated along dim 0 in rank order (on every rank).
+
+        The ranks' tensors may differ in their first dimension only (same trailing shape and
+        dtype, else ``ValueError`` on every rank); they travel padded to the longest one
+        (one ``all_gather_object`` of the shapes, one tensor ``all_gather``), on the
+        backend's device, and come back on ``t``'s device. Used to agree on data-derived
+        settings once per fit (e.g. the rows that place the bin edges of a boosted model).
+        Disabled: ``t`` itself.
+        """
+        if not isinstance(t, Tensor):
+            raise ValueError(f"t must be a torch.Tensor, got {type(t).__name__}")
+        if t.dim() == 0:
+            raise ValueError("t must have at least one dimension (the rows to concatenate)")
+        if not self.enabled:
+            return t
+        metas = self.all_gather_object((tuple(t.shape), str(t.dtype)))
+        if len({(m[0][1:], m[1]) for m in metas}) != 1:
+            shown = ", ".join(f"rank {r} has {m[0]} {m[1]}" for r, m in enumerate(metas))
+            raise ValueError(f"all_gather_rows: the tensors differ beyond their first "
+                             f"dimension: {shown}")
+        sizes = [m[0][0] for m in metas]
+        dev = self.device or t.device
+        work = torch.zeros((max(sizes),) + tuple(t.shape[1:]), dtype=t.dtype, device=dev)
+        work[: t.shape[0]] = t.to(dev)
+        parts = [torch.empty_like(work) for _ in range(self.world_size)]
+        _dist().all_gather(parts, work)
+        return torch.cat([p[:k] for p, k in zip(parts, sizes)]).to(t.device)
+
+    def gather_values(self, values) -> Tensor:
+        """``(world_size, k)`` float64: row ``r`` holds rank ``r``'s ``values`` (``k``
+        numbers, the same ``k`` on every rank), on every rank.
+
+        One ``all_reduce_sum`` of a ``world_size·k`` vector in which each rank fills its own
+        row (adding zeros is exact, so the rows are the ranks' values bit for bit): the
+        way to combine per-rank numbers that do not simply add up (a maximum together with
+        sums, log-sum-exp of per-rank log values). Disabled: ``(1, k)``.
+        """
+        v = torch.as_tensor(values, dtype=torch.float64).detach().reshape(-1).cpu()
+        out = torch.zeros((self.world_size, v.numel()), dtype=torch.float64)
+        out[self.rank] = v
+        return self.all_reduce_sum(out)
+
+    def barrier(self) -> None:
+        """Wait until every rank gets here (no-op when disabled)."""
+        if not self.enabled:
+            return
+        dist = _dist()
+        if self.backend == "nccl":
+            dist.barrier(device_ids=[torch.cuda.current_device()])
+        else:
+            dist.barrier()
+
+    # ------------------------------------------------------------------ checks
+    def check_same(self, name: str, value: Any) -> Any:
+        """Check that ``value`` is the same on every rank; returns it.
+
+        Every rank compares its value with rank 0's (values are gathered, so they must be
+        picklable: numbers, strings, dtypes, tuples, small tensors). On a mismatch *every*
+        rank raises ``ValueError("<name> differs across ranks: rank 0 has 46, rank 1 has
+        45")``, naming each differing rank. The usual start-of-fit checks: the feature
+        count, the label dtype, a loss's settings. A collective: every rank must call it.
+        """
+        if not self.enabled:
+            return value
+        values = self.all_gather_object(value)
+        ref = values[0]
+        bad = [r for r, v in enumerate(values) if not _same(v, ref)]
+        if bad:
+            shown = ", ".join(f"rank {r} has {_show(values[r])}" for r in [0] + bad)
+            raise ValueError(f"{name} differs across ranks: {shown}")
+        return value
+
+    @contextlib.contextmanager
+    def guard(self):
+        """Run a block on every rank; if it fails on any rank, fail on every rank.
+
+        At the end of the block every rank all-reduces a failure flag; if some rank
+        failed, the failing ranks' error messages are gathered and every rank raises
+        :class:`DistributedError` naming them (``"rank 1 failed: ValueError: labels contain
+        NaN"``); on a failing rank the original exception is chained as the cause. This is
+        how a bad shard on one rank stops every rank instead of leaving the others waiting
+        in their next collective.
+
+        Every rank must enter the guard (it ends with collectives, which all ranks must
+        run in the same order), and the block itself should hold only local work: a rank
+        that fails before a collective *inside* the block leaves the others waiting in it.
+        ``Exception`` and ``SystemExit`` are caught; ``KeyboardInterrupt`` passes through.
+        Disabled: the block runs as is and its exceptions pass through unchanged.
+        """
+        if not self.enabled:
+            yield self
+            return
+        err: Optional[BaseException] = None
+        try:
+            yield self
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - re-raised on every rank
+            err = exc
+        flag = torch.tensor([0 if err is None else 1], dtype=torch.int32)
+        if int(self.all_reduce_max(flag)[0]) == 0:
+            return
+        mine = None if err is None else _describe(err)
+        msgs = self.all_gather_object(mine)
+        failures = {r: m for r, m in enumerate(msgs) if m is not None}
+        text = "; ".join(f"rank {r} failed: {m}" for r, m in failures.items())
+        if err is not None:
+            raise DistributedError(text, failures) from err
+        raise DistributedError(text, failures)
+
+
+def _describe(exc: BaseException) -> str:
+    msg = str(exc.code) if isinstance(exc, SystemExit) else str(exc)
+    text = f"{type(exc).__name__}: {msg}" if msg else type(exc).__name__
+    return text if len(text) <= _MAX_MESSAGE else text[:_MAX_MESSAGE] + " ..."
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal values (numbers by value, other types by type and ``==``; tensors and arrays
+    by shape, dtype and contents); values that cannot be compared differ."""
+    try:
+        if isinstance(a, Tensor) or isinstance(b, Tensor):
+            return (isinstance(a, Tensor) and isinstance(b, Tensor) and a.shape == b.shape
+                    and a.dtype == b.dtype and torch.equal(a.cpu(), b.cpu()))
+        if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+            return bool(np.array_equal(np.asarray(a), np.asarray(b)))
+        if isinstance(a, bool) or isinstance(b, bool):
+            return type(a) is type(b) and a == b
+        if isinstance(a, numbers.Number) and isinstance(b, numbers.Number):
+            return bool(a == b)
+        return type(a) is type(b) and bool(a == b)
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def _show(v: Any) -> str:
+    return repr(v) if isinstance(v, str) else str(v)
+
+
+_DISABLED = DistContext()
+
+
+def get_context(distributed: Union[None, bool, DistContext] = None) -> DistContext:
+    """The :class:`DistContext` of this process.
+
+    Args:
+        distributed: ``None`` (default): enabled iff ``torch.distributed`` is available, a
+            process group is initialised and it has more than one process. ``True``:
+            requires an initialised process group (``ValueError`` otherwise, saying to
+            launch with ``torchrun`` and call ``init_process_group``); a group of one
+            process is allowed and behaves as a single process. ``False``: disabled (every
+            collective an identity). A :class:`DistContext` is returned as is.
+
+    Returns a new context each call (its :attr:`~DistContext.bytes_reduced` counter starts
+    at 0), except for a context passed in.
+    """
+    if isinstance(distributed, DistContext):
+        return distributed
+    if distributed is not None and not isinstance(distributed, bool):
+        raise ValueError(f"distributed must be None, True, False or a DistContext, got "
+                         f"{distributed!r}")
+    if distributed is False:
+        return DistContext()
+    ready = _group_ready()
+    if distributed is True and not ready:
+        raise ValueError(
+            "distributed=True needs an initialised torch.distributed process group: launch "
+            "the script with torchrun (python -m torch.distributed.run --nproc-per-node N "
+            "script.py) and call torch.distributed.init_process_group() (backend 'gloo' on "
+            "CPU, 'nccl' on GPUs) before fitting")
+    if not ready:
+        return DistContext()
+    dist = _dist()
+    world = dist.get_world_size()
+    if distributed is None and world <= 1:
+        return DistContext()
+    return DistContext(enabled=True, rank=dist.get_rank(), world_size=world,
+                       backend=str(dist.get_backend()))
+

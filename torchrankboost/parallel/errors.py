@@ -1,0 +1,20 @@
+"""The error every rank raises when one rank of a data-parallel run fails."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+__all__ = ["DistributedError"]
+
+
+class DistributedError(RuntimeError):
+    """A failure on one or more ranks, raised on every rank by :meth:`DistContext.guard`.
+
+    ``failures`` maps each failing rank to its error (``"ValueError: labels contain NaN"``);
+    on a failing rank the original exception is the ``__cause__``.
+    """
+
+    def __init__(self, message: str, failures: Optional[dict] = None):
+        super().__init__(message)
+        self.failures = dict(failures or {})
+
