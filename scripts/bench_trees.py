@@ -26,7 +26,8 @@ import numpy as np
 import torch
 
 from torchrankboost.boosting.binning import bin_features
-from torchrankboost.boosting.learners import RegressionTree, node_histogram
+from torchrankboost.boosting.kernels.histogram import histogram
+from torchrankboost.boosting.learners import RegressionTree
 
 
 def timed(fn, repeat):
@@ -49,9 +50,9 @@ def kernels(codes, grad, hess, repeat):
     packed = torch.complex(wt, w)
     res = {}
     res["scatter complex128 + count (used)"] = timed(
-        lambda: node_histogram(codes, rows, values, slots=256, packed=packed), repeat)[0]
+        lambda: histogram(codes, rows, values, slots=256, packed=packed), repeat)[0]
     res["scatter 2x float64 + count"] = timed(
-        lambda: node_histogram(codes, rows, values, slots=256), repeat)[0]
+        lambda: histogram(codes, rows, values, slots=256), repeat)[0]
     offs = torch.arange(F, dtype=torch.int64) * 256
     v32 = values.float()
 

@@ -7,11 +7,11 @@ import numpy as np
 import pytest
 import torch
 
+from torchrankboost.boosting.kernels.histogram import histogram
 from torchrankboost.boosting.learners import (
     FeatureRankers,
     RegressionTree,
     Stumps,
-    node_histogram,
     weak_model_from_state,
 )
 
@@ -131,15 +131,13 @@ def test_histogram_subtraction_equals_direct(device):
     left = rows[p.codes[:, 0].long() <= 100]
     right = rows[p.codes[:, 0].long() > 100]
     for pk in (packed, None):
-        hp, cp = node_histogram(p.codes, rows, vals, slots=256, packed=pk)
-        hl, cl = node_histogram(p.codes, left, vals, slots=256, packed=pk)
-        hr, cr = node_histogram(p.codes, right, vals, slots=256, packed=pk)
-        assert torch.allclose(hp - hl, hr, atol=1e-10) and torch.equal(cp - cl, cr)
+        hp, hl, hr = (histogram(p.codes, r, vals, slots=256, packed=pk) for r in (rows, left, right))
+        assert torch.allclose(hp[:2] - hl[:2], hr[:2], atol=1e-10) and torch.equal(hp[2] - hl[2], hr[2])
     # direct histogram against a dense count
     dense = torch.zeros(5, 256, dtype=torch.float64)
     for f in range(5):
         dense[f].index_add_(0, p.codes[:, f].long().cpu(), (w * y))
-    assert torch.allclose(hp[..., 0].cpu(), dense)
+    assert torch.allclose(hp[0].cpu(), dense)
 
 
 @pytest.mark.parametrize("nan_high", [True, False])
@@ -449,11 +447,9 @@ def test_feature_rankers_correlation_and_sums(device):
     assert torch.equal(raw.values[:, 0], X[:, 0])
 
 
-def test_tree_histogram_matches_node_histogram_bitwise(device):
-    """The tree's (3, F, 256) histogram (all-rows path, cached counts, unit-weight counts) equals
-    node_histogram bit for bit (same accumulation order)."""
-    from torchrankboost.boosting.learners import _tree_histogram
-
+def test_histogram_shortcuts_are_bitwise_equal(device):
+    """The histogram's shortcuts (all rows without a gather, known counts, unit-weight counts,
+    the packed complex scatter) give the plain histogram bit for bit (same accumulation order)."""
     X, y, w = _data(n=3000, F=6, seed=11)
     p = RegressionTree().prepare(X.to(device))
     vals = torch.stack([(w * y), w], 1).to(device)
@@ -461,17 +457,17 @@ def test_tree_histogram_matches_node_histogram_bitwise(device):
     rows = torch.arange(3000, device=device)
     sub = rows[p.codes[:, 1].long() <= 60]
     for r, all_rows in ((rows, True), (sub, False)):
-        h, c = node_histogram(p.codes, r, vals, slots=256, packed=pk)
-        ref = torch.cat([h.permute(2, 0, 1), c.unsqueeze(0)])
-        got = _tree_histogram(p.codes, None if all_rows else r, vals, pk, 256)
+        ref = histogram(p.codes, r, vals, slots=256)
+        got = histogram(p.codes, None if all_rows else r, vals, slots=256, packed=pk)
         assert torch.equal(got, ref)
-        got = _tree_histogram(p.codes, None if all_rows else r, vals, pk, 256, count=c)
+        got = histogram(p.codes, None if all_rows else r, vals, slots=256, packed=pk, count=ref[2])
         assert torch.equal(got, ref)
+        assert torch.equal(histogram(p.codes, r, vals, slots=256, count=None), ref[:2])
     ones = torch.ones(3000, dtype=torch.float64, device=device)
     v1 = torch.stack([y.to(device), ones], 1)
-    h, c = node_histogram(p.codes, sub, v1, slots=256, packed=torch.complex(v1[:, 0], v1[:, 1]))
-    got = _tree_histogram(p.codes, sub, v1, torch.complex(v1[:, 0], v1[:, 1]), 256, unit_weight=True)
-    assert torch.equal(got[2], c) and torch.equal(got[:2], h.permute(2, 0, 1))
+    ref = histogram(p.codes, sub, v1, slots=256)
+    got = histogram(p.codes, sub, v1, slots=256, packed=torch.complex(v1[:, 0], v1[:, 1]), count="weight")
+    assert torch.equal(got, ref)
 
 
 def test_tree_cached_root_counts_and_unit_weights():

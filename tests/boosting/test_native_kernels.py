@@ -1,6 +1,6 @@
 """The compiled tree kernels against the pure-torch reference path: identical trees.
 
-Both paths grow the same best-first trees; the compiled one (``torchrankboost._native``)
+Both paths grow the same best-first trees; the compiled one (``boosting/kernels/trees.c``)
 must give the same split features, thresholds, NaN sides, gains and leaf values bit for bit,
 for any thread count, and the same boosted ensembles.
 """
@@ -12,8 +12,10 @@ import torch
 
 import torchrankboost._native as native
 from torchrankboost.boosting import Booster
-from torchrankboost.boosting import learners as Lm
-from torchrankboost.boosting.learners import RegressionTree, _tree_histogram
+from torchrankboost.boosting import kernels as K
+from torchrankboost.boosting.kernels import native_backend
+from torchrankboost.boosting.kernels.histogram import histogram
+from torchrankboost.boosting.learners import RegressionTree
 from torchrankboost.data import make_letor
 from torchrankboost.losses import ExponentialPairwiseLoss, QBRankLoss
 
@@ -65,9 +67,9 @@ def test_native_histogram_equals_reference():
     p = RegressionTree().prepare(X)
     w = torch.rand(X.shape[0], dtype=torch.float64)
     vals = torch.stack([w * t, w], 1)
-    lib = native.load()
+    lib = native_backend.library()
     for r in (None, torch.arange(0, X.shape[0], 3)):
-        ref = _tree_histogram(p.codes, r, vals, torch.complex(vals[:, 0], vals[:, 1]), 256)
+        ref = histogram(p.codes, r, vals, slots=256, packed=torch.complex(vals[:, 0], vals[:, 1]))
         out = torch.empty((X.shape[1], 256, 3), dtype=torch.float64)
         r32 = None if r is None else r.to(torch.int32)
         lib.trb_histogram(p.codes.data_ptr(), X.shape[0], X.shape[1],
@@ -115,8 +117,8 @@ def test_unavailable_kernels_are_announced(monkeypatch):
     def refuse():
         raise native.NativeUnavailable("no C compiler (test)")
 
-    monkeypatch.setattr(native, "load", refuse)
-    monkeypatch.setattr(Lm, "_warned_fallback", False)
+    monkeypatch.setattr(native_backend, "library", refuse)
+    monkeypatch.setattr(K, "_warned_fallback", False)
     X, t, _, _, _ = _random_problem(1)
     with pytest.raises(RuntimeError, match="no C compiler"):
         tree = RegressionTree(kernel="native")

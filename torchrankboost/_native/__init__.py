@@ -1,20 +1,23 @@
-"""Compiled CPU kernels, built on first use with the machine's C compiler and loaded with ctypes.
+"""Compile a C source with the machine's C compiler, cache the library, load it with ctypes.
 
-The histogram tree learner's inner loops (node histograms, split search, row partition,
-leaf sums, tree traversal) are a few hundred lines of C in ``trees.c`` beside this file. They
-are compiled once per machine and source version into a cache folder
+Any part of the package with a few hundred lines of C beside its Python (the tree kernels in
+``boosting/kernels/trees.c``, ...) loads them with :func:`load_library`::
+
+    lib = load_library(Path(__file__).with_name("trees.c"), declare=declare_fn)
+
+The library is built once per machine, source and compiler into a cache folder
 (``$TORCHRANKBOOST_CACHE``, else ``$XDG_CACHE_HOME/torchrankboost``, else
-``~/.cache/torchrankboost``, else a folder in the temporary directory) with ``$CC`` (default ``cc``), ``-O2 -fopenmp
--ffp-contract=off`` (no ``-ffast-math``: the kernels reproduce the pure-torch reference bit for
-bit), written atomically so that concurrent processes (several ranks of one job) never load a
-half-written library.
+``~/.cache/torchrankboost``, else a folder in the temporary directory), named by a hash of
+the source, the compiler (``$CC``, default ``cc``), the flags (``-O2 -fopenmp
+-ffp-contract=off``, no ``-ffast-math``: kernels may promise results bit for bit equal to a
+torch reference), the machine and the platform, and written atomically so that concurrent
+processes (several ranks of one job) never load a half-written library.
 
-The choice between these kernels and the pure-torch path is made once per process, visibly:
-:func:`load` either returns the library or raises :class:`NativeUnavailable` with the reason
-(no compiler, a failed build, ``TORCHRANKBOOST_NATIVE=0``); :func:`status` says which, and
-the learner logs it (``torchrankboost`` logger) and warns once when it has to run the slower
-torch path on CPU. The torch path is what runs on CUDA and what the tests compare the compiled
-kernels with.
+The outcome is decided once per process and source, visibly: :func:`load_library` returns
+the library or raises :class:`NativeUnavailable` with the reason (no compiler, a failed
+build, ``TORCHRANKBOOST_NATIVE=0``, a failed ``declare``), every later call the same.
+:func:`status` and :func:`load` answer for the tree kernels (``trees.c``, which also holds the
+shared-memory sum of the data-parallel fits).
 """
 
 from __future__ import annotations
@@ -30,24 +33,23 @@ import sys
 import tempfile
 import threading
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Dict, Optional, Tuple, Union
 
-__all__ = ["load", "status", "NativeUnavailable", "ptr", "REDUCE_FN"]
+__all__ = ["load_library", "load", "status", "NativeUnavailable", "ptr"]
 
 _log = logging.getLogger("torchrankboost")
-_SOURCE = Path(__file__).with_name("trees.c")
 _FLAGS = ["-O2", "-std=gnu99", "-fPIC", "-shared", "-fopenmp", "-ffp-contract=off"]
-_lock = threading.Lock()
-_lib: Optional[ctypes.CDLL] = None
-_error: Optional[str] = None
+#: the tree kernels' source (a path, not an import: this module imports nothing of the package)
+TREES_SOURCE = Path(__file__).resolve().parent.parent / "boosting" / "kernels" / "trees.c"
+_lock = threading.RLock()
+_built: Dict[Path, Union[Path, str]] = {}  # source -> built library path, or the error message
+_loaded: Dict[Tuple[Path, Optional[Callable]], ctypes.CDLL] = {}
 
-
-#: the C type of the data-parallel reduction callback ``reduce(double *buf, int64_t len)``
-REDUCE_FN = ctypes.CFUNCTYPE(None, ctypes.POINTER(ctypes.c_double), ctypes.c_int64)
+Declare = Callable[[ctypes.CDLL], None]
 
 
 class NativeUnavailable(RuntimeError):
-    """The compiled kernels cannot be used here; the message says why."""
+    """A compiled library cannot be used here; the message says why."""
 
 
 def _cache_dir() -> Path:
@@ -63,24 +65,23 @@ def _cache_dir() -> Path:
         return Path(tempfile.gettempdir()) / f"torchrankboost-cache-{os.getuid()}"
 
 
-def _library_path(cc: str) -> Path:
-    src = _SOURCE.read_bytes()
-    key = hashlib.sha256(src + " ".join([cc] + _FLAGS).encode() + platform.machine().encode()
-                         + sys.platform.encode()).hexdigest()[:16]
-    return _cache_dir() / f"trees-{key}.so"
+def _library_path(source: Path, cc: str) -> Path:
+    key = hashlib.sha256(source.read_bytes() + " ".join([cc] + _FLAGS).encode()
+                         + platform.machine().encode() + sys.platform.encode()).hexdigest()[:16]
+    return _cache_dir() / f"{source.stem}-{key}.so"
 
 
-def _build(cc: str, target: Path) -> None:
+def _build(source: Path, cc: str, target: Path) -> None:
     if shutil.which(cc) is None:
         raise NativeUnavailable(f"no C compiler: {cc!r} is not on PATH (set CC to one)")
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=target.stem + ".", suffix=".tmp.so", dir=target.parent)
     os.close(fd)
     try:
-        cmd = [cc, *_FLAGS, str(_SOURCE), "-o", tmp, "-lm"]
+        cmd = [cc, *_FLAGS, str(source), "-o", tmp, "-lm"]
         res = subprocess.run(cmd, capture_output=True, text=True)
         if res.returncode != 0:
-            raise NativeUnavailable(f"building the kernels failed ({' '.join(cmd)}): "
+            raise NativeUnavailable(f"building {source.name} failed ({' '.join(cmd)}): "
                                     f"{res.stderr.strip()[-2000:]}")
         os.replace(tmp, target)  # atomic: a concurrent process sees all of it or nothing
     finally:
@@ -88,66 +89,85 @@ def _build(cc: str, target: Path) -> None:
             os.unlink(tmp)
 
 
-def _declare(lib: ctypes.CDLL) -> None:
-    p, i64, i32, d = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int, ctypes.c_double
-    sig = {
-        "trb_abi_version": ([], i32),
-        "trb_histogram": ([p, i64, i64, p, i64, p, p, i64, i32], None),
-        "trb_subtract": ([p, p, p, i64], None),
-        "trb_best_split": ([p, i64, i64, p, p, p, i64, d, d, d, p], None),
-        "trb_partition": ([p, i64, p, i64, i64, i64, i32, i32, p], i64),
-        "trb_leaf_sums": ([p, p, p, i64, p, p], None),
-        "trb_tree_leaves": ([p, i64, i64, p, p, p, p, p, i64, i32, p, i32], None),
-        "trb_tree_leaves_raw": ([p, i32, i64, i64, p, p, p, p, p, i64, p, i32], None),
-        "trb_leaf_struct_size": ([], i64),
-        "trb_scatter_leaves": ([p, p, p, i64, p, p, i32], None),
-        "trb_shm_allreduce": ([p, p, i64, i32, i32, p, i64, i64, d], i32),
-        "trb_grow": ([p, i64, i64, p, i64, i32, p, i64, p, p, i64, d, i64, d, d, i64, i64, i32,
-                      p, i64, p, p, p, i32, REDUCE_FN, p, p, p, p, p, p, p, p, p, p, p, p], i64),
-    }
-    for name, (args, res) in sig.items():
-        fn = getattr(lib, name)
-        fn.argtypes = args
-        fn.restype = res
+def _built_library(source: Path) -> Path:
+    """The compiled library of ``source`` (built on first use), once per process."""
+    got = _built.get(source)
+    if isinstance(got, str):
+        raise NativeUnavailable(got)
+    if got is not None:
+        return got
+    try:
+        if os.environ.get("TORCHRANKBOOST_NATIVE", "1").strip().lower() in ("0", "no", "false", "off"):
+            raise NativeUnavailable("disabled by TORCHRANKBOOST_NATIVE=0")
+        if not source.is_file():
+            raise NativeUnavailable(f"no C source at {source}")
+        cc = os.environ.get("CC", "cc")
+        path = _library_path(source, cc)
+        if not path.exists():
+            _log.info("building the compiled kernels of %s: %s", source.name, path)
+            _build(source, cc, path)
+    except NativeUnavailable as exc:
+        _built[source] = str(exc)
+        raise
+    except (OSError, RuntimeError) as exc:  # an unwritable cache folder, a full disk
+        _built[source] = f"building {source.name} failed: {exc}"
+        raise NativeUnavailable(_built[source]) from None
+    _built[source] = path
+    return path
 
 
-def load() -> ctypes.CDLL:
-    """The compiled kernel library (built on first use); :class:`NativeUnavailable` if it
-    cannot be had. The outcome is decided once per process."""
-    global _lib, _error
+def load_library(source: Union[str, Path], *, declare: Optional[Declare] = None) -> ctypes.CDLL:
+    """The ctypes library compiled from the C file ``source``, built on first use.
+
+    Args:
+        source: path of a C99 + OpenMP source file (no Python headers needed).
+        declare: ``declare(lib)`` sets the ``argtypes`` / ``restype`` of the functions the
+            caller uses and may check an ABI version (raising :class:`NativeUnavailable`).
+
+    Returns one ``ctypes.CDLL`` per ``(source, declare)`` (cached). Raises
+    :class:`NativeUnavailable` with the reason when the library cannot be had; the build's
+    outcome is decided once per process and source.
+    """
+    src = Path(source).resolve()
     with _lock:
-        if _lib is not None:
-            return _lib
-        if _error is not None:
-            raise NativeUnavailable(_error)
+        lib = _loaded.get((src, declare))
+        if lib is not None:
+            return lib
+        path = _built_library(src)
         try:
-            if os.environ.get("TORCHRANKBOOST_NATIVE", "1").strip().lower() in ("0", "no", "false", "off"):
-                raise NativeUnavailable("disabled by TORCHRANKBOOST_NATIVE=0")
-            cc = os.environ.get("CC", "cc")
-            path = _library_path(cc)
-            if not path.exists():
-                _log.info("building the compiled tree kernels: %s", path)
-                _build(cc, path)
+            lib = ctypes.CDLL(str(path))
+        except OSError as exc:
+            _built[src] = f"loading {path} failed: {exc}"
+            raise NativeUnavailable(_built[src]) from None
+        if declare is not None:
             try:
-                lib = ctypes.CDLL(str(path))
-            except OSError as exc:
-                raise NativeUnavailable(f"loading {path} failed: {exc}") from None
-            _declare(lib)
-            if lib.trb_abi_version() != 1:
-                raise NativeUnavailable(f"{path}: unexpected kernel ABI version")
-        except NativeUnavailable as exc:
-            _error = str(exc)
-            raise
-        except (OSError, RuntimeError) as exc:  # an unwritable cache folder, a full disk
-            _error = f"building the kernels failed: {exc}"
-            raise NativeUnavailable(_error) from None
-        _lib = lib
-        _log.info("compiled tree kernels loaded from %s", path)
+                declare(lib)
+            except NativeUnavailable as exc:
+                _built[src] = f"{path}: {exc}"
+                raise NativeUnavailable(_built[src]) from None
+            except (AttributeError, TypeError) as exc:  # a function missing from the library
+                _built[src] = f"{path}: {exc}"
+                raise NativeUnavailable(_built[src]) from None
+        _loaded[(src, declare)] = lib
+        _log.info("compiled kernels loaded from %s", path)
         return lib
 
 
+def _declare_shm(lib: ctypes.CDLL) -> None:
+    p, i64, i32, d = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int, ctypes.c_double
+    lib.trb_shm_allreduce.argtypes = [p, p, i64, i32, i32, p, i64, i64, d]
+    lib.trb_shm_allreduce.restype = i32
+
+
+def load() -> ctypes.CDLL:
+    """The library of ``trees.c`` with its shared-memory sum ``trb_shm_allreduce`` declared
+    (used by the data-parallel fits' local reducer); :class:`NativeUnavailable` if it cannot
+    be had. The tree kernels declare their own functions (``boosting.kernels``)."""
+    return load_library(TREES_SOURCE, declare=_declare_shm)
+
+
 def status() -> str:
-    """``"native"`` when the compiled kernels load here, else ``"torch (<reason>)"``."""
+    """``"native"`` when the compiled tree kernels load here, else ``"torch (<reason>)"``."""
     try:
         load()
         return "native"
@@ -155,7 +175,7 @@ def status() -> str:
         return f"torch ({exc})"
 
 
-def ptr(t) -> int:
+def ptr(t) -> Optional[int]:
     """The data pointer of a contiguous tensor (or None for ``None``), for a ctypes call."""
     if t is None:
         return None

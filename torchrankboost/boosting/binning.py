@@ -41,6 +41,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from ..parallel import get_context
+
 __all__ = ["BinnedFeatures", "bin_features", "apply_bins", "compute_bin_edges", "MAX_UINT8_BINS"]
 
 MAX_UINT8_BINS = 255
@@ -62,9 +64,10 @@ class BinnedFeatures:
         n_bins: the requested maximum number of value bins.
         cache: derived data that learners keep between fits (e.g. the all-rows count
             histogram of the codes); never part of equality or the repr.
-        context: the :class:`~torchrankboost.parallel.DistContext` of a data-parallel
-            fit (the codes are this rank's rows, the edges those of all ranks' rows; the
-            learners sum their histograms over the ranks through it), or ``None``.
+        context: the :class:`~torchrankboost.parallel.DistContext` of the fit (the codes
+            are this rank's rows, the edges those of all ranks' rows; the learners sum their
+            histograms over the ranks through it; its collectives are identities in one
+            process).
     """
 
     codes: Tensor
@@ -74,7 +77,7 @@ class BinnedFeatures:
     missing_code: int
     n_bins: int
     cache: dict = field(default_factory=dict, repr=False, compare=False)
-    context: Any = field(default=None, repr=False, compare=False)
+    context: Any = field(default_factory=lambda: get_context(False), repr=False, compare=False)
 
     @property
     def num_rows(self) -> int:
@@ -273,69 +276,63 @@ def bin_features(X: Tensor, *, n_bins: int = 255, sample_count: int = 200_000, s
         sample_count: rows used to place the edges (seeded sample above this size).
         seed: seed of the row sample.
         max_bins: upper limit accepted for ``n_bins`` (trees use 255).
-        context: a :class:`~torchrankboost.parallel.DistContext` of a data-parallel fit
-            (``X`` is this rank's shard; see below), or ``None``.
+        context: the :class:`~torchrankboost.parallel.DistContext` of the fit (``X`` is
+            this rank's shard; see below), or ``None`` (one process).
 
     Returns:
-        :class:`BinnedFeatures`.
+        :class:`BinnedFeatures` (with the context).
 
-    **Data-parallel.** With an enabled ``context`` every rank gets the edges of the whole
-    data, ``N = Σ_r n_r`` rows with rank ``r``'s rows at global positions ``o_r .. o_r +
-    n_r − 1`` (``o_r = Σ_{r' < r} n_{r'}``, the shards in rank order): the seeded sample of
-    ``min(N, sample_count)`` global positions is drawn on every rank alike, each rank sends
-    its sampled rows (``all_gather_rows``: about ``min(N, sample_count) · F`` values in all),
-    and every rank computes the edges from the same rows — exactly the single-process edges
-    of the concatenated data, whether or not it is sub-sampled. Each rank then codes its own
-    rows; ``has_missing`` is all-reduced.
+    **Data-parallel.** Every rank gets the edges of the whole data, ``N = Σ_r n_r`` rows with
+    rank ``r``'s rows at global positions ``o_r .. o_r + n_r − 1`` (``o_r = Σ_{r' < r}
+    n_{r'}``, the shards in rank order): the seeded sample of ``min(N, sample_count)`` global
+    positions is drawn on every rank alike, each rank sends its sampled rows
+    (``all_gather_rows``: about ``min(N, sample_count) · F`` values in all), and every rank
+    computes the edges from the same rows — exactly the single-process edges of the
+    concatenated data, whether or not it is sub-sampled. Each rank codes its own rows (its
+    sampled rows read off the sort of the sample); ``has_missing`` is all-reduced. In one
+    process the collectives are identities and this is the plain computation.
     """
     _check_X(X)
     _check_n_bins(n_bins, min(max_bins, _MAX_INT16_BINS))
     if isinstance(sample_count, bool) or not isinstance(sample_count, int) or sample_count < 2:
         raise ValueError(f"sample_count: expected an int >= 2, got {sample_count!r}")
+    ctx = get_context(False) if context is None else context
     dtype, missing = _code_dtype(n_bins)
-    if context is not None and context.enabled:
-        return _bin_shard(X, n_bins, sample_count, seed, dtype, missing, context)
-    edges, num_bins, idx, scodes = _edges_and_sample_codes(X, n_bins, sample_count, seed, missing, dtype)
-    if torch.isnan(edges).any():  # degenerate edges (midpoint of -inf and +inf): code every row by search
-        codes = apply_bins(X, edges, missing_code=missing, dtype=dtype)
-    elif idx is None:  # every row was in the sample: codes read off the sort
-        codes = scodes
-    else:
-        codes = torch.empty((X.shape[0], X.shape[1]), dtype=dtype, device=X.device)
-        codes[idx] = scodes
-        rest = torch.ones(X.shape[0], dtype=torch.bool, device=X.device)
-        rest[idx] = False
-        rest = rest.nonzero().squeeze(1)
-        for s in range(0, rest.numel(), _CODE_CHUNK):  # chunks: no full copy of the other rows
-            r = rest[s : s + _CODE_CHUNK]
-            codes[r] = apply_bins(X.index_select(0, r), edges, missing_code=missing, dtype=dtype)
-    has_missing = torch.zeros(X.shape[1], dtype=torch.bool, device=X.device)
-    for s in range(0, X.shape[0], _CODE_CHUNK):  # row chunks: no (n, F) boolean copy of X
-        has_missing |= torch.isnan(X[s : s + _CODE_CHUNK]).any(0)
-    return BinnedFeatures(codes=codes, edges=edges, num_bins=num_bins, has_missing=has_missing,
-                          missing_code=missing, n_bins=n_bins)
-
-
-def _bin_shard(X: Tensor, n_bins: int, sample_count: int, seed: int, dtype, missing: int,
-               ctx) -> BinnedFeatures:
-    """:func:`bin_features` of rank ``ctx.rank``'s shard ``X`` with the edges of all ranks'
-    rows (see there)."""
     n = X.shape[0]
     counts = [int(c) for c in ctx.gather_values([n])[:, 0].tolist()]
     off, total = sum(counts[: ctx.rank]), sum(counts)
     idx = _sample_rows(total, sample_count, seed, X.device)  # global positions, sorted
     if idx is None:
-        mine = X
+        mine, start = None, off
     else:
-        sel = idx[(idx >= off) & (idx < off + n)] - off
-        mine = X.index_select(0, sel)
-    S = ctx.all_gather_rows(mine.contiguous())  # the sample in global row order
-    edges, num_bins, _, _ = _edges_and_sample_codes(S, n_bins, max(S.shape[0], 2), seed, None,
-                                                    None)
-    codes = apply_bins(X, edges, missing_code=missing, dtype=dtype)
+        start = int((idx < off).sum())  # this rank's sampled rows begin there in the sample
+        mine = idx[(idx >= off) & (idx < off + n)] - off
+    S = ctx.all_gather_rows(X if mine is None else X.index_select(0, mine))  # global row order
+    edges, num_bins, _, scodes = _edges_and_sample_codes(S, n_bins, max(S.shape[0], 2), seed,
+                                                         missing, dtype)
+    mine_codes = scodes[start : start + (n if mine is None else mine.numel())]
+    codes = _code_rows(X, edges, missing, dtype, mine, mine_codes)
     has_missing = torch.zeros(X.shape[1], dtype=torch.bool, device=X.device)
     for s in range(0, n, _CODE_CHUNK):  # row chunks: no (n, F) boolean copy of X
         has_missing |= torch.isnan(X[s : s + _CODE_CHUNK]).any(0)
     ctx.all_reduce_max(has_missing)
     return BinnedFeatures(codes=codes, edges=edges, num_bins=num_bins, has_missing=has_missing,
                           missing_code=missing, n_bins=n_bins, context=ctx)
+
+
+def _code_rows(X: Tensor, edges: Tensor, missing: int, dtype, sampled, scodes: Tensor) -> Tensor:
+    """The codes of every row of ``X``: ``scodes`` (read off the sort) for the ``sampled``
+    rows (``None``: all rows), :func:`apply_bins` for the others."""
+    if torch.isnan(edges).any():  # degenerate edges (midpoint of -inf and +inf): code every row by search
+        return apply_bins(X, edges, missing_code=missing, dtype=dtype)
+    if sampled is None:  # every row was in the sample
+        return scodes
+    codes = torch.empty((X.shape[0], X.shape[1]), dtype=dtype, device=X.device)
+    codes[sampled] = scodes
+    rest = torch.ones(X.shape[0], dtype=torch.bool, device=X.device)
+    rest[sampled] = False
+    rest = rest.nonzero().squeeze(1)
+    for s in range(0, rest.numel(), _CODE_CHUNK):  # chunks: no full copy of the other rows
+        r = rest[s : s + _CODE_CHUNK]
+        codes[r] = apply_bins(X.index_select(0, r), edges, missing_code=missing, dtype=dtype)
+    return codes

@@ -69,7 +69,7 @@ from __future__ import annotations
 
 import contextlib
 import numbers
-from typing import Any, List, Optional, Union
+from typing import Any, Callable, List, Optional, Union
 
 import numpy as np
 import torch
@@ -175,6 +175,12 @@ class DistContext:
         dtype. Disabled: returns ``t`` unchanged.
         """
         return self._all_reduce(t, "SUM")
+
+    def sum_hook(self) -> Optional[Callable[[Tensor], Tensor]]:
+        """:meth:`all_reduce_sum` where the collectives communicate, ``None`` in one process:
+        for callers that would otherwise prepare a sum that is an identity (compact a buffer,
+        call back from C)."""
+        return self.all_reduce_sum if self.enabled else None
 
     def all_reduce_max(self, t: Tensor) -> Tensor:
         """Element-wise maximum over the ranks, in place (see :meth:`all_reduce_sum`)."""

@@ -1,8 +1,9 @@
-/* Compiled CPU kernels of the histogram tree learner (torchrankboost.boosting.learners).
+/* Compiled CPU kernels of the histogram tree learner (torchrankboost.boosting.kernels,
+ * native_backend.py).
  *
  * Plain C99 + OpenMP, called through ctypes on the memory of contiguous torch tensors (no
  * Python C API, no torch headers). Every kernel reproduces the pure-torch reference path of
- * learners.py bit for bit:
+ * torch_backend.py bit for bit:
  *   - histograms accumulate each (feature, bin) in row order (as scatter_add_ does), and the
  *     work is split across threads by FEATURE, so the result does not depend on the number of
  *     threads;
@@ -25,7 +26,7 @@
 
 #define CH 3
 
-int trb_abi_version(void) { return 1; }
+int trb_abi_version(void) { return 2; }
 
 /* Work below this many (row, feature) updates runs on one thread: a parallel region costs
  * more than it saves on small nodes. */
@@ -377,7 +378,7 @@ void trb_tree_leaves(const uint8_t *codes, int64_t n, int64_t F, const int64_t *
 
 /* ---------------------------------------------------------------------------- whole tree
  *
- * trb_grow: the best-first growth of learners._TreeGrower in one call. Leaves keep the
+ * trb_grow: the best-first growth of torch_backend.py in one call. Leaves keep the
  * reference's list order (a split puts the left child at the parent's position and appends the
  * right child), so the leaf of largest gain is the first maximum in that order, as there.
  *
@@ -428,22 +429,75 @@ static void evaluate_leaf(leaf_t *lf, const double *hist, int64_t F, int64_t S,
     lf->nr = out[7];
 }
 
+/* The arguments of trb_grow (one struct instead of three dozen positional arguments; the
+ * ctypes Structure GrowArgs of native_backend.py mirrors it field for field). */
+typedef struct {
+    /* the data: codes (n, F), the fit's rows[0..m) (partitioned in place; all_rows: rows
+     * holds 0..n-1 and the root histogram skips the gather), gh (n, 2) = (w·t, w) */
+    const uint8_t *codes;
+    int64_t n, F;
+    int32_t *rows;
+    int64_t m, all_rows;
+    const double *gh;
+    int64_t S;                  /* histogram slots: missing code + 1 */
+    const int64_t *num_bins;    /* (F,) value bins per feature */
+    const uint8_t *feat_ok;     /* (F,) features this tree may split on */
+    int64_t Vm;                 /* max value bins, <= S - 1 */
+    /* the settings */
+    double l2;
+    int64_t min_samples_leaf;
+    double min_child_weight, min_split_gain;
+    int64_t max_leaves, max_depth, missing_code, nthreads;
+    trb_reduce_fn reduce;       /* NULL in one process */
+    /* work buffers: pool (pool_size, F, S, 3), free_list (pool_size,), scratch (m,),
+     * miss_feat (F,), leaves (pool_size leaf_t), order (pool_size,) */
+    double *pool;
+    int64_t pool_size;
+    int64_t *free_list;
+    int32_t *scratch;
+    uint8_t *miss_feat;
+    leaf_t *leaves;
+    int64_t *order;
+    /* outputs: the internal nodes (max_leaves - 1 of each at most), the depth, and per leaf
+     * id the sums (L, 2) and the row range [leaf_begin, leaf_begin + leaf_count) in rows */
+    int64_t *split_feature, *threshold_bin;
+    uint8_t *default_left;
+    int64_t *left_child, *right_child;
+    double *split_gain;
+    int64_t *depth_out;
+    double *leaf_sums;
+    int64_t *leaf_begin, *leaf_count;
+} trb_grow_args;
+
+int64_t trb_grow_args_size(void) { return (int64_t)sizeof(trb_grow_args); }
+
 /* Returns the number of leaves L (or -1 when max_leaves exceeds the buffers). Outputs: the
  * internal nodes (split_feature, threshold_bin, default_left, left_child, right_child,
  * split_gain; K = L - 1 of them), *depth_out, and per leaf id: leaf_sums (L, 2) = (Σ w·t,
- * Σ w) (reduced), leaf_begin / leaf_count into rows (the rank's own rows). rows[0..m) is
- * partitioned in place; all_rows: rows holds 0..n-1 and the root histogram skips the gather. */
-int64_t trb_grow(const uint8_t *codes, int64_t n, int64_t F, int32_t *rows, int64_t m,
-                 int all_rows, const double *gh, int64_t S, const int64_t *num_bins,
-                 const uint8_t *feat_ok, int64_t Vm, double lam, int64_t msl, double mcw,
-                 double min_split_gain, int64_t max_leaves, int64_t max_depth, int miss_code,
-                 double *pool, int64_t pool_size, int64_t *free_list, int32_t *scratch,
-                 uint8_t *miss_feat,
-                 int nthreads, trb_reduce_fn reduce, int64_t *split_feature,
-                 int64_t *threshold_bin, uint8_t *default_left, int64_t *left_child,
-                 int64_t *right_child, double *split_gain, int64_t *depth_out, double *leaf_sums,
-                 int64_t *leaf_begin, int64_t *leaf_count, leaf_t *leaves, int64_t *order)
+ * Σ w) (reduced), leaf_begin / leaf_count into rows (the rank's own rows). */
+int64_t trb_grow(const trb_grow_args *a)
 {
+    const uint8_t *codes = a->codes;
+    const int64_t n = a->n, F = a->F, m = a->m, S = a->S, Vm = a->Vm;
+    int32_t *rows = a->rows, *scratch = a->scratch;
+    const int all_rows = a->all_rows != 0;
+    const double *gh = a->gh;
+    const int64_t *num_bins = a->num_bins;
+    const uint8_t *feat_ok = a->feat_ok;
+    const double lam = a->l2, mcw = a->min_child_weight, min_split_gain = a->min_split_gain;
+    const int64_t msl = a->min_samples_leaf, max_leaves = a->max_leaves, max_depth = a->max_depth;
+    const int miss_code = (int)a->missing_code, nthreads = (int)a->nthreads;
+    trb_reduce_fn reduce = a->reduce;
+    double *pool = a->pool;
+    const int64_t pool_size = a->pool_size;
+    int64_t *free_list = a->free_list, *order = a->order;
+    uint8_t *miss_feat = a->miss_feat;
+    leaf_t *leaves = a->leaves;
+    int64_t *split_feature = a->split_feature, *threshold_bin = a->threshold_bin;
+    uint8_t *default_left = a->default_left;
+    int64_t *left_child = a->left_child, *right_child = a->right_child;
+    double *split_gain = a->split_gain, *leaf_sums = a->leaf_sums;
+    int64_t *leaf_begin = a->leaf_begin, *leaf_count = a->leaf_count;
     const int64_t HS = F * S * CH;
     if (max_leaves > pool_size || max_leaves < 1) return -1;
     int64_t n_free = pool_size;
@@ -512,7 +566,7 @@ int64_t trb_grow(const uint8_t *codes, int64_t n, int64_t F, int32_t *rows, int6
     }
     trb_leaf_sums_mt(rows, leaf_begin, leaf_count, L, gh, leaf_sums, nthreads);
     if (reduce) reduce(leaf_sums, 2 * L);
-    *depth_out = depth;
+    *a->depth_out = depth;
     return L;
 }
 

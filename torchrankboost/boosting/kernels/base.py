@@ -1,0 +1,114 @@
+"""What a tree backend is: the growth of one best-first histogram tree, and tree traversal.
+
+A backend (:mod:`.torch_backend`, :mod:`.native_backend`, a GPU kernel one day) grows the tree
+that :class:`~torchrankboost.boosting.learners.RegressionTree` describes — the same tree bit
+for bit on every backend — and finds the leaf of every row of a fitted tree.
+
+Growth, in Newton form: with ``G = Σ w·t`` and ``H = Σ w`` over a node's rows, a split into L
+and R has gain ``G_L²/(H_L + λ) + G_R²/(H_R + λ) − G²/(H + λ)``; the leaf of largest gain
+(the first one in leaf order on ties) is split until ``max_leaves`` or no leaf has a split
+(gain above ``max(min_split_gain, 1e-10·|parent term|)``, both children with at least
+``min_samples_leaf`` rows and ``min_child_weight`` weight, depth below ``max_depth``).
+Candidates are tried in (feature, threshold bin, NaN left / NaN right) order, the first
+maximum wins. Leaf ids: a split leaves the left child the parent's id and gives the right
+child the next id.
+
+Data-parallel: ``reduce`` (``None`` in one process) replaces a float64 tensor by its sum over
+the ranks, in place; a backend applies it to every histogram it builds and to the leaf sums,
+and takes every decision (row counts included) from the reduced histograms, so every rank
+grows the same tree on its own rows.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, List, Optional, Protocol
+
+import torch
+from torch import Tensor
+
+__all__ = ["TreeParams", "GrownTree", "TreeBackend", "Unavailable", "Reduce", "newton_values"]
+
+#: ``reduce(buf)``: ``buf`` (float64) summed over the ranks in place (the result returned)
+Reduce = Callable[[Tensor], Tensor]
+
+
+@dataclass(frozen=True)
+class TreeParams:
+    """The growth settings of one tree (see :class:`RegressionTree` for their meaning);
+    ``max_depth`` ``None`` = unlimited."""
+
+    max_leaves: int
+    max_depth: Optional[int]
+    min_child_weight: float
+    min_samples_leaf: int
+    l2: float
+    min_split_gain: float
+
+
+@dataclass
+class GrownTree:
+    """A grown tree's structure: internal nodes ``k = 0..K-1`` (``split_feature``,
+    ``threshold_bin`` (``code <= bin`` goes left), ``default_left`` (NaN side),
+    ``left_child`` / ``right_child`` (``>= 0`` internal node, ``< 0`` leaf ``~child``),
+    ``split_gain``), the ``depth``, and ``leaf_sums`` (L, 2) float64 ``(Σ w·t, Σ w)`` per leaf
+    id (summed over the ranks when data-parallel; sequentially in each leaf's row order).
+    ``output(leaf_value)``: the tree's output on every row of the prepared data from the
+    growth's row partition, or ``None`` (the caller traverses the tree)."""
+
+    split_feature: List[int]
+    threshold_bin: List[int]
+    default_left: List[bool]
+    left_child: List[int]
+    right_child: List[int]
+    split_gain: List[float]
+    depth: int
+    leaf_sums: Tensor
+    output: Callable[[Tensor], Optional[Tensor]] = lambda leaf_value: None
+
+
+@dataclass(frozen=True)
+class Unavailable:
+    """Why a backend cannot run on some data here. ``missing``: the data suit it but it
+    cannot be had on this machine (no C compiler, a failed build): a fallback is slower and
+    is announced."""
+
+    reason: str
+    missing: bool = False
+
+
+class TreeBackend(Protocol):
+    """A tree backend. ``name``: ``"native"``, ``"torch"``, ..."""
+
+    name: str
+
+    def unavailable(self, *, device: torch.device, data_dtype: torch.dtype,
+                    num_rows: int) -> Optional[Unavailable]:
+        """``None`` when this backend runs on data of ``data_dtype`` (uint8 / int16 bin
+        codes, or float raw features) with ``num_rows`` rows on ``device``; else why not."""
+        ...
+
+    def grow(self, prepared, wt: Tensor, w: Tensor, rows: Optional[Tensor], feat_ok: Tensor, *,
+             params: TreeParams, reduce: Optional[Reduce]) -> GrownTree:
+        """Grow one tree on ``prepared`` (``BinnedFeatures``) from the float64 channels
+        ``wt = w·target`` and ``w`` (n,), on ``rows`` (int64, or ``None`` = all rows) and the
+        features ``feat_ok`` (F,) bool."""
+        ...
+
+    def leaves_from_codes(self, tree, codes: Tensor) -> Tensor:
+        """(n,) int64 leaf index of every row of bin codes (n, F) in ``tree`` (a
+        ``TreeModel``)."""
+        ...
+
+    def leaves_from_raw(self, tree, X: Tensor) -> Tensor:
+        """(n,) int64 leaf index of every row of raw features X (n, F), already in the
+        dtype of ``tree.threshold``."""
+        ...
+
+
+def newton_values(sums: Tensor, l2: float) -> Tensor:
+    """``G / (H + λ)`` per leaf from ``(L, 2)`` float64 sums (0 where the denominator is not
+    positive)."""
+    denom = sums[:, 1] + l2
+    return torch.where(denom > 0, sums[:, 0] / torch.where(denom > 0, denom, torch.ones_like(denom)),
+                       torch.zeros_like(denom))

@@ -1,0 +1,232 @@
+"""The compiled CPU tree backend: ``trees.c`` beside this file (C99 + OpenMP through ctypes,
+built on first use by :func:`torchrankboost._native.load_library`), on uint8 bin codes.
+
+``trb_grow`` grows a whole tree in one call, the same best-first growth as
+:mod:`.torch_backend` and the same tree bit for bit: root histogram, split search, in-place
+stable row partition (every leaf owns a contiguous range of one int32 row buffer, as in
+LightGBM's data partition), the smaller child's histogram and the larger child's by
+subtraction, leaf sums. Histogram buffers are kept on the prepared data between fits. The
+data-parallel ``reduce`` hook is passed to C as a callback (:func:`_reduce_callback`).
+"""
+
+from __future__ import annotations
+
+import ctypes
+from pathlib import Path
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+from ... import _native
+from .base import GrownTree, Reduce, TreeParams, Unavailable
+from .histogram import compact_reducer
+
+__all__ = ["NativeBackend", "library", "SOURCE"]
+
+SOURCE = Path(__file__).with_name("trees.c")
+_ABI = 2
+#: the C type of the data-parallel reduction callback ``reduce(double *buf, int64_t len)``
+REDUCE_FN = ctypes.CFUNCTYPE(None, ctypes.POINTER(ctypes.c_double), ctypes.c_int64)
+
+_p, _i64 = ctypes.c_void_p, ctypes.c_int64
+
+
+class GrowArgs(ctypes.Structure):
+    """``trb_grow_args`` of ``trees.c``, field for field (see there)."""
+
+    _fields_ = [
+        ("codes", _p), ("n", _i64), ("F", _i64), ("rows", _p), ("m", _i64), ("all_rows", _i64),
+        ("gh", _p), ("S", _i64), ("num_bins", _p), ("feat_ok", _p), ("Vm", _i64),
+        ("l2", ctypes.c_double), ("min_samples_leaf", _i64), ("min_child_weight", ctypes.c_double),
+        ("min_split_gain", ctypes.c_double), ("max_leaves", _i64), ("max_depth", _i64),
+        ("missing_code", _i64), ("nthreads", _i64), ("reduce", REDUCE_FN),
+        ("pool", _p), ("pool_size", _i64), ("free_list", _p), ("scratch", _p), ("miss_feat", _p),
+        ("leaves", _p), ("order", _p),
+        ("split_feature", _p), ("threshold_bin", _p), ("default_left", _p), ("left_child", _p),
+        ("right_child", _p), ("split_gain", _p), ("depth_out", _p), ("leaf_sums", _p),
+        ("leaf_begin", _p), ("leaf_count", _p),
+    ]
+
+
+def _declare(lib: ctypes.CDLL) -> None:
+    p, i64, i32, d = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int, ctypes.c_double
+    sig = {
+        "trb_abi_version": ([], i32),
+        "trb_histogram": ([p, i64, i64, p, i64, p, p, i64, i32], None),
+        "trb_subtract": ([p, p, p, i64], None),
+        "trb_best_split": ([p, i64, i64, p, p, p, i64, d, d, d, p], None),
+        "trb_partition": ([p, i64, p, i64, i64, i64, i32, i32, p], i64),
+        "trb_leaf_sums": ([p, p, p, i64, p, p], None),
+        "trb_tree_leaves": ([p, i64, i64, p, p, p, p, p, i64, i32, p, i32], None),
+        "trb_tree_leaves_raw": ([p, i32, i64, i64, p, p, p, p, p, i64, p, i32], None),
+        "trb_leaf_struct_size": ([], i64),
+        "trb_grow_args_size": ([], i64),
+        "trb_scatter_leaves": ([p, p, p, i64, p, p, i32], None),
+        "trb_grow": ([ctypes.POINTER(GrowArgs)], i64),
+    }
+    for name, (args, res) in sig.items():
+        fn = getattr(lib, name)
+        fn.argtypes = args
+        fn.restype = res
+    if lib.trb_abi_version() != _ABI:
+        raise _native.NativeUnavailable("unexpected kernel ABI version")
+    if lib.trb_grow_args_size() != ctypes.sizeof(GrowArgs):
+        raise _native.NativeUnavailable("trb_grow_args differs from GrowArgs")
+
+
+def library() -> ctypes.CDLL:
+    """The compiled tree kernels, or :class:`~torchrankboost._native.NativeUnavailable` with
+    the reason (decided once per process)."""
+    return _native.load_library(SOURCE, declare=_declare)
+
+
+def _buffers(lib, prepared, F: int, S: int, L: int) -> dict:
+    """The growth's histogram pool and leaf records, kept on ``prepared`` between fits."""
+    key = ("native_buffers", F, S, L)
+    bufs = prepared.cache.get(key)
+    if bufs is None:
+        bufs = {"pool": torch.empty((L + 1, F, S, 3), dtype=torch.float64),
+                "free": torch.empty(L + 1, dtype=torch.int64),
+                "leaves": torch.empty(lib.trb_leaf_struct_size() * (L + 1), dtype=torch.uint8),
+                "order": torch.empty(L + 1, dtype=torch.int64)}
+        prepared.cache[key] = bufs
+    return bufs
+
+
+class NativeBackend:
+    """Tree growth and traversal in the compiled kernels (CPU; uint8 codes for the growth)."""
+
+    name = "native"
+
+    def unavailable(self, *, device: torch.device, data_dtype: torch.dtype,
+                    num_rows: int) -> Optional[Unavailable]:
+        if device.type != "cpu":
+            return Unavailable(f"the data are on {device.type}")
+        if data_dtype not in (torch.uint8, torch.float32, torch.float64):
+            return Unavailable("the bin codes are not uint8 (more than 255 bins)"
+                               if not data_dtype.is_floating_point
+                               else f"the features are {data_dtype}, not float32 / float64")
+        if num_rows >= 2 ** 31 - 1:
+            return Unavailable("more than 2^31 rows")
+        try:
+            library()
+        except _native.NativeUnavailable as exc:
+            return Unavailable(str(exc), missing=True)
+        return None
+
+    def grow(self, prepared, wt: Tensor, w: Tensor, rows: Optional[Tensor], feat_ok: Tensor, *,
+             params: TreeParams, reduce: Optional[Reduce]) -> GrownTree:
+        lib = library()
+        codes = prepared.codes.contiguous()
+        n, F = codes.shape
+        S, L = prepared.missing_code + 1, params.max_leaves
+        bufs = _buffers(lib, prepared, F, S, L)
+        rows32 = (torch.arange(n, dtype=torch.int32) if rows is None
+                  else rows.to(torch.int32).contiguous())
+        num_bins = prepared.num_bins.to("cpu", torch.int64).contiguous()
+        i64 = dict(dtype=torch.int64)
+        t = dict(gh=torch.stack([wt, w], 1).contiguous(), rows=rows32,
+                 scratch=torch.empty_like(rows32), num_bins=num_bins,
+                 feat_ok=feat_ok.to("cpu", torch.uint8).contiguous(),
+                 miss_feat=torch.empty(F, dtype=torch.uint8),
+                 split_feature=torch.empty(L, **i64), threshold_bin=torch.empty(L, **i64),
+                 left_child=torch.empty(L, **i64), right_child=torch.empty(L, **i64),
+                 default_left=torch.empty(L, dtype=torch.uint8),
+                 split_gain=torch.empty(L, dtype=torch.float64), depth_out=torch.zeros(1, **i64),
+                 leaf_sums=torch.empty((L, 2), dtype=torch.float64),
+                 leaf_begin=torch.empty(L, **i64), leaf_count=torch.empty(L, **i64))
+        hook = _reduce_callback(compact_reducer(prepared, "FS3", reduce))
+        args = GrowArgs(
+            codes=codes.data_ptr(), n=n, F=F, m=rows32.numel(), all_rows=int(rows is None), S=S,
+            Vm=min(max(1, int(num_bins.max())) if F else 1, prepared.missing_code),
+            l2=params.l2, min_samples_leaf=params.min_samples_leaf,
+            min_child_weight=params.min_child_weight, min_split_gain=params.min_split_gain,
+            max_leaves=L, max_depth=params.max_depth if params.max_depth is not None else 1 << 62,
+            missing_code=prepared.missing_code, nthreads=torch.get_num_threads(),
+            reduce=REDUCE_FN(0) if hook is None else REDUCE_FN(hook),
+            pool=bufs["pool"].data_ptr(), pool_size=L + 1, free_list=bufs["free"].data_ptr(),
+            leaves=bufs["leaves"].data_ptr(), order=bufs["order"].data_ptr(),
+            **{k: v.data_ptr() for k, v in t.items()})
+        nleaves = lib.trb_grow(ctypes.byref(args))
+        if hook is not None and hook.error is not None:  # raised in the callback: not lost
+            raise hook.error
+        if nleaves < 1:
+            raise RuntimeError(f"trb_grow failed (max_leaves={L})")
+        return _grown(lib, t, n, nleaves)
+
+    def leaves_from_codes(self, tree, codes: Tensor) -> Tensor:
+        codes = codes.contiguous()
+        n, F = codes.shape
+        cpu = [x.to("cpu", torch.int64).contiguous() for x in
+               (tree.split_feature, tree.threshold_bin, tree.left_child, tree.right_child)]
+        dl = tree.default_left.to("cpu", torch.uint8).contiguous()
+        leaf = torch.empty(n, dtype=torch.int64)
+        library().trb_tree_leaves(codes.data_ptr(), n, F, cpu[0].data_ptr(), cpu[1].data_ptr(),
+                                  dl.data_ptr(), cpu[2].data_ptr(), cpu[3].data_ptr(),
+                                  tree.split_feature.numel(), tree.missing_code, leaf.data_ptr(),
+                                  torch.get_num_threads())
+        return leaf
+
+    def leaves_from_raw(self, tree, X: Tensor) -> Tensor:
+        X = X.contiguous()
+        n, F = X.shape
+        cpu = [x.to("cpu", torch.int64).contiguous() for x in
+               (tree.split_feature, tree.left_child, tree.right_child)]
+        thr = tree.threshold.to("cpu", torch.float64).contiguous()  # exact from float32
+        dl = tree.default_left.to("cpu", torch.uint8).contiguous()
+        leaf = torch.empty(n, dtype=torch.int64)
+        library().trb_tree_leaves_raw(X.data_ptr(), int(X.dtype == torch.float32), n, F,
+                                      cpu[0].data_ptr(), thr.data_ptr(), dl.data_ptr(),
+                                      cpu[1].data_ptr(), cpu[2].data_ptr(),
+                                      tree.split_feature.numel(), leaf.data_ptr(),
+                                      torch.get_num_threads())
+        return leaf
+
+
+def _grown(lib, t: dict, n: int, nleaves: int) -> GrownTree:
+    """The :class:`GrownTree` of ``trb_grow``'s outputs ``t``; its ``output`` writes each
+    row's leaf value through the row partition (when the growth covered every row)."""
+    K = nleaves - 1
+    rows32, begin, count = t["rows"], t["leaf_begin"], t["leaf_count"]
+
+    def output(leaf_value: Tensor) -> Tensor:
+        out = torch.empty(n, dtype=torch.float64)
+        vals = leaf_value.to(torch.float64).contiguous()
+        lib.trb_scatter_leaves(rows32.data_ptr(), begin.data_ptr(), count.data_ptr(), nleaves,
+                               vals.data_ptr(), out.data_ptr(), torch.get_num_threads())
+        return out
+
+    return GrownTree(split_feature=t["split_feature"][:K].tolist(),
+                     threshold_bin=t["threshold_bin"][:K].tolist(),
+                     default_left=[bool(x) for x in t["default_left"][:K].tolist()],
+                     left_child=t["left_child"][:K].tolist(),
+                     right_child=t["right_child"][:K].tolist(),
+                     split_gain=t["split_gain"][:K].tolist(), depth=int(t["depth_out"]),
+                     leaf_sums=t["leaf_sums"][:nleaves], output=output)
+
+
+def _reduce_callback(reduce: Optional[Reduce]):
+    """A ctypes-callable ``(double *buf, int64_t len)`` that sums ``buf`` over all ranks in
+    place through ``reduce`` (a function of a float64 tensor), or ``None`` for ``None``.
+
+    An exception cannot cross the C code: the first one is kept in the callable's ``error``
+    (the caller raises it when ``trb_grow`` returns) and the later calls do nothing (a
+    failed collective means the process group is gone)."""
+    if reduce is None:
+        return None
+
+    def call(ptr, length):
+        if call.error is not None:
+            return
+        try:
+            buf = torch.frombuffer((ctypes.c_double * length).from_address(ctypes.addressof(ptr.contents)),
+                                   dtype=torch.float64)
+            out = reduce(buf)
+            if out is not None and out.data_ptr() != buf.data_ptr():
+                buf.copy_(out)
+        except BaseException as exc:  # noqa: BLE001 - re-raised by the caller
+            call.error = exc
+
+    call.error = None
+    return call

@@ -1,0 +1,242 @@
+"""Decision stumps: the learner :class:`Stumps` (registry name ``"stump"``) and its fitted
+model :class:`StumpModel`, ``a + b·1[x_f > θ]``.
+
+Every (feature, threshold) candidate is scored at once from one histogram of the bin codes
+(:func:`~torchrankboost.boosting.kernels.histogram.histogram`) and prefix sums over the bins;
+data-parallel, the histogram and the totals are summed over the ranks.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Optional
+
+import torch
+from torch import Tensor
+
+from ..binning import BinnedFeatures, _check_X, bin_features
+from ..kernels.histogram import histogram
+from .base import check_int, fit_context
+from .candidates import BestCandidateLearner, OneFeatureModel, masked_score, totals
+
+__all__ = ["Stumps", "StumpModel", "StumpFeatures"]
+
+
+@dataclass
+class StumpFeatures:
+    """Prepared features for :class:`Stumps`: bins plus candidate thresholds.
+
+    ``thresholds`` (F, T): candidate θ_ft (the bin upper edges; ``h = 1[x > θ]``),
+    ``valid`` (F, T) bool: real candidates (padding is False).
+    """
+
+    binned: BinnedFeatures
+    thresholds: Tensor
+    valid: Tensor
+
+    @property
+    def codes(self):
+        return self.binned.codes
+
+    @property
+    def context(self):
+        return self.binned.context
+
+    @property
+    def num_rows(self):
+        return self.binned.codes.shape[0]
+
+    @property
+    def device(self):
+        return self.binned.codes.device
+
+
+class StumpModel(OneFeatureModel):
+    """``a + b·1[x_f > θ]`` (NaN → 0). ``threshold_index`` is the bin index of θ (``code > t``)."""
+
+    type_name = "StumpModel"
+
+    def __init__(self, *, feature: int, threshold: Tensor, threshold_index: int, coef: Tensor,
+                 gain: float = 0.0, missing_code: int = 255):
+        self.feature = int(feature)
+        self.threshold = threshold  # 0-d tensor, dtype of X
+        self.threshold_index = int(threshold_index)
+        self.coef = coef  # (2,) = (a, b), output dtype
+        self.gain = float(gain)
+        self.missing_code = int(missing_code)
+
+    def predict_prepared(self, prepared) -> Tensor:
+        c = prepared.codes[:, self.feature].to(torch.int64)
+        return self._out((c > self.threshold_index) & (c != self.missing_code))
+
+    def predict(self, X: Tensor) -> Tensor:
+        _check_X(X)
+        x = X[:, self.feature].to(device=self.coef.device, dtype=self.threshold.dtype)
+        return self._out(x > self.threshold)
+
+    def to(self, device) -> "StumpModel":
+        return StumpModel(feature=self.feature, threshold=self.threshold.to(device),
+                          threshold_index=self.threshold_index, coef=self.coef.to(device),
+                          gain=self.gain, missing_code=self.missing_code)
+
+    def state(self):
+        return ({"threshold": self.threshold.reshape(1), "coef": self.coef},
+                {"type": self.type_name, "feature": self.feature, "threshold_index": self.threshold_index,
+                 "gain": self.gain, "missing_code": self.missing_code})
+
+    @classmethod
+    def from_state(cls, tensors, meta):
+        return cls(feature=meta["feature"], threshold=tensors["threshold"].reshape(()),
+                   threshold_index=meta["threshold_index"], coef=tensors["coef"], gain=meta.get("gain", 0.0),
+                   missing_code=meta.get("missing_code", 255))
+
+    def __repr__(self):
+        a, b = self.coef.tolist()
+        return f"StumpModel({a:.4g} + {b:.4g}·1[x{self.feature} > {float(self.threshold):.6g}])"
+
+
+class Stumps(BestCandidateLearner):
+    """Binary weak rankers ``h(x) = 1[x_f > θ]``, the best one over all features and thresholds.
+
+    Candidate thresholds per feature are the midpoints between consecutive distinct values when
+    there are at most ``max_thresholds + 1`` of them; above that, the quantile bin edges of
+    :mod:`..binning` (``max_thresholds + 1`` quantile bins from a seeded row sample of at most
+    ``bin_sample_count`` rows). NaN is below every threshold (``h = 0``).
+
+    Args:
+        max_thresholds: cap on candidate thresholds per feature (>= 1).
+        criterion: ``"correlation"`` — choose max ``|Σ_i w_i t_i h(x_i)|`` and output ``h`` itself
+            (0/1; the driver scales it); ``"least_squares"`` — choose the largest weighted SSE
+            reduction of ``a + b·h`` and output the weighted LS fit.
+        seed: seed of the binning row sample.
+    """
+
+    def __init__(self, *, max_thresholds: int = 255, criterion: str = "correlation", seed: int = 0,
+                 bin_sample_count: int = 200_000):
+        self.max_thresholds = check_int(max_thresholds, "max_thresholds", 1, 32765)
+        if criterion not in ("correlation", "least_squares"):
+            raise ValueError(f"criterion: expected 'correlation' or 'least_squares', got {criterion!r}")
+        self.criterion = criterion
+        self.seed = check_int(seed, "seed", 0)
+        self.bin_sample_count = check_int(bin_sample_count, "bin_sample_count", 2)
+        self._last_prepared = None
+
+    def __repr__(self):
+        return f"Stumps(max_thresholds={self.max_thresholds}, criterion={self.criterion!r})"
+
+    def prepare(self, X: Tensor, *, context=None) -> StumpFeatures:
+        """Bin ``X`` (n, F) and list the candidate thresholds. ``context``: the
+        :class:`~torchrankboost.parallel.DistContext` of the fit (``None``: one process;
+        data-parallel: the edges of all ranks' rows, and :meth:`threshold_sums` sums over the
+        ranks)."""
+        b = bin_features(X, n_bins=self.max_thresholds + 1, sample_count=self.bin_sample_count,
+                         seed=self.seed, max_bins=32766, context=fit_context(context))
+        nb = b.num_bins
+        T = max(1, int(nb.max().item()) - 1) if nb.numel() else 1
+        edges = b.edges
+        if edges.shape[1] < T:
+            edges = torch.nn.functional.pad(edges, (0, T - edges.shape[1]), value=float("inf"))
+        thresholds = edges[:, :T]
+        valid = torch.arange(T, device=nb.device).unsqueeze(0) < (nb - 1).unsqueeze(1)
+        p = StumpFeatures(binned=b, thresholds=thresholds, valid=valid)
+        self._last_prepared = p
+        return p
+
+    def threshold_sums(self, prepared: StumpFeatures, v: Tensor) -> Tensor:
+        """``S[f, t(, j)] = Σ_i v[i(, j)] · 1[x_if > θ_ft]`` for every candidate, by prefix sums.
+
+        Args:
+            prepared: from :meth:`prepare`.
+            v: (n,) or (n, k) float.
+
+        Returns:
+            (F, T) or (F, T, k) in v's dtype (accumulated in float64); padded candidates are 0.
+            Summed over every rank's rows on the prepared data of a data-parallel fit (one
+            all-reduce of the ``(k, F, bins)`` histogram).
+        """
+        codes = prepared.codes
+        n, F = codes.shape
+        if not isinstance(v, Tensor) or v.dim() not in (1, 2) or v.shape[0] != n:
+            raise ValueError(f"v: expected shape ({n},) or ({n}, k), got "
+                             f"{tuple(v.shape) if isinstance(v, Tensor) else type(v).__name__}")
+        squeeze = v.dim() == 1
+        vv = v.to(codes.device).double().reshape(n, -1)
+        T = prepared.thresholds.shape[1]
+        miss = prepared.binned.missing_code
+        packed = torch.complex(vv[:, 0], vv[:, 1]) if (vv.shape[1] == 2 and codes.device.type == "cpu") else None
+        hist = histogram(codes, None, vv, slots=miss + 1, packed=packed, count=None)  # (k, F, S)
+        hist = prepared.context.all_reduce_sum(hist)
+        vals = hist[:, :, :miss].permute(1, 2, 0)  # (F, V, k) value bins (missing excluded: h = 0)
+        csum = torch.cumsum(vals, 1)
+        total = csum[:, -1:, :]
+        S = total - csum[:, :T, :]  # Σ over bins > t
+        S = torch.where(prepared.valid.unsqueeze(-1), S, torch.zeros_like(S))
+        S = S.to(v.dtype if v.dtype.is_floating_point else torch.float64)
+        return S[..., 0] if squeeze else S
+
+    def make_model(self, feature: int, threshold_index: Optional[int] = None, *,
+                   threshold: Optional[float] = None, prepared: Optional[StumpFeatures] = None,
+                   coef=(0.0, 1.0), dtype=None) -> StumpModel:
+        """Stump ``coef[0] + coef[1]·1[x_feature > θ]`` for a chosen candidate.
+
+        Give either ``threshold_index`` (into ``prepared.thresholds``; ``prepared`` defaults to
+        the last one this learner prepared) or a raw ``threshold`` value.
+        """
+        p = prepared if prepared is not None else self._last_prepared
+        if threshold_index is not None:
+            if p is None:
+                raise ValueError("prepared: needed to resolve threshold_index (call prepare first)")
+            thr = p.thresholds[int(feature), int(threshold_index)]
+            t_idx = int(threshold_index)
+            if not bool(p.valid[int(feature), t_idx]):
+                raise ValueError(f"threshold_index: {t_idx} is not a valid candidate of feature {feature}")
+        elif threshold is not None:
+            ref = p.thresholds if p is not None else torch.empty(0)
+            thr = torch.tensor(float(threshold), dtype=ref.dtype, device=ref.device)
+            if p is not None:
+                t_idx = int(torch.searchsorted(p.binned.edges[int(feature)].contiguous(), thr.reshape(1)).item())
+            else:
+                t_idx = -1
+        else:
+            raise ValueError("threshold_index / threshold: give one of them")
+        dev = thr.device
+        dt = dtype or (thr.dtype if thr.dtype in (torch.float32, torch.float64) else torch.float32)
+        miss = p.binned.missing_code if p is not None else 255
+        return StumpModel(feature=int(feature), threshold=thr, threshold_index=t_idx,
+                          coef=torch.tensor([float(coef[0]), float(coef[1])], dtype=dt, device=dev),
+                          missing_code=miss)
+
+    # -- the candidates' sums for the shared fit -------------------------------------------
+    _prepared_type = StumpFeatures
+    _sums = threshold_sums
+
+    def _least_squares(self, prepared: StumpFeatures, w: Tensor, wt: Tensor):
+        """SSE reduction of the two-level fit (mean of each side of θ) per (feature, threshold)."""
+        S = self.threshold_sums(prepared, torch.stack([wt, w], 1))
+        Y1, W1 = S[..., 0], S[..., 1]
+        Y, W = totals(prepared, wt, w).unbind()
+        Y0, W0 = Y - Y1, W - W1
+        ok = prepared.valid & (W1 > 0) & (W0 > 0)
+        one = torch.ones_like(W1)
+        red = Y1 * Y1 / torch.where(ok, W1, one) + Y0 * Y0 / torch.where(ok, W0, one) - Y * Y / W.clamp_min(1e-300)
+        return masked_score(ok, red), (Y0, W0, Y1, W1)
+
+    @staticmethod
+    def _ls_coef(stats, f: int, t: int) -> Tensor:
+        Y0, W0, Y1, W1 = stats
+        a = Y0[f, t] / W0[f, t]
+        return torch.stack([a, Y1[f, t] / W1[f, t] - a])
+
+    @staticmethod
+    def _model(prepared: StumpFeatures, index, coef: Tensor, gain: float) -> StumpModel:
+        f, t = index
+        return StumpModel(feature=f, threshold=prepared.thresholds[f, t].clone(), threshold_index=t,
+                          coef=coef, gain=gain, missing_code=prepared.binned.missing_code)
+
+    @staticmethod
+    def _constant(prepared: StumpFeatures, a: float, dtype) -> StumpModel:
+        miss = prepared.binned.missing_code
+        dev = prepared.codes.device
+        thr = torch.tensor(float("inf"), dtype=prepared.thresholds.dtype, device=dev)
+        return StumpModel(feature=0, threshold=thr, threshold_index=miss, missing_code=miss,
+                          coef=torch.tensor([a, 0.0], dtype=dtype, device=dev), gain=0.0)
