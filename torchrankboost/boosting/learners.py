@@ -60,6 +60,7 @@ import torch
 from torch import Tensor
 
 from .. import _native
+from ..params import Params
 from .binning import BinnedFeatures, _check_X, bin_features
 
 _log = logging.getLogger("torchrankboost")
@@ -432,7 +433,7 @@ class TreeModel:
         return f"TreeModel(leaves={self.num_leaves}, depth={self.depth})"
 
 
-class RegressionTree:
+class RegressionTree(Params):
     """Histogram-based regression tree grown leaf-wise (best-first), LightGBM style.
 
     Args:
@@ -1116,7 +1117,7 @@ def _masked_score(ok: Tensor, score: Tensor) -> Tensor:
     return torch.where(ok, score, torch.full_like(score, -1.0))
 
 
-class _BestCandidateLearner:
+class _BestCandidateLearner(Params):
     """The fit shared by :class:`Stumps` and :class:`FeatureRankers`: score every candidate
     weak ranker ``h`` (a (feature, threshold) pair, or a feature) at once, keep the best.
 
