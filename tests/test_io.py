@@ -53,3 +53,47 @@ def test_directories_and_unwritable_targets_are_refused(tmp_path):
     with pytest.raises(ValueError, match="cannot write"):
         check_writable(f / "model.safetensors")  # a path under a file
     assert check_writable(tmp_path / "new" / "model.safetensors").parent.is_dir()
+
+
+def _tiny_booster_model():
+    import torch
+
+    from torchrankboost.factory import make_ranker
+
+    g = torch.Generator().manual_seed(0)
+    X = torch.randn(40, 3, generator=g, dtype=torch.float64)
+    y = (X[:, 0] > 0).double() + (X[:, 1] > 0.5).double()
+    ranker = make_ranker("boost", loss="pnorm_push", loss_params={"p": 3}, max_leaves=4,
+                         n_rounds=2, learner_params={"min_samples_leaf": 2})
+    return ranker.fit(X, y, torch.arange(40) // 10)
+
+
+def test_model_provenance_is_the_components_params(tmp_path):
+    """A saved model's ``info`` holds the loss and learner as their get_params descriptions
+    (JSON), which build the same components back."""
+    from torchrankboost._modelfile import provenance_component
+    from torchrankboost.factory import load_model
+
+    model = _tiny_booster_model()
+    model.save(tmp_path / "m.safetensors")
+    info = load_model(tmp_path / "m.safetensors").info
+    assert info["loss"]["type"] == "PNormPushLoss" and info["loss"]["params"]["p"] == 3.0
+    loss = provenance_component(info, "loss")
+    assert loss.get_params() == info["loss"]["params"]
+    assert provenance_component(info, "learner").max_leaves == 4
+
+
+def test_models_with_repr_provenance_still_load(tmp_path):
+    """Files written before the descriptions carry ``repr`` strings: informational, they
+    still load (and build no component)."""
+    from torchrankboost._modelfile import provenance_component
+    from torchrankboost.factory import load_model
+
+    model = _tiny_booster_model()
+    model.info.update(loss="PNormPushLoss(p=3.0, log=False, normalize=False, reduction='sum')",
+                      learner="RegressionTree(max_leaves=4, max_depth=None)")
+    model.save(tmp_path / "old.safetensors")
+    back = load_model(tmp_path / "old.safetensors")
+    assert back.info["loss"].startswith("PNormPushLoss(")
+    assert provenance_component(back.info, "loss") is None
+    assert provenance_component({}, "learner") is None

@@ -6,7 +6,9 @@ import numpy as np
 import pytest
 import torch
 
+from torchrankboost import PNormPushLoss, RegressionTree
 from torchrankboost.contract import FitInfo, RoundRecord
+from torchrankboost.params import describe
 from torchrankboost.tensorboard import (TensorBoardLogger, default_logdir, render_roc_image,
                                         roc_curve_points)
 from torchrankboost.progress import ProgressCallback
@@ -77,11 +79,8 @@ def _info(n_rounds=12):
     return FitInfo(algorithm="boost", n_docs=50, n_queries=5, n_features=4, n_rounds=n_rounds,
                    eval_names=["valid_0"], metric_names=["auc", "ndcg@10"],
                    params={"learning_rate": 0.1, "callbacks": [1, 2],
-                           "loss": "PNormPushLoss(p=2.0, log=False, normalize=False, "
-                                   "reduction='sum')",
-                           "learner": "RegressionTree(max_leaves=15, max_depth=None, "
-                                      "min_child_weight=0.001, min_samples_leaf=20, l2=1.0, "
-                                      "min_split_gain=0.0, n_bins=255, feature_fraction=1.0)",
+                           "loss": describe(PNormPushLoss(2.0)),
+                           "learner": describe(RegressionTree(max_leaves=15, l2=1.0)),
                            "step": "line_search", "curvature": "diag", "base_score": 0.0,
                            "seed": 0, "subsample": 1.0, "device": "cpu"})
 

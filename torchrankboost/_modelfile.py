@@ -8,6 +8,9 @@ the file's metadata (no pickle), written atomically and checked on the way in.
 * :func:`read_model_file` — ``load`` of every model: refuses what is not a regular readable
   file (a folder, a named pipe that would block, a file without permission) and reports any
   reader error as one ``ValueError`` naming the file.
+* :func:`provenance_component` — the loss or weak learner a model was trained with, built
+  back from the provenance in its ``info`` (the component's ``get_params`` description;
+  files written before descriptions carry a ``repr`` string instead: informational only).
 * :func:`check_ensemble` / :func:`check_linear` — the structure of a loaded model is
   validated before it can score anything: index ranges, acyclic tree links, the stored depth
   equal to the links' depth, finite values, feature indices below the stored feature count.
@@ -27,9 +30,10 @@ import torch
 from torch import Tensor
 
 from ._io import atomic_path
+from .params import build_from_params
 
 __all__ = ["write_model_file", "read_model_file", "metadata_keys", "check_ensemble", "check_linear",
-           "ModelFileError"]
+           "ModelFileError", "provenance_component"]
 
 
 class ModelFileError(ValueError):
@@ -48,6 +52,17 @@ def write_model_file(path, tensors: Dict[str, Tensor], key: str, meta: dict,
     tensors = {k: v.detach().to("cpu").contiguous() for k, v in tensors.items()}
     with atomic_path(path, suffix=".safetensors") as tmp:
         save_file(tensors, str(tmp), metadata={key: text})
+
+
+def provenance_component(info: dict, key: str):
+    """The component (``key``: ``"loss"`` or ``"learner"``) described in a model's
+    ``info``, built from its ``{"type", "params"}`` description; ``None`` when the model has
+    no such description (an older file's ``repr`` string, a user's loss without
+    parameters, a paper's algorithm)."""
+    spec = (info or {}).get(key)
+    if isinstance(spec, dict) and "type" in spec and "params" in spec:
+        return build_from_params(spec)
+    return None
 
 
 def _check_regular(path) -> Path:

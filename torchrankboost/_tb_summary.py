@@ -9,13 +9,15 @@ from __future__ import annotations
 
 import math
 import numbers
-import re
 import time
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Tuple
 
 import numpy as np
+import torch
+from torch import Tensor
 
-from .registry import parse_value
+from . import registry
+from .params import describe, format_params
 
 # ------------------------------------------------------------------------------ layout
 #: the curves that matter: validation metrics, the normalised training loss, the step size,
@@ -96,91 +98,53 @@ def declared_metrics(extra: Sequence[str] = ()) -> List[str]:
 
 
 # ------------------------------------------------------------------------------ hparams
-_CALL = re.compile(r"^\s*([A-Za-z_][\w.]*)\((.*)\)\s*$", re.S)
-
-
-def _split_args(body: str) -> List[str]:
-    out, depth, cur = [], 0, ""
-    for ch in body:
-        if ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth -= 1
-        if ch == "," and depth == 0:
-            out.append(cur)
-            cur = ""
-        else:
-            cur += ch
-    if cur.strip():
-        out.append(cur)
-    return out
-
-
-def _registry_name(kind: str, class_name: str) -> Optional[str]:
-    try:
-        from . import registry
-
-        for e in registry.entries(kind):
-            if e.target.rpartition(":")[2] == class_name and not e.defaults:
-                return e.name
-        for e in registry.entries(kind):
-            if e.target.rpartition(":")[2] == class_name:
-                return e.name
-    except Exception:  # pragma: no cover - registry trouble never breaks logging
-        return None
-    return None
-
-
-def _defaults_of(kind: str, name: Optional[str]) -> Dict[str, Any]:
-    if name is None:
-        return {}
-    try:
-        import inspect
-
-        from . import registry
-
-        entry = registry.lookup(kind, name)
-        sig = inspect.signature(entry.resolve())
-        out = {k: p.default for k, p in sig.parameters.items()
-               if p.default is not inspect.Parameter.empty}
-        out.update(entry.defaults)
-        return out
-    except Exception:  # pragma: no cover
-        return {}
-
-
 #: settings always shown as their own column when the component has them
 _MAIN_SETTINGS = {"learner": ("max_leaves",), "loss": ("p",)}
 
 
+def component_setting(value, name: str):
+    """The setting ``name`` of a component description (``{"type", "params"}``), or
+    ``None``."""
+    if isinstance(value, dict):
+        return (value.get("params") or {}).get(name)
+    return None
+
+
+def _registry_defaults(kind: str, class_name: str):
+    """``(registered name, its default parameters)`` of a component class (``(None, {})``
+    when the class is not registered under ``kind``)."""
+    for e in sorted(registry.entries(kind), key=lambda e: bool(e.defaults)):
+        if e.target.rpartition(":")[2] == class_name:
+            return e.name, e.create().get_params()
+    return None, {}
+
+
+def _differs(value, default) -> bool:
+    if isinstance(value, float) and isinstance(default, numbers.Real) and \
+            not isinstance(default, bool):
+        return not math.isclose(float(default), value)
+    return value != default
+
+
 def component_hparams(kind: str, value) -> Dict[str, Any]:
     """``{kind: name, "<kind>.<setting>": value, ...}`` for a loss or weak learner given as
-    an object, its ``repr`` (``"RegressionTree(max_leaves=15, ...)"``) or a name: the
-    registered name, the main settings (a tree's ``max_leaves``) and the settings that differ
-    from the defaults, as separate columns."""
+    an object, its description ``{"type": ..., "params": {...}}`` (its ``get_params``, as
+    :class:`~torchrankboost.contract.FitInfo` carries it) or a name: the registered name,
+    the main settings (a tree's ``max_leaves``) and the settings that differ from the
+    registered defaults, as separate columns (a nested component as one line of text)."""
     if value is None:
         return {}
-    text = value if isinstance(value, str) else repr(value)
-    m = _CALL.match(text)
-    if not m:
-        return {kind: text}
-    cls, body = m.group(1).rsplit(".", 1)[-1], m.group(2)
-    name = _registry_name(kind, cls)
-    settings: Dict[str, Any] = {}
-    for piece in _split_args(body):
-        k, sep, v = piece.partition("=")
-        if sep and k.strip().isidentifier():
-            settings[k.strip()] = parse_value(v)
-    defaults = _defaults_of(kind, name)
-    out: Dict[str, Any] = {kind: name or cls}
-    for k, v in settings.items():
-        main = k in _MAIN_SETTINGS.get(kind, ())
-        if main or (k in defaults and defaults[k] != v and not
-                    (isinstance(v, float) and isinstance(defaults[k], numbers.Real)
-                     and math.isclose(float(defaults[k]), v))):
-            if v is None:
-                continue
-            out[f"{kind}.{k}"] = v
+    if not isinstance(value, (str, dict)):
+        value = describe(value)
+    if isinstance(value, str) or "type" not in value:
+        return {kind: value if isinstance(value, str) else str(value)}
+    name, defaults = _registry_defaults(kind, value["type"])
+    out: Dict[str, Any] = {kind: name or value["type"]}
+    for k, v in (value.get("params") or {}).items():
+        if v is None:
+            continue
+        if k in _MAIN_SETTINGS.get(kind, ()) or (k in defaults and _differs(v, defaults[k])):
+            out[f"{kind}.{k}"] = format_params(v) if isinstance(v, dict) else v
     return out
 
 
@@ -286,6 +250,33 @@ def markdown_table(rows: Mapping[str, Mapping[str, float]]) -> str:
 
 
 # ------------------------------------------------------------------------------ figure
+def to_numpy(x) -> np.ndarray:
+    if isinstance(x, Tensor):
+        return x.detach().to("cpu", torch.float64).numpy()
+    return np.asarray(x, dtype=np.float64)
+
+
+def roc_curve_points(labels, scores, *, relevance_threshold: float = 0.0):
+    """ROC points ``(fpr, tpr)`` (numpy, float64) of ``scores`` for ``labels > threshold``.
+
+    Tied scores form one step (a diagonal segment), as in scikit-learn's ``roc_curve``.
+    Returns ``None`` when one of the two classes is empty.
+    """
+    y = to_numpy(labels).ravel() > relevance_threshold
+    s = to_numpy(scores).ravel()
+    npos, nneg = int(y.sum()), int((~y).sum())
+    if npos == 0 or nneg == 0:
+        return None
+    order = np.argsort(-s, kind="stable")
+    s, y = s[order], y[order]
+    last = np.r_[np.nonzero(np.diff(s))[0], s.size - 1]  # last index of each tie block
+    tp = np.cumsum(y)[last]
+    fp = np.cumsum(~y)[last]
+    tpr = np.r_[0.0, tp / npos]
+    fpr = np.r_[0.0, fp / nneg]
+    return fpr, tpr
+
+
 def pr_curve_points(y: np.ndarray, s: np.ndarray) -> Optional[Tuple[np.ndarray, np.ndarray,
                                                                   float]]:
     """Precision-recall points (tie blocks as one step) and the average precision."""
@@ -355,8 +346,6 @@ def render_curves_figure(y, s, *, title: str = "") -> Optional[np.ndarray]:
     curve with its average precision, axes, ticks and labels (pooled over all documents;
     ``y`` boolean relevance). ``None`` when a class is empty."""
     from PIL import Image, ImageDraw
-
-    from .tensorboard import roc_curve_points
 
     y = np.asarray(y, bool).ravel()
     s = np.asarray(s, np.float64).ravel()

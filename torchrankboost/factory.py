@@ -17,9 +17,11 @@ from __future__ import annotations
 from typing import Any, Dict, Optional
 
 from . import registry
+from .params import build_from_params
 from ._threads import DEFAULT_THREADS, check_threads
 
-__all__ = ["make_ranker", "rounds_kept", "load_model", "resolve_device"]
+__all__ = ["make_ranker", "ranker_from_params", "rounds_kept", "load_model",
+           "resolve_device"]
 
 
 def _learner(entry_name: str, learner, learner_params: Dict[str, Any],
@@ -82,6 +84,24 @@ def make_ranker(algorithm: str = "boost", *, loss=None, learner=None,
             kwargs[key] = val
     kwargs.update(params or {})
     ranker = registry.create("algorithm", entry.name, **kwargs)
+    ranker.n_threads = n_threads
+    return ranker
+
+
+def ranker_from_params(spec: Dict[str, Any], *, n_threads: Optional[int] = DEFAULT_THREADS):
+    """An unfitted ranker from its description ``{"type": ..., "params": {...}}``: what
+    ``ranker.get_params()`` wrote (``type`` the class name, e.g. ``"Booster"``) or a
+    registered algorithm name (``"rankboost"``); nested loss and learner descriptions are
+    built too. ``n_threads`` as in :func:`make_ranker`."""
+    n_threads = check_threads(n_threads)
+    if not isinstance(spec, dict) or "type" not in spec:
+        raise ValueError(f"a ranker description is a dict with 'type' and 'params', got "
+                         f"{spec!r}")
+    if spec["type"] not in [e.target.rpartition(":")[2] for e in registry.entries("algorithm")]:
+        entry = registry.lookup("algorithm", spec["type"])  # ValueError naming the choices
+        spec = {"type": entry.target.rpartition(":")[2],
+                "params": dict(entry.defaults, **(spec.get("params") or {}))}
+    ranker = build_from_params(spec)
     ranker.n_threads = n_threads
     return ranker
 

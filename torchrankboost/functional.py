@@ -1,6 +1,8 @@
 """Functional twins of the loss modules: ``f(scores, labels, groups=None, *, ...)``.
 
-Each function takes the module's options as keyword arguments and returns the reduced loss.
+Every loss the library exports has one (:data:`TWINS`: class name → function). Each takes
+the module's options and the call's ``pairs`` / ``weights`` / ``mask`` as keyword
+arguments, builds the module and calls it: the same code, the same reduced loss.
 """
 
 # --- exponential family (exponential pairwise, AdaBoost/F-skew, p-norm push, smooth margin) ---
@@ -65,3 +67,51 @@ def qbrank_loss(scores, labels=None, groups=None, *, w=0.5, tau=1.0, c=1.0, pair
 
 
 # --- pointwise ---
+from .losses.pointwise import SquaredErrorLoss as _SquaredErrorLoss  # noqa: E402
+
+
+def squared_error_loss(scores, labels, groups=None, *, weights=None, mask=None,
+                       reduction="sum"):
+    """Functional :class:`~torchrankboost.losses.SquaredErrorLoss`: ``½ Σ_docs (l − s)²``."""
+    return _SquaredErrorLoss(reduction=reduction)(scores, labels, groups, weights=weights,
+                                                  mask=mask)
+
+
+# --- listwise and RankNet ---
+from .losses.listwise import (  # noqa: E402
+    ListMLELoss as _ListMLELoss,
+    ListNetLoss as _ListNetLoss,
+    RankNetLoss as _RankNetLoss,
+)
+
+
+def listnet_loss(scores, labels, groups=None, *, targets="softmax", mask=None,
+                 reduction="sum"):
+    """Functional :class:`~torchrankboost.losses.ListNetLoss`: per query, the cross-entropy
+    ``−Σ_i P_y(i) log softmax(s)_i`` of the labels' and the scores' top-one probabilities
+    (listwise: no pairs, no weights)."""
+    return _ListNetLoss(targets=targets, reduction=reduction)(scores, labels, groups, mask=mask)
+
+
+def listmle_loss(scores, labels, groups=None, *, mask=None, reduction="sum"):
+    """Functional :class:`~torchrankboost.losses.ListMLELoss`: the negative Plackett-Luce
+    log-likelihood of the label order (listwise: no pairs, no weights)."""
+    return _ListMLELoss(reduction=reduction)(scores, labels, groups, mask=mask)
+
+
+def ranknet_loss(scores, labels=None, groups=None, *, sigma=1.0, block_pairs=1 << 20,
+                 pairs=None, weights=None, mask=None, reduction="sum"):
+    """Functional :class:`~torchrankboost.losses.RankNetLoss`:
+    ``Σ_pairs c_ij log(1 + exp(−σ (s_i − s_j)))``."""
+    return _RankNetLoss(sigma=sigma, block_pairs=block_pairs, reduction=reduction)(
+        scores, labels, groups, pairs=pairs, weights=weights, mask=mask)
+
+
+#: every exported loss class (by name) → its functional twin
+TWINS = {
+    "ExponentialPairwiseLoss": exponential_pairwise_loss, "PNormPushLoss": pnorm_push_loss,
+    "AdaBoostLoss": adaboost_loss, "SmoothMarginLoss": smooth_margin_loss,
+    "PairwiseHingeLoss": pairwise_hinge_loss, "QBRankLoss": qbrank_loss,
+    "SquaredErrorLoss": squared_error_loss, "ListNetLoss": listnet_loss,
+    "ListMLELoss": listmle_loss, "RankNetLoss": ranknet_loss,
+}

@@ -33,6 +33,7 @@ from torch import Tensor
 from .boosting.evaluation import FitMonitor, FitState
 from .boosting.inputs import as_features, fit_inputs
 from .contract import FitInfo, NumericalError, RoundRecord
+from .params import from_params
 
 __all__ = ["LinearRanker", "RankSVM"]
 
@@ -131,7 +132,7 @@ class RankSVM(FitState):
             raise ValueError(f"loss must be 'squared_hinge' or 'hinge', got {loss!r}")
         self.C = float(C)
         self.loss = loss
-        self.pairs = pairs
+        self.pairs = from_params(pairs)
         self.standardize = bool(standardize)
         self.max_iter = int(max_iter)
         self.tol = float(tol)

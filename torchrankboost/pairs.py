@@ -21,16 +21,18 @@ from typing import Optional, Union
 import torch
 from torch import Tensor
 
+from .params import Params
+
 __all__ = ["Graded", "Bipartite", "ExplicitPairs", "PairSpec", "resolve_pairs"]
 
 
 @dataclass(frozen=True)
-class Graded:
+class Graded(Params):
     """All pairs within a query whose labels differ (higher label preferred)."""
 
 
 @dataclass(frozen=True)
-class Bipartite:
+class Bipartite(Params):
     """Positives (``label > threshold``) preferred to negatives (``label <= threshold``)."""
 
     threshold: float = 0.0

@@ -22,6 +22,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional
 
+from .params import build_from_params
+
 __all__ = ["Entry", "Metric", "KINDS", "names", "lookup", "create", "metric", "describe",
            "resolve_loss", "resolve_learner"]
 
@@ -65,7 +67,7 @@ class Entry:
 
 
 def parse_value(text: str):
-    """A setting written as text (``--param p=4``, or a ``repr`` argument): bool
+    """A setting written as text (``--param p=4``): bool
     (true/false/yes/no/on/off), None (none/null), int, float, a JSON list or dict, a quoted
     string without its quotes, else the string itself."""
     t = text.strip()
@@ -91,10 +93,6 @@ def parse_value(text: str):
     return t
 
 
-#: deprecated keyword → its current name (still accepted, never listed as a valid parameter)
-_DEPRECATED_PARAMS = {"rankers": "learner", "on_undefined": "on_unbounded", "shrinkage": "learning_rate"}
-
-
 def _check_kwargs(fn, kwargs: Dict[str, Any], what: str) -> None:
     """Raise ``ValueError`` naming the valid parameters when ``kwargs`` has unknown ones."""
     try:
@@ -108,8 +106,9 @@ def _check_kwargs(fn, kwargs: Dict[str, Any], what: str) -> None:
                 if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD) and n != "self"]
     bad = [k for k in kwargs if k not in accepted]
     if bad:
-        # deprecated names are still accepted but not advertised
-        valid = [n for n in accepted if n not in _DEPRECATED_PARAMS]
+        # a class's deprecated keyword names (its ``_deprecated_params``) are not advertised
+        hidden = set(getattr(fn, "_deprecated_params", ()))
+        valid = [n for n in accepted if n not in hidden]
         raise ValueError(
             f"unknown parameter{'s' if len(bad) > 1 else ''} {', '.join(map(repr, bad))} for "
             f"{what}; valid parameters: {', '.join(valid) if valid else '(none)'}"
@@ -350,9 +349,12 @@ def create(kind: str, name: str, **params):
 
 
 def resolve_loss(loss, **params):
-    """A loss object from a name (with ``params``) or a loss object/callable as is."""
+    """A loss object from a name (with ``params``), a description ``{"type": class name,
+    "params": {...}}`` (a ``get_params`` record) or a loss object/callable as is."""
     if isinstance(loss, str):
         return create("loss", loss, **params)
+    if isinstance(loss, dict) and not params:
+        loss = build_from_params(loss)
     if params:
         raise ValueError("loss parameters can only be given with a loss name")
     if not callable(loss):
@@ -361,9 +363,12 @@ def resolve_loss(loss, **params):
 
 
 def resolve_learner(learner, **params):
-    """A weak learner from a name (with ``params``) or a learner object as is."""
+    """A weak learner from a name (with ``params``), a description ``{"type": class name,
+    "params": {...}}`` or a learner object as is."""
     if isinstance(learner, str):
         return create("learner", learner, **params)
+    if isinstance(learner, dict) and not params:
+        learner = build_from_params(learner)
     if params:
         raise ValueError("learner parameters can only be given with a learner name")
     if not hasattr(learner, "fit") or not hasattr(learner, "prepare"):

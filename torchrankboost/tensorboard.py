@@ -66,6 +66,7 @@ import torch
 from torch import Tensor
 
 from . import _tb_summary as _tb
+from ._tb_summary import roc_curve_points, to_numpy as _to_numpy
 from .contract import FitInfo, RoundRecord
 
 __all__ = ["TensorBoardLogger", "default_logdir", "roc_curve_points", "render_roc_image",
@@ -88,12 +89,6 @@ def default_logdir(name: str = "run", *, root: str = "runs") -> str:
         except FileExistsError:
             k += 1
             path = f"{base}-{k}"
-
-
-def _to_numpy(x) -> np.ndarray:
-    if isinstance(x, Tensor):
-        return x.detach().to("cpu", torch.float64).numpy()
-    return np.asarray(x, dtype=np.float64)
 
 
 def _as_scalar(v) -> Optional[float]:
@@ -129,27 +124,6 @@ def flatten(d: Mapping[str, Any], prefix: str = "") -> Dict[str, Any]:
         else:
             out[key] = v
     return out
-
-
-def roc_curve_points(labels, scores, *, relevance_threshold: float = 0.0):
-    """ROC points ``(fpr, tpr)`` (numpy, float64) of ``scores`` for ``labels > threshold``.
-
-    Tied scores form one step (a diagonal segment), as in scikit-learn's ``roc_curve``.
-    Returns ``None`` when one of the two classes is empty.
-    """
-    y = _to_numpy(labels).ravel() > relevance_threshold
-    s = _to_numpy(scores).ravel()
-    npos, nneg = int(y.sum()), int((~y).sum())
-    if npos == 0 or nneg == 0:
-        return None
-    order = np.argsort(-s, kind="stable")
-    s, y = s[order], y[order]
-    last = np.r_[np.nonzero(np.diff(s))[0], s.size - 1]  # last index of each tie block
-    tp = np.cumsum(y)[last]
-    fp = np.cumsum(~y)[last]
-    tpr = np.r_[0.0, tp / npos]
-    fpr = np.r_[0.0, fp / nneg]
-    return fpr, tpr
 
 
 def render_roc_image(fpr: np.ndarray, tpr: np.ndarray, *, size: int = 240) -> np.ndarray:
@@ -390,7 +364,7 @@ class TensorBoardLogger:
             self.hparams.setdefault(k, v)
         self._n_rounds = info.n_rounds
         self._n_queries = info.n_queries
-        self._mean_loss = "reduction='mean'" in str(info.params.get("loss", ""))
+        self._mean_loss = _tb.component_setting(info.params.get("loss"), "reduction") == "mean"
         self._last_round = self._hist_round = self._best_round = None
         self._pending_vectors = {}
         self._round_metrics = {}

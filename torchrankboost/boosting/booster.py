@@ -82,6 +82,7 @@ from .ensemble import Ensemble
 from ..parallel import DistContext, get_context
 from .evaluation import FitComm, FitMonitor, FitState
 from .inputs import fit_inputs
+from ..params import describe, from_params
 from .steps import evaluate_phi, line_search, newton_from_values, newton_step
 from ..curvature import hessian_diagonal, hvp_probes, is_per_query
 
@@ -331,6 +332,7 @@ class Booster(FitState):
                  base_score: Union[str, float] = "auto", eval_train: bool = False,
                  line_search_tol: float = 1e-3, line_search_order: int = 2,
                  distributed: Union[None, bool, DistContext] = None):
+        loss, learner = from_params(loss), from_params(learner)
         if not callable(loss):
             raise ValueError("loss must be callable: loss(scores, labels, groups) -> scalar")
         for meth in ("prepare", "fit"):
@@ -509,7 +511,7 @@ class Booster(FitState):
                    ensemble=Ensemble([], [], base_score=base, num_features=F),
                    monitor=monitor, sub_gen=torch.Generator().manual_seed(self.seed),
                    sync=sync, t_fit=t_fit, bound=bound, comm=comm, **sizes)
-        params = dict(loss=repr(self.loss), learner=repr(self.learner), step=self.step,
+        params = dict(loss=describe(self.loss), learner=describe(self.learner), step=self.step,
                       curvature=self.curvature, learning_rate=self.learning_rate,
                       subsample=self.subsample, seed=self.seed, device=str(dev),
                       base_score=base)
@@ -928,7 +930,7 @@ class Booster(FitState):
     def _final_model(self, run: _Run, n_rounds: int) -> Ensemble:
         ens = run.ensemble.truncate(n_rounds)
         ens.info.update({
-            "loss": repr(self.loss), "learner": repr(self.learner), "step": self.step,
+            "loss": describe(self.loss), "learner": describe(self.learner), "step": self.step,
             "curvature": self.curvature, "learning_rate": self.learning_rate,
             "seed": self.seed, "fit_seconds": time.perf_counter() - run.t_fit,
         })

@@ -38,6 +38,7 @@ import time
 from typing import List, Optional, Tuple
 
 from ..contract import FitInfo, RoundRecord
+from ..params import format_params
 
 __all__ = ["Callback", "HistoryCallback", "PrintCallback", "EarlyStopping"]
 
@@ -98,7 +99,7 @@ class PrintCallback(Callback):
     def on_fit_start(self, ranker, info):
         self._t0 = time.perf_counter()
         self._n = info.n_rounds
-        opts = ", ".join(f"{k}={info.params[k]}" for k in ("loss", "step", "curvature",
+        opts = ", ".join(f"{k}={format_params(info.params[k])}" for k in ("loss", "step", "curvature",
                                                           "learning_rate") if k in info.params)
         init = "" if info.initial_loss is None else f"; initial loss {info.initial_loss:.6g}"
         self._print(f"[{info.algorithm}] {info.n_docs} docs, {info.n_queries} queries, "

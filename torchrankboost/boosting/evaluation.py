@@ -50,6 +50,7 @@ import torch
 from torch import Tensor
 
 from .. import registry
+from ..params import Params
 from .._threads import DEFAULT_THREADS, limit_threads
 from ..contract import FitInfo, NumericalError, RoundRecord
 from ..parallel import DistContext, DistributedError, get_context, metric_parts
@@ -247,7 +248,7 @@ class _Hooks:
                 fn(ranker, model)
 
 
-class FitState:
+class FitState(Params):
     """The attributes every fitted algorithm exposes (set before any fit, so an unfitted
     algorithm already satisfies :class:`~torchrankboost.contract.Ranker`)."""
 

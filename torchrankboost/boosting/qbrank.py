@@ -37,6 +37,7 @@ from ..losses import QBRankLoss
 from .booster import Booster
 from .evaluation import FitState
 from .inputs import UNSET, renamed_keyword
+from ..params import from_params
 from .learners import RegressionTree
 
 __all__ = ["QBRank", "GBT", "QBRankProxyLoss"]
@@ -68,11 +69,13 @@ class QBRankProxyLoss(torch.nn.Module):
 
 class _ZhengBase(FitState):
     _algorithm = ""
+    _deprecated_params = ("shrinkage",)  # not in get_params()
 
     def _common(self, learning_rate, shrinkage, learner, n_rounds, base_score, callbacks, seed,
                 verbose, line_search_tol):
         self.learning_rate = float(renamed_keyword(learning_rate, shrinkage, old="shrinkage",
                                                    new="learning_rate", default=0.05))
+        learner = from_params(learner)
         self.learner = learner if learner is not None else RegressionTree(max_leaves=20)
         self.n_rounds = n_rounds
         self.base_score = base_score
@@ -144,7 +147,7 @@ class QBRank(_ZhengBase):
         if curvature not in CURVATURES:
             raise ValueError(f"curvature must be one of {CURVATURES}, got {curvature!r}")
         self.loss = QBRankLoss(w=w, tau=tau)
-        self.pairs = pairs
+        self.pairs = from_params(pairs)
         self.w, self.tau = float(w), tau
         self.curvature = curvature
         self._curv = "diag" if curvature in ("qbrank", "diag") else "bound"

@@ -95,6 +95,7 @@ from .steps import exact_step
 from ._model import StumpEnsembleBuilder
 from .evaluation import FitComm, FitMonitor, FitState
 from .inputs import UNSET, fit_inputs, renamed_keyword
+from ..params import describe, from_params
 
 __all__ = [
     "RankBoost", "RankBoostPlus", "AdaBoost", "SmoothMarginRanking", "PNormPush",
@@ -184,6 +185,7 @@ class _Base(FitState):
     #: the ``on_unbounded`` policies this algorithm supports
     UNBOUNDED = ("stop", "raise", "cap")
     _algorithm = ""
+    _deprecated_params = ("rankers", "on_undefined")  # not in get_params()
     #: data-parallel training (``distributed=``): only :class:`RankBoost` takes it; the
     #: other algorithms always fit in this process alone
     distributed = False
@@ -191,6 +193,7 @@ class _Base(FitState):
     def __init__(self, *, learner=None, n_rounds: int = 100, pairs=None, callbacks=(),
                  on_unbounded: str = "stop", alpha_cap: float = 50.0, smoothing: float = 1e-6,
                  complement: bool = True, rankers=UNSET, on_undefined=UNSET):
+        learner, pairs = from_params(learner), from_params(pairs)
         self.learner = renamed_keyword(UNSET if learner is None else learner, rankers,
                                        old="rankers", new="learner", default=None)
         self.n_rounds = _check_rounds(n_rounds)
@@ -266,7 +269,7 @@ class _Base(FitState):
 
     def _start(self, X, groups, builder):
         self._builder = builder
-        params = {"learner": repr(self.learner), "on_unbounded": self.on_unbounded}
+        params = {"learner": describe(self.learner), "on_unbounded": self.on_unbounded}
         for k in ("variant", "p", "warmup"):
             if hasattr(self, k):
                 params[k] = getattr(self, k)

@@ -53,6 +53,7 @@ import torch
 from torch import Tensor, nn
 
 from ..groups import Groups, as_groups
+from ..params import Params
 from ..pairs import Bipartite, ExplicitPairs, PairSpec, resolve_pairs
 
 __all__ = ["RankingLoss", "BoundLoss", "BindState", "Prepared", "prepare_inputs",
@@ -320,7 +321,7 @@ class BoundLoss:
         return f"BoundLoss({self.loss!r}, n={self.n}, num_groups={self.groups.num_groups})"
 
 
-class RankingLoss(nn.Module):
+class RankingLoss(Params, nn.Module):
     """Base class: stores ``reduction`` and defines the call/``grad_hess``/``bind`` contract.
 
     Subclasses implement :meth:`per_group` (``(G,)`` per-query losses from

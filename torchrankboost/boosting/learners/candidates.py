@@ -8,6 +8,7 @@ from typing import Optional
 import torch
 from torch import Tensor
 
+from ...params import Params
 from .base import check_fit_inputs, out_dtype
 
 __all__ = ["OneFeatureModel", "BestCandidateLearner", "totals", "masked_score"]
@@ -62,7 +63,7 @@ def masked_score(ok: Tensor, score: Tensor) -> Tensor:
     return torch.where(ok, score, torch.full_like(score, -1.0))
 
 
-class BestCandidateLearner:
+class BestCandidateLearner(Params):
     """Score every candidate weak ranker ``h`` (a (feature, threshold) pair, or a feature) at
     once, keep the best.
 

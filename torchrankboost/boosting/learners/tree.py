@@ -25,6 +25,7 @@ from torch import Tensor
 
 from ..binning import BinnedFeatures, _check_X, bin_features
 from ..kernels import KERNELS, GrownTree, TreeParams, choose_backend, newton_values
+from ...params import Params
 from .base import check_fit_inputs, check_float, check_int, fit_context, out_dtype
 
 __all__ = ["RegressionTree", "TreeModel"]
@@ -122,7 +123,7 @@ class TreeModel:
         return f"TreeModel(leaves={self.num_leaves}, depth={self.depth})"
 
 
-class RegressionTree:
+class RegressionTree(Params):
     """Histogram-based regression tree grown leaf-wise (best-first), LightGBM style.
 
     Args:
