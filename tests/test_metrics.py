@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from conftest import require_data
 from torchrankboost import metrics as M
+from torchrankboost.metrics import _common as metrics_common, _sorting as metrics_sorting
 from torchrankboost.groups import Groups
 from torchrankboost.pairs import Bipartite, ExplicitPairs
 
@@ -245,7 +246,7 @@ def test_merge_counting_paths_vs_reference(qs):
     """Force the many-levels paths (merge counting, running max) on small ragged data."""
     s, y, g, S, Y = from_hyp(qs)
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(M, "_MANY_LEVELS", 0)
+        mp.setattr(metrics_common, "_MANY_LEVELS", 0)
         for ties, t in (("error", 1.0), ("half", 0.5)):
             c = [ref_pair_counts(a, b, t) for a, b in zip(S, Y)]
             close(M.pair_error(s, y, g, ties=ties, reduction="none"),
@@ -371,8 +372,8 @@ def test_sort_kernels_agree(monkeypatch, padded):
     """The padded (topk / row sort) and the global segmented-sort kernels give the same
     orders; many label values take the sorting IDCG path."""
     if not padded:
-        monkeypatch.setattr(M, "_PAD_FACTOR", 0)
-        monkeypatch.setattr(M, "_PAD_MIN", 0)
+        monkeypatch.setattr(metrics_sorting, "_PAD_FACTOR", 0)
+        monkeypatch.setattr(metrics_sorting, "_PAD_MIN", 0)
     for levels in (5, 100):
         s, y, g, S, Y = random_ragged(11, G=30, max_size=40, levels=levels, score_levels=15)
         for k in (1, 3, 10, None):
@@ -396,7 +397,7 @@ def test_many_label_levels_merge_counting(monkeypatch, seed):
     y = torch.tensor(np.round(rng.normal(size=n), 1) + 10.0)  # graded labels are >= 0
     g = Groups.from_sizes(sizes)
     S, Y = split(s.tolist(), sizes), split(y.tolist(), sizes)
-    assert torch.unique(y).numel() > M._MANY_LEVELS
+    assert torch.unique(y).numel() > metrics_common._MANY_LEVELS
     for ties, t in (("error", 1.0), ("half", 0.5)):
         c = [ref_pair_counts(a, b, t) for a, b in zip(S, Y)]
         close(M.pair_error(s, y, g, ties=ties, reduction="none"),
@@ -405,7 +406,7 @@ def test_many_label_levels_merge_counting(monkeypatch, seed):
     d = [a[i] - a[j] for a, b in zip(S, Y) for i, j in ref_pairs(b)]
     close(M.precision_at_percent(s, y, g, percent=25), ref_precision_at_percent(d, 25))
     many = M.pair_error(s, y, g, ties="half", reduction="none")
-    monkeypatch.setattr(M, "_MANY_LEVELS", 10**9)
+    monkeypatch.setattr(metrics_common, "_MANY_LEVELS", 10**9)
     close(M.pair_error(s, y, g, ties="half", reduction="none"), many)
 
 

@@ -20,18 +20,29 @@ be and every gradient is finite — through double backward too.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import torch
 from torch import Tensor
-
-if TYPE_CHECKING:  # pragma: no cover
-    from ..groups import Groups
 
 __all__ = ["NEG_INF", "acc_dtype", "seg_lse", "safe_logaddexp", "lse_n", "mask_inf",
            "seg_scan_lse", "signed_exp_diff", "excl_logcumsumexp", "excl_cumsum"]
 
 NEG_INF = float("-inf")
+
+
+class Segments(Protocol):
+    """What a segmented scan reads of its segments (:class:`~torchrankboost.groups.Groups`
+    has it): each element's ``position`` in its segment ``(n,)``, the longest segment's
+    ``max_size``, and the same segments with every one reversed."""
+
+    @property
+    def position(self) -> Tensor: ...
+
+    @property
+    def max_size(self) -> int: ...
+
+    def reversed(self) -> "Segments": ...
 
 
 def acc_dtype(dtype: torch.dtype) -> torch.dtype:
@@ -91,7 +102,7 @@ def mask_inf(x: Tensor, valid: Tensor) -> Tensor:
     return torch.where(valid, x, torch.full_like(x, NEG_INF))
 
 
-def seg_scan_lse(v: Tensor, groups: "Groups", *, reverse: bool = False,
+def seg_scan_lse(v: Tensor, groups: Segments, *, reverse: bool = False,
                  exclusive: bool = True) -> Tensor:
     """Segmented log-cum-sum-exp: ``out[i] = log Σ_{j < i in i's segment} e^{v_j}``
     (``j ≤ i`` with ``exclusive=False``).
