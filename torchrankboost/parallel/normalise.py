@@ -114,7 +114,9 @@ def metric_parts(metric, scores: Tensor, labels: Tensor, groups: Optional[Groups
                          f"(reduction='none'); it cannot be combined over ranks") from None
     per = torch.as_tensor(per).double().cpu().reshape(-1)
     ok = ~torch.isnan(per)
-    return torch.stack([per[ok].sum(), ok.sum().double()])
+    # the skipped queries summed as zeros: the same additions as the metric's own mean, so
+    # one process gets the metric bit for bit
+    return torch.stack([torch.where(ok, per, torch.zeros_like(per)).sum(), ok.sum().double()])
 
 
 def global_metric(metric, scores: Tensor, labels: Tensor, groups: Optional[Groups] = None, *,

@@ -1,0 +1,511 @@
+"""One training run: what ``torchrankboost train`` does, in one process and on every rank.
+
+:func:`train` takes the parsed ``train`` options and walks the run's steps: check the
+options and the output, read the data (this rank's shard of every split on several
+processes), plan (metrics, patience, run folder), fit with progress and TensorBoard
+callbacks, compute the final metrics, save the model. The process context
+(:func:`~torchrankboost.parallel.get_context`) is used unconditionally: in one process its
+collectives are identities and ``guard`` lets errors through unchanged; on several
+processes a failure on one rank stops every rank, the final metrics are combined over the
+ranks (:func:`~torchrankboost.parallel.metric_parts`, exactly the metrics themselves in one
+process), and rank 0 alone (``ctx.is_main``) prints, logs and saves — the model of one
+process on the whole data.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Dict, List, Optional, Sequence
+
+from .contract import NumericalError
+from .factory import make_ranker, resolve_device, rounds_kept
+from .parallel.launch import (check_data_parallel, context, empty_split_message, run_facts,
+                              where_text)
+from .registry import parse_value
+
+__all__ = ["CLIError", "RunPlan", "TrainResult", "train", "parse_params"]
+
+PROG = "torchrankboost"
+DEFAULT_REPORT_GRADED = ("ndcg@1", "ndcg@5", "ndcg@10", "map", "auc", "pair_error")
+DEFAULT_REPORT_BINARY = ("auc", "pair_error", "map", "ndcg@10", "pos_above_neg")
+#: ``--zero-based`` choices → the readers' ``zero_based``
+ZERO_BASED = {"auto": "auto", "yes": True, "no": False}
+#: the algorithms with a data-parallel fit (the Booster and its configurations, RankBoost)
+DISTRIBUTED_ALGORITHMS = ("boost", "qbrank", "gbt", "rankboost")
+# options turned on when TensorBoard logs the run: the driver's training metrics per round,
+# RankBoost's ranking margin per round
+_LOGGED_OPTIONS = {"boost": {"eval_train": True}, "rankboost": {"track_margin": True}}
+
+
+class CLIError(Exception):
+    """An input problem reported as one line and exit status 2."""
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else ""
+
+
+def parse_params(items: Optional[Sequence[str]], what: str = "--param") -> Dict[str, Any]:
+    """``["p=4", "l2=0.5", "criterion=correlation"]`` → ``{"p": 4, "l2": 0.5, ...}``.
+
+    Values are read as bool (true/false), None, int, float, JSON list/dict, else string.
+    """
+    out: Dict[str, Any] = {}
+    for item in items or ():
+        for piece in item.split(","):
+            if not piece.strip():
+                continue
+            key, sep, val = piece.partition("=")
+            key = key.strip().replace("-", "_")
+            if not sep or not key.isidentifier():
+                raise CLIError(f"{what} expects KEY=VALUE, got {piece!r}")
+            out[key] = parse_value(val)
+    return out
+
+
+def is_binary(labels) -> bool:
+    """All labels are 0 or 1."""
+    import torch
+
+    u = torch.unique(labels)
+    return u.numel() <= 2 and bool(((u == 0) | (u == 1)).all())
+
+
+def device(name: str):
+    """The torch device ``name``; a bad name is a :class:`CLIError`."""
+    try:
+        return resolve_device(name)
+    except ValueError as exc:
+        raise CLIError(str(exc)) from None
+
+
+def normalized(d):
+    """``d`` with its features scaled per query (``None`` stays ``None``)."""
+    from dataclasses import replace
+
+    from .data import normalize_per_query
+
+    return None if d is None else replace(d, X=normalize_per_query(d.X, d.groups))
+
+
+def data_name(source: str, name: str) -> str:
+    """The data's name in run names and messages: a built-in set as is, a LETOR fold folder
+    with its data set (``mq2008-Fold1``), a file with its folder (``Fold1-train``,
+    ``mq2008-Fold1-train``), not the bare file stem ("train")."""
+    import re
+
+    p = Path(source)
+    if not p.exists():
+        return name
+
+    def folder_name(d: Path) -> str:
+        d = d.resolve()
+        if re.fullmatch(r"(?i)fold\d+", d.name) and d.parent.name:
+            return f"{d.parent.name}-{d.name}"
+        return d.name
+
+    if p.is_dir():
+        return folder_name(p) or name
+    parent = folder_name(p.parent)
+    return f"{parent}-{p.stem}" if parent else p.stem
+
+
+def check_output(path: str, inputs: Sequence[Path], what: str = "--output") -> None:
+    """Refuse, before any long work, an output that is one of the inputs, a folder, a
+    special or read-only file, or in a folder that cannot take a new file."""
+    from ._io import check_writable
+
+    target = Path(path)
+    for folder in target.parents:
+        if folder.exists():
+            if not folder.is_dir():
+                raise CLIError(f"{what}: cannot write {path}: {folder} is a file, not a folder")
+            break
+    for p in inputs:
+        try:
+            same = target.exists() and os.path.samefile(target, p)
+        except OSError:
+            same = False
+        if same or target.resolve() == Path(p).resolve():
+            raise CLIError(f"{what} {path} is also an input ({p}); choose another file")
+    try:
+        check_writable(target)
+    except ValueError as exc:
+        raise CLIError(f"{what}: {exc}") from None
+
+
+# ============================================================================ the plan
+@dataclass
+class RunPlan:
+    """What ``train`` decided before fitting."""
+
+    algorithm: str  # canonical algorithm name
+    label: str  # the algorithm, or the driver's loss
+    data_name: str
+    metric: str  # validation metric (early stopping)
+    report: Sequence[str]  # metrics of the final table
+    logdir: str
+    early_stopping: int  # patience, 0 = off
+
+
+@dataclass
+class TrainResult:
+    """A finished run as rank 0 reports it."""
+
+    plan: RunPlan
+    ranker: Any  # the fitted estimator (history_, best_round_, stop_reason_)
+    model: Any  # the saved model
+    seconds: float  # the fit's wall time
+    rows: Dict[str, Dict[str, float]]  # {split: {metric: value}} over every rank's data
+    out_path: str  # where the model was saved
+    logged: bool  # TensorBoard events were written to plan.logdir
+
+
+def _ranker_options(args) -> Dict[str, Any]:
+    """``make_ranker`` keywords from the command line; unknown names fail here, before any
+    data is read."""
+    from . import registry
+
+    algorithm = registry.lookup("algorithm", args.algorithm or "boost").name
+    if algorithm != "boost" and (args.loss or args.loss_param):
+        raise CLIError(f"--loss/--loss-param go with the generic driver (--algorithm boost); "
+                       f"algorithm {algorithm!r} has its own objective (options: -p KEY=VALUE)")
+    for m in ([args.metric] if args.metric else []) + list(args.report or ()):
+        registry.metric(m)
+    return dict(algorithm=algorithm,
+                loss=registry.lookup("loss", args.loss).name if args.loss else None,
+                learner=registry.lookup("learner", args.learner).name if args.learner else None,
+                n_rounds=args.rounds, learning_rate=args.learning_rate,
+                max_leaves=args.max_leaves,
+                loss_params=parse_params(args.loss_param, "--loss-param"),
+                learner_params=parse_params(args.learner_param, "--learner-param"),
+                params=parse_params(args.param, "--param"),
+                n_threads=args.threads or 1)  # --threads (validated by the command)
+
+
+def _run_folder(args, run: RunPlan) -> str:
+    """The run folder, claimed (created atomically) on first use."""
+    from .tensorboard import default_logdir
+
+    if not run.logdir:
+        run.logdir = default_logdir(args.name or f"{run.data_name}-{run.label}")
+    return run.logdir
+
+
+def _input_paths(args) -> List[Path]:
+    """The files and folders a train run reads (an output must not be one of them)."""
+    out = []
+    for p in (args.data, args.valid, args.test):
+        if p and Path(p).exists():
+            out.append(Path(p))
+            if Path(p).is_dir():
+                out.extend(Path(p).iterdir())
+    return out
+
+
+def _plan(args, options: Dict[str, Any], binary: bool, valid, name: str) -> RunPlan:
+    algorithm = options["algorithm"]
+    label = algorithm if algorithm != "boost" else options["loss"] or "exponential"
+    patience = args.early_stopping
+    if patience is None:
+        patience = 20 if valid is not None else 0
+    return RunPlan(algorithm=algorithm, label=label, data_name=name,
+                   metric=args.metric or ("auc" if binary else "ndcg@10"),
+                   report=args.report or (DEFAULT_REPORT_BINARY if binary
+                                          else DEFAULT_REPORT_GRADED),
+                   logdir=args.logdir or "",  # default: claimed by _run_folder when needed
+                   early_stopping=patience)
+
+
+# ============================================================================ saving
+def _save_model(model, out_path: str, args, run: RunPlan) -> str:
+    """Save ``model`` to ``out_path``; if that fails, to a fallback file in the run folder
+    (saying where). Returns the path written."""
+    try:
+        model.save(out_path)
+        return out_path
+    except (OSError, ValueError) as exc:
+        reason = getattr(exc, "strerror", None) or _first_line(exc)
+        folder = _run_folder(args, run)
+        os.makedirs(folder, exist_ok=True)
+        fallback = os.path.join(folder, "model.fallback.safetensors")
+        if os.path.abspath(fallback) == os.path.abspath(out_path):
+            raise CLIError(f"cannot save the model to {out_path}: {reason}") from None
+        model.save(fallback)
+        print(f"{PROG}: warning: cannot save the model to {out_path} ({reason}); saved it to "
+              f"{fallback} instead", file=sys.stderr)
+        return fallback
+
+
+def _save_partial(ranker, out_path: Optional[str], args, run: RunPlan) -> Optional[str]:
+    """After an interrupted or failed fit: the model of the last good round (``model_``) to
+    ``<output stem>.partial.safetensors``; returns the path, or ``None`` when there is none."""
+    model = ranker.model_
+    if model is None:
+        return None
+    base = out_path or os.path.join(_run_folder(args, run), "model.safetensors")
+    os.makedirs(os.path.dirname(base) or ".", exist_ok=True)
+    stem = base[:-len(".safetensors")] if base.endswith(".safetensors") else base
+    path = stem + ".partial.safetensors"
+    try:
+        model.save(path)
+    except (OSError, ValueError) as exc:
+        print(f"{PROG}: warning: cannot save the partial model to {path}: "
+              f"{getattr(exc, 'strerror', None) or _first_line(exc)}", file=sys.stderr)
+        return None
+    return path
+
+
+# ============================================================================ data
+# TEMP until data room lands: `load_data(..., context=)` of torchrankboost.data replaces this
+# function (the lead removes it at merge; the call in _load_splits stays as it is).
+def load_data(source: str, *, valid=None, test=None, seed: int = 0, zero_based="auto",
+              max_features=None, context=None):
+    """``(train, valid, test, name)``: ``datasets.load_data`` in one process; this rank's
+    shards of the splits on several (built-in data: the one-process split cut by
+    ``shard``; files: each rank parses its own part, one feature numbering for every file
+    of the run and one feature count)."""
+    from . import datasets
+    from .data import load_svmlight_shard
+
+    if context is None or context.world_size == 1:  # TEMP until data room lands
+        return datasets.load_data(source, valid=valid, test=test, seed=seed,
+                                  zero_based=zero_based, max_features=max_features)
+    p = Path(source)
+    splits: Dict[str, Any] = {"train": None, "valid": None, "test": None}
+    files: Dict[str, Any] = {}
+    if source.strip().lower() in datasets.BUILTIN and not p.exists():
+        name = source.strip().lower()
+        for k, d in zip(splits, datasets.load_builtin(source, seed=seed)):
+            splits[k] = None if d is None else d.shard(context.rank, context.world_size)
+    elif p.is_dir():
+        files = dict(zip(("train", "valid", "test"), datasets._fold_paths(p, source)))
+        name = p.name or "fold"
+    elif p.exists():
+        files, name = {"train": p}, p.stem
+    else:
+        raise FileNotFoundError(f"data not found: {source!r} is neither a built-in data set "
+                                f"({', '.join(datasets.BUILTIN)}) nor an existing file or "
+                                "LETOR fold folder")
+    files.update({k: f for k, f in (("valid", valid), ("test", test)) if f})
+
+    def read(path, numbering):
+        q = Path(path)
+        what = sorted(str(f) for f in q.iterdir() if f.is_file()) if q.is_dir() else str(q)
+        return load_svmlight_shard(what, zero_based=numbering, max_features=max_features)
+
+    loaded = {k: read(f, zero_based) for k, f in files.items()}
+    if zero_based == "auto" and len({d.zero_based for d in loaded.values()}) > 1:
+        loaded = {k: (d if d.zero_based else read(files[k], True)) for k, d in loaded.items()}
+    splits.update(loaded)
+    numbering = next(iter(loaded.values())).zero_based if loaded else None
+    tr, va, te = datasets.align_features(splits["train"], splits["valid"], splits["test"])
+    for d in (tr, va, te):
+        if d is not None and numbering is not None:
+            d.zero_based = numbering
+    return tr, va, te, name
+
+
+# ============================================================================ the run
+def _start(args, ctx):
+    """The checks before any data is read (on every rank); returns ``(device, options)``."""
+    import torch
+
+    with ctx.guard():  # a bad option or output on one rank stops every rank
+        dev = device(args.device)
+        if not 0 <= args.seed < 2 ** 63:
+            raise CLIError(f"--seed must be an integer in [0, 2^63), got {args.seed}")
+        torch.manual_seed(args.seed)
+        options = _ranker_options(args)
+        check_data_parallel(ctx, options["algorithm"], DISTRIBUTED_ALGORITHMS, error=CLIError)
+        if args.output and ctx.is_main:  # the model must have somewhere to go
+            check_output(args.output, _input_paths(args))
+    return dev, options
+
+
+def _load_splits(args, ctx):
+    """``(train, valid, test, name)`` of this rank, checked (no empty split; validation
+    data when early stopping is asked for) and scaled per query with ``--normalize``."""
+    tr, va, te, name = load_data(args.data, valid=args.valid, test=args.test, seed=args.seed,
+                                 zero_based=ZERO_BASED[args.zero_based],
+                                 max_features=args.max_features, context=ctx)
+    with ctx.guard():
+        for what, d, source in (("training", tr, args.data), ("validation", va, args.valid),
+                                ("test", te, args.test)):
+            if d is not None and d.X.shape[0] == 0:
+                raise CLIError(empty_split_message(ctx, f"{what} data {source or args.data!r}"))
+        if args.early_stopping and va is None:
+            raise CLIError(f"--early-stopping {args.early_stopping} needs validation data "
+                           f"(--valid FILE, or a LETOR fold / built-in data with a "
+                           f"validation split)")
+        if args.normalize:
+            tr, va, te = (normalized(d) for d in (tr, va, te))
+    return tr, va, te, name
+
+
+def _prepare(args, ctx, options, splits, name: str):
+    """The plan and the (unfitted) ranker; the run folder claimed on rank 0."""
+    import torch
+
+    tr, va = splits["train"], splits["valid"]
+    binary = bool(ctx.all_reduce_min(torch.tensor([int(is_binary(tr.labels))]))[0])
+    with ctx.guard():
+        run = _plan(args, options, binary, va, data_name(args.data, name))
+        if not args.no_tensorboard:  # what the log shows beyond the defaults
+            for key, value in _LOGGED_OPTIONS.get(run.algorithm, {}).items():
+                options["params"].setdefault(key, value)
+        ranker = make_ranker(**options)  # bad parameters fail here, before a run folder
+        if ctx.is_main:
+            if not args.no_tensorboard or not args.output:
+                _run_folder(args, run)
+            if not args.output:
+                check_output(os.path.join(run.logdir, "model.safetensors"), [])
+    return run, ranker
+
+
+def _callbacks(args, ctx, run: RunPlan):
+    """``(callbacks, logger)``: progress and TensorBoard on rank 0 (the fit runs callbacks
+    there only), none elsewhere."""
+    from .progress import ProgressCallback
+    from .tensorboard import TensorBoardLogger
+
+    if not ctx.is_main:
+        return [], None
+    callbacks: List[Any] = [ProgressCallback(quiet=args.quiet)]
+    logger = None
+    if not args.no_tensorboard:
+        logger = TensorBoardLogger(run.logdir, hparams={
+            "algorithm": args.algorithm or "boost", "data": run.data_name, "metric": run.metric,
+            "early_stopping": run.early_stopping, **run_facts(ctx)}, hparams_on_fit_end=False)
+        callbacks.append(logger)
+    return callbacks, logger
+
+
+def _announce(args, ctx, run: RunPlan, tr, dev) -> None:
+    """The start line on stderr (rank 0, without ``--quiet``): the whole data's size."""
+    import torch
+
+    counts = ctx.all_reduce_sum(torch.tensor([len(tr), tr.num_queries], dtype=torch.int64))
+    if ctx.is_main and not args.quiet:
+        print(f"{PROG}: training {run.label} on {run.data_name} ({int(counts[1])} train "
+              f"queries, {int(counts[0])} documents, {tr.num_features} features) on "
+              f"{where_text(ctx, dev)}", file=sys.stderr)
+
+
+def _fit(ranker, splits: Dict[str, Any], run: RunPlan, callbacks: List[Any]):
+    """Fit on ``splits["train"]``, watching ``splits["valid"]`` when there is one; returns
+    ``(model, seconds)``."""
+    from . import registry
+
+    tr, va = splits["train"], splits.get("valid")
+    kwargs: Dict[str, Any] = {"callbacks": callbacks}
+    if va is not None:
+        main_metric = registry.metric(run.metric).name
+        watch = [run.metric] + [m for m in run.report if registry.metric(m).name != main_metric]
+        if run.algorithm == "boost":  # the driver's loss is the user's choice: watch it too
+            watch.append("loss")
+        kwargs.update(eval_set=[(va.X, va.labels, va.groups)], eval_metric=watch,
+                      early_stopping_rounds=run.early_stopping or None)
+    t0 = time.perf_counter()
+    model = ranker.fit(tr.X, tr.labels, tr.groups, **kwargs)
+    return model, time.perf_counter() - t0
+
+
+def _fit_or_save_partial(args, ctx, ranker, splits, run: RunPlan, callbacks):
+    """:func:`_fit`; after Ctrl-C or a numerical failure, rank 0 saves the model of the last
+    good round (``*.partial.safetensors``) and says so, and the error goes on."""
+    try:
+        return _fit(ranker, splits, run, callbacks)
+    except (KeyboardInterrupt, NumericalError) as exc:
+        saved = _save_partial(ranker, args.output, args, run) if ctx.is_main else None
+        if saved is None:
+            raise
+        note = f"the model of the last good round is saved to {saved}"
+        if isinstance(exc, NumericalError):  # still one line
+            raise NumericalError(f"{_first_line(exc)}; {note}", round=exc.round,
+                                 model=exc.model) from None
+        print(f"{PROG}: {ranker.stop_reason_}; {note}", file=sys.stderr)
+        raise
+
+
+def _final_metrics(args, ctx, model, splits: Dict[str, Any], run: RunPlan, logger, step: int):
+    """``{split: {metric: value}}`` of the final model over every rank's queries (one
+    all-reduce of :func:`~torchrankboost.parallel.metric_parts`; a metric undefined on some
+    rank is NaN); with TensorBoard, the score histograms and the PR/ROC curves of the last
+    split (test, else valid, else train) over every rank's documents, logged on rank 0."""
+    import torch
+
+    from . import registry
+    from .parallel import metric_parts
+
+    names = [registry.metric(n).name for n in run.report]
+    parts, last = [], list(splits)[-1]
+    for split, d in splits.items():
+        with torch.no_grad():
+            s = model.predict(d.X)
+        for n in run.report:
+            try:
+                parts.append(metric_parts(n, s, d.labels, d.groups))
+            except ValueError:
+                parts.append(torch.full((2,), float("nan"), dtype=torch.float64))
+        if not args.no_tensorboard:  # the same on every rank: the gathers are collective
+            s_all = ctx.all_gather_rows(s)
+            y_all = ctx.all_gather_rows(d.labels) if split == last else None
+            if logger is not None:
+                logger.log_histograms(step, {f"scores/{split}": s_all})
+                if split == last:
+                    logger.log_curves(step, y_all, s_all, tag=split)
+    tot = ctx.all_reduce_sum(torch.stack(parts))
+    values = [float(a) / float(b) if float(b) > 0 else float("nan") for a, b in tot.tolist()]
+    return {split: dict(zip(names, values[i * len(names):(i + 1) * len(names)]))
+            for i, split in enumerate(splits)}
+
+
+def _finish(args, ctx, ranker, model, splits, run: RunPlan, logger, seconds: float):
+    """Final metrics, the model saved and the hparams logged (rank 0); ``(rows, path)``."""
+    used = rounds_kept(ranker, run.early_stopping)
+    rows = _final_metrics(args, ctx, model, splits, run, logger, used)
+    if splits["train"].zero_based is not None:
+        model.info["zero_based"] = bool(splits["train"].zero_based)
+    model.info.update(run_facts(ctx))
+    out_path = args.output or os.path.join(run.logdir, "model.safetensors")
+    with ctx.guard():
+        if ctx.is_main:
+            out_path = _save_model(model, out_path, args, run)
+            if logger is not None:
+                final = {f"{split}/{k}": v for split, r in rows.items() for k, v in r.items()}
+                final.update(seconds=seconds, rounds_used=used, best_round=ranker.best_round_)
+                logger.log_hparams(None, final, step=used)
+    return rows, out_path
+
+
+def train(args) -> Optional[TrainResult]:
+    """Run ``torchrankboost train`` with the parsed options ``args`` (the ``train``
+    sub-command's namespace); returns the result on rank 0, ``None`` on the other ranks.
+
+    Raises :class:`CLIError` for input problems, ``NumericalError`` for a failed fit and,
+    on several processes, ``DistributedError`` when some rank failed.
+    """
+    ctx = context()
+    dev, options = _start(args, ctx)
+    tr, va, te, name = _load_splits(args, ctx)
+    splits = {"train": tr, "valid": va, "test": te}
+    run, ranker = _prepare(args, ctx, options, splits, name)
+    callbacks, logger = _callbacks(args, ctx, run)
+    splits = {k: d.to(dev) for k, d in splits.items() if d is not None}
+    _announce(args, ctx, run, tr, dev)
+    try:
+        model, seconds = _fit_or_save_partial(args, ctx, ranker, splits, run, callbacks)
+        rows, out_path = _finish(args, ctx, ranker, model, splits, run, logger, seconds)
+    finally:  # a failed run (NumericalError...) still leaves readable event files
+        if logger is not None:
+            logger.close()
+    if not ctx.is_main:
+        return None
+    return TrainResult(plan=run, ranker=ranker, model=model, seconds=seconds, rows=rows,
+                       out_path=out_path, logged=logger is not None)
