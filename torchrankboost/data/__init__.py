@@ -1,22 +1,20 @@
-"""Ranking data: the dataset, SVMlight/LETOR reading (whole files and per-rank shards),
-synthetic data and batches of whole queries."""
+"""Ranking data: the dataset (:mod:`.dataset`), the SVMlight/LETOR reader for whole files
+and per-rank shards (:mod:`.svmlight`, :mod:`.lines`, :mod:`.shards`), synthetic data
+(:mod:`.synthetic`) and batches of whole queries (:mod:`.batching`)."""
 
-from .batching import DistributedQueryBatchSampler
-from .core import (
+from .batching import (
+    DistributedQueryBatchSampler,
     QueryBatchSampler,
     QueryDataset,
-    RankingData,
     collate_queries,
     epoch_query_order,
     iterate_query_batches,
-    load_letor_fold,
-    load_svmlight,
-    load_svmlight_files,
-    make_letor,
-    normalize_per_query,
     take_queries,
 )
-from .shards import load_svmlight_shard, shard_queries
+from .dataset import RankingData, normalize_per_query, shard_queries
+from .shards import load_svmlight_shard
+from .svmlight import load_letor_fold, load_svmlight, load_svmlight_files
+from .synthetic import make_letor
 
 __all__ = [
     "DistributedQueryBatchSampler",
