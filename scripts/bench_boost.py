@@ -50,7 +50,7 @@ import torch
 
 from torchrankboost import metrics as M
 from torchrankboost.boosting import Booster, HistoryCallback, RegressionTree
-from torchrankboost.datasets import data_root
+from torchrankboost.data import data_root
 import torchrankboost.losses as L
 
 DATA = data_root()  # $TORCHRANKBOOST_DATA, else ./data

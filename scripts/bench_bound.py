@@ -100,7 +100,7 @@ def main(argv=None):
     torch.set_num_threads(args.threads)
 
     from torchrankboost.data import load_letor_fold
-    from torchrankboost.datasets import dataset_path
+    from torchrankboost.data import dataset_path
 
     fold = args.fold or dataset_path("mq2008", "Fold1")
     train, _, _ = load_letor_fold(fold)

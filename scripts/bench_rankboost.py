@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT))
 from torchrankboost.boosting.learners import Stumps  # noqa: E402
 from torchrankboost.boosting.rankboost import RankBoost  # noqa: E402
 from torchrankboost.data import load_letor_fold  # noqa: E402
-from torchrankboost.datasets import dataset_path  # noqa: E402
+from torchrankboost.data import dataset_path  # noqa: E402
 from torchrankboost.metrics import ndcg_at_k  # noqa: E402
 
 RANKLIB = {"10": {"seconds": 4.3, "ndcg_empty1": 0.7810, "ndcg_empty0": 0.5003},

@@ -117,7 +117,7 @@ def main():
     g = torch.Generator().manual_seed(0)
     if args.letor:
         from torchrankboost.data import load_letor_fold
-        from torchrankboost.datasets import dataset_path
+        from torchrankboost.data import dataset_path
 
         fold = Path(args.letor) if Path(args.letor).is_dir() else dataset_path(args.letor)
         X = load_letor_fold(fold)[0].X.float()

@@ -42,7 +42,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from exp_pnorm_push import load_setting, split  # noqa: E402
-from torchrankboost.datasets import data_root  # noqa: E402
+from torchrankboost.data import data_root  # noqa: E402
 
 from torchrankboost.boosting import Stumps  # noqa: E402
 from torchrankboost.boosting.rankboost import (AdaBoost, MatrixRankers, RankBoost,  # noqa: E402

@@ -55,7 +55,7 @@ from torchrankboost.boosting import Booster, RegressionTree, Stumps
 from torchrankboost.boosting.qbrank import QBRank
 from torchrankboost.boosting.rankboost import RankBoost, RankBoostPlus
 from torchrankboost.data import load_letor_fold
-from torchrankboost.datasets import data_root
+from torchrankboost.data import data_root
 from torchrankboost.linear import RankSVM
 from torchrankboost.losses.pointwise import SquaredErrorLoss
 from _results_io import read_csv, write_csv  # noqa: E402,F401 (scripts/ is on sys.path)

@@ -48,7 +48,7 @@ import torch
 
 from torchrankboost.boosting import FeatureRankers
 from torchrankboost.boosting.rankboost import MatrixRankers, PNormPush
-from torchrankboost.datasets import data_root
+from torchrankboost.data import data_root
 from torchrankboost.metrics import auc, positives_above_first_negative
 
 P_VALUES = (1, 2, 4, 8, 16, 64)

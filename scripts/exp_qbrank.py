@@ -45,7 +45,7 @@ from torchrankboost import metrics as M
 from torchrankboost.boosting import RegressionTree
 from torchrankboost.boosting.qbrank import GBT, QBRank
 from torchrankboost.data import load_letor_fold
-from torchrankboost.datasets import data_root
+from torchrankboost.data import data_root
 from torchrankboost.linear import RankSVM
 from _results_io import read_csv, write_csv  # noqa: E402,F401 (scripts/ is on sys.path)
 

@@ -51,7 +51,7 @@ from torchrankboost import metrics as M
 from torchrankboost.boosting import Stumps
 from torchrankboost.boosting.rankboost import RankBoost, RankBoostPlus
 from torchrankboost.data import load_letor_fold
-from torchrankboost.datasets import data_root
+from torchrankboost.data import data_root
 from torchrankboost.groups import Groups
 from _results_io import read_csv, write_csv  # noqa: E402,F401 (scripts/ is on sys.path)
 

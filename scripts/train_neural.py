@@ -14,7 +14,7 @@ Examples::
     python scripts/train_neural.py --data data/mq2008/Fold1 --device cuda
 
 ``--data`` takes a built-in name (``synthetic``, the default, or ``wdbc``) or a LETOR fold
-folder (``train.txt``/``vali.txt``/``test.txt``); see :func:`torchrankboost.datasets.data_root`
+folder (``train.txt``/``vali.txt``/``test.txt``); see :func:`torchrankboost.data.data_root`
 for where the project keeps real data sets.
 
 Prints the test NDCG@10 of the untrained network and of the trained one (the epoch with the
@@ -85,7 +85,7 @@ def evaluate(model, data, metrics, ctx=None):
 
 def load(args):
     """``(train, valid, test)`` from ``--data``: a built-in name or a LETOR fold folder."""
-    from torchrankboost.datasets import BUILTIN, load_builtin, load_data
+    from torchrankboost.data import BUILTIN, load_builtin, load_data
 
     if args.data.strip().lower() in BUILTIN and not Path(args.data).exists():
         return load_builtin(args.data, seed=args.seed, n_queries=args.synthetic_queries,
@@ -102,7 +102,7 @@ def load(args):
 
 def slice_queries(data, n_queries: int):
     """The first ``n_queries`` queries of a RankingData (for quick runs)."""
-    from torchrankboost.datasets import slice_queries as slice_range
+    from torchrankboost.data import slice_queries as slice_range
 
     return slice_range(data, 0, min(n_queries, data.num_queries))
 

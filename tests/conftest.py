@@ -5,7 +5,7 @@ import os
 import pytest
 import torch
 
-from torchrankboost.datasets import data_root
+from torchrankboost.data import data_root
 
 try:
     from hypothesis import settings
@@ -22,7 +22,7 @@ except ImportError:  # pragma: no cover
 torch.set_num_threads(1)
 
 # Real data sets (MQ2008, the UCI copies, ...) are found by the library's one rule:
-# $TORCHRANKBOOST_DATA, else ./data (torchrankboost.datasets.data_root). Tests that need them
+# $TORCHRANKBOOST_DATA, else ./data (torchrankboost.data.data_root). Tests that need them
 # skip when they are absent. Resolved once, so that a test changing directory does not move it.
 DATA_ROOT = data_root().resolve()
 

@@ -297,6 +297,23 @@ def scenario_local_peer_dies():
     os._exit(1)
 
 
+def scenario_load_data(source, valid, out):
+    """This rank's splits of ``load_data(source, valid=...)`` saved to ``out.<rank>``."""
+    import torch
+
+    from torchrankboost.data import load_data
+
+    ctx = _ctx()
+    splits = load_data(source, valid=valid or None, context=ctx)
+    saved = {"name": splits[3]}
+    for key, d in zip(("train", "valid", "test"), splits[:3]):
+        saved[key] = None if d is None else {
+            "X": d.X, "labels": d.labels, "qid": d.qid, "sizes": d.groups.sizes,
+            "zero_based": d.zero_based}
+    torch.save(saved, f"{out}.{ctx.rank}")
+    print(f"rank {ctx.rank}: {len(splits[0])} training documents")
+
+
 SCENARIOS = {name[len("scenario_"):]: fn for name, fn in globals().items()
              if name.startswith("scenario_")}
 

@@ -1,5 +1,5 @@
 """Tests for torchrankboost.data (SVMlight/LETOR reading, normalisation, make_letor, batching)
-and torchrankboost.datasets (the data folder rule, built-in data, data by name or path)."""
+and data by name (the data folder rule, built-in data, data by name or path)."""
 
 import math
 import re
@@ -11,7 +11,7 @@ from torch.utils.data import DataLoader
 
 from conftest import require_data
 from torchrankboost import Groups
-from torchrankboost.datasets import data_root, dataset_path, load_builtin, load_data
+from torchrankboost.data import data_root, dataset_path, load_builtin, load_data
 from torchrankboost.data import (
     QueryBatchSampler,
     QueryDataset,
@@ -436,7 +436,7 @@ def test_iterate_query_batches_seeded():
         next(iterate_query_batches(*d, max_docs=20, shuffle="maybe"))
 
 
-# ---------------------------------------------------------------------- datasets
+# ---------------------------------------------------------------------- data by name
 def test_builtin_splits():
     tr, va, te = load_builtin("wdbc")
     assert len(tr) + len(va) + len(te) == 569

@@ -151,7 +151,7 @@ def test_cli_under_torchrun_trains_the_one_process_model(tmp_path, algorithm):
     """``python -m torch.distributed.run --nproc-per-node 2 -m torchrankboost train`` on
     built-in data (sharded validation set, early stopping) saves the model of one process;
     rank 0 alone prints the final table and writes the model."""
-    from torchrankboost.datasets import load_builtin
+    from torchrankboost.data import load_builtin
     from torchrankboost.factory import load_model
 
     common = ["train", "--data", "synthetic", "-a", algorithm, "--rounds", "12",

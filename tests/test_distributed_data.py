@@ -381,3 +381,58 @@ def test_sampler_arguments():
         DistributedQueryBatchSampler(g, max_docs=0, num_replicas=1, rank=0)
     s = DistributedQueryBatchSampler(g, max_docs=8)  # no process group: rank 0 of 1
     assert s.num_replicas == 1 and s.rank == 0 and sorted(q for b in s for q in b) == [0, 1, 2]
+
+
+# ------------------------------------------------------------------ load_data on every rank
+def _load_data_shards(tmp_path, source, valid=""):
+    out = tmp_path / "splits"
+    res = launch("load_data", 2, [source, valid, out], timeout=90)
+    assert all(r.returncode == 0 for r in res), explain(res)
+    return [torch.load(f"{out}.{r}", weights_only=True) for r in range(2)]
+
+
+def _assert_concat(parts, whole):
+    if whole is None:
+        assert all(p is None for p in parts)
+        return
+    assert all(p["X"].shape[0] > 0 and p["X"].shape[1] == whole.num_features for p in parts)
+    assert torch.equal(torch.cat([p["X"] for p in parts]), whole.X)
+    assert torch.equal(torch.cat([p["labels"] for p in parts]), whole.labels)
+    assert torch.equal(torch.cat([p["qid"] for p in parts]), whole.qid)
+    assert torch.equal(torch.cat([p["sizes"] for p in parts]), whole.groups.sizes)
+    assert all(p["zero_based"] == whole.zero_based for p in parts)
+
+
+def test_load_data_in_one_process_with_a_context_is_the_whole_data(tmp_path):
+    from torchrankboost.data import load_data
+
+    a = _write_letor(tmp_path / "a.txt", make_letor(12, 6, 4, seed=1))
+    for source, valid in (("synthetic", None), (str(a), None), ("wdbc", str(a))):
+        plain = load_data(source, valid=valid)
+        ctx = load_data(source, valid=valid, context=get_context(False))
+        assert plain[3] == ctx[3]
+        for d, e in zip(plain[:3], ctx[:3]):
+            assert (d is None) == (e is None)
+            if d is not None:
+                _assert_same(d, e)
+
+
+def test_load_data_on_two_ranks_gives_shards_of_the_one_process_splits(tmp_path):
+    """Files: each rank parses its byte range of each file; index 0 only in the validation
+    file and the widest index only in the last training line: with auto numbering every
+    shard of every split is 0-based and has the run's feature count. Built-in data: the
+    one-process split cut by RankingData.shard."""
+    from torchrankboost.data import load_data
+
+    tr = _write_letor(tmp_path / "train.txt", make_letor(30, 8, 5, seed=4), wide_tail=True)
+    va = _write_letor(tmp_path / "vali.txt", make_letor(20, 6, 5, seed=5), zero_col=True)
+    whole = load_data(str(tr), valid=str(va))
+    assert whole[0].zero_based is True and whole[0].num_features == 5 + 3 + 1
+    parts = _load_data_shards(tmp_path, tr, va)
+    assert all(p["name"] == "train" for p in parts)
+    for key, d in zip(("train", "valid", "test"), whole[:3]):
+        _assert_concat([p[key] for p in parts], d)
+    whole = load_data("synthetic")
+    parts = _load_data_shards(tmp_path, "synthetic")
+    for key, d in zip(("train", "valid", "test"), whole[:3]):
+        _assert_concat([p[key] for p in parts], d)

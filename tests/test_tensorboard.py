@@ -147,7 +147,7 @@ def test_hparams_of_a_papers_algorithm_and_of_the_cli_runs(tmp_path):
     """qbrank is logged as qbrank (not the driver with its proxy loss); every run declares the
     same standard metric columns, so NDCG and AUC columns appear for every run."""
     from torchrankboost.factory import make_ranker
-    from torchrankboost.datasets import load_data
+    from torchrankboost.data import load_data
 
     tr, va, te, _ = load_data("synthetic", seed=0)
     tags = {}

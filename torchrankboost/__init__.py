@@ -40,8 +40,7 @@ from .data import (  # noqa: F401
     normalize_per_query,
     take_queries,
 )
-from . import datasets  # noqa: F401
-from .datasets import data_root, dataset_path, load_builtin, load_data  # noqa: F401
+from .data import data_root, dataset_path, load_builtin, load_data  # noqa: F401
 
 # --- several processes (torch.distributed) ---
 from . import parallel  # noqa: F401

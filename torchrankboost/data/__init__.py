@@ -1,37 +1,62 @@
-"""Ranking data: the dataset, SVMlight/LETOR reading (whole files and per-rank shards),
-synthetic data and batches of whole queries."""
+"""Ranking data: the dataset (:mod:`.dataset`), the SVMlight/LETOR reader for whole files
+and per-rank shards (:mod:`.svmlight`, :mod:`.lines`, :mod:`.shards`), data by name or path
+and the data folder (:mod:`.sources`), synthetic data (:mod:`.synthetic`) and batches of
+whole queries (:mod:`.batching`)."""
 
-from .batching import DistributedQueryBatchSampler
-from .core import (
+from .batching import (
+    DistributedQueryBatchSampler,
     QueryBatchSampler,
     QueryDataset,
-    RankingData,
     collate_queries,
     epoch_query_order,
     iterate_query_batches,
-    load_letor_fold,
-    load_svmlight,
-    load_svmlight_files,
-    make_letor,
-    normalize_per_query,
     take_queries,
 )
-from .shards import load_svmlight_shard, shard_queries
+from .dataset import RankingData, normalize_per_query, shard_queries
+from .shards import load_svmlight_shard
+from .sources import (
+    BUILTIN,
+    DATA_ENV,
+    align_features,
+    data_root,
+    dataset_path,
+    load_builtin,
+    load_data,
+    load_file,
+    load_files,
+    pad_features,
+    single_query,
+    slice_queries,
+)
+from .svmlight import load_letor_fold, load_svmlight, load_svmlight_files
+from .synthetic import make_letor
 
 __all__ = [
+    "BUILTIN",
+    "DATA_ENV",
     "DistributedQueryBatchSampler",
     "QueryBatchSampler",
     "QueryDataset",
     "RankingData",
+    "align_features",
     "collate_queries",
+    "data_root",
+    "dataset_path",
     "epoch_query_order",
     "iterate_query_batches",
+    "load_builtin",
+    "load_data",
+    "load_file",
+    "load_files",
     "load_letor_fold",
     "load_svmlight",
     "load_svmlight_files",
     "load_svmlight_shard",
     "make_letor",
     "normalize_per_query",
+    "pad_features",
     "shard_queries",
+    "single_query",
+    "slice_queries",
     "take_queries",
 ]

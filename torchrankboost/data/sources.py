@@ -1,0 +1,255 @@
+"""Data sets by name or by path, and where data folders are found.
+
+* :func:`data_root` / :func:`dataset_path`: the one rule for finding data on disk. The data
+  folder is the one named by the ``TORCHRANKBOOST_DATA`` environment variable; without it,
+  ``data/`` under the current working directory. Scripts and tests look up real data sets
+  (``mq2008/Fold1``, ``uci_wdbc``, ...) there.
+* :func:`load_builtin`: small data sets that need no download (scikit-learn's breast-cancer
+  data, a synthetic LETOR-like set), split into train / validation / test.
+* :func:`load_data`: a built-in name, a LETOR fold folder or an SVMlight file → the three
+  splits (what ``torchrankboost train --data`` reads), in one process or as this rank's
+  shards on every rank of a process group.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Optional, Tuple
+
+import numpy as np
+import torch
+
+from ..groups import Groups
+from ..parallel.context import DistContext, get_context
+from .dataset import RankingData
+from .svmlight import read_svmlight
+from .synthetic import make_letor
+
+__all__ = ["DATA_ENV", "BUILTIN", "data_root", "dataset_path", "load_builtin", "load_data",
+           "load_file", "load_files", "pad_features", "align_features", "single_query",
+           "slice_queries"]
+
+DATA_ENV = "TORCHRANKBOOST_DATA"
+BUILTIN = ("wdbc", "synthetic")
+_SPLITS = ("train", "valid", "test")
+
+
+# ============================================================================ where data live
+def data_root() -> Path:
+    """The data folder: ``$TORCHRANKBOOST_DATA`` if set (and not empty), else ``./data``
+    (``data/`` under the current working directory; git ignores it). The folder need not
+    exist: callers check the paths they need."""
+    env = os.environ.get(DATA_ENV, "").strip()
+    return Path(env).expanduser() if env else Path.cwd() / "data"
+
+
+def dataset_path(*parts: str) -> Path:
+    """A path under :func:`data_root`, e.g. ``dataset_path("mq2008", "Fold1")``."""
+    return data_root().joinpath(*parts)
+
+
+# ============================================================================ helpers
+def single_query(X, y):
+    """``RankingData`` holding ``X``, ``y`` as one query (bipartite ranking)."""
+    n = X.shape[0]
+    return RankingData(X, y, Groups.single(n), torch.zeros(n, dtype=torch.long),
+                       torch.arange(n))
+
+
+def slice_queries(data, g0: int, g1: int):
+    """Queries ``g0 .. g1-1`` of ``data`` (a ``RankingData``) as a new ``RankingData``."""
+    off = data.groups.offsets
+    a, b = int(off[g0]), int(off[g1])
+    return RankingData(data.X[a:b], data.labels[a:b], Groups.from_sizes(data.groups.sizes[g0:g1]),
+                       data.qid[a:b], None if data.row is None else data.row[a:b])
+
+
+def pad_features(data, F: int):
+    """``data`` with zero feature columns appended up to ``F`` (``None`` stays ``None``)."""
+    if data is None or data.num_features == F:
+        return data
+    X = torch.zeros(data.X.shape[0], F, dtype=data.X.dtype)
+    X[:, :data.num_features] = data.X
+    return RankingData(X, data.labels, data.groups, data.qid, data.row)
+
+
+def align_features(*datas):
+    """The splits padded to the largest feature count among them (``None`` entries kept)."""
+    F = max(d.num_features for d in datas if d is not None)
+    return tuple(pad_features(d, F) for d in datas)
+
+
+# ============================================================================ built-in data
+def _split_wdbc(seed: int):
+    from sklearn.datasets import load_breast_cancer
+
+    X, target = load_breast_cancer(return_X_y=True)
+    y = (target == 0).astype(np.float32)  # malignant = relevant
+    rng = np.random.default_rng(seed)
+    parts = ([], [], [])
+    for cls in (0.0, 1.0):
+        idx = rng.permutation(np.flatnonzero(y == cls))
+        n = idx.size
+        a, b = int(round(0.6 * n)), int(round(0.8 * n))
+        for p, sl in zip(parts, (idx[:a], idx[a:b], idx[b:])):
+            p.append(sl)
+    out = []
+    for p in parts:
+        idx = np.sort(np.concatenate(p))
+        out.append(single_query(torch.as_tensor(X[idx], dtype=torch.float32),
+                                torch.as_tensor(y[idx])))
+    return tuple(out)
+
+
+def load_builtin(name: str, *, seed: int = 0, n_queries: int = 300, docs_per_query: float = 30,
+                 n_features: int = 40):
+    """Built-in data split into ``(train, valid, test)`` :class:`~torchrankboost.data.RankingData`.
+
+    * ``"wdbc"``: scikit-learn's breast-cancer data (569 × 30) as one bipartite query per
+      split; relevant (label 1) = malignant. A stratified 60/20/20 split drawn with ``seed``.
+    * ``"synthetic"``: :func:`~torchrankboost.data.make_letor` (``n_queries`` queries of about
+      ``docs_per_query`` documents, ``n_features`` features, grades 0–4), split by query
+      60/20/20.
+
+    An unknown name raises ``ValueError`` listing the valid ones.
+    """
+    key = name.strip().lower()
+    if key == "wdbc":
+        return _split_wdbc(seed)
+    if key == "synthetic":
+        data = make_letor(n_queries, docs_per_query, n_features, 5, seed=seed)
+        G = data.groups.num_groups
+        a, b = int(round(0.6 * G)), int(round(0.8 * G))
+        return slice_queries(data, 0, a), slice_queries(data, a, b), slice_queries(data, b, G)
+    raise ValueError(f"unknown built-in data {name!r}; valid choices: {', '.join(BUILTIN)} "
+                     "(or a LETOR fold folder / an SVMlight file)")
+
+
+# ============================================================================ files
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__
+
+
+def _read_error(exc: BaseException, paths) -> ValueError:
+    msg = _first_line(exc)
+    if not any(str(p) in msg for p in paths):
+        msg = f"{paths[0]}: {msg}"
+    return ValueError(msg)
+
+
+def _check_file(path) -> Path:
+    p = Path(path)
+    if not p.exists():
+        raise FileNotFoundError(f"file not found: {path}")
+    if p.is_dir():
+        raise ValueError(f"expected a file, got a folder: {path}")
+    return p
+
+
+def _read_run_files(paths, *, context: DistContext, n_features: Optional[int] = None,
+                    zero_based="auto", max_features: Optional[int] = None):
+    """The files of a run read together (one feature numbering, one feature count), each
+    as this rank's byte range of it (the whole file in one process); errors as
+    :func:`load_file` (on every rank: :class:`~torchrankboost.parallel.DistributedError`)."""
+    with context.guard():
+        ps = [_check_file(p) for p in paths]
+    try:
+        return read_svmlight(ps, n_features=n_features, zero_based=zero_based,
+                             max_features=max_features, part=(context.rank, context.world_size),
+                             context=context)
+    except (ValueError, OSError, UnicodeDecodeError, EOFError) as exc:
+        raise _read_error(exc, ps) from None
+
+
+def load_file(path, *, n_features: Optional[int] = None, zero_based="auto",
+              max_features: Optional[int] = None):
+    """One SVMlight/LETOR file as ``RankingData``. A missing file raises
+    ``FileNotFoundError``; a folder or a malformed file ``ValueError`` with a one-line message
+    naming the file (and the line). ``zero_based``: the feature numbering (``"auto"``,
+    ``True``, ``False``; the one used is kept in the result's ``zero_based``)."""
+    return load_files([path], n_features=n_features, zero_based=zero_based,
+                      max_features=max_features)[0]
+
+
+def load_files(paths, *, n_features: Optional[int] = None, zero_based="auto",
+               max_features: Optional[int] = None):
+    """Several SVMlight/LETOR files read together — one feature numbering decided for all
+    of them, one feature count — as a list of ``RankingData``; errors as :func:`load_file`."""
+    return _read_run_files(paths, context=get_context(False), n_features=n_features,
+                           zero_based=zero_based, max_features=max_features)
+
+
+def _fold_paths(p: Path, source: str):
+    missing = [s for s in ("train", "vali", "test")
+               if not (p / f"{s}.txt").exists() and not (p / s).exists()]
+    if missing:
+        raise ValueError(f"{source}: not a LETOR fold folder (missing "
+                         f"{', '.join(m + '.txt' for m in missing)})")
+    return [p / f"{s}.txt" if (p / f"{s}.txt").exists() else p / s
+            for s in ("train", "vali", "test")]
+
+
+# ============================================================================ data by name
+def _sources(source: str, seed: int, ctx: DistContext):
+    """``(splits, files, name)``: the built-in splits (this rank's shards of them), or the
+    files of the source by split (a LETOR fold folder, or one training file)."""
+    p = Path(source)
+    if source.strip().lower() in BUILTIN and not p.exists():
+        splits = {k: d.shard(ctx.rank, ctx.world_size)
+                  for k, d in zip(_SPLITS, load_builtin(source, seed=seed))}
+        return splits, {}, source.strip().lower()
+    splits = dict.fromkeys(_SPLITS)
+    if p.is_dir():
+        return splits, dict(zip(_SPLITS, _fold_paths(p, source))), p.name or "fold"
+    if p.exists():
+        return splits, {"train": p}, p.stem
+    raise FileNotFoundError(f"data not found: {source!r} is neither a built-in data set "
+                            f"({', '.join(BUILTIN)}) nor an existing file or LETOR fold "
+                            "folder")
+
+
+def load_data(source: str, *, valid: Optional[str] = None, test: Optional[str] = None,
+              seed: int = 0, zero_based="auto", max_features: Optional[int] = None,
+              context: Optional[DistContext] = None) -> Tuple:
+    """``(train, valid or None, test or None, name)`` from a data source and optional files.
+
+    ``source`` is a built-in name (``wdbc``, ``synthetic``), a LETOR fold folder (``train.txt``,
+    ``vali.txt``, ``test.txt``) or an SVMlight/LETOR file with ``qid:``. Files given as
+    ``valid``/``test`` replace the fold's or built-in split. Every file of the run is read
+    together: one feature numbering (``zero_based``: ``"auto"`` — 0-based iff some file uses
+    index 0 —, ``True`` or ``False``), kept in ``train.zero_based`` (``None`` for built-in
+    data), and one feature count (the splits are padded to it). Missing data raise
+    ``FileNotFoundError``, bad data ``ValueError``.
+
+    **On the ranks of a process group** (``context``, default :func:`get_context`
+    ``(None)``, with ``world_size W > 1``) each split returned is this rank's shard, and
+    concatenating the shards of ranks ``0 .. W-1`` gives the one-process split. Built-in
+    data: the one-process split (the same ``seed`` on every rank) cut by
+    :meth:`RankingData.shard`. Files: each rank parses only its byte range of each file
+    (every line needs ``qid:``; see :func:`~torchrankboost.data.load_svmlight_shard`), and
+    the ranks agree on the feature numbering and count over every file of the run (one
+    all-reduce), so every shard has the same columns as the one-process read. A failure
+    on some rank raises :class:`~torchrankboost.parallel.DistributedError` on every rank.
+    In one process the result is the whole splits.
+    """
+    ctx = get_context(context)
+    splits, files, name = _sources(source, seed, ctx)
+    if valid:
+        files["valid"] = valid
+    if test:
+        files["test"] = test
+    numbering = None
+    if files:
+        loaded = dict(zip(files, _read_run_files(list(files.values()), context=ctx,
+                                                 zero_based=zero_based,
+                                                 max_features=max_features)))
+        numbering = next(iter(loaded.values())).zero_based
+        splits.update(loaded)
+    tr, va, te = align_features(*(splits[k] for k in _SPLITS))
+    if numbering is not None:
+        for d in (tr, va, te):
+            if d is not None:
+                d.zero_based = numbering
+    return tr, va, te, name

@@ -1,0 +1,505 @@
+"""The SVMlight/LETOR reader: whole files, several files together, and per-rank byte ranges.
+
+Everything here produces the library's one data shape: a dense feature matrix ``X`` of shape
+``(n, F)``, flat ``labels`` of shape ``(n,)`` and :class:`~torchrankboost.groups.Groups`
+saying which documents belong to which query (CSR offsets, queries contiguous)::
+
+    from torchrankboost.data import load_svmlight, load_letor_fold
+    X, y, groups = load_svmlight("train.txt")           # tuple-unpacking
+    data = load_svmlight("train.txt"); data.qid          # or the full RankingData
+    train, vali, test = load_letor_fold("MQ2008/Fold1")  # shared feature count
+
+File format (SVMlight / LETOR, one document a line)::
+
+    <label> [qid:<q>] <i>:<v> <i>:<v> ... [# comment]
+
+Blank lines and ``#`` comment lines are skipped; indices ascend within a line. Parsing is
+done by scikit-learn's compiled reader (:func:`sklearn.datasets.load_svmlight_files`), so
+the usual conventions hold: ``zero_based="auto"`` maps index ``i`` to column ``i - 1``
+unless some index is 0 in one of the files read together; ``.gz``/``.bz2`` files are read
+transparently. On any parse failure the file is re-scanned (only then) to raise a
+``ValueError("<path>:<line>: <problem>")`` naming the first offending line.
+
+Query structure, in order of preference:
+
+1. ``qid:`` on every line: consecutive documents with the same qid form a query. A qid that
+   re-appears after another query (non-contiguous queries) is accepted: the documents are
+   reordered with :meth:`Groups.from_unsorted_qid` — queries in order of first appearance,
+   documents in file order inside each query — and :attr:`RankingData.row` records each
+   document's original data-row index (``row`` is ``arange(n)`` for contiguous files).
+   Lines with and without ``qid:`` mixed in one file are an error.
+2. No ``qid:`` but a group-size file (LightGBM/XGBoost style: one integer per line, the
+   number of consecutive documents of each query): ``query_file=`` if given, else
+   ``path + ".query"`` or ``path + ".group"`` when such a file exists. The sizes must add up
+   to the number of documents. ``qid`` is then the query's 0-based index.
+3. Neither: one query holding every document (bipartite ranking data), ``qid`` all 0.
+
+When the lines carry ``qid:`` *and* a group-size file is given or found, the two must agree
+(``ValueError`` otherwise).
+
+Every reader here goes through :func:`read_svmlight` (whole files, or one rank's byte range of
+each file with the ranks agreeing on the feature numbering; :func:`load_svmlight_shard
+<torchrankboost.data.load_svmlight_shard>` is a thin layer over it).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import List, Optional, Sequence, Tuple, Union
+
+import numpy as np
+import torch
+
+from ..groups import Groups
+from ..parallel.context import DistContext
+from .dataset import RankingData, normalize_per_query
+from .lines import data_line_number, locate_problem, rank_byte_range
+
+__all__ = ["DEFAULT_MAX_FEATURES", "MAX_DENSE_BYTES", "load_letor_fold", "load_svmlight",
+           "load_svmlight_files", "read_svmlight"]
+
+PathLike = Union[str, "os.PathLike[str]"]
+
+
+# ====================================================================== side files and checks
+
+def _read_sizes_file(path: Path) -> np.ndarray:
+    sizes = []
+    with open(path, "r") as fh:
+        for lineno, line in enumerate(fh, 1):
+            s = line.strip()
+            if not s:
+                continue
+            try:
+                v = int(s)
+            except ValueError:
+                raise ValueError(
+                    f"{path}:{lineno}: expected one query size (an integer) per line, got {s!r}"
+                ) from None
+            if v < 0:
+                raise ValueError(f"{path}:{lineno}: query size must be non-negative, got {v}")
+            sizes.append(v)
+    return np.asarray(sizes, dtype=np.int64)
+
+
+def _find_sizes_file(path: Path, query_file) -> Optional[Path]:
+    if query_file is False:  # a byte range of a file: queries come from qid: alone
+        return None
+    if query_file is not None:
+        q = Path(query_file)
+        if not q.is_file():
+            raise FileNotFoundError(f"query_file not found: {q}")
+        return q
+    for ext in (".query", ".group"):
+        q = Path(str(path) + ext)
+        if q.is_file():
+            return q
+    return None
+
+
+def _np_dtype(dtype: torch.dtype):
+    if not isinstance(dtype, torch.dtype) or not dtype.is_floating_point:
+        raise ValueError(f"dtype must be a floating torch dtype, got {dtype!r}")
+    return np.float64 if dtype == torch.float64 else np.float32
+
+
+def _check_paths(paths: Sequence[Path]) -> None:
+    for p in paths:
+        if not p.exists():
+            raise FileNotFoundError(f"SVMlight file not found: {p}")
+        if not p.is_file():
+            raise ValueError(f"{p}: not a regular file")
+
+
+#: the largest feature count a file may imply before its dense matrix is allocated (a
+#: stray index such as ``1000000000:1`` would otherwise ask for gigabytes); raise it with
+#: ``max_features=`` (or select columns from sparse input) when the data really are that wide
+DEFAULT_MAX_FEATURES = 100_000
+#: the largest dense ``X`` (bytes) a file may imply
+MAX_DENSE_BYTES = 8 << 30
+
+
+def _check_dense_size(paths, mats, zb: bool, npdt, max_features: Optional[int],
+                      ranges=None) -> None:
+    """Refuse, before allocating, a dense matrix wider than ``max_features`` columns or
+    larger than :data:`MAX_DENSE_BYTES`, naming the largest index and its line."""
+    limit = DEFAULT_MAX_FEATURES if max_features is None else int(max_features)
+    F = max((m.shape[1] for m in mats), default=0)
+    n = sum(m.shape[0] for m in mats)
+    size = n * F * np.dtype(npdt).itemsize
+    if F <= limit and size <= MAX_DENSE_BYTES:
+        return
+    for p, m in zip(paths, mats):
+        if m.nnz and int(m.indices.max()) == F - 1:
+            k = int(np.flatnonzero(m.indices == F - 1)[0])
+            r = int(np.searchsorted(m.indptr, k, side="right")) - 1
+            where = f"{p}:{data_line_number(p, r, _rng(ranges, paths.index(p)))}"
+            break
+    else:  # pragma: no cover - the widest column always has an entry
+        where = str(paths[0])
+    raise ValueError(
+        f"{where}: feature index {F - 1 + (0 if zb else 1)} implies a dense matrix of {n} x "
+        f"{F} {np.dtype(npdt).name} values ({size / 2**30:.2f} GiB), over the limit of "
+        f"{limit} features / {MAX_DENSE_BYTES / 2**30:.0f} GiB; if the index is right, raise "
+        f"the limit with max_features= (CLI: --max-features) or select columns from sparse "
+        f"input (sklearn.datasets.load_svmlight_file) before fitting")
+
+
+def _rng(ranges, i: int) -> Optional[Tuple[int, int]]:
+    return None if ranges is None else ranges[i]
+
+
+#: the column count handed to scikit-learn's reader for a byte range when the width is not
+#: known yet (it insists on one with ``offset``/``length``); cut back to the largest index
+_UNKNOWN_WIDTH = 1 << 40
+
+
+def _parse_range(path: Path, rng: Tuple[int, int], n_features: Optional[int], npdt) -> list:
+    """``[X, y, qid]`` of the data lines of the byte range ``rng = (start, end)``: ``start``
+    and ``end`` are 0, the file size, or positions just after a data line's newline (so
+    scikit-learn's ``offset``/``length`` reader reads exactly the lines in between)."""
+    import scipy.sparse as sp
+    from sklearn.datasets import load_svmlight_file
+
+    start, end = rng
+    width = _UNKNOWN_WIDTH if n_features is None else n_features + 1
+    if end <= start:
+        return [sp.csr_matrix((0, 1 if n_features is None else width), dtype=npdt),
+                np.zeros(0, dtype=np.float64), np.zeros(0, dtype=np.int64)]
+    # the reader drops the (partial) line at `offset` and stops after the first data line
+    # that ends beyond offset + length
+    offset = start - 1 if start > 0 else 0
+    length = end - start if start > 0 else end - 1
+    size = path.stat().st_size
+    X, y, q = load_svmlight_file(str(path), n_features=width, dtype=npdt, zero_based=True,
+                                 query_id=True, offset=offset,
+                                 length=-1 if end >= size else max(length, 1))
+    X = sp.csr_matrix(X)
+    if n_features is None:  # the reader's convention: the largest index + 1 (at least 1)
+        w = int(X.indices.max()) + 1 if X.nnz else 1
+        X = sp.csr_matrix((X.data, X.indices, X.indptr), shape=(X.shape[0], w))
+    return [X, y, q]
+
+
+def _parse_svmlight(paths: List[Path], n_features: Optional[int], npdt, zero_based,
+                    ranges=None):
+    """``load_svmlight_files`` (parsed 0-based: column = index) with every failure a
+    ``ValueError`` naming the file (and the line where it can be found). ``ranges``: one
+    ``(start, end)`` byte range per file (see :func:`_parse_range`), or ``None``."""
+    from sklearn.datasets import load_svmlight_files
+
+    names = ", ".join(str(p) for p in paths)
+    try:
+        if ranges is not None:
+            return [part for p, r in zip(paths, ranges)
+                    for part in _parse_range(p, r, n_features, npdt)]
+        return list(load_svmlight_files(
+            [str(p) for p in paths], n_features=None if n_features is None else n_features + 1,
+            dtype=npdt, zero_based=True, query_id=True,
+        ))
+    except (ValueError, OverflowError) as exc:
+        for i, p in enumerate(paths):
+            hit = locate_problem(p, zero_based, n_features, _rng(ranges, i))
+            if hit is not None:
+                raise ValueError(f"{p}:{hit[0]}: {hit[1]}") from exc
+        raise ValueError(f"{names}: cannot parse as SVMlight ({exc})") from exc
+    except (EOFError, OSError) as exc:  # a truncated .gz, a corrupt .bz2, an unreadable file
+        what = ("truncated or corrupt compressed file" if isinstance(exc, EOFError)
+                or "gzip" in type(exc).__name__.lower() or "compressed" in str(exc).lower()
+                or "Invalid data stream" in str(exc) else "cannot read")
+        raise ValueError(f"{names}: {what} ({exc.strerror or exc})"
+                         if isinstance(exc, OSError) and exc.strerror
+                         else f"{names}: {what} ({exc})") from None
+
+
+def _numbering_evidence(parsed: list, n_files: int) -> Tuple[int, bool]:
+    """``(width, has_zero)`` of parsed files: the widest parsed matrix (largest index + 1)
+    and whether some file uses feature index 0 (what ``zero_based="auto"`` decides on)."""
+    mats = [parsed[3 * i] for i in range(n_files)]
+    width = max((int(m.shape[1]) for m in mats), default=0)
+    return width, any(m.nnz > 0 and int(m.indices.min()) == 0 for m in mats)
+
+
+def _widen(parsed: list, n_files: int, width: int) -> None:
+    """Give every parsed matrix ``width`` columns (in place; the agreed width of shards)."""
+    import scipy.sparse as sp
+
+    for i in range(n_files):
+        m = parsed[3 * i]
+        if m.shape[1] < width:
+            parsed[3 * i] = sp.csr_matrix((m.data, m.indices, m.indptr),
+                                          shape=(m.shape[0], width))
+
+
+def _apply_numbering(paths: List[Path], parsed: list, zero_based,
+                     n_features: Optional[int], ranges=None) -> bool:
+    """Decide the feature numbering once for all files (``"auto"``: 0-based iff some file
+    uses index 0), drop the unused column 0 of 1-based files and cut to ``n_features`` (in
+    place in ``parsed``); returns ``zero_based`` as decided."""
+    mats = [parsed[3 * i] for i in range(len(paths))]
+    has_zero = [m.nnz > 0 and int(m.indices.min()) == 0 for m in mats]
+    zb = any(has_zero) if zero_based == "auto" else bool(zero_based)
+    for i, p in enumerate(paths):
+        if not zb and has_zero[i]:
+            r = int(np.searchsorted(mats[i].indptr, int(np.flatnonzero(mats[i].indices == 0)[0]),
+                                    side="right")) - 1
+            raise ValueError(f"{p}:{data_line_number(p, r, _rng(ranges, i))}: feature index 0 "
+                             f"in a file read "
+                             f"with 1-based feature numbering (zero_based=False)")
+        m = mats[i][:, 0 if zb else 1:]
+        if n_features is not None:
+            if m.shape[1] > n_features and m[:, n_features:].nnz:
+                sub = m[:, n_features:].tocsr()
+                r = int(np.flatnonzero(np.diff(sub.indptr))[0])
+                raise ValueError(f"{p}:{data_line_number(p, r, _rng(ranges, i))}: feature index "
+                                 f"{n_features + (0 if zb else 1)} exceeds "
+                                 f"n_features={n_features}")
+            m = m[:, :n_features]
+        parsed[3 * i] = m.tocsr()
+    return zb
+
+
+def _check_values(p: Path, y: np.ndarray, Xs, npdt, rng=None) -> None:
+    """Labels finite (also in the target dtype) and no infinite feature, naming the line."""
+    with np.errstate(over="ignore"):
+        bad = ~np.isfinite(y) | ~np.isfinite(y.astype(npdt))
+    if bad.any():
+        r = int(np.flatnonzero(bad)[0])
+        beyond = (f", beyond {np.dtype(npdt).name} (read with dtype=torch.float64)"
+                  if np.isfinite(y[r]) else "")
+        raise ValueError(
+            f"{p}:{data_line_number(p, r, rng)}: label is {y[r]}{beyond} (labels must be "
+            f"finite)"
+        )
+    if Xs.shape[0] and Xs.nnz and np.isinf(Xs.data).any():
+        k = int(np.flatnonzero(np.isinf(Xs.data))[0])
+        r = int(np.searchsorted(Xs.indptr, k, side="right")) - 1
+        raise ValueError(
+            f"{p}:{data_line_number(p, r, rng)}: a feature value is infinite in "
+            f"{np.dtype(npdt).name} (column {int(Xs.indices[k])}; features must be "
+            f"finite, NaN = missing)"
+        )
+
+
+def _file_queries(p: Path, q: np.ndarray, n: int, query_file):
+    """``(groups, qid, perm or None)`` of one file from its ``qid:`` fields or a sizes file
+    (``.query``/``.group``); ``perm`` sorts the rows by query when they are not grouped."""
+    sizes_path = _find_sizes_file(p, query_file)
+    sizes = _read_sizes_file(sizes_path) if sizes_path is not None else None
+    if sizes is not None and int(sizes.sum()) != n:
+        raise ValueError(
+            f"{sizes_path}: query sizes add up to {int(sizes.sum())} documents but "
+            f"{p} has {n}"
+        )
+    if q.shape[0] == n and n > 0:
+        qid = torch.from_numpy(np.ascontiguousarray(q)).long()
+        groups, perm = Groups.from_unsorted_qid(qid)
+        if sizes is not None and not torch.equal(groups.sizes, torch.from_numpy(sizes)):
+            raise ValueError(f"{sizes_path}: query sizes disagree with the qid: fields of {p}")
+        return groups, qid[perm], (None if torch.equal(perm, torch.arange(n)) else perm)
+    if sizes is not None:
+        groups = Groups.from_sizes(torch.from_numpy(sizes))
+        return groups, groups.group_index.clone(), None
+    groups = Groups.single(n) if n else Groups.from_sizes(torch.zeros(0, dtype=torch.long))
+    return groups, torch.zeros(n, dtype=torch.long), None
+
+
+def _read_files(paths: Sequence[PathLike], *, n_features: Optional[int], zero_based,
+                dtype: torch.dtype, ranges=None):
+    """First stage of reading: check the options and parse the files (or their byte
+    ranges). Returns ``(paths, parsed, n_features, npdt)`` for :func:`_build_files`; the
+    feature numbering is not decided yet (ranks agree on it in between)."""
+    paths = [Path(p) for p in paths]
+    _check_paths(paths)
+    if zero_based not in (True, False, "auto"):
+        raise ValueError(f"zero_based must be True, False or 'auto', got {zero_based!r}")
+    if n_features is not None:
+        if isinstance(n_features, bool) or int(n_features) != n_features or n_features < 0:
+            raise ValueError(f"n_features must be a non-negative integer, got {n_features!r}")
+        n_features = int(n_features)
+    npdt = _np_dtype(dtype)
+    return paths, _parse_svmlight(paths, n_features, npdt, zero_based, ranges), n_features, npdt
+
+
+def _build_files(paths: List[Path], parsed: list, *, n_features: Optional[int], zero_based,
+                 npdt, dtype: torch.dtype, query_files: Sequence, normalize: bool,
+                 max_features: Optional[int] = None, ranges=None) -> List[RankingData]:
+    """Second stage: decide the numbering (once for all files), check sizes and values,
+    find the queries; one :class:`RankingData` per file."""
+    zb = _apply_numbering(paths, parsed, zero_based, n_features, ranges)
+    _check_dense_size(paths, [parsed[3 * i] for i in range(len(paths))], zb, npdt,
+                      max_features, ranges)
+    all_empty = all(parsed[3 * i].shape[0] == 0 for i in range(len(paths)))
+    out = []
+    for i, p in enumerate(paths):
+        Xs, y, q = parsed[3 * i], parsed[3 * i + 1], parsed[3 * i + 2]
+        n = Xs.shape[0]
+        F = (n_features or 0) if all_empty else Xs.shape[1]
+        _check_values(p, y, Xs, npdt, _rng(ranges, i))
+        if q.shape[0] not in (0, n):
+            hit = locate_problem(p, zb, n_features, _rng(ranges, i))
+            raise ValueError(f"{p}:{hit[0]}: {hit[1]}" if hit else f"{p}: some lines lack 'qid:'")
+        X = torch.from_numpy(Xs.toarray() if n else np.zeros((0, F), dtype=npdt)).to(dtype)
+        labels = torch.from_numpy(np.ascontiguousarray(y)).to(dtype)
+        groups, qid, perm = _file_queries(p, q, n, query_files[i])
+        row = torch.arange(n, dtype=torch.long)
+        if perm is not None:
+            X, labels, row = X[perm], labels[perm], perm
+        if normalize:
+            X = normalize_per_query(X, groups)
+        out.append(RankingData(X, labels, groups, qid, row, zero_based=zb))
+    return out
+
+
+# ====================================================================== the reader
+#: the context of a process reading on its own (every collective an identity)
+_ALONE = DistContext()
+
+
+def _plan_parts(paths: Sequence[PathLike], part: Optional[Tuple[int, int]], query_files):
+    """``(paths, ranges, query files)``: what this process parses. ``part = (rank,
+    world_size)`` with ``world_size > 1``: each file's byte range of that rank (no group-size
+    files: a range finds its queries by qid); else the whole files (``ranges = None``)."""
+    paths = [Path(p) for p in paths]
+    qfiles = [None] * len(paths) if query_files is None else list(query_files)
+    if part is None or part[1] == 1:
+        return paths, None, qfiles
+    _check_paths(paths)
+    ranges = [rank_byte_range(p, part[0], part[1]) for p in paths]
+    return paths, ranges, [False] * len(paths)
+
+
+def _check_range_qids(paths: List[Path], parsed: list, ranges) -> None:
+    """Every line of a byte range carries ``qid:`` (its queries are found by qid alone)."""
+    for i, rng in enumerate(ranges or ()):
+        if parsed[3 * i + 2].shape[0] != parsed[3 * i].shape[0]:
+            raise ValueError(f"{paths[i]}: lines without 'qid:' in bytes {rng[0]}..{rng[1]}; "
+                             f"load_svmlight_shard needs a qid on every line")
+
+
+def read_svmlight(paths: Sequence[PathLike], *, n_features: Optional[int] = None,
+                  zero_based="auto", dtype: torch.dtype = torch.float32,
+                  query_files: Optional[Sequence] = None, normalize: bool = False,
+                  max_features: Optional[int] = None, part: Optional[Tuple[int, int]] = None,
+                  context: Optional[DistContext] = None) -> List[RankingData]:
+    """The one SVMlight/LETOR reader: several files read together, whole or one rank's
+    byte range of each, one :class:`RankingData` per file.
+
+    Reading is two local stages with one agreement in between: (1) parse (scikit-learn's
+    reader) the whole files or, with ``part = (r, W)`` and ``W > 1``, each file's byte
+    range ``[start, end)`` of rank ``r`` (:func:`~torchrankboost.data.lines.rank_byte_range`);
+    (2) the ranks of ``context`` all-reduce ``max`` of ``(width, has_zero)`` — the widest
+    parsed matrix (largest index + 1) and whether some file uses index 0 — so that
+    ``zero_based="auto"`` (0-based iff some index is 0) and the feature count are decided
+    over everything the ranks read; (3) build dense tensors, queries and checks. With
+    ``W > 1`` and ``n_features=None`` every part gets the agreed width ``F = width - 1``
+    (1-based) or ``width`` (0-based). In one process (``context=None``: every collective an
+    identity) this is reading the whole files together.
+
+    Args:
+        paths: the files.
+        n_features, zero_based, dtype, normalize, max_features: as :func:`load_svmlight`.
+        query_files: per file a group-size file, ``None`` (look beside the file) or
+            ``False`` (none); default all ``None``. Byte ranges use none.
+        part: ``(rank, world_size)``, or ``None`` for the whole files.
+        context: the ranks reading parts of the same data (their failures become
+            :class:`~torchrankboost.parallel.DistributedError` on every rank); ``None``:
+            this process alone.
+
+    Returns:
+        one :class:`RankingData` per file (``row``: the data rows of the part read).
+    """
+    ctx = _ALONE if context is None else context
+    with ctx.guard():
+        paths, ranges, qfiles = _plan_parts(paths, part, query_files)
+        paths, parsed, nf, npdt = _read_files(paths, n_features=n_features,
+                                              zero_based=zero_based, dtype=dtype, ranges=ranges)
+        _check_range_qids(paths, parsed, ranges)
+        width, has_zero = _numbering_evidence(parsed, len(paths))
+    evidence = ctx.all_reduce_max(torch.tensor([width, int(has_zero)], dtype=torch.int64))
+    width, has_zero = int(evidence[0]), bool(evidence[1])
+    with ctx.guard():
+        zb = has_zero if zero_based == "auto" else zero_based
+        if nf is None and ctx.world_size > 1:
+            _widen(parsed, len(paths), width)
+            nf = max(width - (0 if zb else 1), 0)
+        return _build_files(paths, parsed, n_features=nf, zero_based=zb, npdt=npdt,
+                            dtype=dtype, query_files=qfiles, normalize=normalize,
+                            max_features=max_features, ranges=ranges)
+
+
+def load_svmlight(path: PathLike, *, n_features: Optional[int] = None,
+                  query_file: Optional[PathLike] = None, dtype: torch.dtype = torch.float32,
+                  normalize: bool = False, zero_based="auto",
+                  max_features: Optional[int] = None) -> RankingData:
+    """Read an SVMlight/LETOR ranking file into dense tensors.
+
+    Args:
+        path: the file (``.gz``/``.bz2`` accepted).
+        n_features: number of feature columns ``F`` (default: the largest index in the file);
+            a line with a larger index raises ``ValueError``.
+        query_file: a group-size file (one query size per line), for data without ``qid:``;
+            default ``path + ".query"`` (or ``".group"``) when it exists. See the module
+            docstring for how qid and size files combine.
+        dtype: floating dtype of ``X`` and ``labels``.
+        normalize: apply :func:`normalize_per_query` (per-query min–max scaling) to ``X``.
+        zero_based: ``"auto"`` (LETOR's 1-based indices unless some index is 0), ``True``
+            or ``False`` — as in scikit-learn; the numbering used is kept in the result's
+            ``zero_based``. Index 0 with ``zero_based=False`` is an error.
+        max_features: the widest dense matrix allowed (default
+            :data:`DEFAULT_MAX_FEATURES`; the bytes are capped at :data:`MAX_DENSE_BYTES`):
+            a larger implied width is refused before anything is allocated, naming the largest
+            index and its line.
+
+    Returns:
+        :class:`RankingData` ``(X (n, F), labels (n,), groups, qid (n,), row (n,))``;
+        unpacks as ``X, labels, groups``. An empty file gives ``n = 0`` documents,
+        0 queries and ``F = n_features or 0``.
+
+    Raises:
+        FileNotFoundError: the file (or an explicit ``query_file``) does not exist.
+        ValueError: a malformed line (``"<path>:<line>: <problem>"``), a non-finite label,
+            lines mixing qid and no qid, size files that do not cover the documents.
+    """
+    return read_svmlight([path], n_features=n_features, zero_based=zero_based, dtype=dtype,
+                         query_files=[query_file], normalize=normalize,
+                         max_features=max_features)[0]
+
+
+def load_svmlight_files(paths: Sequence[PathLike], *, n_features: Optional[int] = None,
+                        dtype: torch.dtype = torch.float32, normalize: bool = False,
+                        zero_based="auto", max_features: Optional[int] = None
+                        ) -> List[RankingData]:
+    """Read several SVMlight/LETOR files together: one feature numbering for all of them
+    (``"auto"``: 0-based iff some file uses index 0; kept in each result's ``zero_based``)
+    and one feature count (the largest index over the files). Arguments as
+    :func:`load_svmlight` (group-size files are found beside each file)."""
+    return read_svmlight(list(paths), n_features=n_features, zero_based=zero_based,
+                         dtype=dtype, normalize=normalize, max_features=max_features)
+
+
+def load_letor_fold(folder: PathLike, *, normalize: bool = False,
+                    dtype: torch.dtype = torch.float32, zero_based="auto",
+                    names: Sequence[str] = ("train", "vali", "test"),
+                    max_features: Optional[int] = None
+                    ) -> Tuple[RankingData, RankingData, RankingData]:
+    """Read a LETOR fold folder (``train.txt``, ``vali.txt``, ``test.txt``).
+
+    The three files are parsed together, so they share the index base and the feature count
+    ``F`` (the largest index over the three files). ``names`` changes the file stems
+    (``<stem>.txt`` is tried, then ``<stem>`` as given). Returns ``(train, vali, test)``
+    :class:`RankingData`; ``normalize`` applies :func:`normalize_per_query` to each.
+    """
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise FileNotFoundError(f"LETOR fold folder not found: {folder}")
+    paths = []
+    for stem in names:
+        cand = folder / f"{stem}.txt"
+        if not cand.exists() and (folder / stem).exists():
+            cand = folder / stem
+        paths.append(cand)
+    return tuple(read_svmlight(paths, zero_based=zero_based, dtype=dtype, normalize=normalize,
+                               max_features=max_features))
+
