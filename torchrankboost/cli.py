@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
 from .contract import NumericalError
-from .datasets import load_file, pad_features
+from .data import load_file, pad_features
 from .factory import load_model, rounds_kept
 from .parallel import DistributedError
 from .parallel.launch import end_process_group, relaunch, start_process_group, under_launcher

@@ -25,6 +25,7 @@ from .contract import NumericalError
 from .factory import make_ranker, resolve_device, rounds_kept
 from .parallel.launch import (check_data_parallel, context, empty_split_message, run_facts,
                               where_text)
+from .data import load_data
 from .registry import parse_value
 
 __all__ = ["CLIError", "RunPlan", "TrainResult", "train", "parse_params"]
@@ -262,55 +263,6 @@ def _save_partial(ranker, out_path: Optional[str], args, run: RunPlan) -> Option
 
 
 # ============================================================================ data
-# TEMP until data room lands: `load_data(..., context=)` of torchrankboost.data replaces this
-# function (the lead removes it at merge; the call in _load_splits stays as it is).
-def load_data(source: str, *, valid=None, test=None, seed: int = 0, zero_based="auto",
-              max_features=None, context=None):
-    """``(train, valid, test, name)``: ``datasets.load_data`` in one process; this rank's
-    shards of the splits on several (built-in data: the one-process split cut by
-    ``shard``; files: each rank parses its own part, one feature numbering for every file
-    of the run and one feature count)."""
-    from . import datasets
-    from .data import load_svmlight_shard
-
-    if context is None or context.world_size == 1:  # TEMP until data room lands
-        return datasets.load_data(source, valid=valid, test=test, seed=seed,
-                                  zero_based=zero_based, max_features=max_features)
-    p = Path(source)
-    splits: Dict[str, Any] = {"train": None, "valid": None, "test": None}
-    files: Dict[str, Any] = {}
-    if source.strip().lower() in datasets.BUILTIN and not p.exists():
-        name = source.strip().lower()
-        for k, d in zip(splits, datasets.load_builtin(source, seed=seed)):
-            splits[k] = None if d is None else d.shard(context.rank, context.world_size)
-    elif p.is_dir():
-        files = dict(zip(("train", "valid", "test"), datasets._fold_paths(p, source)))
-        name = p.name or "fold"
-    elif p.exists():
-        files, name = {"train": p}, p.stem
-    else:
-        raise FileNotFoundError(f"data not found: {source!r} is neither a built-in data set "
-                                f"({', '.join(datasets.BUILTIN)}) nor an existing file or "
-                                "LETOR fold folder")
-    files.update({k: f for k, f in (("valid", valid), ("test", test)) if f})
-
-    def read(path, numbering):
-        q = Path(path)
-        what = sorted(str(f) for f in q.iterdir() if f.is_file()) if q.is_dir() else str(q)
-        return load_svmlight_shard(what, zero_based=numbering, max_features=max_features)
-
-    loaded = {k: read(f, zero_based) for k, f in files.items()}
-    if zero_based == "auto" and len({d.zero_based for d in loaded.values()}) > 1:
-        loaded = {k: (d if d.zero_based else read(files[k], True)) for k, d in loaded.items()}
-    splits.update(loaded)
-    numbering = next(iter(loaded.values())).zero_based if loaded else None
-    tr, va, te = datasets.align_features(splits["train"], splits["valid"], splits["test"])
-    for d in (tr, va, te):
-        if d is not None and numbering is not None:
-            d.zero_based = numbering
-    return tr, va, te, name
-
-
 # ============================================================================ the run
 def _start(args, ctx):
     """The checks before any data is read (on every rank); returns ``(device, options)``."""
