@@ -31,8 +31,7 @@ Shared conventions
   ``h`` is a positive step on the complement ``1 - h`` plus a constant, which no pair sees).
 * Pair statistics for label-induced pairs come from sorted prefix sums / bucket sums
   (:mod:`._pair_stats`), never from materialised pair weights; explicit pair lists are O(#pairs).
-* **Halting policy** (``on_unbounded``; ``on_undefined`` is its deprecated name) when a step
-  is undefined or infinite — RB-D with
+* **Halting policy** (``on_unbounded``) when a step is undefined or infinite — RB-D with
   ``ε⁻ = 0`` (or ``ε⁺ = 0``), a perfect ranker for RB-C (``r = ±1``), p-norm push with a
   separating ranker, smooth margin ranking with ``r ≤ g``:
 
@@ -94,7 +93,7 @@ from ._pair_stats import LabelPairStats, make_pair_stats
 from .steps import exact_step
 from ._model import StumpEnsembleBuilder
 from .evaluation import FitComm, FitMonitor, FitState
-from .inputs import UNSET, fit_inputs, renamed_keyword
+from .inputs import fit_inputs
 
 __all__ = [
     "RankBoost", "RankBoostPlus", "AdaBoost", "SmoothMarginRanking", "PNormPush",
@@ -190,16 +189,12 @@ class _Base(FitState):
 
     def __init__(self, *, learner=None, n_rounds: int = 100, pairs=None, callbacks=(),
                  on_unbounded: str = "stop", alpha_cap: float = 50.0, smoothing: float = 1e-6,
-                 complement: bool = True, rankers=UNSET, on_undefined=UNSET):
-        self.learner = renamed_keyword(UNSET if learner is None else learner, rankers,
-                                       old="rankers", new="learner", default=None)
+                 complement: bool = True):
+        self.learner = learner
         self.n_rounds = _check_rounds(n_rounds)
         self.pairs = pairs
         self.callbacks = list(callbacks or [])
-        self.on_unbounded = _check_policy(
-            renamed_keyword(UNSET if on_unbounded == "stop" else on_unbounded, on_undefined,
-                            old="on_undefined", new="on_unbounded", default="stop"),
-            self.UNBOUNDED)
+        self.on_unbounded = _check_policy(on_unbounded, self.UNBOUNDED)
         if not alpha_cap > 0:
             raise ValueError("alpha_cap must be > 0")
         self.alpha_cap = float(alpha_cap)
@@ -208,16 +203,6 @@ class _Base(FitState):
         self.smoothing = float(smoothing)
         self.complement = bool(complement)
         self._reset_fit_state()
-
-    @property
-    def rankers(self):
-        """Deprecated name of ``learner`` (the weak-ranker dictionary)."""
-        return self.learner
-
-    @property
-    def on_undefined(self) -> str:
-        """Deprecated name of ``on_unbounded``."""
-        return self.on_unbounded
 
     # -------------------------------------------------------------------------- helpers
     def _setup(self, X, labels, groups, pairs, eval_set=None, eval_metric="ndcg@10",
@@ -353,8 +338,7 @@ class RankBoost(_Base):
         variant: ``"rb-d"`` | ``"rb-c"`` | ``"coordinate"`` (see the module docstring).
         learner: the weak rankers: ``Stumps(max_thresholds=...)`` (binary threshold stumps,
             the default), ``FeatureRankers()`` (real-valued scaled features), or
-            ``MatrixRankers()`` (``X`` *is* the matrix ``H`` of ranker outputs);
-            ``rankers=`` is its deprecated name.
+            ``MatrixRankers()`` (``X`` *is* the matrix ``H`` of ranker outputs).
         n_rounds: number of boosting rounds.
         pairs: ``"graded"`` (default), ``"bipartite"``/``Bipartite(threshold)`` or
             ``ExplicitPairs(hi, lo[, weight])``.
@@ -363,8 +347,7 @@ class RankBoost(_Base):
             (Connamacher et al. Lemma 3). Default True (signed α, like the reference code).
         tol: an edge ``|r| <= tol`` counts as zero (training stops: converged / no
             improving ranker), so rounding noise never drives a step.
-        on_unbounded, alpha_cap, smoothing: the halting policy (module docstring;
-            ``on_undefined=`` is the deprecated name of ``on_unbounded``).
+        on_unbounded, alpha_cap, smoothing: the halting policy (module docstring).
         callbacks: see the module docstring.
         distributed: data-parallel training over a ``torch.distributed`` process group (see
             the module docstring): ``None`` (default: when a process group of more than one
@@ -388,14 +371,12 @@ class RankBoost(_Base):
     def __init__(self, variant: str = "rb-c", *, learner=None, n_rounds: int = 100, pairs=None,
                  allow_negative_alpha: bool = True, on_unbounded: str = "stop",
                  alpha_cap: float = 50.0, smoothing: float = 1e-6, callbacks=(),
-                 track_margin: bool = False, tol: float = 1e-12, rankers=UNSET,
-                 on_undefined=UNSET, distributed=None):
+                 track_margin: bool = False, tol: float = 1e-12, distributed=None):
         if variant not in self.VARIANTS:
             raise ValueError(f"variant must be one of {self.VARIANTS}, got {variant!r}")
         super().__init__(learner=learner, n_rounds=n_rounds, pairs=pairs, callbacks=callbacks,
                          on_unbounded=on_unbounded, alpha_cap=alpha_cap, smoothing=smoothing,
-                         complement=allow_negative_alpha, rankers=rankers,
-                         on_undefined=on_undefined)
+                         complement=allow_negative_alpha)
         self.variant = variant
         from ..distributed import DistContext
 
@@ -549,11 +530,9 @@ class SmoothMarginRanking(_Base):
 
     def __init__(self, *, learner=None, n_rounds: int = 1000, pairs=None, warmup: str = "coordinate",
                  max_warmup_rounds: Optional[int] = None, complement: bool = True,
-                 on_unbounded: str = "stop", alpha_cap: float = 50.0, callbacks=(),
-                 rankers=UNSET, on_undefined=UNSET):
+                 on_unbounded: str = "stop", alpha_cap: float = 50.0, callbacks=()):
         super().__init__(learner=learner, n_rounds=n_rounds, pairs=pairs, callbacks=callbacks,
-                         on_unbounded=on_unbounded, alpha_cap=alpha_cap, complement=complement,
-                         rankers=rankers, on_undefined=on_undefined)
+                         on_unbounded=on_unbounded, alpha_cap=alpha_cap, complement=complement)
         if warmup not in RankBoost.VARIANTS:
             raise ValueError(f"warmup must be one of {RankBoost.VARIANTS}, got {warmup!r}")
         self.warmup = warmup
@@ -727,10 +706,9 @@ class AdaBoost(_Base):
 
     def __init__(self, *, learner=None, n_rounds: int = 100, threshold: float = 0.0,
                  include_constant: bool = True, on_unbounded: str = "stop",
-                 alpha_cap: float = 50.0, callbacks=(), rankers=UNSET, on_undefined=UNSET):
+                 alpha_cap: float = 50.0, callbacks=()):
         super().__init__(learner=learner, n_rounds=n_rounds, pairs=Bipartite(threshold),
-                         callbacks=callbacks, on_unbounded=on_unbounded, alpha_cap=alpha_cap,
-                         rankers=rankers, on_undefined=on_undefined)
+                         callbacks=callbacks, on_unbounded=on_unbounded, alpha_cap=alpha_cap)
         self.threshold = float(threshold)
         self.include_constant = bool(include_constant)
 
@@ -837,13 +815,12 @@ class PNormPush(_Base):
 
     def __init__(self, p: float = 4.0, *, learner=None, n_rounds: int = 200, pairs="bipartite",
                  tol: float = 1e-14, on_unbounded: str = "stop", alpha_cap: float = 50.0,
-                 callbacks=(), rankers=UNSET, on_undefined=UNSET):
+                 callbacks=()):
         if not (isinstance(p, (int, float)) and p >= 1 and math.isfinite(p)):
             raise ValueError(f"p must be a finite number >= 1 (F_p is convex only for p >= 1), got {p!r}")
         self.p = float(p)
         super().__init__(learner=learner, n_rounds=n_rounds, pairs=pairs, callbacks=callbacks,
-                         on_unbounded=on_unbounded, alpha_cap=alpha_cap, rankers=rankers,
-                         on_undefined=on_undefined)
+                         on_unbounded=on_unbounded, alpha_cap=alpha_cap)
         self.tol = float(tol)
 
     def _eval_objective(self, pairs):
@@ -972,11 +949,9 @@ class RankBoostPlus(_Base):
 
     def __init__(self, *, learner=None, n_rounds: int = 100, pairs=None, seed: int = 0,
                  rank_tol: float = 1e-9, on_unbounded: str = "stop", alpha_cap: float = 50.0,
-                 max_pair_entries: int = 400_000_000, callbacks=(), rankers=UNSET,
-                 on_undefined=UNSET):
+                 max_pair_entries: int = 400_000_000, callbacks=()):
         super().__init__(learner=learner, n_rounds=n_rounds, pairs=pairs, callbacks=callbacks,
-                         on_unbounded=on_unbounded, alpha_cap=alpha_cap, rankers=rankers,
-                         on_undefined=on_undefined)
+                         on_unbounded=on_unbounded, alpha_cap=alpha_cap)
         self.seed = int(seed)
         self.rank_tol = float(rank_tol)
         self.max_pair_entries = int(max_pair_entries)
