@@ -8,7 +8,8 @@ import torch
 
 from torchrankboost.boosting.learners import FeatureRankers, Stumps
 from torchrankboost.boosting.ensemble import Ensemble
-from torchrankboost.boosting._pair_stats import CodesDictionary, make_pair_stats
+from torchrankboost.boosting._dictionaries import CodesDictionary
+from torchrankboost.boosting._pair_stats import make_pair_stats
 from torchrankboost.boosting.rankboost import AdaBoost, MatrixRankers, PNormPush, RankBoost, label_pairs
 from torchrankboost.contract import NumericalError, UnboundedDirectionError
 from torchrankboost.groups import Groups

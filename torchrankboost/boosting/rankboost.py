@@ -84,11 +84,13 @@ from ..distributed import get_context
 from ..groups import Groups
 from ..pairs import Bipartite, ExplicitPairs, resolve_pairs
 from ..losses.exponential import AdaBoostLoss
-from ._dictionaries import MatrixRankers, make_source  # noqa: F401 (re-exported)
+from ._dictionaries import MatrixRankers, _MatrixSource, make_source  # noqa: F401 (re-exported)
 from .._pair_engine.exponential import log_cosh as _logcosh, pooled_log_loss
 from .._pair_engine.levels import label_pairs
 from ._dictionaries import PairMatrixDictionary
 from .learners import Stumps
+from ._data_parallel import check_data_parallel, supports_data_parallel
+from ._dictionaries import DATA_PARALLEL_NEEDS, source_class
 from ._pair_stats import LabelPairStats, make_pair_stats
 from .steps import exact_step
 from ._model import StumpEnsembleBuilder
@@ -131,24 +133,18 @@ def _flush_denormals(fit):
 DENSE_PAIR_LIMIT = 4_000_000
 
 
-def _stats_and_dictionary(source, labels, groups, p, context=None):
+def _stats_and_dictionary(source, labels, groups, p, context):
     """Pair statistics and candidate dictionary (restricted to documents in crucial pairs);
     small matrix dictionaries use the materialised pair matrix M, everything else the
-    factorised kernels. ``context``: a data-parallel fit's (label pairs, stumps)."""
-    if context is not None:
-        stats, D = make_pair_stats(labels, groups, p, context=context), source.dictionary
-        D.set_active(stats.active)
-        return stats, D
-    stats, D = _stats_and_dictionary0(source, labels, groups, p)
+    factorised kernels. ``context``: the fit's (identities in one process)."""
+    stats, D = _stats_and_dictionary0(source, labels, groups, p, context)
     if hasattr(D, "set_active"):
         D.set_active(stats.active)
     return stats, D
 
 
-def _stats_and_dictionary0(source, labels, groups, p):
-    from ._dictionaries import _MatrixSource
-
-    if isinstance(source, _MatrixSource):
+def _stats_and_dictionary0(source, labels, groups, p, context):
+    if isinstance(source, _MatrixSource):  # never data-parallel (make_source checks)
         if isinstance(p, ExplicitPairs):
             stats = make_pair_stats(labels, groups, p)
         else:
@@ -161,7 +157,7 @@ def _stats_and_dictionary0(source, labels, groups, p):
         if stats.num_pairs * source.F <= DENSE_PAIR_LIMIT:
             return stats, PairMatrixDictionary(source.dictionary.H, stats, source.dictionary.valid)
         return stats, source.dictionary
-    return make_pair_stats(labels, groups, p), source.dictionary
+    return make_pair_stats(labels, groups, p, context=context), source.dictionary
 
 
 def _check_policy(p, allowed=("stop", "raise", "cap")):
@@ -214,21 +210,19 @@ class _Base(FitState):
             p = resolve_pairs(pairs if pairs is not None else self.pairs)
             X, labels, groups = fit_inputs(X, labels, groups,
                                            labels_required=not isinstance(p, ExplicitPairs))
-            if comm.enabled and isinstance(p, ExplicitPairs):
-                raise ValueError("pairs: a data-parallel fit takes label-induced pairs "
-                                 "(explicit pair lists index one process's documents)")
-            if comm.enabled and not (self.learner is None or isinstance(self.learner, Stumps)):
-                raise ValueError(f"learner: a data-parallel RankBoost fit takes Stumps(...) "
-                                 f"weak rankers, got {self.learner!r}")
+            cls, _ = source_class(self.learner)
+            check_data_parallel(comm.ctx, fit="RankBoost fit", pairs=p, learner=self.learner,
+                                learner_ok=cls.supports_data_parallel
+                                and supports_data_parallel(self.learner or Stumps()),
+                                needs=DATA_PARALLEL_NEEDS)
         comm.check()
-        self._sizes = (int(X.shape[0]), groups.num_groups)
-        if comm.enabled:
-            ctx = comm.ctx
-            ctx.check_same("the number of features", int(X.shape[1]))
-            ctx.check_same("the label dtype", str(labels.dtype))
-            ctx.check_same("the number of eval sets", _count_sets(eval_set))
-            tot = ctx.all_reduce_sum(torch.tensor(self._sizes, dtype=torch.int64))
-            self._sizes = (int(tot[0]), int(tot[1]))
+        ctx = comm.ctx
+        ctx.check_same("the number of features", int(X.shape[1]))
+        ctx.check_same("the label dtype", str(getattr(labels, "dtype", None)))
+        ctx.check_same("the number of eval sets", _count_sets(eval_set))
+        tot = ctx.all_reduce_sum(torch.tensor([int(X.shape[0]), groups.num_groups],
+                                              dtype=torch.int64))
+        self._sizes = (int(tot[0]), int(tot[1]))
         with comm.local():
             self.monitor_ = FitMonitor(self, n_features=X.shape[1], device=X.device,
                                        eval_set=eval_set, eval_metric=eval_metric,
@@ -237,8 +231,7 @@ class _Base(FitState):
                                        loss=self._eval_objective(p), comm=comm,
                                        loss_combine="logsumexp")
         comm.check()
-        self.source_ = make_source(self.learner, X,
-                                   context=comm.ctx if comm.enabled else None)
+        self.source_ = make_source(self.learner, X, context=comm.ctx)
         self.groups_ = groups
         return X, labels, groups, p
 
@@ -255,7 +248,7 @@ class _Base(FitState):
         for k in ("variant", "p", "warmup"):
             if hasattr(self, k):
                 params[k] = getattr(self, k)
-        if self._comm.enabled:
+        if self._comm.ctx.world_size > 1:
             params["world_size"] = self._comm.ctx.world_size
         n_docs, n_queries = self._sizes
         self.monitor_.start(FitInfo(algorithm=self._algorithm, n_docs=n_docs,
@@ -394,8 +387,7 @@ class RankBoost(_Base):
             init_scores=None):
         X, labels, groups, p = self._setup(X, labels, groups, pairs, eval_set, eval_metric,
                                            early_stopping_rounds, callbacks)
-        stats, D = _stats_and_dictionary(self.source_, labels, groups, p,
-                                         self._comm.ctx if self._comm.enabled else None)
+        stats, D = _stats_and_dictionary(self.source_, labels, groups, p, self._comm.ctx)
         self.stats_ = stats
         src = self.source_
         if self.variant == "rb-d" and not D.binary:
@@ -543,7 +535,7 @@ class SmoothMarginRanking(_Base):
             early_stopping_rounds=None, callbacks=(), pairs=None):
         X, labels, groups, p = self._setup(X, labels, groups, pairs, eval_set, eval_metric,
                                            early_stopping_rounds, callbacks)
-        stats, D = _stats_and_dictionary(self.source_, labels, groups, p)
+        stats, D = _stats_and_dictionary(self.source_, labels, groups, p, self._comm.ctx)
         self.stats_ = stats
         src = self.source_
         s = torch.zeros(X.shape[0], dtype=torch.float64, device=X.device)
