@@ -45,7 +45,6 @@ dictionaries all-reduce their per-candidate sums (:class:`~._dictionaries.CodesD
 from __future__ import annotations
 
 import math
-from typing import Optional
 
 import torch
 from torch import Tensor
