@@ -8,10 +8,12 @@ import math
 import torch
 from torch import Tensor
 
+from ..losses import zero_skew_intercept
 from ..losses.exponential import AdaBoostLoss
 from ..pairs import Bipartite
 from ._pair_stats import LabelPairStats
 from .coordinate import CoordinateBoosting, Step, flush_denormals, select_candidate
+from .ensemble import Ensemble
 
 __all__ = ["AdaBoost", "with_zero_skew_intercept"]
 
@@ -26,9 +28,6 @@ def with_zero_skew_intercept(model, X, labels, *, threshold: float = 0.0):
     becomes 0 and AdaBoost's loss becomes ``F = 2√F̃``: a RankBoost model then also minimises
     AdaBoost's objective in the limit. Returns ``(new_model, b)``.
     """
-    from ..losses import zero_skew_intercept
-    from .ensemble import Ensemble
-
     labels = torch.as_tensor(labels)
     s = model.predict(X)
     b = float(zero_skew_intercept(s, labels.to(s.device), None, threshold=threshold))
