@@ -84,15 +84,14 @@ def test_gbt_is_least_squares_boosting():
         assert d["curvature_mean"] == pytest.approx(1.0)
 
 
-def test_shrinkage_is_a_deprecated_alias_of_learning_rate():
-    with pytest.warns(DeprecationWarning, match="shrinkage"):
-        q = QBRank(shrinkage=0.2)
-    assert q.learning_rate == 0.2 and q.shrinkage == 0.2
-    with pytest.warns(DeprecationWarning, match="shrinkage"):
-        assert GBT(shrinkage=0.3).learning_rate == 0.3
+def test_shrinkage_is_no_longer_a_keyword():
+    """``shrinkage=`` (the old name of ``learning_rate``) is an unknown keyword now."""
+    with pytest.raises(TypeError, match="shrinkage"):
+        QBRank(shrinkage=0.2)
+    with pytest.raises(TypeError, match="shrinkage"):
+        GBT(shrinkage=0.3)
     assert GBT().learning_rate == 0.05 and QBRank(learning_rate=0.1).learning_rate == 0.1
-    with pytest.raises(ValueError, match="learning_rate"):
-        QBRank(shrinkage=0.2, learning_rate=0.1)
+    assert not hasattr(QBRank(), "shrinkage")
 
 
 def test_bad_curvature():

@@ -8,7 +8,8 @@ import torch
 
 from torchrankboost.boosting.learners import FeatureRankers, Stumps
 from torchrankboost.boosting.ensemble import Ensemble
-from torchrankboost.boosting._pair_stats import CodesDictionary, make_pair_stats
+from torchrankboost.boosting._dictionaries import CodesDictionary
+from torchrankboost.boosting._pair_stats import make_pair_stats
 from torchrankboost.boosting.rankboost import AdaBoost, MatrixRankers, PNormPush, RankBoost, label_pairs
 from torchrankboost.contract import NumericalError, UnboundedDirectionError
 from torchrankboost.groups import Groups
@@ -281,22 +282,20 @@ def test_bad_arguments():
         RankBoost("rb-c", learner="stumps").fit(X, torch.tensor([0.0, 1, 0, 1]))
 
 
-def test_deprecated_keyword_names():
-    """``rankers=`` and ``on_undefined=`` still work for one release, with a warning."""
-    with pytest.warns(DeprecationWarning, match="rankers= is deprecated"):
-        rb = RankBoost("rb-c", rankers=Stumps(max_thresholds=4))
-    assert isinstance(rb.learner, Stumps) and rb.rankers is rb.learner
-    with pytest.warns(DeprecationWarning, match="on_undefined= is deprecated"):
-        ada = AdaBoost(on_undefined="cap")
-    assert ada.on_unbounded == "cap" and ada.on_undefined == "cap"
-    with pytest.raises(ValueError, match="learner"):
-        RankBoost("rb-c", learner=Stumps(), rankers=Stumps())
+def test_removed_keyword_names_are_rejected():
+    """The old names ``rankers=`` and ``on_undefined=`` are gone: unknown keywords."""
+    with pytest.raises(TypeError, match="rankers"):
+        RankBoost("rb-c", rankers=Stumps(max_thresholds=4))
+    with pytest.raises(TypeError, match="on_undefined"):
+        AdaBoost(on_undefined="cap")
+    rb = RankBoost("rb-c", learner=Stumps(max_thresholds=4))
+    assert not hasattr(rb, "rankers") and not hasattr(rb, "on_undefined")
 
 
 @pytest.mark.parametrize("name", ["rankboost", "adaboost", "qbrank"])
 def test_registry_lists_only_current_parameter_names(name):
-    """An unknown parameter's message lists the current names, never the deprecated aliases
-    (which the registry still accepts)."""
+    """An unknown parameter's message lists the current names; the removed old names are
+    unknown parameters too."""
     from torchrankboost import registry
 
     with pytest.raises(ValueError, match="valid parameters: ") as err:
@@ -304,7 +303,7 @@ def test_registry_lists_only_current_parameter_names(name):
     valid = str(err.value).split("valid parameters: ", 1)[1].split(", ")
     assert not {"rankers", "on_undefined", "shrinkage"} & set(valid)
     assert ("learning_rate" if name == "qbrank" else "learner") in valid
-    with pytest.warns(DeprecationWarning):
+    with pytest.raises(ValueError, match="unknown parameter"):
         registry.create("algorithm", name, **({"shrinkage": 0.2} if name == "qbrank" else {"on_undefined": "cap"}))
 
 

@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING, Optional
 import torch
 from torch import Tensor
 
+from ..parallel import get_context
+from ._data_parallel import check_data_parallel, supports_data_parallel
 from .learners import FeatureModel, FeatureRankers, Stumps
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -241,8 +243,14 @@ class MatrixRankers:
 
 
 class _Source:
+    """A candidate dictionary built from a weak learner: its ``dictionary``, the weak model
+    of a candidate, its description. ``supports_data_parallel``: the dictionary sums over the
+    ranks and its rankers are binary (the closed-form steps need no line search across
+    ranks)."""
+
     dictionary = None
     kind = ""
+    supports_data_parallel = False
 
     def describe(self, c: int) -> dict:
         raise NotImplementedError
@@ -253,17 +261,16 @@ class _Source:
 
 class _StumpSource(_Source):
     kind = "stumps"
+    supports_data_parallel = True
 
-    def __init__(self, X: Tensor, stumps: Stumps, context=None):
+    def __init__(self, X: Tensor, stumps: Stumps, context):
         self.stumps = stumps
-        self.prepared = p = (stumps.prepare(X) if context is None
-                             else stumps.prepare(X, context=context))
+        self.prepared = p = stumps.prepare(X, context=context)
         b = p.binned
         codes = b.codes.long()
         codes = torch.where(codes == b.missing_code, torch.zeros_like(codes), codes)  # NaN: h = 0
         self.T = p.thresholds.shape[1]
-        self.dictionary = CodesDictionary(codes, p.valid, reduce=None if context is None
-                                          else context.all_reduce_sum)
+        self.dictionary = CodesDictionary(codes, p.valid, reduce=context.all_reduce_sum)
         self.F = codes.shape[1]
 
     def describe(self, c):
@@ -278,9 +285,9 @@ class _StumpSource(_Source):
 class _FeatureSource(_Source):
     kind = "features"
 
-    def __init__(self, X: Tensor, rankers: FeatureRankers):
+    def __init__(self, X: Tensor, rankers: FeatureRankers, context):
         self.rankers = rankers
-        self.prepared = p = rankers.prepare(X)
+        self.prepared = p = rankers.prepare(X, context=context)
         self.dictionary = RealDictionary(p.values, valid=p.valid)
         self.F = X.shape[1]
 
@@ -294,7 +301,7 @@ class _FeatureSource(_Source):
 class _MatrixSource(_Source):
     kind = "matrix"
 
-    def __init__(self, H: Tensor):
+    def __init__(self, H: Tensor, rankers: MatrixRankers, context):
         self.dictionary = RealDictionary(torch.nan_to_num(H, nan=0.0))
         self.F = H.shape[1]
         self.dtype = H.dtype if H.dtype in (torch.float32, torch.float64) else torch.float32
@@ -309,24 +316,33 @@ class _MatrixSource(_Source):
                             coef=torch.tensor([0.0, 1.0], dtype=self.dtype, device=self.device))
 
 
+def source_class(rankers):
+    """The dictionary source for ``rankers`` (``None``: ``Stumps()``): ``(class, rankers)``."""
+    if rankers is None:
+        rankers = Stumps()
+    for kind, cls in ((MatrixRankers, _MatrixSource), (Stumps, _StumpSource),
+                      (FeatureRankers, _FeatureSource)):
+        if isinstance(rankers, kind):
+            return cls, rankers
+    raise ValueError(
+        f"rankers must be Stumps(...), FeatureRankers(...) or MatrixRankers(); got {rankers!r}")
+
+
 def make_source(rankers, X: Tensor, context=None) -> _Source:
     """Candidate dictionary for ``rankers`` on the training features ``X``: ``Stumps(...)``
     (binary threshold stumps), ``FeatureRankers(...)`` (real-valued scaled features),
-    ``MatrixRankers()`` or ``None`` (``Stumps()``). ``context``: the enabled
-    :class:`~torchrankboost.parallel.DistContext` of a data-parallel fit (``X`` this
-    rank's shard; stumps only: the thresholds of all ranks' rows, sums over all ranks)."""
-    if rankers is None:
-        rankers = Stumps()
-    if context is not None:
-        if not isinstance(rankers, Stumps):
-            raise ValueError(f"learner: a data-parallel RankBoost fit takes Stumps(...) "
-                             f"weak rankers, got {rankers!r}")
-        return _StumpSource(X, rankers, context)
-    if isinstance(rankers, MatrixRankers):
-        return _MatrixSource(X)
-    if isinstance(rankers, Stumps):
-        return _StumpSource(X, rankers)
-    if isinstance(rankers, FeatureRankers):
-        return _FeatureSource(X, rankers)
-    raise ValueError(
-        f"rankers must be Stumps(...), FeatureRankers(...) or MatrixRankers(); got {rankers!r}")
+    ``MatrixRankers()`` or ``None`` (``Stumps()``). ``context``: the fit's
+    :class:`~torchrankboost.parallel.DistContext` (``None``: this process alone; over
+    several processes ``X`` is this rank's shard, stumps only: the thresholds of all ranks'
+    rows, sums over all ranks)."""
+    ctx = get_context(False) if context is None else context
+    cls, rankers = source_class(rankers)
+    check_data_parallel(ctx, fit="RankBoost fit", learner=rankers,
+                        learner_ok=cls.supports_data_parallel and supports_data_parallel(rankers),
+                        needs=DATA_PARALLEL_NEEDS)
+    return cls(X, rankers, ctx)
+
+
+#: what a data-parallel fit of the RankBoost family needs of its weak rankers
+DATA_PARALLEL_NEEDS = ("binary weak rankers whose sums combine over the ranks, Stumps(...) "
+                       "(the closed-form steps need no line search across ranks)")

@@ -30,19 +30,21 @@ Explicit pair lists cost O(#pairs) per round (``ExplicitPairStats``).
 
 **Data-parallel** (``LabelPairStats(..., context=ctx)``, each rank holding whole queries):
 every pair lies inside one query, so ``F̃ = Σ_r F̃_r`` over the ranks and every statistic
-above is a per-rank sum divided by the global ``F̃``. ``weights`` combines the ranks'
-normalisers (one all-reduce of ``W`` triples: each rank's ``F̃_r``, ``ln F̃_r`` and whether
-its linear-domain path applies; the linear path is kept when it applies on every rank and
-to the sum, else every rank takes the log path, scaled by ``F̃_r / F̃``); ``chosen_stats``
-all-reduces ``(ε⁺, ε⁻, ε⁰)``, ``log_loss`` combines ``ln F̃_r`` by log-sum-exp and
-``margin`` takes the minimum over the ranks; the dictionaries all-reduce their
-per-candidate sums (:class:`~._dictionaries.CodesDictionary` ``reduce``).
+above is a per-rank sum divided by the global ``F̃``. There is one path: the context's
+collectives are identities in one process (the default context), so one process is the
+case ``W = 1``. ``weights`` combines the ranks' normalisers (one all-reduce of ``W`` pairs:
+each rank's ``F̃_r`` and whether its linear-domain path applies; the linear path is kept
+when it applies on every rank and to the sum, else every rank takes the log path, whose
+``ln F̃_r`` a second all-reduce combines by log-sum-exp, the masses scaled by
+``F̃_r / F̃``); ``chosen_stats`` all-reduces ``(ε⁺, ε⁻, ε⁰)``, ``log_loss`` combines
+``ln F̃_r`` by log-sum-exp and ``margin`` takes the minimum over the ranks; the
+dictionaries all-reduce their per-candidate sums (:class:`~._dictionaries.CodesDictionary`
+``reduce``).
 """
 
 from __future__ import annotations
 
 import math
-from typing import Optional
 
 import torch
 from torch import Tensor
@@ -51,13 +53,12 @@ from .._pair_engine.exponential import level_terms, pooled_log_loss
 from .._pair_engine.levels import label_levels, level_cells, levels_from_cells, pairs_per_group
 from .._pair_engine.margin import explicit_margin, label_margin
 from .._pair_engine.segment import excl_cumsum
+from ..parallel import get_context
 from ..groups import Groups
 from ..pairs import ExplicitPairs
+from ._data_parallel import check_data_parallel
 
-__all__ = [
-    "PairWeights", "LabelPairStats", "ExplicitPairStats", "make_pair_stats",
-    "CodesDictionary", "RealDictionary", "PairMatrixDictionary",
-]
+__all__ = ["PairWeights", "LabelPairStats", "ExplicitPairStats", "make_pair_stats"]
 
 
 def _row_sum_matrix(rows: Tensor, num_rows: int, dtype=torch.float64):
@@ -141,13 +142,13 @@ class LabelPairStats:
 
     Args:
         labels: ``(n,)`` labels. groups: :class:`Groups`. pairs: :class:`Graded` or
-        :class:`Bipartite`. context: the enabled
-        :class:`~torchrankboost.parallel.DistContext` of a data-parallel fit (the queries
-        are this rank's; see the module docstring), or ``None``.
+        :class:`Bipartite`. context: the
+        :class:`~torchrankboost.parallel.DistContext` of the fit (the queries are this
+        rank's; see the module docstring); ``None``: this process alone.
     """
 
     def __init__(self, labels: Tensor, groups: Groups, pairs, context=None):
-        self.ctx = context if context is not None and context.enabled else None
+        self.ctx = get_context(False) if context is None else context
         labels = torch.as_tensor(labels)
         dev = groups.device
         lev, K, _ = label_levels(labels.to(dev), groups, pairs)
@@ -169,59 +170,50 @@ class LabelPairStats:
         self.can_lower = lev < lmax[self.gi]
         self.active = torch.nonzero(self.can_upper | self.can_lower).flatten()
         self._bucket_M = _row_sum_matrix(self.bucket, self.G * self.K)
-        self.local_pairs = self.num_pairs
-        if self.ctx is not None:  # a rank may hold no pair; all ranks together must
-            self.num_pairs = int(self.ctx.all_reduce_sum(
-                torch.tensor([self.num_pairs], dtype=torch.int64))[0])
+        self.local_pairs = self.num_pairs  # a rank may hold no pair; all ranks together must
+        self.num_pairs = int(self.ctx.all_reduce_sum(
+            torch.tensor([self.num_pairs], dtype=torch.int64))[0])
         if self.num_pairs == 0:
             raise ValueError("labels: no crucial pairs (every query has a single label level)")
         self.is_explicit = False
 
     # ------------------------------------------------------------------ loss
     def log_loss(self, s: Tensor) -> Tensor:
-        """ln F̃(s) in O(n log K): the pair engine's exponential family at ``p = 1``
-        (differentiable; data-parallel: over all ranks' pairs, a log-sum-exp of the ranks'
-        values, not differentiable)."""
-        if self.ctx is None:
-            return pooled_log_loss(s, self.levels, self.groups, 1.0)[0]
+        """ln F̃(s) in O(n log K): the pair engine's exponential family at ``p = 1``, over
+        all ranks' pairs (a log-sum-exp of the ranks' values; a float64 value, no gradient)."""
         mine = (float(pooled_log_loss(s, self.levels, self.groups, 1.0)[0])
                 if self.local_pairs else -math.inf)
         logs = self.ctx.gather_values([mine])[:, 0]
         return torch.logsumexp(logs, 0).to(s.device)
 
     def weights(self, s: Tensor) -> PairWeights:
+        """The pair distribution at the scores ``s`` (see the module docstring): the
+        linear-domain path when it applies on every rank and to ``F̃``, else the log path."""
         s = s.to(torch.float64)
-        if self.ctx is not None:
-            return self._weights_distributed(s)
-        w = self._weights_linear(s)
-        return w if w is not None else self._weights_log(s)
-
-    def _weights_distributed(self, s: Tensor) -> PairWeights:
-        """:meth:`weights` over every rank's pairs (see the module docstring)."""
         has = self.local_pairs > 0
         parts = self._linear_parts(s) if has else None
         z_r = float(parts[-1]) if parts is not None else 0.0
         lin = parts is not None and 0.0 < z_r < math.inf
-        wl = None
-        if lin:
-            log_r = math.log(z_r)
-        elif has:
-            wl = self._weights_log(s)
-            log_r = float(wl.log_loss)
-        else:
-            log_r = -math.inf
-        rows = self.ctx.gather_values([z_r if lin else 0.0, log_r,
-                                       1.0 if (lin or not has) else 0.0])
-        logZ = float(torch.logsumexp(rows[:, 1], 0))
+        rows = self.ctx.gather_values([z_r if lin else 0.0, 1.0 if (lin or not has) else 0.0])
         Z = float(rows[:, 0].sum())
+        if bool((rows[:, 1] > 0).all()) and 1e-250 < Z < 1e250:
+            Zt = torch.tensor(Z, dtype=torch.float64, device=s.device)
+            if not has:
+                return self._no_pair_weights(s, float(torch.log(Zt)))
+            return self._linear_weights(parts, Zt)
+        return self._weights_log_all(s, has)
+
+    def _weights_log_all(self, s: Tensor, has: bool) -> PairWeights:
+        """The log-path weights over every rank's pairs: this rank's, scaled by ``F̃_r / F̃``
+        (``ln F̃`` a log-sum-exp of the ranks' ``ln F̃_r``; the scale is 1 in one process)."""
+        wl = self._weights_log(s) if has else None
+        log_r = float(wl.log_loss) if has else -math.inf
+        logZ = float(torch.logsumexp(self.ctx.gather_values([log_r])[:, 0], 0))
         if not has:
             return self._no_pair_weights(s, logZ)
-        if bool((rows[:, 2] > 0).all()) and 1e-250 < Z < 1e250:
-            return self._linear_weights(parts, torch.tensor(Z, dtype=torch.float64,
-                                                            device=s.device))
-        if wl is None:
-            wl = self._weights_log(s)
-        scale = math.exp(log_r - logZ)  # F̃_r / F̃
+        if log_r == logZ:  # one process (or every other rank without pairs): scale 1
+            return wl
+        scale = math.exp(log_r - logZ)
         return PairWeights(torch.tensor(logZ, dtype=torch.float64, device=s.device),
                            wl.U * scale, wl.L * scale, wl.u, wl.v, wl.rho * scale,
                            rho_g=wl.rho_g * scale)
@@ -255,22 +247,12 @@ class LabelPairStats:
         d = smax - smin
         return c, (float(torch.where(torch.isfinite(d), d, torch.zeros_like(d)).max()) if G else 0.0)
 
-    def _weights_linear(self, s: Tensor):
-        """Fast path in the linear domain: ``a = e^{c - s}``, ``b = e^{s - c}`` with a per-query
-        centre ``c`` (the pair weights ``a_i b_j = e^{s_j - s_i}`` do not depend on it; it is
-        kept between rounds and recomputed when ``|s - c|`` exceeds 300). Returns None when a
-        query's scores span more than 600 or the loss leaves [1e-250, 1e250] (log path)."""
-        parts = self._linear_parts(s)
-        if parts is None:
-            return None
-        z = float(parts[-1])
-        if not (1e-250 < z < 1e250):
-            return None
-        return self._linear_weights(parts, parts[-1])
-
     def _linear_parts(self, s: Tensor):
-        """``(e, A, B, Blt, Agt, Z)`` of :meth:`_weights_linear` (``Z`` = this process's
-        ``F̃``), or None when a query's scores span more than 600."""
+        """The linear-domain path's ``(e, A, B, Blt, Agt, Z)`` (``Z`` = this rank's ``F̃``):
+        ``e = [a, b]`` with ``a = e^{c - s}``, ``b = e^{s - c}`` for a per-query centre ``c``
+        (the pair weights ``a_i b_j = e^{s_j - s_i}`` do not depend on it; it is kept between
+        rounds and recomputed when ``|s - c|`` exceeds 300), and the (query, level) bucket
+        sums; None when a query's scores span more than 600 (log path)."""
         G, K = self.G, self.K
         c = getattr(self, "_c", None)
         if c is None or c.shape != s.shape or c.dtype != s.dtype or c.device != s.device:
@@ -336,10 +318,9 @@ class LabelPairStats:
         per query give ``F = Σ_k A_k B_{<k}`` and its first two derivatives
         (``F' = Σ A' B_{<k} + A B'_{<k}``, ``F'' = Σ A'' B_{<k} + 2 A' B'_{<k} + A B''_{<k}``),
         so ``φ' = F'/F`` and ``φ'' = F''/F − φ'²``. The log-domain path (without ``φ''``) is
-        used when the centred exponentials would overflow."""
-        if self.ctx is not None:
-            raise ValueError("learner: a data-parallel RankBoost fit takes binary stumps "
-                             "(real-valued rankers need a line search over all ranks)")
+        used when the centred exponentials would overflow. This rank's pairs only: a
+        data-parallel fit takes binary rankers (closed-form steps, see
+        :func:`~._data_parallel.check_data_parallel`)."""
         s = s.to(torch.float64)
         h = h.to(torch.float64)
         G, K = self.G, self.K
@@ -370,8 +351,6 @@ class LabelPairStats:
         """(ε⁺, ε⁻, ε⁰) of one binary ranker ``h`` (n,) in {0, 1}; exact bucket sums (over
         every rank's pairs when data-parallel: one all-reduce of the three)."""
         ep, em, e0 = self._chosen_stats(w, h)
-        if self.ctx is None:
-            return ep, em, e0
         t = self.ctx.all_reduce_sum(torch.stack([ep, em, e0]).to(torch.float64))
         return t[0], t[1], t[2]
 
@@ -403,9 +382,7 @@ class LabelPairStats:
 
     def margin(self, s: Tensor) -> Tensor:
         """min over crucial pairs of s_i - s_j (O(n + GK), the pair engine's margin; over
-        every rank's pairs when data-parallel)."""
-        if self.ctx is None:
-            return label_margin(s, self.level, self.K, self.groups, many=False).min()
+        every rank's pairs when data-parallel; float64)."""
         m = (label_margin(s, self.level, self.K, self.groups, many=False).min()
              if self.local_pairs else torch.tensor(math.inf, dtype=s.dtype, device=s.device))
         return self.ctx.all_reduce_min(m.reshape(1).to(torch.float64))[0]
@@ -561,13 +538,11 @@ class ExplicitPairStats:
 
 
 def make_pair_stats(labels, groups: Groups, pairs, context=None):
+    """The pair statistics of ``pairs`` (explicit or label-induced) over ``groups``;
+    ``context``: the fit's :class:`~torchrankboost.parallel.DistContext` (``None``: this
+    process alone)."""
+    ctx = get_context(False) if context is None else context
+    check_data_parallel(ctx, pairs=pairs)
     if isinstance(pairs, ExplicitPairs):
-        if context is not None and context.enabled:
-            raise ValueError("pairs: a data-parallel fit takes label-induced pairs (explicit "
-                             "pair lists index one process's documents)")
         return ExplicitPairStats(pairs, groups)
-    return LabelPairStats(labels, groups, pairs, context=context)
-
-
-# the dictionaries over these statistics live in ._dictionaries (re-exported here)
-from ._dictionaries import CodesDictionary, PairMatrixDictionary, RealDictionary  # noqa: E402,F401
+    return LabelPairStats(labels, groups, pairs, context=ctx)

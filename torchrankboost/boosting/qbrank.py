@@ -36,9 +36,8 @@ from torch import Tensor
 from ..losses import QBRankLoss
 from .booster import Booster
 from .evaluation import FitState
-from .inputs import UNSET, renamed_keyword
-from ..params import from_params
 from .learners import RegressionTree
+from ..params import from_params
 
 __all__ = ["QBRank", "GBT", "QBRankProxyLoss"]
 
@@ -69,12 +68,10 @@ class QBRankProxyLoss(torch.nn.Module):
 
 class _ZhengBase(FitState):
     _algorithm = ""
-    _deprecated_params = ("shrinkage",)  # not in get_params()
 
-    def _common(self, learning_rate, shrinkage, learner, n_rounds, base_score, callbacks, seed,
-                verbose, line_search_tol):
-        self.learning_rate = float(renamed_keyword(learning_rate, shrinkage, old="shrinkage",
-                                                   new="learning_rate", default=0.05))
+    def _common(self, learning_rate, learner, n_rounds, base_score, callbacks, seed, verbose,
+                line_search_tol):
+        self.learning_rate = float(learning_rate)
         learner = from_params(learner)
         self.learner = learner if learner is not None else RegressionTree(max_leaves=20)
         self.n_rounds = n_rounds
@@ -84,11 +81,6 @@ class _ZhengBase(FitState):
         self.verbose = verbose
         self.line_search_tol = float(line_search_tol)
         self._reset_fit_state()
-
-    @property
-    def shrinkage(self) -> float:
-        """Deprecated name of ``learning_rate`` (Zheng et al.'s shrinkage ``η``)."""
-        return self.learning_rate
 
     def _fit(self, loss, X, labels, groups, eval_set, eval_metric, early_stopping_rounds,
              callbacks):
@@ -115,8 +107,7 @@ class QBRank(_ZhengBase):
         w: weight of the preference part (paper: 0.5).
         tau: margin ``τ``: ``"grade_difference"`` (paper's experiments, ``τ = l_i - l_j``)
             or a number (1.0 without grade information).
-        learning_rate: the shrinkage ``η`` applied after the line search (paper: 0.05;
-            ``shrinkage=`` is its deprecated name).
+        learning_rate: the shrinkage ``η`` applied after the line search (paper: 0.05).
         learner: the base regressor (paper: one regression tree with 20 leaves).
         n_rounds: number of trees.
         curvature: ``"qbrank"`` (Algorithm 2's row weights ``w·n_d + (1-w)``, default),
@@ -140,10 +131,10 @@ class QBRank(_ZhengBase):
     _algorithm = "qbrank"
 
     def __init__(self, *, w: float = 0.5, tau: Union[float, str] = "grade_difference",
-                 learning_rate: float = UNSET, learner=None, n_rounds: int = 100,
+                 learning_rate: float = 0.05, learner=None, n_rounds: int = 100,
                  curvature: str = "qbrank", pairs=None, base_score: float = 0.0,
                  callbacks: Sequence = (), seed: int = 0, verbose=False,
-                 line_search_tol: float = 1e-6, shrinkage: float = UNSET):
+                 line_search_tol: float = 1e-6):
         if curvature not in CURVATURES:
             raise ValueError(f"curvature must be one of {CURVATURES}, got {curvature!r}")
         self.loss = QBRankLoss(w=w, tau=tau)
@@ -151,7 +142,7 @@ class QBRank(_ZhengBase):
         self.w, self.tau = float(w), tau
         self.curvature = curvature
         self._curv = "diag" if curvature in ("qbrank", "diag") else "bound"
-        self._common(learning_rate, shrinkage, learner, n_rounds, base_score, callbacks, seed,
+        self._common(learning_rate, learner, n_rounds, base_score, callbacks, seed,
                      verbose, line_search_tol)
 
     def objective(self, scores: Tensor, labels, groups=None) -> Tensor:
@@ -196,12 +187,12 @@ class GBT(_ZhengBase):
     _line_search_order = 2
     _algorithm = "gbt"
 
-    def __init__(self, *, learning_rate: float = UNSET, learner=None, n_rounds: int = 100,
+    def __init__(self, *, learning_rate: float = 0.05, learner=None, n_rounds: int = 100,
                  base_score: Union[str, float] = "auto", callbacks: Sequence = (), seed: int = 0,
-                 verbose=False, line_search_tol: float = 1e-6, shrinkage: float = UNSET):
+                 verbose=False, line_search_tol: float = 1e-6):
         self.loss = QBRankLoss(w=0.0, tau=1.0)
         self._curv = "diag"
-        self._common(learning_rate, shrinkage, learner, n_rounds, base_score, callbacks, seed,
+        self._common(learning_rate, learner, n_rounds, base_score, callbacks, seed,
                      verbose, line_search_tol)
 
     def objective(self, scores, labels, groups=None):
