@@ -77,11 +77,12 @@ from ..groups import Groups
 from .._threads import check_threads
 from ..progress import ProgressCallback
 from .callbacks import PrintCallback
-from .ensemble import Ensemble
+from .ensemble import Ensemble, weak_summary
 from ..parallel import DistContext, FitComm, get_context
 from .evaluation import FitMonitor, FitState
-from .inputs import fit_inputs
-from .steps import evaluate_phi, line_search, newton_from_values
+from .inputs import count_eval_sets as _count_sets, fit_inputs
+from .objective import autograd_grad_hess, bind, scalar
+from .steps import line_search, newton_from_values, shift_minimiser, summed_evaluate
 from ..curvature import hessian_diagonal, hvp_probes, is_per_query
 
 _log = logging.getLogger("torchrankboost")
@@ -92,67 +93,6 @@ F64 = torch.float64
 STEPS = ("surrogate", "line_search", "newton", "fixed")
 CURVATURES = ("diag", "bound", "none")
 UNBOUNDED = ("stop", "raise", "cap")
-
-
-# ----------------------------------------------------------------------------- autograd
-def _scalar(v) -> Tensor:
-    if not isinstance(v, Tensor):
-        raise ValueError(f"the loss must return a tensor, got {type(v).__name__}")
-    return v.sum() if v.dim() > 0 else v
-
-
-def autograd_grad_hess(loss: Callable, scores: Tensor, labels, groups, *, hess: str = "diag",
-                       max_exact: int = 2048) -> Tuple[Tensor, Tensor, str]:
-    """Gradient by autograd and a curvature for a loss without ``grad_hess``.
-
-    ``hess="diag"``: the exact Hessian diagonal by Hessian-vector products
-    (:func:`torchrankboost.curvature.hessian_diagonal`) when they number at most
-    ``max_exact`` — one per position of the longest query for a loss that declares itself
-    per-query (:func:`torchrankboost.curvature.per_query`; the library's losses do), else one
-    per document — and unit curvature (Friedman's gradient boosting) beyond.
-    ``hess="none"``: unit curvature. Returns ``(grad, curvature, kind)`` with ``kind``
-    ``"autograd-diag"`` or ``"unit"``.
-    """
-    s = scores.detach().clone().requires_grad_(True)
-    with torch.enable_grad():
-        v = _scalar(loss(s, labels, groups))
-        (g,) = torch.autograd.grad(v, s, allow_unused=True)
-    g = torch.zeros_like(s) if g is None else g.detach()
-    blocks = is_per_query(loss)
-    if hess == "diag" and hvp_probes(s.shape[0], groups, blocks) <= max_exact:
-        h = hessian_diagonal(lambda x: loss(x, labels, groups), scores, groups,
-                             per_query_hessian=blocks)
-        return g, h, "autograd-diag"
-    return g, torch.ones_like(g), "unit"
-
-
-def _summary_failed(model, what: str, exc: BaseException, instead: str) -> None:
-    msg = (f"round record: {type(model).__name__}.{what} failed with {type(exc).__name__}: "
-           f"{exc}; recording {instead}")
-    _log.warning(msg)
-    warnings.warn(msg, RuntimeWarning, stacklevel=3)
-
-
-def _summary(model) -> dict:
-    """The weak model's description for the round record. A failing ``summary()`` or
-    ``state()`` must not break a fit, but it is never silent either: it is announced with a
-    ``RuntimeWarning`` naming the model and the error, and the record falls back to the next
-    description (``state()``'s plain values, else the type name)."""
-    if hasattr(model, "summary"):
-        try:
-            return dict(model.summary())
-        except Exception as exc:  # noqa: BLE001 - reported, then the next description
-            _summary_failed(model, "summary()", exc, "its state()")
-    try:
-        tensors, meta = model.state()
-    except Exception as exc:  # noqa: BLE001 - reported, then the type name
-        _summary_failed(model, "state()", exc, "the type name only")
-        return {"type": type(model).__name__}
-    out = {k: v for k, v in meta.items() if isinstance(v, (int, float, str, bool))}
-    for k, v in tensors.items():
-        if v.numel() <= 64:
-            out[k] = v.detach().cpu().tolist()
-    return out
 
 
 def _seed_for(seed: int, rnd: int) -> int:
@@ -192,34 +132,6 @@ class _Step:
     new_loss: Optional[float] = None
     info: dict = field(default_factory=dict)
     scores: Optional[Tensor] = None  # s + ν α f when the rule computed it (with new_loss)
-
-
-class _CallableBound:
-    """The bound-loss interface (``value``, ``grad_hess``, ``value_grad_hess``; see
-    :meth:`torchrankboost.losses.RankingLoss.bind`) for a loss that cannot bind its labels: a
-    plain callable (curvature by autograd, see :meth:`Booster._grad_curv`) or a module with
-    ``grad_hess`` but no ``bind``."""
-
-    def __init__(self, loss: Callable, labels, groups):
-        self.loss, self.labels, self.groups = loss, labels, groups
-
-    def value(self, scores: Tensor) -> Tensor:
-        return _scalar(self.loss(scores, self.labels, self.groups))
-
-    def grad_hess(self, scores: Tensor, *, hess: str = "diag"):
-        return self.loss.grad_hess(scores, self.labels, self.groups, hess=hess)
-
-    def value_grad_hess(self, scores: Tensor, *, hess: str = "diag"):
-        g, h = self.grad_hess(scores, hess=hess)
-        return self.value(scores).detach(), g, h
-
-
-def _bind(loss: Callable, labels, groups):
-    """The loss with its labels bound once for the whole fit (the loss's own ``bind`` when it
-    has one: label levels, buckets and pair setups are computed once, not every call)."""
-    if callable(getattr(loss, "bind", None)):
-        return loss.bind(labels, groups)
-    return _CallableBound(loss, labels, groups)
 
 
 # ----------------------------------------------------------------------------- booster
@@ -495,7 +407,7 @@ class Booster(FitState):
         self.scores_ = s
         bound = None
         with comm.local():
-            bound = _bind(self.loss, labels, groups)
+            bound = bind(self.loss, labels, groups)
         loss0 = self._loss_value(comm, bound, s)
         if not math.isfinite(loss0):
             raise NumericalError(f"the loss is {loss0} at the initial scores (base score "
@@ -555,28 +467,7 @@ class Booster(FitState):
     @staticmethod
     def _loss_value(comm: FitComm, bound, s: Tensor) -> float:
         """``L(s)`` summed over the ranks (this rank's in one process)."""
-        return float(comm.sum(lambda: [float(_scalar(bound.value(s)).detach())], size=1)[0])
-
-    @staticmethod
-    def _global_eval(comm: FitComm, phi, order: int):
-        """``α ↦ (φ, φ', φ'')`` of the loss summed over the ranks (each rank's ``φ`` by
-        autograd, one all-reduce of the three numbers): the line searches' ``evaluate``.
-        Without double backward: first derivatives from then on (``φ''`` NaN)."""
-        use = [order]
-
-        def local(a):
-            if use[0] >= 2:
-                try:
-                    return list(evaluate_phi(phi, a, use[0]))
-                except RuntimeError:  # no double backward: first derivatives only
-                    use[0] = 1
-            return list(evaluate_phi(phi, a, 1))
-
-        def evaluate(a):
-            t = comm.sum(lambda: local(a), size=3)
-            return float(t[0]), float(t[1]), float(t[2])
-
-        return evaluate
+        return float(comm.sum(lambda: [float(scalar(bound.value(s)).detach())], size=1)[0])
 
     def _base_score(self, init_score, n, labels, groups, dev, comm: FitComm) -> float:
         if init_score is not None:
@@ -586,7 +477,8 @@ class Booster(FitState):
             return base
         if isinstance(self.base_score, float):
             return self.base_score
-        return self._auto_base(n, labels, groups, dev, comm)
+        return shift_minimiser(comm, lambda x: self._value(x, labels, groups), n, dev,
+                               max_ratio=self.max_step_ratio)
 
     def _round(self, run: _Run, rnd: int) -> bool:
         """One boosting round; ``False`` when training stops. The sums that decide the round
@@ -639,7 +531,7 @@ class Booster(FitState):
 
     # ------------------------------------------------------------------ round pieces
     def _value(self, s: Tensor, labels, groups) -> Tensor:
-        return _scalar(self.loss(s, labels, groups))
+        return scalar(self.loss(s, labels, groups))
 
     def _curv_kind(self) -> str:
         """The ``hess=`` asked of a loss with ``grad_hess``."""
@@ -744,7 +636,7 @@ class Booster(FitState):
         s, dev = run.scores, run.X.device
 
         def phi(a):
-            return _scalar(run.bound.value(s + a.to(dev) * f))
+            return scalar(run.bound.value(s + a.to(dev) * f))
 
         if self.step == "fixed":
             return _Step(1.0)
@@ -805,13 +697,13 @@ class Booster(FitState):
                 v, out[1], out[2] = run.bound.value_grad_hess(s_new, hess=kind)
                 out[0] = float(v)
             else:
-                out[0] = float(_scalar(run.bound.value(s_new)).detach())
+                out[0] = float(scalar(run.bound.value(s_new)).detach())
         return float(comm.sum(lambda: [out[0]], size=1)[0]), out[1], out[2]
 
     def _newton(self, comm: FitComm, phi, fallback_curvature: float) -> _Step:
         """One Newton step on ``α`` (``φ``, ``φ'``, ``φ''`` summed over the ranks), halved
         until ``L(s + ν α f) ≤ L(s)`` (30 times at most)."""
-        evaluate = self._global_eval(comm, phi, 2)
+        evaluate = summed_evaluate(comm, phi, 2)
         alpha, v0, d0, h0 = newton_from_values(*evaluate(0.0), fallback_curvature)
         tries, new = 0, None
         while alpha != 0.0 and tries < 30:
@@ -835,7 +727,7 @@ class Booster(FitState):
         ``on_unbounded`` policy."""
         a0 = abs(gf) / hff if (hff > 0 and gf != 0.0) else 1.0
         try:
-            evaluate = self._global_eval(run.comm, phi, self.line_search_order)
+            evaluate = summed_evaluate(run.comm, phi, self.line_search_order)
             res = line_search(evaluate=evaluate,
                               max_ratio=self.max_step_ratio, order=self.line_search_order,
                               xtol=self.line_search_tol, value0=run.loss, deriv0=gf,
@@ -884,7 +776,7 @@ class Booster(FitState):
         extra = {"loss_before": loss_before, "learning_rate": self.learning_rate,
                  **combined, "curvature_kind": ckind, "line_search": step.info,
                  "seconds_grad": t1 - t0, "seconds_learner": t2 - t1, "seconds_step": t3 - t2,
-                 "learner": _summary(model)}
+                 "learner": weak_summary(model)}
         extra.update(run.comm.describe())
         more = getattr(self.loss, "round_diagnostics", None)
         if callable(more):  # e.g. AdaBoostLoss: F₊, F₋ and the F-skew (one process only)
@@ -902,43 +794,3 @@ class Booster(FitState):
             "seed": self.seed, "fit_seconds": time.perf_counter() - run.t_fit,
         })
         return ens
-
-    def _auto_base(self, n, labels, groups, dev, comm: FitComm) -> float:
-        """The constant score minimising the loss summed over the ranks (0 when the loss
-        ignores a common shift): a line search along the all-ones direction."""
-        ones = torch.ones(n, dtype=F64, device=dev)
-        zero = torch.zeros(n, dtype=F64, device=dev)
-
-        def grad_sums():
-            x = zero.clone().requires_grad_(True)
-            with torch.enable_grad():
-                v = self._value(x, labels, groups)
-                if not v.requires_grad:
-                    return [0.0, 0.0, 0.0]
-                (g,) = torch.autograd.grad(v, x, allow_unused=True)
-            if g is None:
-                return [0.0, 0.0, 0.0]
-            return [float(g.sum()), float(g.abs().sum()), 1.0]
-
-        tot, mass, has = comm.sum(grad_sums, size=3).tolist()
-        if has == 0 or abs(tot) <= 1e-9 * mass or tot == 0.0:
-            return 0.0
-        ev = self._global_eval(comm, lambda a: self._value(zero + a.to(dev) * ones, labels,
-                                                           groups), 2)
-        res = line_search(evaluate=ev, max_ratio=self.max_step_ratio)
-        if res.status in ("converged", "max_iter"):
-            return float(res.alpha)
-        return 0.0
-
-
-def _count_sets(eval_set) -> int:
-    """The number of evaluation sets ``eval_set`` holds (as :func:`~.inputs.eval_inputs`
-    reads it)."""
-    if eval_set is None:
-        return 0
-    if isinstance(eval_set, tuple) and len(eval_set) == 3 and not isinstance(eval_set[0], tuple):
-        return 1
-    try:
-        return len(eval_set)
-    except TypeError:
-        return -1

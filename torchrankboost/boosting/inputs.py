@@ -17,7 +17,7 @@ from torch import Tensor
 from ..groups import Groups, as_vector
 
 __all__ = ["as_features", "check_no_inf", "as_labels", "as_query_groups", "fit_inputs", "eval_inputs",
-           "renamed_keyword"]
+           "renamed_keyword", "count_eval_sets"]
 
 
 def as_features(X, *, device=None, name: str = "X") -> Tensor:
@@ -135,6 +135,19 @@ def eval_inputs(eval_set, n_features: int, *, device=None
                              name=f"eval_set[{i}] groups", x_name=f"eval_set[{i}] X")
         out.append((f"valid_{i}", Xv, yv, gv))
     return out
+
+
+def count_eval_sets(eval_set) -> int:
+    """The number of evaluation sets ``eval_set`` holds (as :func:`eval_inputs`
+    reads it)."""
+    if eval_set is None:
+        return 0
+    if isinstance(eval_set, tuple) and len(eval_set) == 3 and not isinstance(eval_set[0], tuple):
+        return 1
+    try:
+        return len(eval_set)
+    except TypeError:
+        return -1
 
 
 class _Unset:
