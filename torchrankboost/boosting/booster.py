@@ -51,10 +51,11 @@ agree on, so that every rank takes the same decisions and builds the same model:
   :func:`~torchrankboost.data.load_svmlight_shard` cut them), each rank keeping its
   own queries of it.
 
-Every collective carries a failure flag (:class:`~.evaluation.FitComm`): a rank that fails
-in local work (a bad shard, a NaN gradient, a raising callback) makes every rank raise the
-same :class:`~torchrankboost.parallel.DistributedError` naming it, at the next collective
-instead of a hang. Rank 0 alone runs the callbacks (progress, TensorBoard, yours); the model
+Every collective carries a failure flag (:class:`~torchrankboost.parallel.FitComm`; its
+operations are identities in one process, so the fit calls them unconditionally): a rank
+that fails in local work (a bad shard, a NaN gradient, a raising callback) makes every rank
+raise the same :class:`~torchrankboost.parallel.DistributedError` naming it, at the next
+collective instead of a hang. Rank 0 alone runs the callbacks (progress, TensorBoard, yours); the model
 is the same on every rank (save it on rank 0). With the shards of a data set in rank order
 the model is the single-process model of the whole data up to floating-point summation
 order (the same trees, leaf values equal to about 1e-12).
@@ -144,8 +145,9 @@ class Booster(FitState):
             ``grad_hess(scores, labels, groups, hess=...)`` the closed-form gradient and
             curvature are used; otherwise the gradient comes from autograd and the curvature
             from the autograd fallback (see ``curvature``).
-        learner: an unfitted weak learner (``prepare(X)``, ``fit(prepared, target, weight, *,
-            rows, generator)``; e.g. ``RegressionTree``, ``Stumps``, ``FeatureRankers``).
+        learner: an unfitted weak learner (``prepare(X, *, context)``, ``fit(prepared,
+            target, weight, *, rows, generator)``; e.g. ``RegressionTree``, ``Stumps``,
+            ``FeatureRankers``); a data-parallel fit needs ``supports_data_parallel = True``.
         n_rounds: maximum number of boosting rounds ``T``.
         learning_rate: shrinkage ``ν`` applied after the step (``s += ν α f``).
         step: ``"surrogate"`` (default: the minimiser of the quadratic model along the weak
@@ -247,8 +249,8 @@ class Booster(FitState):
         for meth in ("prepare", "fit"):
             if not callable(getattr(learner, meth, None)):
                 raise ValueError(f"learner must have a {meth}() method (a weak learner: "
-                                 f"prepare(X), fit(prepared, target, weight, *, rows, "
-                                 f"generator))")
+                                 f"prepare(X, *, context), fit(prepared, target, weight, "
+                                 f"*, rows, generator))")
         if int(n_rounds) != n_rounds or n_rounds < 0:
             raise ValueError(f"n_rounds must be a non-negative integer, got {n_rounds}")
         if not (learning_rate > 0 and math.isfinite(learning_rate)):
@@ -482,8 +484,8 @@ class Booster(FitState):
 
     def _round(self, run: _Run, rnd: int) -> bool:
         """One boosting round; ``False`` when training stops. The sums that decide the round
-        go through the fit's :class:`~.evaluation.FitComm`: all-reduced (each carrying the
-        failure flag) in a data-parallel fit, the local values in one process."""
+        go through the fit's :class:`~torchrankboost.parallel.FitComm`: all-reduced (each
+        carrying the failure flag) in a data-parallel fit, the local values in one process."""
         comm = run.comm
         W = comm.world_size
         t0 = time.perf_counter()

@@ -7,7 +7,8 @@ unconditionally. :class:`FitComm` (:mod:`.fit`) gives an algorithm's fit its ope
 :mod:`.failure`; identities in one process). All-reduces travel through a
 :class:`~.transport.Transport`: ``torch.distributed``, or for float64 CPU sums of the ranks
 of one host the shared memory of :mod:`.shm`. :mod:`.normalise` gives the global loss
-normalisation and metrics of a data-parallel run. Sharding data over ranks is :mod:`torchrankboost.data`'s.
+normalisation and metrics of a data-parallel run. Sharding data over ranks is
+:mod:`torchrankboost.data`'s.
 """
 
 from .context import DistContext, get_context
