@@ -260,13 +260,13 @@ def scenario_local_sums():
         t = torch.randn(n, dtype=torch.float64, generator=gen)
         mine = t.clone()
         local = ctx.all_reduce_sum(t)
-        assert D.local_reducer(ctx) is not None
+        assert D.host_transport(ctx) is not None
         parts = ctx.all_gather_object(mine)
         expect = parts[0].clone()
         for q in parts[1:]:
             expect += q
         assert torch.equal(local, expect), n
-    big = torch.ones(D.local_reducer(ctx).cap + 1, dtype=torch.float64)
+    big = torch.ones(D.host_transport(ctx).cap + 1, dtype=torch.float64)
     assert float(ctx.all_reduce_sum(big)[0]) == ctx.world_size  # through gloo
     ints = torch.full((3,), ctx.rank + 1, dtype=torch.int64)
     assert ctx.all_reduce_sum(ints).tolist() == [3, 3, 3]

@@ -347,7 +347,7 @@ def test_no_broad_exception_handler_in_the_package_swallows_silently():
 
 
 def test_a_failing_weak_model_summary_is_announced_not_swallowed():
-    from torchrankboost.boosting.booster import _summary
+    from torchrankboost.boosting.ensemble import weak_summary as _summary
 
     class Odd:
         def summary(self):

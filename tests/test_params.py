@@ -77,10 +77,12 @@ def test_registry_resolves_descriptions():
     assert tree.max_leaves == 5
 
 
-def test_deprecated_names_are_not_parameters():
+def test_old_keyword_names_are_gone():
     for name in ("rankboost", "adaboost", "pnorm_push", "qbrank", "gbt"):
         p = registry.create("algorithm", name).get_params()
         assert not {"rankers", "on_undefined", "shrinkage"} & set(p)
+        with pytest.raises(ValueError, match="unknown parameter"):
+            registry.create("algorithm", name, rankers=None, shrinkage=0.1)
 
 
 def test_pair_specs_and_explicit_pairs():

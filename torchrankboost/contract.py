@@ -29,14 +29,11 @@ extra keyword-only fit inputs (``pairs=``, ``init_scores=``, ``init_score=``).
 
 One vocabulary: ``learner`` (the weak learner / weak-ranker dictionary), ``learning_rate``
 (the shrinkage), ``on_unbounded`` (``"stop"``, ``"raise"``, ``"cap"``, and ``"smooth"`` for
-RankBoost). The older ``rankers=``, ``shrinkage=`` and ``on_undefined=`` still work, with a
-``DeprecationWarning``.
+RankBoost).
 
 Callbacks see the same things from every algorithm: ``on_fit_start(ranker, info)`` with a
 :class:`FitInfo`, ``on_round_end(ranker, record)`` with a :class:`RoundRecord` (return
-``True`` to stop), and ``on_fit_end(ranker, model)``. (A callback whose ``on_round_end``
-takes ``(ranker, round, diagnostics)`` still gets a flat dict, ``record.to_dict()``, with a
-``DeprecationWarning``.)
+``True`` to stop), and ``on_fit_end(ranker, model)``.
 
 Runtime numerical failures (a NaN gradient, a step that is undefined or unbounded) raise
 :class:`NumericalError`; bad arguments and bad data raise ``ValueError``.

@@ -29,8 +29,7 @@ Classes are found by the name under which they mixed :class:`Params` in (every l
 learner, algorithm and pair spec of the library; a name defined twice is refused).
 
 Which ``__init__`` parameters are not reported: those in ``_not_params`` (runtime wiring:
-``callbacks``, ``distributed`` by default) and those in ``_deprecated_params`` (old
-keyword names of a class that still accepts them; the registry does not list them either).
+``callbacks``, ``distributed`` by default).
 """
 
 from __future__ import annotations
@@ -53,8 +52,6 @@ class Params:
 
     #: ``__init__`` parameters that are runtime wiring, not parameters
     _not_params: tuple = ("callbacks", "distributed")
-    #: ``__init__`` parameters that are deprecated names of others
-    _deprecated_params: tuple = ()
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -78,9 +75,8 @@ class Params:
 
 def public_parameters(cls) -> list:
     """The names :meth:`Params.get_params` reports for ``cls``: its ``__init__``'s
-    parameters that can be passed by keyword, less ``_not_params`` and
-    ``_deprecated_params``."""
-    skip = set(getattr(cls, "_not_params", ())) | set(getattr(cls, "_deprecated_params", ()))
+    parameters that can be passed by keyword, less ``_not_params``."""
+    skip = set(getattr(cls, "_not_params", ()))
     sig = inspect.signature(cls.__init__)
     return [n for n, p in sig.parameters.items()
             if n != "self" and n not in skip

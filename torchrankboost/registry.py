@@ -106,9 +106,7 @@ def _check_kwargs(fn, kwargs: Dict[str, Any], what: str) -> None:
                 if p.kind in (p.KEYWORD_ONLY, p.POSITIONAL_OR_KEYWORD) and n != "self"]
     bad = [k for k in kwargs if k not in accepted]
     if bad:
-        # a class's deprecated keyword names (its ``_deprecated_params``) are not advertised
-        hidden = set(getattr(fn, "_deprecated_params", ()))
-        valid = [n for n in accepted if n not in hidden]
+        valid = accepted
         raise ValueError(
             f"unknown parameter{'s' if len(bad) > 1 else ''} {', '.join(map(repr, bad))} for "
             f"{what}; valid parameters: {', '.join(valid) if valid else '(none)'}"

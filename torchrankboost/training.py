@@ -23,7 +23,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from .contract import NumericalError
 from .factory import make_ranker, resolve_device, rounds_kept
-from .parallel.launch import (check_data_parallel, context, empty_split_message, run_facts,
+from .parallel.launch import (check_distributed_algorithm, context, empty_split_message, run_facts,
                               where_text)
 from .data import load_data
 from .registry import parse_value
@@ -274,7 +274,7 @@ def _start(args, ctx):
             raise CLIError(f"--seed must be an integer in [0, 2^63), got {args.seed}")
         torch.manual_seed(args.seed)
         options = _ranker_options(args)
-        check_data_parallel(ctx, options["algorithm"], DISTRIBUTED_ALGORITHMS, error=CLIError)
+        check_distributed_algorithm(ctx, options["algorithm"], DISTRIBUTED_ALGORITHMS, error=CLIError)
         if args.output and ctx.is_main:  # the model must have somewhere to go
             check_output(args.output, _input_paths(args))
     return dev, options

@@ -419,31 +419,25 @@ def test_callbacks_receive_diagnostics(capsys):
     assert "[   3] loss" in out and "valid_0-ndcg@10" in out
 
 
-def test_legacy_three_argument_callbacks_get_dicts():
-    """The older ``on_round_end(ranker, round, diagnostics)`` still works (deprecated): the
-    flat dict ``record.to_dict()``; ``on_fit_start`` gets ``info.to_dict()``."""
+def test_old_three_argument_callbacks_are_rejected():
+    """The older ``on_round_end(ranker, round, diagnostics)`` form is no longer accepted: a
+    ``ValueError`` naming the callback and the current form, before any round."""
     X, y, g = ranking_data(G=8, seed=12)
 
     class Old:
         def __init__(self):
-            self.rounds, self.info = [], None
-
-        def on_fit_start(self, booster, info):
-            self.info = info
+            self.rounds = []
 
         def on_round_end(self, booster, rnd, diag):
             self.rounds.append((rnd, diag))
 
     old = Old()
-    with pytest.warns(DeprecationWarning, match="on_round_end"):
-        b = Booster(ExponentialPairwiseLoss(), RegressionTree(max_leaves=4), n_rounds=3,
-                    callbacks=[old])
+    b = Booster(ExponentialPairwiseLoss(), RegressionTree(max_leaves=4), n_rounds=3,
+                callbacks=[old])
+    with pytest.raises(ValueError, match=r"Old.on_round_end\(ranker, round, diagnostics\) is "
+                                         r"no longer supported.*on_round_end\(ranker, record\)"):
         b.fit(X, y, g)
-    assert isinstance(old.info, dict) and old.info["n_rounds"] == 3 and "learner" in old.info
-    assert [r for r, _ in old.rounds] == [1, 2, 3]
-    for (rnd, d), rec in zip(old.rounds, b.history_):
-        assert type(d) is dict and d["round"] == rnd and d["loss"] == rec.loss
-        assert d["grad_norm"] == rec["grad_norm"] and d["metrics"] == rec.metrics
+    assert old.rounds == []
 
 
 # ----------------------------------------------------------------------------- determinism, subsample, devices
@@ -472,8 +466,8 @@ def test_subsample_rows_are_whole_queries():
         def __init__(self):
             self.inner = RegressionTree(max_leaves=4, min_samples_leaf=2)
 
-        def prepare(self, X):
-            return self.inner.prepare(X)
+        def prepare(self, X, *, context):
+            return self.inner.prepare(X, context=context)
 
         def fit(self, prepared, target, weight=None, *, rows=None, generator=None):
             seen.append(rows)

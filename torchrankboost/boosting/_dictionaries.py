@@ -25,7 +25,7 @@ import torch
 from torch import Tensor
 
 from ..parallel import get_context
-from ._data_parallel import check_data_parallel, supports_data_parallel
+from ..parallel.checks import check_data_parallel, supports_data_parallel
 from .learners import FeatureModel, FeatureRankers, Stumps
 
 if TYPE_CHECKING:  # pragma: no cover

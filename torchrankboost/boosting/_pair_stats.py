@@ -56,7 +56,7 @@ from .._pair_engine.segment import excl_cumsum
 from ..parallel import get_context
 from ..groups import Groups
 from ..pairs import ExplicitPairs
-from ._data_parallel import check_data_parallel
+from ..parallel.checks import check_data_parallel
 
 __all__ = ["PairWeights", "LabelPairStats", "ExplicitPairStats", "make_pair_stats"]
 
@@ -320,7 +320,7 @@ class LabelPairStats:
         so ``φ' = F'/F`` and ``φ'' = F''/F − φ'²``. The log-domain path (without ``φ''``) is
         used when the centred exponentials would overflow. This rank's pairs only: a
         data-parallel fit takes binary rankers (closed-form steps, see
-        :func:`~._data_parallel.check_data_parallel`)."""
+        :func:`~torchrankboost.parallel.checks.check_data_parallel`)."""
         s = s.to(torch.float64)
         h = h.to(torch.float64)
         G, K = self.G, self.K

@@ -51,10 +51,11 @@ agree on, so that every rank takes the same decisions and builds the same model:
   :func:`~torchrankboost.data.load_svmlight_shard` cut them), each rank keeping its
   own queries of it.
 
-Every collective carries a failure flag (:class:`~.evaluation.FitComm`): a rank that fails
-in local work (a bad shard, a NaN gradient, a raising callback) makes every rank raise the
-same :class:`~torchrankboost.parallel.DistributedError` naming it, at the next collective
-instead of a hang. Rank 0 alone runs the callbacks (progress, TensorBoard, yours); the model
+Every collective carries a failure flag (:class:`~torchrankboost.parallel.FitComm`; its
+operations are identities in one process, so the fit calls them unconditionally): a rank
+that fails in local work (a bad shard, a NaN gradient, a raising callback) makes every rank
+raise the same :class:`~torchrankboost.parallel.DistributedError` naming it, at the next
+collective instead of a hang. Rank 0 alone runs the callbacks (progress, TensorBoard, yours); the model
 is the same on every rank (save it on rank 0). With the shards of a data set in rank order
 the model is the single-process model of the whole data up to floating-point summation
 order (the same trees, leaf values equal to about 1e-12).
@@ -62,7 +63,6 @@ order (the same trees, leaf values equal to about 1e-12).
 
 from __future__ import annotations
 
-import inspect
 import logging
 import math
 import time
@@ -78,12 +78,13 @@ from ..groups import Groups
 from .._threads import check_threads
 from ..progress import ProgressCallback
 from .callbacks import PrintCallback
-from .ensemble import Ensemble
-from ..parallel import DistContext, get_context
-from .evaluation import FitComm, FitMonitor, FitState
-from .inputs import fit_inputs
+from .ensemble import Ensemble, weak_summary
+from ..parallel import DistContext, FitComm, get_context, supports_data_parallel
+from .evaluation import FitMonitor, FitState
+from .inputs import count_eval_sets as _count_sets, fit_inputs
+from .objective import autograd_grad_hess, bind, scalar
 from ..params import describe, from_params
-from .steps import evaluate_phi, line_search, newton_from_values, newton_step
+from .steps import line_search, newton_from_values, shift_minimiser, summed_evaluate
 from ..curvature import hessian_diagonal, hvp_probes, is_per_query
 
 _log = logging.getLogger("torchrankboost")
@@ -94,67 +95,6 @@ F64 = torch.float64
 STEPS = ("surrogate", "line_search", "newton", "fixed")
 CURVATURES = ("diag", "bound", "none")
 UNBOUNDED = ("stop", "raise", "cap")
-
-
-# ----------------------------------------------------------------------------- autograd
-def _scalar(v) -> Tensor:
-    if not isinstance(v, Tensor):
-        raise ValueError(f"the loss must return a tensor, got {type(v).__name__}")
-    return v.sum() if v.dim() > 0 else v
-
-
-def autograd_grad_hess(loss: Callable, scores: Tensor, labels, groups, *, hess: str = "diag",
-                       max_exact: int = 2048) -> Tuple[Tensor, Tensor, str]:
-    """Gradient by autograd and a curvature for a loss without ``grad_hess``.
-
-    ``hess="diag"``: the exact Hessian diagonal by Hessian-vector products
-    (:func:`torchrankboost.curvature.hessian_diagonal`) when they number at most
-    ``max_exact`` — one per position of the longest query for a loss that declares itself
-    per-query (:func:`torchrankboost.curvature.per_query`; the library's losses do), else one
-    per document — and unit curvature (Friedman's gradient boosting) beyond.
-    ``hess="none"``: unit curvature. Returns ``(grad, curvature, kind)`` with ``kind``
-    ``"autograd-diag"`` or ``"unit"``.
-    """
-    s = scores.detach().clone().requires_grad_(True)
-    with torch.enable_grad():
-        v = _scalar(loss(s, labels, groups))
-        (g,) = torch.autograd.grad(v, s, allow_unused=True)
-    g = torch.zeros_like(s) if g is None else g.detach()
-    blocks = is_per_query(loss)
-    if hess == "diag" and hvp_probes(s.shape[0], groups, blocks) <= max_exact:
-        h = hessian_diagonal(lambda x: loss(x, labels, groups), scores, groups,
-                             per_query_hessian=blocks)
-        return g, h, "autograd-diag"
-    return g, torch.ones_like(g), "unit"
-
-
-def _summary_failed(model, what: str, exc: BaseException, instead: str) -> None:
-    msg = (f"round record: {type(model).__name__}.{what} failed with {type(exc).__name__}: "
-           f"{exc}; recording {instead}")
-    _log.warning(msg)
-    warnings.warn(msg, RuntimeWarning, stacklevel=3)
-
-
-def _summary(model) -> dict:
-    """The weak model's description for the round record. A failing ``summary()`` or
-    ``state()`` must not break a fit, but it is never silent either: it is announced with a
-    ``RuntimeWarning`` naming the model and the error, and the record falls back to the next
-    description (``state()``'s plain values, else the type name)."""
-    if hasattr(model, "summary"):
-        try:
-            return dict(model.summary())
-        except Exception as exc:  # noqa: BLE001 - reported, then the next description
-            _summary_failed(model, "summary()", exc, "its state()")
-    try:
-        tensors, meta = model.state()
-    except Exception as exc:  # noqa: BLE001 - reported, then the type name
-        _summary_failed(model, "state()", exc, "the type name only")
-        return {"type": type(model).__name__}
-    out = {k: v for k, v in meta.items() if isinstance(v, (int, float, str, bool))}
-    for k, v in tensors.items():
-        if v.numel() <= 64:
-            out[k] = v.detach().cpu().tolist()
-    return out
 
 
 def _seed_for(seed: int, rnd: int) -> int:
@@ -178,7 +118,7 @@ class _Run:
     t_fit: float
     bound: Any = None  # the loss bound to (labels, groups): value / grad_hess at any scores
     pending: Optional[tuple] = None  # (scores, g, h, kind) computed with the last loss value
-    comm: Any = None  # the FitComm (disabled in one process)
+    comm: Any = None  # the FitComm (its operations are identities in one process)
     n_total: int = 0  # documents on all ranks
     q_total: int = 0  # queries on all ranks
     q_offset: int = 0  # this rank's first query in the global numbering (shards in rank order)
@@ -196,34 +136,6 @@ class _Step:
     scores: Optional[Tensor] = None  # s + ν α f when the rule computed it (with new_loss)
 
 
-class _CallableBound:
-    """The bound-loss interface (``value``, ``grad_hess``, ``value_grad_hess``; see
-    :meth:`torchrankboost.losses.RankingLoss.bind`) for a loss that cannot bind its labels: a
-    plain callable (curvature by autograd, see :meth:`Booster._grad_curv`) or a module with
-    ``grad_hess`` but no ``bind``."""
-
-    def __init__(self, loss: Callable, labels, groups):
-        self.loss, self.labels, self.groups = loss, labels, groups
-
-    def value(self, scores: Tensor) -> Tensor:
-        return _scalar(self.loss(scores, self.labels, self.groups))
-
-    def grad_hess(self, scores: Tensor, *, hess: str = "diag"):
-        return self.loss.grad_hess(scores, self.labels, self.groups, hess=hess)
-
-    def value_grad_hess(self, scores: Tensor, *, hess: str = "diag"):
-        g, h = self.grad_hess(scores, hess=hess)
-        return self.value(scores).detach(), g, h
-
-
-def _bind(loss: Callable, labels, groups):
-    """The loss with its labels bound once for the whole fit (the loss's own ``bind`` when it
-    has one: label levels, buckets and pair setups are computed once, not every call)."""
-    if callable(getattr(loss, "bind", None)):
-        return loss.bind(labels, groups)
-    return _CallableBound(loss, labels, groups)
-
-
 # ----------------------------------------------------------------------------- booster
 class Booster(FitState):
     r"""Stagewise boosting of a weak learner on any differentiable ranking loss.
@@ -234,8 +146,9 @@ class Booster(FitState):
             ``grad_hess(scores, labels, groups, hess=...)`` the closed-form gradient and
             curvature are used; otherwise the gradient comes from autograd and the curvature
             from the autograd fallback (see ``curvature``).
-        learner: an unfitted weak learner (``prepare(X)``, ``fit(prepared, target, weight, *,
-            rows, generator)``; e.g. ``RegressionTree``, ``Stumps``, ``FeatureRankers``).
+        learner: an unfitted weak learner (``prepare(X, *, context)``, ``fit(prepared,
+            target, weight, *, rows, generator)``; e.g. ``RegressionTree``, ``Stumps``,
+            ``FeatureRankers``); a data-parallel fit needs ``supports_data_parallel = True``.
         n_rounds: maximum number of boosting rounds ``T``.
         learning_rate: shrinkage ``ν`` applied after the step (``s += ν α f``).
         step: ``"surrogate"`` (default: the minimiser of the quadratic model along the weak
@@ -338,8 +251,8 @@ class Booster(FitState):
         for meth in ("prepare", "fit"):
             if not callable(getattr(learner, meth, None)):
                 raise ValueError(f"learner must have a {meth}() method (a weak learner: "
-                                 f"prepare(X), fit(prepared, target, weight, *, rows, "
-                                 f"generator))")
+                                 f"prepare(X, *, context), fit(prepared, target, weight, "
+                                 f"*, rows, generator))")
         if int(n_rounds) != n_rounds or n_rounds < 0:
             raise ValueError(f"n_rounds must be a non-negative integer, got {n_rounds}")
         if not (learning_rate > 0 and math.isfinite(learning_rate)):
@@ -470,13 +383,11 @@ class Booster(FitState):
         dev = torch.device(self.device) if self.device is not None else None
         with comm.local():  # a bad shard on one rank: DistributedError on every rank
             X, labels, groups = fit_inputs(X, labels, groups, device=dev)
-            if comm.enabled:
-                self._check_distributable()
+            self._check_distributable(comm)
         comm.check()
         dev = X.device
         n, F = X.shape
-        sizes = (self._agree(comm, X, labels, groups, eval_set) if comm.enabled else
-                 dict(n_total=n, q_total=groups.num_groups, q_offset=0, probes=0))
+        sizes = self._agree(comm, X, labels, groups, eval_set)
         cbs = list(self.callbacks) + list(callbacks)
         if self.verbose == "auto":
             if not any(isinstance(cb, (ProgressCallback, PrintCallback)) for cb in cbs):
@@ -500,13 +411,14 @@ class Booster(FitState):
         self.scores_ = s
         bound = None
         with comm.local():
-            bound = _bind(self.loss, labels, groups)
+            bound = bind(self.loss, labels, groups)
         loss0 = self._loss_value(comm, bound, s)
         if not math.isfinite(loss0):
             raise NumericalError(f"the loss is {loss0} at the initial scores (base score "
                                  f"{base})", round=None, model=None)
         sync = (lambda: torch.cuda.synchronize(dev)) if dev.type == "cuda" else (lambda: None)
-        run = _Run(X=X, labels=labels, groups=groups, prepared=self._prepare(X, comm),
+        run = _Run(X=X, labels=labels, groups=groups,
+                   prepared=self.learner.prepare(X, context=comm.ctx),
                    scores=s, loss=loss0,
                    ensemble=Ensemble([], [], base_score=base, num_features=F),
                    monitor=monitor, sub_gen=torch.Generator().manual_seed(self.seed),
@@ -520,8 +432,7 @@ class Booster(FitState):
             params["kernel"] = resolve(run.prepared)
             _log.info("Booster: %s trees on the %s kernels", type(self.learner).__name__,
                       params["kernel"])
-        if comm.enabled:
-            params["world_size"] = comm.ctx.world_size
+        params.update(comm.describe())
         monitor.start(FitInfo(algorithm=(self._owner or self)._algorithm,
                               n_docs=sizes["n_total"], n_queries=sizes["q_total"],
                               n_features=F, n_rounds=self.n_rounds, params=params,
@@ -530,25 +441,21 @@ class Booster(FitState):
         return run
 
     # ------------------------------------------------------------------ data-parallel
-    def _check_distributable(self) -> None:
-        """What a data-parallel fit needs of the loss and the learner (``ValueError``)."""
-        if getattr(self.loss, "reduction", "sum") == "mean":
-            raise ValueError(
-                "loss: reduction='mean' averages over this rank's queries only; a "
-                "data-parallel fit needs a loss summed over queries (reduction='sum')")
-        try:
-            params = inspect.signature(self.learner.prepare).parameters
-        except (TypeError, ValueError):  # pragma: no cover - builtins
-            params = {}
-        if "context" not in params and not any(p.kind is p.VAR_KEYWORD
-                                               for p in params.values()):
-            raise ValueError(
-                f"learner: {type(self.learner).__name__}.prepare(X) takes no context=, so "
-                f"its sums would stay per rank; a data-parallel fit needs a learner that "
-                f"combines them (RegressionTree, Stumps, FeatureRankers)")
+    def _check_distributable(self, comm: FitComm) -> None:
+        """What a data-parallel fit needs of the loss and the learner (``ValueError``; the
+        checks apply on several ranks only)."""
+        comm.require(getattr(self.loss, "reduction", "sum") != "mean",
+                     "loss: reduction='mean' averages over this rank's queries only; a "
+                     "data-parallel fit needs a loss summed over queries (reduction='sum')")
+        comm.require(supports_data_parallel(self.learner),
+                     f"learner: {type(self.learner).__name__} does not declare "
+                     f"supports_data_parallel, so its sums would stay per rank; a "
+                     f"data-parallel fit needs a learner that combines them (RegressionTree, "
+                     f"Stumps, FeatureRankers)")
 
     def _agree(self, comm: FitComm, X, labels, groups, eval_set) -> dict:
-        """Start-of-fit agreement of the ranks: what must be the same, the global sizes."""
+        """Start-of-fit agreement of the ranks: what must be the same, the global sizes
+        (this process's own in one process)."""
         ctx = comm.ctx
         ctx.check_same("the number of features", int(X.shape[1]))
         ctx.check_same("the label dtype", str(labels.dtype))
@@ -556,43 +463,17 @@ class Booster(FitState):
         per_query = is_per_query(self.loss)
         probes = (hvp_probes(X.shape[0], groups, per_query)
                   if not self._has_gh and self.curvature == "diag" else 0)
-        rows = ctx.gather_values([X.shape[0], groups.num_groups, probes])  # (W, 3)
+        rows = comm.gather([X.shape[0], groups.num_groups, probes], size=3)  # (W, 3)
         return dict(n_total=int(rows[:, 0].sum()), q_total=int(rows[:, 1].sum()),
-                    q_offset=int(rows[: ctx.rank, 1].sum()),
+                    q_offset=int(rows[: comm.rank, 1].sum()),
                     probes=int(rows[:, 2].max() if per_query else rows[:, 2].sum()))
-
-    def _prepare(self, X: Tensor, comm: FitComm):
-        """The learner's prepared data (with the fit's context when data-parallel)."""
-        if not comm.enabled:
-            return self.learner.prepare(X)
-        return self.learner.prepare(X, context=comm.ctx)
 
     @staticmethod
     def _loss_value(comm: FitComm, bound, s: Tensor) -> float:
-        """``L(s)``: summed over the ranks when data-parallel."""
-        if not comm.enabled:
-            return float(_scalar(bound.value(s)).detach())
-        return float(comm.sum(lambda: [float(_scalar(bound.value(s)).detach())], size=1)[0])
+        """``L(s)`` summed over the ranks (this rank's in one process)."""
+        return float(comm.sum(lambda: [float(scalar(bound.value(s)).detach())], size=1)[0])
 
-    @staticmethod
-    def _global_eval(comm: FitComm, phi, order: int):
-        """``α ↦ (φ, φ', φ'')`` of the loss summed over the ranks (each rank's ``φ`` by
-        autograd, one all-reduce of the three numbers): the line searches' ``evaluate``."""
-
-        def local(a):
-            try:
-                v, d, h = evaluate_phi(phi, a, order)
-            except RuntimeError:  # no double backward: first derivatives only
-                v, d, h = evaluate_phi(phi, a, 1)
-            return [v, d, h]
-
-        def evaluate(a):
-            t = comm.sum(lambda: local(a), size=3)
-            return float(t[0]), float(t[1]), float(t[2])
-
-        return evaluate
-
-    def _base_score(self, init_score, n, labels, groups, dev, comm=None) -> float:
+    def _base_score(self, init_score, n, labels, groups, dev, comm: FitComm) -> float:
         if init_score is not None:
             base = float(init_score)
             if not math.isfinite(base):
@@ -600,14 +481,15 @@ class Booster(FitState):
             return base
         if isinstance(self.base_score, float):
             return self.base_score
-        return self._auto_base(n, labels, groups, dev, comm)
+        return shift_minimiser(comm, lambda x: self._value(x, labels, groups), n, dev,
+                               max_ratio=self.max_step_ratio)
 
     def _round(self, run: _Run, rnd: int) -> bool:
         """One boosting round; ``False`` when training stops. The sums that decide the round
-        go through the fit's :class:`~.evaluation.FitComm`: all-reduced (each carrying the
-        failure flag) in a data-parallel fit, the local values in one process."""
-        comm, ctx = run.comm, run.comm.ctx
-        W = ctx.world_size
+        go through the fit's :class:`~torchrankboost.parallel.FitComm`: all-reduced (each
+        carrying the failure flag) in a data-parallel fit, the local values in one process."""
+        comm = run.comm
+        W = comm.world_size
         t0 = time.perf_counter()
         g = h = ckind = rows = None
         with comm.local():
@@ -618,7 +500,7 @@ class Booster(FitState):
             out = torch.zeros(3 + W, dtype=F64)
             if g.numel():
                 out[0], out[2] = h.abs().sum(), (g * g).sum()
-                out[3 + ctx.rank] = g.abs().max()
+                out[3 + comm.rank] = g.abs().max()
             out[1] = g.numel()
             return out
 
@@ -653,7 +535,7 @@ class Booster(FitState):
 
     # ------------------------------------------------------------------ round pieces
     def _value(self, s: Tensor, labels, groups) -> Tensor:
-        return _scalar(self.loss(s, labels, groups))
+        return scalar(self.loss(s, labels, groups))
 
     def _curv_kind(self) -> str:
         """The ``hess=`` asked of a loss with ``grad_hess``."""
@@ -675,10 +557,7 @@ class Booster(FitState):
             g, h = run.bound.grad_hess(s, hess=kind)
         else:
             want = "diag" if self.curvature == "diag" else "none"
-            if run.comm is not None and run.comm.enabled:  # decided on every rank's sizes
-                probes = run.probes
-            else:
-                probes = hvp_probes(s.shape[0], groups, is_per_query(self.loss))
+            probes = run.probes  # decided on every rank's sizes
             if want == "diag" and probes > self.exact_hess_max_n and not self._warned_unit:
                 hint = ("" if is_per_query(self.loss) else "; a loss that is a sum of "
                         "per-query terms can say so with @torchrankboost.per_query (then "
@@ -719,15 +598,12 @@ class Booster(FitState):
         if self.subsample >= 1.0:
             return None
         G, dev = run.groups.num_groups, run.X.device
-        if run.comm is not None and run.comm.enabled:
-            # the single-process draw over the global query numbering; this rank's part
-            k = max(1, int(round(self.subsample * run.q_total)))
-            pick = torch.randperm(run.q_total, generator=run.sub_gen)[:k]
-            off = run.q_offset
-            pick = (pick[(pick >= off) & (pick < off + G)] - off).to(dev)
-        else:
-            k = max(1, int(round(self.subsample * G)))
-            pick = torch.randperm(G, generator=run.sub_gen)[:k].to(dev)
+        # the draw over the global query numbering (the shards in rank order); this rank's
+        # part of it (all of it in one process)
+        k = max(1, int(round(self.subsample * run.q_total)))
+        pick = torch.randperm(run.q_total, generator=run.sub_gen)[:k]
+        off = run.q_offset
+        pick = (pick[(pick >= off) & (pick < off + G)] - off).to(dev)
         qmask = torch.zeros(G, dtype=torch.bool, device=dev)
         qmask[pick] = True
         return torch.nonzero(qmask[run.groups.group_index], as_tuple=False).reshape(-1)
@@ -764,9 +640,8 @@ class Booster(FitState):
         s, dev = run.scores, run.X.device
 
         def phi(a):
-            return _scalar(run.bound.value(s + a.to(dev) * f))
+            return scalar(run.bound.value(s + a.to(dev) * f))
 
-        dist = run.comm is not None and run.comm.enabled
         if self.step == "fixed":
             return _Step(1.0)
         if self.step == "surrogate":
@@ -775,13 +650,11 @@ class Booster(FitState):
             step = self._surrogate(run, gf, hff, f)
         elif self.step == "newton":
             hff = sums[1] if sums is not None else float((hc * f * f).sum())
-            step = self._newton(phi, hff, self._global_eval(run.comm, phi, 2) if dist else None)
+            step = self._newton(run.comm, phi, hff)
         else:
             gf, hff = sums if sums is not None else (float((g * f).sum()),
                                                      float((hc * f * f).sum()))
-            step = self._line_search(run, rnd, phi, gf, hff,
-                                     self._global_eval(run.comm, phi, self.line_search_order)
-                                     if dist else None)
+            step = self._line_search(run, rnd, phi, gf, hff)
         if step.alpha is None:
             return step
         if not math.isfinite(step.alpha):
@@ -822,33 +695,24 @@ class Booster(FitState):
         """``(L(s_new), g, h)`` (``g, h`` with ``fused``, else ``None``); the loss summed
         over the ranks when data-parallel (the gradient stays this rank's)."""
         comm = run.comm
-        if comm is None or not comm.enabled:
-            if fused:
-                v, g, h = run.bound.value_grad_hess(s_new, hess=kind)
-                return float(v), g, h
-            return float(_scalar(run.bound.value(s_new)).detach()), None, None
         out = [0.0, None, None]
         with comm.local():
             if fused:
                 v, out[1], out[2] = run.bound.value_grad_hess(s_new, hess=kind)
                 out[0] = float(v)
             else:
-                out[0] = float(_scalar(run.bound.value(s_new)).detach())
+                out[0] = float(scalar(run.bound.value(s_new)).detach())
         return float(comm.sum(lambda: [out[0]], size=1)[0]), out[1], out[2]
 
-    def _newton(self, phi, fallback_curvature: float, evaluate=None) -> _Step:
-        """One Newton step on ``α``, halved until ``L(s + ν α f) ≤ L(s)`` (30 times at most).
-        ``evaluate``: the data-parallel ``α ↦ (φ, φ', φ'')`` summed over the ranks."""
-        if evaluate is None:
-            alpha, v0, d0, h0 = newton_step(phi, fallback_curvature=fallback_curvature)
-        else:
-            alpha, v0, d0, h0 = newton_from_values(*evaluate(0.0), fallback_curvature)
+    def _newton(self, comm: FitComm, phi, fallback_curvature: float) -> _Step:
+        """One Newton step on ``α`` (``φ``, ``φ'``, ``φ''`` summed over the ranks), halved
+        until ``L(s + ν α f) ≤ L(s)`` (30 times at most)."""
+        evaluate = summed_evaluate(comm, phi, 2)
+        alpha, v0, d0, h0 = newton_from_values(*evaluate(0.0), fallback_curvature)
         tries, new = 0, None
         while alpha != 0.0 and tries < 30:
-            if evaluate is None:
-                v = float(phi(torch.tensor(self.learning_rate * alpha, dtype=F64)).detach())
-            else:
-                v = evaluate(self.learning_rate * alpha)[0]
+            a = torch.tensor(self.learning_rate * alpha, dtype=F64)
+            v = float(comm.sum(lambda: [float(phi(a).detach())], size=1)[0])
             if math.isfinite(v) and v <= v0:
                 new = v
                 break
@@ -860,15 +724,15 @@ class Booster(FitState):
         return _Step(alpha, new, {"status": "newton", "n_evals": 1 + tries + 1, "deriv0": d0,
                                   "curv0": h0, "value0": v0, "backtracks": tries})
 
-    def _line_search(self, run: _Run, rnd: int, phi, gf: float, hff: float,
-                     evaluate=None) -> _Step:
+    def _line_search(self, run: _Run, rnd: int, phi, gf: float, hff: float) -> _Step:
         """Exact line search of ``L(s + α f)`` from the quadratic model's minimiser along
         ``f``, ``-⟨g, f⟩ / Σ h f²`` (exact for a quadratic loss; a guaranteed decrease under a
         valid curvature bound); ``φ(0)`` and ``φ'(0) = ⟨g, f⟩`` are known. Applies the
         ``on_unbounded`` policy."""
         a0 = abs(gf) / hff if (hff > 0 and gf != 0.0) else 1.0
         try:
-            res = line_search(phi if evaluate is None else None, evaluate=evaluate,
+            evaluate = summed_evaluate(run.comm, phi, self.line_search_order)
+            res = line_search(evaluate=evaluate,
                               max_ratio=self.max_step_ratio, order=self.line_search_order,
                               xtol=self.line_search_tol, value0=run.loss, deriv0=gf,
                               alpha0=a0 if math.isfinite(a0) and a0 > 0 else 1.0)
@@ -916,14 +780,13 @@ class Booster(FitState):
         extra = {"loss_before": loss_before, "learning_rate": self.learning_rate,
                  **combined, "curvature_kind": ckind, "line_search": step.info,
                  "seconds_grad": t1 - t0, "seconds_learner": t2 - t1, "seconds_step": t3 - t2,
-                 "learner": _summary(model)}
-        if run.comm.enabled:
-            extra["world_size"] = run.comm.ctx.world_size
-        else:
-            more = getattr(self.loss, "round_diagnostics", None)
-            if callable(more):  # e.g. AdaBoostLoss: F₊, F₋ and the F-skew
-                for k, v in more(run.scores, run.labels, run.groups).items():
-                    extra.setdefault(k, v)
+                 "learner": weak_summary(model)}
+        extra.update(run.comm.describe())
+        more = getattr(self.loss, "round_diagnostics", None)
+        if callable(more):  # e.g. AdaBoostLoss: F₊, F₋ and the F-skew (one process only)
+            local = run.comm.per_rank(lambda: more(run.scores, run.labels, run.groups))
+            for k, v in local.items():
+                extra.setdefault(k, v)
         return RoundRecord(round=rnd, loss=run.loss, step=step.alpha, weight=w_round,
                            extra=extra)
 
@@ -935,63 +798,3 @@ class Booster(FitState):
             "seed": self.seed, "fit_seconds": time.perf_counter() - run.t_fit,
         })
         return ens
-
-    def _auto_base(self, n, labels, groups, dev, comm: Optional[FitComm] = None) -> float:
-        """The loss-minimising constant score (0 when the loss ignores a common shift)."""
-        ones = torch.ones(n, dtype=F64, device=dev)
-        zero = torch.zeros(n, dtype=F64, device=dev)
-        if comm is not None and comm.enabled:
-            return self._auto_base_distributed(labels, groups, dev, comm, ones, zero)
-        x = zero.clone().requires_grad_(True)
-        with torch.enable_grad():
-            v = self._value(x, labels, groups)
-            if not v.requires_grad:
-                return 0.0
-            (g,) = torch.autograd.grad(v, x, allow_unused=True)
-        if g is None:
-            return 0.0
-        tot = float(g.sum())
-        if abs(tot) <= 1e-9 * float(g.abs().sum()) or tot == 0.0:
-            return 0.0
-        res = line_search(lambda a: self._value(zero + a.to(dev) * ones, labels, groups),
-                          max_ratio=self.max_step_ratio)
-        if res.status in ("converged", "max_iter"):
-            return float(res.alpha)
-        return 0.0
-
-    def _auto_base_distributed(self, labels, groups, dev, comm: FitComm, ones, zero) -> float:
-        """:meth:`_auto_base` of the loss summed over the ranks."""
-
-        def grad_sums():
-            x = zero.clone().requires_grad_(True)
-            with torch.enable_grad():
-                v = self._value(x, labels, groups)
-                if not v.requires_grad:
-                    return [0.0, 0.0, 0.0]
-                (g,) = torch.autograd.grad(v, x, allow_unused=True)
-            if g is None:
-                return [0.0, 0.0, 0.0]
-            return [float(g.sum()), float(g.abs().sum()), 1.0]
-
-        tot, mass, has = comm.sum(grad_sums, size=3).tolist()
-        if has == 0 or abs(tot) <= 1e-9 * mass or tot == 0.0:
-            return 0.0
-        ev = self._global_eval(comm, lambda a: self._value(zero + a.to(dev) * ones, labels,
-                                                           groups), 2)
-        res = line_search(evaluate=ev, max_ratio=self.max_step_ratio)
-        if res.status in ("converged", "max_iter"):
-            return float(res.alpha)
-        return 0.0
-
-
-def _count_sets(eval_set) -> int:
-    """The number of evaluation sets ``eval_set`` holds (as :func:`~.inputs.eval_inputs`
-    reads it)."""
-    if eval_set is None:
-        return 0
-    if isinstance(eval_set, tuple) and len(eval_set) == 3 and not isinstance(eval_set[0], tuple):
-        return 1
-    try:
-        return len(eval_set)
-    except TypeError:
-        return -1

@@ -27,12 +27,13 @@ saw, after query subsampling), ``learner`` (the weak model's summary) and whatev
 ``alpha``, ``loss_before``, ``feature``/``threshold``, the edge statistics... (see each
 class). ``record["grad_norm"]`` / ``record.get(...)`` read a field or an ``extra`` entry.
 
-The older ``on_round_end(ranker, round, diagnostics)`` signature (a flat dict,
-``record.to_dict()``) still works, with a ``DeprecationWarning``.
+The older ``on_round_end(ranker, round, diagnostics)`` signature is rejected
+(``ValueError`` when the fit starts).
 """
 
 from __future__ import annotations
 
+import math
 import sys
 import time
 from typing import List, Optional, Tuple
@@ -40,7 +41,29 @@ from typing import List, Optional, Tuple
 from ..contract import FitInfo, RoundRecord
 from ..params import format_params
 
-__all__ = ["Callback", "HistoryCallback", "PrintCallback", "EarlyStopping"]
+__all__ = ["Callback", "HistoryCallback", "PrintCallback", "EarlyStopping", "BestTracker"]
+
+
+class BestTracker:
+    """The best value of one metric so far (a NaN value is never an improvement)."""
+
+    def __init__(self, greater_is_better: bool = True):
+        self.greater = bool(greater_is_better)
+        self.round: Optional[int] = None
+        self.score: Optional[float] = None
+
+    def update(self, round: int, value: float) -> bool:
+        """Record ``value`` of round ``round``; ``True`` if it is a new best."""
+        v = float("nan") if value is None else float(value)
+        if math.isnan(v):
+            return False
+        if self.score is None or (v > self.score if self.greater else v < self.score):
+            self.round, self.score = int(round), v
+            return True
+        return False
+
+    def rounds_since_best(self, round: int) -> int:
+        return int(round) - (self.round or 0)
 
 
 class Callback:
@@ -151,8 +174,6 @@ class EarlyStopping(Callback):
         self._best = None
 
     def on_fit_start(self, ranker, info):
-        from .evaluation import BestTracker
-
         self._best = BestTracker(self.greater_is_better)
         self.reason = None
 

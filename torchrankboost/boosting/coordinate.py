@@ -40,14 +40,14 @@ from ..contract import FitInfo, RoundRecord, UnboundedDirectionError
 from ..parallel import get_context
 from ..pairs import ExplicitPairs, resolve_pairs
 from ..params import describe, from_params
-from ._data_parallel import check_data_parallel, supports_data_parallel
+from ..parallel.checks import check_data_parallel, supports_data_parallel
 from ._dictionaries import (DATA_PARALLEL_NEEDS, PairMatrixDictionary, _MatrixSource,
                             make_source, source_class)
 from ._model import StumpEnsembleBuilder
 from ._pair_stats import LabelPairStats, make_pair_stats
-from .booster import _count_sets
-from .evaluation import FitComm, FitMonitor, FitState
-from .inputs import fit_inputs
+from ..parallel import FitComm
+from .evaluation import FitMonitor, FitState
+from .inputs import count_eval_sets as _count_sets, fit_inputs
 from .learners import Stumps
 
 __all__ = ["CoordinateBoosting", "Step", "HALTING_POLICIES", "select_candidate"]

@@ -11,7 +11,8 @@ the safetensors metadata — no pickle anywhere.
 
 from __future__ import annotations
 
-import math
+import logging
+import warnings
 from typing import Callable, Dict, Iterator, List, Optional, Sequence
 
 import torch
@@ -19,7 +20,7 @@ from torch import Tensor
 
 from .inputs import as_features
 
-__all__ = ["Ensemble", "as_features"]
+__all__ = ["Ensemble", "as_features", "weak_summary"]
 
 FORMAT = "torchrankboost.Ensemble"
 FORMAT_VERSION = 1
@@ -240,3 +241,35 @@ class Ensemble:
             raise ModelFileError(f"{path}: invalid model file: {what}") from None
         check_ensemble(path, ens, meta)
         return ens
+
+
+_log = logging.getLogger("torchrankboost")
+
+
+def _summary_failed(model, what: str, exc: BaseException, instead: str) -> None:
+    msg = (f"round record: {type(model).__name__}.{what} failed with {type(exc).__name__}: "
+           f"{exc}; recording {instead}")
+    _log.warning(msg)
+    warnings.warn(msg, RuntimeWarning, stacklevel=3)
+
+
+def weak_summary(model) -> dict:
+    """The weak model's description for the round record. A failing ``summary()`` or
+    ``state()`` must not break a fit, but it is never silent either: it is announced with a
+    ``RuntimeWarning`` naming the model and the error, and the record falls back to the next
+    description (``state()``'s plain values, else the type name)."""
+    if hasattr(model, "summary"):
+        try:
+            return dict(model.summary())
+        except Exception as exc:  # noqa: BLE001 - reported, then the next description
+            _summary_failed(model, "summary()", exc, "its state()")
+    try:
+        tensors, meta = model.state()
+    except Exception as exc:  # noqa: BLE001 - reported, then the type name
+        _summary_failed(model, "state()", exc, "the type name only")
+        return {"type": type(model).__name__}
+    out = {k: v for k, v in meta.items() if isinstance(v, (int, float, str, bool))}
+    for k, v in tensors.items():
+        if v.numel() <= 64:
+            out[k] = v.detach().cpu().tolist()
+    return out

@@ -38,7 +38,6 @@ then raises :class:`~torchrankboost.parallel.DistributedError`).
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import inspect
 import math
@@ -53,134 +52,13 @@ from .. import registry
 from ..params import Params
 from .._threads import DEFAULT_THREADS, limit_threads
 from ..contract import FitInfo, NumericalError, RoundRecord
-from ..parallel import DistContext, DistributedError, get_context, metric_parts
-from .callbacks import EarlyStopping
+from ..parallel import FitComm
+from .callbacks import BestTracker, EarlyStopping
 from .inputs import eval_inputs
 
-__all__ = ["FitMonitor", "FitState", "BestTracker", "resolve_metrics", "FitComm"]
+__all__ = ["FitMonitor", "FitState", "BestTracker", "resolve_metrics"]
 
 F64 = torch.float64
-
-
-class FitComm:
-    """The collectives of one data-parallel fit, each carrying a failure flag.
-
-    A rank that fails in local work (a bad shard, a NaN gradient, a callback that raises)
-    must not leave the others waiting in their next collective. Local work runs inside
-    ``with comm.local():``, which keeps the first exception instead of raising it; the next
-    collective of the fit (:meth:`sum`, or :meth:`check` when there is no payload) appends
-    this rank's failure flag to its vector, so one all-reduce tells every rank whether some
-    rank failed; if so, the ranks gather the failing ranks' messages and every rank raises
-    the same :class:`~torchrankboost.parallel.DistributedError` ("rank 1 failed:
-    ValueError: labels contain NaN"), chained to the original exception on a failing rank.
-    The flag costs one float per collective, and no collective of its own inside a round.
-
-    Disabled (one process): :meth:`local` runs its block as is (exceptions propagate
-    unchanged), :meth:`sum` returns the local values and :meth:`check` does nothing — the
-    single-process fit is untouched.
-
-    Args:
-        context: ``None`` / ``True`` / ``False`` / a
-            :class:`~torchrankboost.parallel.DistContext` (see
-            :func:`~torchrankboost.parallel.get_context`); ``None`` here means disabled.
-    """
-
-    def __init__(self, context=None):
-        self.ctx: DistContext = get_context(context if context is not None else False)
-        self.error: Optional[BaseException] = None
-
-    @property
-    def enabled(self) -> bool:
-        return self.ctx.enabled
-
-    @property
-    def is_main(self) -> bool:
-        return self.ctx.is_main
-
-    @contextlib.contextmanager
-    def local(self):
-        """Run a block of local work (no collectives inside); on a data-parallel fit its
-        exception (``Exception``, ``SystemExit``) is kept for the next collective."""
-        if not self.enabled:
-            yield self
-            return
-        try:
-            yield self
-        except (Exception, SystemExit) as exc:  # noqa: BLE001 - raised on every rank later
-            if self.error is None:
-                self.error = exc
-
-    def sum(self, values, size: Optional[int] = None) -> Tensor:
-        """``values`` summed over the ranks: a float64 CPU vector.
-
-        ``values``: a tensor / sequence of numbers, or a callable returning one (run like a
-        :meth:`local` block: give ``size``, the number of values, so that a rank whose
-        values cannot be built still joins the all-reduce with zeros). Raises
-        :class:`DistributedError` on every rank when some rank has failed. Disabled: the
-        values themselves.
-        """
-        if not self.enabled:
-            v = values() if callable(values) else values
-            return torch.as_tensor(v, dtype=F64).detach().reshape(-1).cpu()
-        data = None
-        if self.error is None:
-            try:
-                v = values() if callable(values) else values
-                data = torch.as_tensor(v, dtype=F64).detach().reshape(-1).cpu()
-                if size is not None and data.numel() != size:
-                    raise ValueError(f"FitComm.sum: {data.numel()} values, expected {size}")
-            except (Exception, SystemExit) as exc:  # noqa: BLE001
-                self.error = exc
-        if self.error is not None:
-            if size is None:
-                raise ValueError("FitComm.sum: size is needed when the values may fail")
-            data = torch.zeros(size, dtype=F64)
-        buf = torch.cat([data, torch.tensor([0.0 if self.error is None else 1.0], dtype=F64)])
-        self.ctx.all_reduce_sum(buf)
-        if float(buf[-1]) > 0:
-            self.fail()
-        return buf[:-1]
-
-    def check(self) -> None:
-        """A collective with no payload: raise on every rank if some rank has failed."""
-        if self.enabled:
-            self.sum(lambda: torch.zeros(0, dtype=F64), size=0)
-
-    def fail(self) -> None:
-        """Every rank raises the same :class:`DistributedError` naming the failing ranks
-        (a collective: called by every rank once a flag said so)."""
-        from ..parallel.context import _describe
-
-        mine = None if self.error is None else _describe(self.error)
-        msgs = self.ctx.all_gather_object(mine)
-        failures = {r: m for r, m in enumerate(msgs) if m is not None}
-        text = "; ".join(f"rank {r} failed: {m}" for r, m in failures.items())
-        err, self.error = self.error, None
-        if err is not None:
-            raise DistributedError(text, failures) from err
-        raise DistributedError(text, failures)
-
-
-class BestTracker:
-    """The best value of one metric so far (a NaN value is never an improvement)."""
-
-    def __init__(self, greater_is_better: bool = True):
-        self.greater = bool(greater_is_better)
-        self.round: Optional[int] = None
-        self.score: Optional[float] = None
-
-    def update(self, round: int, value: float) -> bool:
-        """Record ``value`` of round ``round``; ``True`` if it is a new best."""
-        v = float("nan") if value is None else float(value)
-        if math.isnan(v):
-            return False
-        if self.score is None or (v > self.score if self.greater else v < self.score):
-            self.round, self.score = int(round), v
-            return True
-        return False
-
-    def rounds_since_best(self, round: int) -> int:
-        return int(round) - (self.round or 0)
 
 
 def resolve_metrics(eval_metric, loss: Optional[Callable] = None) -> List[registry.Metric]:
@@ -198,8 +76,8 @@ def resolve_metrics(eval_metric, loss: Optional[Callable] = None) -> List[regist
     return out
 
 
-def _legacy_round_hook(fn) -> bool:
-    """``True`` for the older ``on_round_end(ranker, round, diagnostics)`` signature."""
+def _old_round_hook(fn) -> bool:
+    """``True`` for the removed ``on_round_end(ranker, round, diagnostics)`` signature."""
     try:
         params = inspect.signature(fn).parameters.values()
     except (TypeError, ValueError):  # pragma: no cover - builtins
@@ -209,43 +87,35 @@ def _legacy_round_hook(fn) -> bool:
 
 
 class _Hooks:
-    """Calls the callbacks; a callback with the older three-argument ``on_round_end``
-    (``(ranker, round, diagnostics dict)``, deprecated) gets dicts instead of the records."""
+    """Calls the callbacks (``ValueError`` for one with the removed three-argument
+    ``on_round_end(ranker, round, diagnostics)``)."""
 
     def __init__(self, callbacks: Sequence[Any]):
         self.callbacks = list(callbacks)
-        self.legacy = [_legacy_round_hook(getattr(cb, "on_round_end", None))
-                       if callable(getattr(cb, "on_round_end", None)) else False
-                       for cb in self.callbacks]
-        for cb, old in zip(self.callbacks, self.legacy):
-            if old:
-                warnings.warn(f"{type(cb).__name__}.on_round_end(ranker, round, diagnostics) "
-                              f"is deprecated: define on_round_end(ranker, record) (a "
-                              f"RoundRecord)", DeprecationWarning, stacklevel=4)
+        for cb in self.callbacks:
+            fn = getattr(cb, "on_round_end", None)
+            if callable(fn) and _old_round_hook(fn):
+                raise ValueError(f"callbacks: {type(cb).__name__}.on_round_end(ranker, round, "
+                                 f"diagnostics) is no longer supported: define "
+                                 f"on_round_end(ranker, record) (a RoundRecord)")
+
+    def _call(self, name: str, *args) -> List[Any]:
+        out = []
+        for cb in self.callbacks:
+            fn = getattr(cb, name, None)
+            out.append(fn(*args) if callable(fn) else None)
+        return out
 
     def start(self, ranker, info: FitInfo) -> None:
-        for cb, old in zip(self.callbacks, self.legacy):
-            fn = getattr(cb, "on_fit_start", None)
-            if callable(fn):
-                fn(ranker, info.to_dict() if old else info)
+        self._call("on_fit_start", ranker, info)
 
     def round(self, ranker, record: RoundRecord) -> Optional[Any]:
         """The first callback that asked for a stop (``None`` when none did)."""
-        stopper = None
-        for cb, old in zip(self.callbacks, self.legacy):
-            fn = getattr(cb, "on_round_end", None)
-            if not callable(fn):
-                continue
-            r = fn(ranker, record.round, record.to_dict()) if old else fn(ranker, record)
-            if r and stopper is None:
-                stopper = cb
-        return stopper
+        asks = self._call("on_round_end", ranker, record)
+        return next((cb for cb, r in zip(self.callbacks, asks) if r), None)
 
     def end(self, ranker, model) -> None:
-        for cb in self.callbacks:
-            fn = getattr(cb, "on_fit_end", None)
-            if callable(fn):
-                fn(ranker, model)
+        self._call("on_fit_end", ranker, model)
 
 
 class FitState(Params):
@@ -430,22 +300,18 @@ class FitMonitor:
             metrics.setdefault("train", {})["loss"] = float(record.loss)
             r.evals_result_["train"]["loss"].append(float(record.loss))
         use_train = self.train is not None and train_scores is not None
-        values = self._combined(record, train_scores if use_train else None) \
-            if self.comm.enabled else None
+        values = self._metric_values(record, train_scores if use_train else None)
         if use_train:
-            y, g = self.train
             for m in self.metrics:
-                if m.name == "loss" and record.loss is not None:
-                    v = float(record.loss)
-                else:
-                    v = values[("train", m.name)] if values is not None else m(train_scores, y, g)
+                v = (float(record.loss) if m.name == "loss" and record.loss is not None
+                     else values[("train", m.name)])
                 metrics.setdefault("train", {})[m.name] = v
                 if m.name != "loss" or record.loss is None:
                     r.evals_result_["train"][m.name].append(v)
-        for j, (name, _, yv, gv) in enumerate(self.evals):
+        for j, (name, *_) in enumerate(self.evals):
             metrics[name] = {}
             for m in self.metrics:
-                v = values[(j, m.name)] if values is not None else m(self.scores[j], yv, gv)
+                v = values[(j, m.name)]
                 if _is_nan(v):
                     raise NumericalError(
                         f"round {record.round}: the evaluation metric {name} {m.name} is NaN "
@@ -474,45 +340,27 @@ class FitMonitor:
         reason = None if stopper is None else (
             getattr(stopper, "reason", None)
             or f"round {record.round}: a callback requested a stop")
-        r.stop_reason_ = self.comm.ctx.broadcast_object(reason, src=0) or reason or (
+        r.stop_reason_ = self.comm.broadcast(reason, src=0) or reason or (
             f"round {record.round}: a callback on rank 0 requested a stop")
         return True
 
-    def _combined(self, record: RoundRecord, train_scores: Optional[Tensor]) -> dict:
-        """Every metric of every set (and of the training shard) combined over the ranks by
-        one flagged all-reduce: ``{(set index or "train", metric name): value}``."""
-        W = self.comm.ctx.world_size
-        jobs = []
+    def _metric_values(self, record: RoundRecord, train_scores: Optional[Tensor]) -> dict:
+        """Every metric of every set (and of the training data) over every rank's queries
+        (:meth:`~torchrankboost.parallel.FitComm.metrics`: one flagged all-reduce; the
+        metrics themselves in one process): ``{(set index or "train", metric name):
+        value}``."""
+        keys, jobs = [], []
         if train_scores is not None:
             y, g = self.train
-            jobs += [("train", m, train_scores, y, g) for m in self.metrics
-                     if not (m.name == "loss" and record.loss is not None)]
+            for m in self.metrics:
+                if not (m.name == "loss" and record.loss is not None):
+                    keys.append(("train", m.name))
+                    jobs.append((m, train_scores, y, g))
         for j, (_, _, yv, gv) in enumerate(self.evals):
-            jobs += [(j, m, self.scores[j], yv, gv) for m in self.metrics]
-        widths = [W if m.name == "loss" else 2 for _, m, *_ in jobs]
-
-        def parts():
-            out = []
-            for _, m, s, y, g in jobs:
-                if m.name == "loss":  # the objective on the shard, in this rank's slot
-                    slot = torch.zeros(W, dtype=F64)
-                    slot[self.comm.ctx.rank] = float(m(s, y, g))
-                    out.append(slot)
-                else:
-                    out.append(metric_parts(m, s, y, g))
-            return torch.cat(out) if out else torch.zeros(0, dtype=F64)
-
-        tot = self.comm.sum(parts, size=sum(widths))
-        values, k = {}, 0
-        for (key, m, *_), w in zip(jobs, widths):
-            v = tot[k:k + w]
-            k += w
-            if m.name == "loss":
-                values[(key, m.name)] = (float(torch.logsumexp(v, 0))
-                                         if self.loss_combine == "logsumexp" else float(v.sum()))
-            else:
-                values[(key, m.name)] = float(v[0] / v[1]) if float(v[1]) > 0 else float("nan")
-        return values
+            for m in self.metrics:
+                keys.append((j, m.name))
+                jobs.append((m, self.scores[j], yv, gv))
+        return dict(zip(keys, self.comm.metrics(jobs, loss_combine=self.loss_combine)))
 
     @property
     def n_rounds(self) -> int:

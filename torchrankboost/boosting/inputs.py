@@ -8,8 +8,7 @@ n_features)`` (NaN = missing; ``±inf`` is refused at fit, naming the column); `
 
 from __future__ import annotations
 
-import warnings
-from typing import Any, List, Optional, Tuple
+from typing import List, Optional, Tuple
 
 import torch
 from torch import Tensor
@@ -17,7 +16,7 @@ from torch import Tensor
 from ..groups import Groups, as_vector
 
 __all__ = ["as_features", "check_no_inf", "as_labels", "as_query_groups", "fit_inputs", "eval_inputs",
-           "renamed_keyword"]
+           "count_eval_sets"]
 
 
 def as_features(X, *, device=None, name: str = "X") -> Tensor:
@@ -137,27 +136,15 @@ def eval_inputs(eval_set, n_features: int, *, device=None
     return out
 
 
-class _Unset:
-    """The default of a keyword that was not given (shown as ``<unset>`` in signatures)."""
-
-    def __repr__(self) -> str:
-        return "<unset>"
-
-
-_UNSET: Any = _Unset()
-
-
-def renamed_keyword(new_value, old_value, *, old: str, new: str, default):
-    """The value of a renamed keyword: ``new_value`` unless only the deprecated ``old_value``
-    was given (then with a ``DeprecationWarning``); both given is a ``ValueError``. Unset
-    arguments are passed as :data:`UNSET`."""
-    if old_value is _UNSET:
-        return default if new_value is _UNSET else new_value
-    if new_value is not _UNSET:
-        raise ValueError(f"give {new}= only ({old}= is its deprecated old name)")
-    warnings.warn(f"{old}= is deprecated, use {new}=", DeprecationWarning, stacklevel=3)
-    return old_value
-
-
-UNSET = _UNSET
+def count_eval_sets(eval_set) -> int:
+    """The number of evaluation sets ``eval_set`` holds (as :func:`eval_inputs`
+    reads it)."""
+    if eval_set is None:
+        return 0
+    if isinstance(eval_set, tuple) and len(eval_set) == 3 and not isinstance(eval_set[0], tuple):
+        return 1
+    try:
+        return len(eval_set)
+    except TypeError:
+        return -1
 

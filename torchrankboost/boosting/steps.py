@@ -22,7 +22,7 @@ import torch
 from torch import Tensor
 
 __all__ = ["LineSearchResult", "line_search", "newton_step", "newton_from_values", "evaluate_phi",
-           "exact_step"]
+           "summed_evaluate", "shift_minimiser", "exact_step"]
 
 F64 = torch.float64
 
@@ -87,6 +87,31 @@ def evaluate_phi(phi: Callable[[Tensor], Tensor], alpha: float, order: int = 2
             return fv, float(d.detach()), 0.0
         (h,) = torch.autograd.grad(d, a, allow_unused=True)
         return fv, float(d.detach()), (0.0 if h is None else float(h))
+
+
+def summed_evaluate(comm, phi: Callable[[Tensor], Tensor], order: int = 2
+                    ) -> Callable[[float], Tuple[float, float, float]]:
+    """``α ↦ (φ, φ', φ'')`` summed over the ranks of a data-parallel fit: each rank's ``φ``
+    by autograd (:func:`evaluate_phi`), one ``comm.sum`` of the three numbers (``comm``: a
+    :class:`~torchrankboost.parallel.FitComm`; the local values in one process). The
+    ``evaluate`` of :func:`line_search` and :func:`newton_from_values`. Without double
+    backward: first derivatives from then on (``φ''`` NaN, as :func:`line_search` does
+    with ``phi``)."""
+    use = [order]
+
+    def local(a):
+        if use[0] >= 2:
+            try:
+                return list(evaluate_phi(phi, a, use[0]))
+            except RuntimeError:  # no double backward: first derivatives only
+                use[0] = 1
+        return list(evaluate_phi(phi, a, 1))
+
+    def evaluate(a):
+        t = comm.sum(lambda: local(a), size=3)
+        return float(t[0]), float(t[1]), float(t[2])
+
+    return evaluate
 
 
 class _Phi:
@@ -382,3 +407,34 @@ def newton_from_values(f0: float, d0: float, h0: float,
         return 0.0, f0, d0, h0
     alpha = -d0 / curv if curv is not None else -math.copysign(1.0, d0)
     return alpha, f0, d0, h0
+
+
+def shift_minimiser(comm, value: Callable[[Tensor], Tensor], n: int, device=None, *,
+                    max_ratio: float = 100.0) -> float:
+    """The constant score ``c`` minimising ``Σ_ranks value(c·1)`` (``value``: this rank's
+    loss of its ``n`` scores, a scalar tensor): a :func:`line_search` along the all-ones
+    direction with ``φ`` summed over the ranks (:func:`summed_evaluate`; ``comm`` a
+    :class:`~torchrankboost.parallel.FitComm`). 0 when the loss ignores a common shift
+    (``Σ g ≈ 0`` relative to ``Σ |g|``, or no gradient) or the search does not converge."""
+    ones = torch.ones(n, dtype=F64, device=device)
+    zero = torch.zeros(n, dtype=F64, device=device)
+
+    def grad_sums():
+        x = zero.clone().requires_grad_(True)
+        with torch.enable_grad():
+            v = value(x)
+            if not v.requires_grad:
+                return [0.0, 0.0, 0.0]
+            (g,) = torch.autograd.grad(v, x, allow_unused=True)
+        if g is None:
+            return [0.0, 0.0, 0.0]
+        return [float(g.sum()), float(g.abs().sum()), 1.0]
+
+    tot, mass, has = comm.sum(grad_sums, size=3).tolist()
+    if has == 0 or abs(tot) <= 1e-9 * mass or tot == 0.0:
+        return 0.0
+    ev = summed_evaluate(comm, lambda a: value(zero + a.to(zero.device) * ones), 2)
+    res = line_search(evaluate=ev, max_ratio=max_ratio)
+    if res.status in ("converged", "max_iter"):
+        return float(res.alpha)
+    return 0.0

@@ -1,4 +1,4 @@
-"""Training on several processes: ``torch.distributed`` helpers, query sharding, batches.
+"""The process group as an algorithm sees it: :class:`DistContext` and :func:`get_context`.
 
 The model is the usual one of PyTorch: ``torchrun`` starts one process per device
 (``python -m torch.distributed.run --nproc-per-node N script.py``), each process calls
@@ -9,59 +9,25 @@ context makes every collective an identity, so algorithms call them unconditiona
 **The context.** :func:`get_context` returns a :class:`DistContext` (``enabled``, ``rank``,
 ``world_size``, ``is_main``, ``backend``) with the collectives an algorithm needs:
 ``all_reduce_sum/max/min`` (in place, any dtype, moved to the backend's device and back),
-``all_gather_object``, ``broadcast_object``, ``barrier``, ``check_same`` (a start-of-fit check
-that a value agrees on every rank, failing on every rank with the differing ranks named)
-and ``guard`` (a failure on one rank raises :class:`DistributedError` on every rank instead
-of leaving the others waiting in their next collective). ``bytes_reduced`` counts the bytes
-all-reduced so far (the communication volume of a fit).
+``all_gather_object``, ``broadcast_object``, ``all_gather_rows``, ``gather_values``,
+``barrier``, ``check_same`` (a start-of-fit check that a value agrees on every rank, failing
+on every rank with the differing ranks named) and ``guard`` (a failure on one rank raises
+:class:`DistributedError` on every rank instead of leaving the others waiting in their next
+collective). ``bytes_reduced`` counts the bytes all-reduced so far (the communication volume
+of a fit).
 
-**Shards.** :func:`shard_queries` assigns whole queries to ranks, one contiguous block of
-queries per rank, balanced by document count; :meth:`RankingData.shard
-<torchrankboost.data.RankingData.shard>` cuts data in memory, and
-:func:`load_svmlight_shard` makes each rank read and parse only its own byte range of an
-SVMlight/LETOR file (or its own files of a list).
-
-**Batches for neural training.** :class:`DistributedQueryBatchSampler` deals the queries to
-the ranks each epoch (a shuffle seeded by ``(seed, epoch)``, identical on every rank,
-balanced by document count), packs each rank's queries into batches of at most
-``max_docs`` documents, and gives every rank the same number of batches (as
-``DistributedDataParallel`` requires); :func:`torchrankboost.data.take_queries` turns a
-batch of query indices into a flat ``(X, labels, Groups)`` batch.
-
-**Normalising the loss.** ``DistributedDataParallel`` averages the gradients of the ranks:
-with ``W`` ranks, rank ``r`` holding the queries ``Q_r`` of a step (``Q = ∪ Q_r``) and
-per-rank losses ``L_r``, the parameters get ``(1/W) Σ_r ∇L_r``. A per-rank mean
-(``reduction="mean"``) is therefore not the mean over the step's queries when ranks hold
-different numbers of queries. The gradient of the global mean
-``(1/|Q|) Σ_{q ∈ Q} ℓ_q`` is obtained with per-rank *sums* scaled by ``W / |Q|``:
-
-.. math::
-    L_r = \\frac{W}{|Q|} \\sum_{q \\in Q_r} \\ell_q
-    \\quad\\Longrightarrow\\quad
-    \\frac{1}{W} \\sum_r \\nabla L_r = \\nabla \\frac{1}{|Q|} \\sum_{q \\in Q} \\ell_q,
-
-with ``|Q| = Σ_r |Q_r|`` all-reduced once per step. :func:`global_mean_scale` returns the
-factor and :func:`global_mean_loss` applies it::
-
-    loss_fn = ExponentialPairwiseLoss(reduction="sum")
-    for batch in sampler:                                   # this rank's queries
-        Xb, yb, gb = take_queries(X, y, groups, batch)
-        loss = global_mean_loss(loss_fn(ddp_model(Xb).squeeze(-1), yb, gb), gb.num_groups)
-        opt.zero_grad(); loss.backward(); opt.step()
-
-(In one process the same code is the plain mean over the batch's queries.) To average over
-the queries that have at least one pair only, as ``reduction="mean"`` of the pairwise
-losses does, pass their count (or a ``(G,)`` bool mask) as ``local_count``. Metrics
-combine the same way: :func:`global_metric` all-reduces the sum of the per-query values
-and the query count (NDCG over all queries = ``Σ_r Σ_{q∈r} NDCG_q / Σ_r |G_r|``).
+**Transports.** Each all-reduce goes through a :class:`~.transport.Transport`: the
+shared-memory sum of the ranks of one host (:mod:`.shm`) for the float64 CPU sums it
+accepts, ``torch.distributed`` (:class:`~.transport.TorchTransport`) for everything else.
 
 **Failures.** Collectives must be entered by every rank in the same order. A rank that
 raises before a collective leaves the others waiting in it until the process group's
 timeout; :meth:`DistContext.guard` is the remedy for local work that can fail (reading a
 shard, checking its labels): run it inside ``with ctx.guard():`` on every rank and every
 rank leaves the block together, raising :class:`DistributedError` ("rank 1 failed:
-ValueError: ...") if any rank failed. A rank that dies outright (killed, segfault) is not
-caught this way: ``torchrun`` then stops the others.
+ValueError: ...") if any rank failed (the protocol of :mod:`.failure`, which a fit's
+:class:`~torchrankboost.parallel.FitComm` shares). A rank that dies outright (killed,
+segfault) is not caught this way: ``torchrun`` then stops the others.
 """
 
 
@@ -75,24 +41,14 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from .errors import DistributedError
-from .shm import local_reducer as _local_reducer
-
-__all__ = ["DistContext", "get_context"]
-
-
-def _dist():
-    import torch.distributed as dist
-
-    return dist
+from . import shm
+from .failure import flagged_sum
+from .transport import TorchTransport, Transport, dist as _dist
 
 
 def _group_ready() -> bool:
     dist = _dist()
     return bool(dist.is_available() and dist.is_initialized())
-
-
-_MAX_MESSAGE = 2000
 
 
 class DistContext:
@@ -115,6 +71,7 @@ class DistContext:
         self.world_size = int(world_size)
         self.backend = backend
         self.bytes_reduced = 0
+        self._torch = TorchTransport(backend)
 
     @property
     def is_main(self) -> bool:
@@ -133,38 +90,26 @@ class DistContext:
     def device(self) -> Optional[torch.device]:
         """Where the backend wants tensors: the CPU for gloo, the current CUDA device for
         NCCL, ``None`` (the tensor's own device) otherwise or when disabled."""
-        if not self.enabled:
-            return None
-        if self.backend == "nccl":
-            return torch.device("cuda", torch.cuda.current_device())
-        if self.backend == "gloo":
-            return torch.device("cpu")
-        return None
+        return self._torch.device if self.enabled else None
+
+    def transport_for(self, t: Tensor, op: str) -> Transport:
+        """The transport of an all-reduce of ``t`` with ``op`` (``"SUM"``, ``"MAX"``,
+        ``"MIN"``): the shared-memory sum of the ranks of one host (:mod:`.shm`, set up by a
+        collective the first time it could apply) when it accepts ``t``, else
+        ``torch.distributed``."""
+        if shm.candidate(t, op, self.backend):
+            fast = shm.host_transport(self)
+            if fast is not None and fast.accepts(t, op):
+                return fast
+        return self._torch
 
     def _all_reduce(self, t: Tensor, op_name: str) -> Tensor:
         if not isinstance(t, Tensor):
             raise ValueError(f"t must be a torch.Tensor, got {type(t).__name__}")
         if not self.enabled:
             return t
-        dist = _dist()
-        op = getattr(dist.ReduceOp, op_name)
         self.bytes_reduced += t.numel() * t.element_size()
-        if (op_name == "SUM" and t.dtype == torch.float64 and t.device.type == "cpu"
-                and t.is_contiguous() and self.backend == "gloo"):
-            local = _local_reducer(self)
-            if local is not None and local.fits(t):
-                return local.sum_(t)
-        dev = self.device or t.device
-        is_bool = t.dtype == torch.bool
-        if not is_bool and t.device == dev and t.is_contiguous():
-            dist.all_reduce(t, op=op)
-            return t
-        work = t.to(device=dev, dtype=torch.int32 if is_bool else t.dtype,
-                    memory_format=torch.contiguous_format).contiguous()
-        dist.all_reduce(work, op=op)
-        with torch.no_grad():
-            t.copy_(work != 0 if is_bool else work)
-        return t
+        return self.transport_for(t, op_name).all_reduce(t, op_name)
 
     def all_reduce_sum(self, t: Tensor) -> Tensor:
         """Element-wise sum over the ranks, **in place** in ``t`` (returned).
@@ -196,9 +141,7 @@ class DistContext:
         ``[obj]`` when disabled."""
         if not self.enabled:
             return [obj]
-        out: List[Any] = [None] * self.world_size
-        _dist().all_gather_object(out, obj)
-        return out
+        return self._torch.all_gather_object(obj, self.world_size)
 
     def broadcast_object(self, obj: Any, src: int = 0) -> Any:
         """Rank ``src``'s ``obj`` on every rank (the others' ``obj`` is ignored); ``obj``
@@ -207,9 +150,7 @@ class DistContext:
             raise ValueError(f"src must be a rank in [0, {self.world_size}), got {src!r}")
         if not self.enabled:
             return obj
-        box = [obj]
-        _dist().broadcast_object_list(box, src=src)
-        return box[0]
+        return self._torch.broadcast_object(obj, src)
 
     def all_gather_rows(self, t: Tensor) -> Tensor:
         """Every rank's ``t`` concatenated along dim 0 in rank order (on every rank).
@@ -236,8 +177,7 @@ class DistContext:
         dev = self.device or t.device
         work = torch.zeros((max(sizes),) + tuple(t.shape[1:]), dtype=t.dtype, device=dev)
         work[: t.shape[0]] = t.to(dev)
-        parts = [torch.empty_like(work) for _ in range(self.world_size)]
-        _dist().all_gather(parts, work)
+        parts = self._torch.all_gather(work, self.world_size)
         return torch.cat([p[:k] for p, k in zip(parts, sizes)]).to(t.device)
 
     def gather_values(self, values) -> Tensor:
@@ -258,11 +198,7 @@ class DistContext:
         """Wait until every rank gets here (no-op when disabled)."""
         if not self.enabled:
             return
-        dist = _dist()
-        if self.backend == "nccl":
-            dist.barrier(device_ids=[torch.cuda.current_device()])
-        else:
-            dist.barrier()
+        self._torch.barrier()
 
     # ------------------------------------------------------------------ checks
     def check_same(self, name: str, value: Any) -> Any:
@@ -305,26 +241,11 @@ class DistContext:
             yield self
             return
         err: Optional[BaseException] = None
-        try:
+        try:  # the failure protocol of :mod:`.failure`, shared with FitComm
             yield self
         except (Exception, SystemExit) as exc:  # noqa: BLE001 - re-raised on every rank
             err = exc
-        flag = torch.tensor([0 if err is None else 1], dtype=torch.int32)
-        if int(self.all_reduce_max(flag)[0]) == 0:
-            return
-        mine = None if err is None else _describe(err)
-        msgs = self.all_gather_object(mine)
-        failures = {r: m for r, m in enumerate(msgs) if m is not None}
-        text = "; ".join(f"rank {r} failed: {m}" for r, m in failures.items())
-        if err is not None:
-            raise DistributedError(text, failures) from err
-        raise DistributedError(text, failures)
-
-
-def _describe(exc: BaseException) -> str:
-    msg = str(exc.code) if isinstance(exc, SystemExit) else str(exc)
-    text = f"{type(exc).__name__}: {msg}" if msg else type(exc).__name__
-    return text if len(text) <= _MAX_MESSAGE else text[:_MAX_MESSAGE] + " ..."
+        flagged_sum(self, torch.zeros(0, dtype=torch.float64), err)
 
 
 def _same(a: Any, b: Any) -> bool:

@@ -16,7 +16,7 @@ from typing import Any, Dict, List, Sequence, Tuple, Type
 
 from .context import DistContext, get_context
 
-__all__ = ["check_data_parallel", "context", "empty_split_message", "end_process_group",
+__all__ = ["check_distributed_algorithm", "context", "empty_split_message", "end_process_group",
            "relaunch", "run_facts", "start_process_group", "strip_nproc", "under_launcher",
            "where_text"]
 
@@ -99,7 +99,7 @@ def relaunch(argv: Sequence[str], nproc: int, *, module: str = "torchrankboost")
 
 
 # ---------------------------------------------------------------------------- a run's words
-def check_data_parallel(ctx: DistContext, algorithm: str, supported: Sequence[str], *,
+def check_distributed_algorithm(ctx: DistContext, algorithm: str, supported: Sequence[str], *,
                         error: Type[Exception] = ValueError) -> None:
     """On several processes, ``error`` unless ``algorithm`` is one of ``supported`` (those
     with a data-parallel fit); nothing in one process."""

@@ -1,4 +1,32 @@
-"""The global loss normalisation and metrics of a data-parallel run."""
+"""The global loss normalisation and metrics of a data-parallel run.
+
+**Normalising the loss.** ``DistributedDataParallel`` averages the gradients of the ranks:
+with ``W`` ranks, rank ``r`` holding the queries ``Q_r`` of a step (``Q = ∪ Q_r``) and
+per-rank losses ``L_r``, the parameters get ``(1/W) Σ_r ∇L_r``. A per-rank mean
+(``reduction="mean"``) is therefore not the mean over the step's queries when ranks hold
+different numbers of queries. The gradient of the global mean
+``(1/|Q|) Σ_{q ∈ Q} ℓ_q`` is obtained with per-rank *sums* scaled by ``W / |Q|``:
+
+.. math::
+    L_r = \\frac{W}{|Q|} \\sum_{q \\in Q_r} \\ell_q
+    \\quad\\Longrightarrow\\quad
+    \\frac{1}{W} \\sum_r \\nabla L_r = \\nabla \\frac{1}{|Q|} \\sum_{q \\in Q} \\ell_q,
+
+with ``|Q| = Σ_r |Q_r|`` all-reduced once per step. :func:`global_mean_scale` returns the
+factor and :func:`global_mean_loss` applies it::
+
+    loss_fn = ExponentialPairwiseLoss(reduction="sum")
+    for batch in sampler:                                   # this rank's queries
+        Xb, yb, gb = take_queries(X, y, groups, batch)
+        loss = global_mean_loss(loss_fn(ddp_model(Xb).squeeze(-1), yb, gb), gb.num_groups)
+        opt.zero_grad(); loss.backward(); opt.step()
+
+(In one process the same code is the plain mean over the batch's queries.) To average over
+the queries that have at least one pair only, as ``reduction="mean"`` of the pairwise
+losses does, pass their count (or a ``(G,)`` bool mask) as ``local_count``. Metrics
+combine the same way: :func:`global_metric` all-reduces the sum of the per-query values
+and the query count (NDCG over all queries = ``Σ_r Σ_{q∈r} NDCG_q / Σ_r |G_r|``).
+"""
 
 from __future__ import annotations
 

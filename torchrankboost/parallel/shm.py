@@ -1,4 +1,7 @@
-"""Sums of float64 CPU tensors over the ranks of one host through shared memory."""
+"""Sums of float64 CPU tensors over the ranks of one host through shared memory: an optional
+:class:`~torchrankboost.parallel.transport.Transport` that a
+:class:`~torchrankboost.parallel.DistContext` of a gloo group puts before
+``torch.distributed`` for float64 CPU sums (:func:`host_transport`)."""
 
 from __future__ import annotations
 
@@ -16,16 +19,12 @@ from .errors import DistributedError
 if TYPE_CHECKING:
     from .context import DistContext
 
-__all__ = ["local_reducer"]
+__all__ = ["SharedMemorySum", "candidate", "host_transport"]
+
+from .transport import dist as _dist
 
 
-def _dist():
-    import torch.distributed as dist
-
-    return dist
-
-
-class _LocalReducer:
+class SharedMemorySum:
     """Sums of float64 CPU tensors over the ranks of one host through shared memory.
 
     A loopback-socket all-reduce (gloo) costs about 1 ms a call whatever its size up to
@@ -52,10 +51,11 @@ class _LocalReducer:
         self.epoch = 0
         self.timeout_s = float(os.environ.get("TORCHRANKBOOST_SHM_TIMEOUT", "600"))
 
-    def fits(self, t: Tensor) -> bool:
-        return t.numel() <= self.cap
+    def accepts(self, t: Tensor, op: str) -> bool:
+        return candidate(t, op, "gloo") and t.numel() <= self.cap
 
-    def sum_(self, t: Tensor) -> Tensor:
+    def all_reduce(self, t: Tensor, op: str) -> Tensor:
+        """The sum of ``t`` over the ranks in place (``op`` must be ``"SUM"``)."""
         rc = self.lib.trb_shm_allreduce(self.ctrl.data_ptr(), self.slots.data_ptr(), self.cap,
                                         self.rank, self.W, t.data_ptr(), t.numel(), self.epoch,
                                         self.timeout_s)
@@ -67,7 +67,14 @@ class _LocalReducer:
         return t
 
 
-_LOCAL = {}  # process group -> _LocalReducer or None (decided once per group)
+_LOCAL = {}  # process group -> SharedMemorySum or None (decided once per group)
+
+
+def candidate(t: Tensor, op: str, backend: Optional[str]) -> bool:
+    """Whether the shared-memory sum could take ``t`` (a contiguous float64 CPU sum on a
+    gloo group): the test before :func:`host_transport` sets it up."""
+    return (op == "SUM" and backend == "gloo" and t.dtype == torch.float64
+            and t.device.type == "cpu" and t.is_contiguous())
 
 
 def _host_id() -> str:
@@ -78,9 +85,10 @@ def _host_id() -> str:
     return f"{socket.gethostname()}/{boot}"
 
 
-def local_reducer(ctx: "DistContext") -> Optional[_LocalReducer]:
-    """The shared-memory reducer of the default process group (set up by a collective on
-    first use; ``None`` when it does not apply)."""
+def host_transport(ctx: "DistContext") -> Optional[SharedMemorySum]:
+    """The shared-memory sum of the default process group (set up by a collective on first
+    use; ``None`` when it does not apply: ranks on several hosts, no compiled kernels,
+    ``TORCHRANKBOOST_SHM=0``, a rank that cannot map the file)."""
     dist = _dist()
     key = id(dist.group.WORLD)
     if key in _LOCAL:
@@ -99,7 +107,7 @@ def local_reducer(ctx: "DistContext") -> Optional[_LocalReducer]:
     if not all(h == hosts[0][0] and k for h, k in hosts):
         return None
     W = ctx.world_size
-    cap = min(_LocalReducer.CAP_BYTES, _LocalReducer.TOTAL_BYTES // (2 * W)) // 8
+    cap = min(SharedMemorySum.CAP_BYTES, SharedMemorySum.TOTAL_BYTES // (2 * W)) // 8
     size = 8 * (8 + W) + 2 * W * cap * 8
     path = None
     if ctx.rank == 0:
@@ -111,7 +119,7 @@ def local_reducer(ctx: "DistContext") -> Optional[_LocalReducer]:
             os.close(fd)
     path = ctx.broadcast_object(path)
     try:  # e.g. a rank in another mount namespace does not see the file
-        red = _LocalReducer(ctx, lib, path, size, cap)
+        red = SharedMemorySum(ctx, lib, path, size, cap)
         red.ctrl[8 + ctx.rank] = os.getpid()
         mapped = True
     except (OSError, RuntimeError):

@@ -9,8 +9,6 @@ process everything is allowed, so one-process fits never see these errors.
 
 from __future__ import annotations
 
-import inspect
-
 from ..pairs import ExplicitPairs
 
 __all__ = ["check_data_parallel", "supports_data_parallel"]
@@ -18,16 +16,8 @@ __all__ = ["check_data_parallel", "supports_data_parallel"]
 
 def supports_data_parallel(learner) -> bool:
     """Whether ``learner`` combines its per-candidate sums over the ranks: its declared
-    ``supports_data_parallel``, else whether its ``prepare`` takes ``context=`` (a learner
-    written before the attribute existed)."""
-    declared = getattr(learner, "supports_data_parallel", None)
-    if declared is not None:
-        return bool(declared)
-    try:
-        params = inspect.signature(learner.prepare).parameters
-    except (AttributeError, TypeError, ValueError):
-        return False
-    return "context" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+    ``supports_data_parallel`` (``False`` when it declares nothing)."""
+    return bool(getattr(learner, "supports_data_parallel", False))
 
 
 def check_data_parallel(context, *, fit: str = "fit", learner=None, learner_ok=None,

@@ -1,0 +1,217 @@
+"""The fit-level operations of an algorithm: sums, extrema, log-sum-exp and gathers over the
+ranks, each carrying the failure flag; identities in one process.
+
+An algorithm's ``fit`` makes one :class:`FitComm` and calls its operations unconditionally:
+in one process (a disabled :class:`~torchrankboost.parallel.DistContext`) :meth:`FitComm.sum`
+returns the local values, :meth:`FitComm.local` lets exceptions through unchanged and
+:meth:`FitComm.check` does nothing, so the single-process fit is untouched; in a
+data-parallel fit every operation is one all-reduce that also carries this rank's failure
+flag (:mod:`.failure`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+
+import torch
+from torch import Tensor
+
+from .context import DistContext, get_context
+from .failure import flagged_sum, raise_failure
+from .normalise import metric_parts
+
+__all__ = ["FitComm"]
+
+F64 = torch.float64
+
+
+def _vector(values) -> Tensor:
+    v = values() if callable(values) else values
+    return torch.as_tensor(v, dtype=F64).detach().reshape(-1).cpu()
+
+
+class FitComm:
+    """The collectives of one fit, each carrying a failure flag.
+
+    A rank that fails in local work (a bad shard, a NaN gradient, a callback that raises)
+    must not leave the others waiting in their next collective. Local work runs inside
+    ``with comm.local():``, which keeps the first exception instead of raising it; the next
+    collective of the fit (:meth:`sum` and the operations built on it, or :meth:`check`
+    when there is no payload) appends this rank's failure flag to its vector, so one
+    all-reduce tells every rank whether some rank failed; if so every rank raises the same
+    :class:`~torchrankboost.parallel.DistributedError` naming the failing ranks. The flag
+    costs one float per collective.
+
+    In one process every operation is an identity: :meth:`local` runs its block as is
+    (exceptions propagate unchanged), :meth:`sum` / :meth:`max` / :meth:`min` /
+    :meth:`logsumexp` return the local values, :meth:`gather` a ``(1, k)`` tensor and
+    :meth:`check` does nothing.
+
+    Args:
+        context: ``None`` / ``True`` / ``False`` / a
+            :class:`~torchrankboost.parallel.DistContext` (see
+            :func:`~torchrankboost.parallel.get_context`); ``None`` here means one process.
+    """
+
+    def __init__(self, context=None):
+        self.ctx: DistContext = get_context(context if context is not None else False)
+        self.error: Optional[BaseException] = None
+
+    @property
+    def is_main(self) -> bool:
+        """This rank prints, logs, saves and runs the callbacks (rank 0)."""
+        return self.ctx.is_main
+
+    @property
+    def rank(self) -> int:
+        return self.ctx.rank
+
+    @property
+    def world_size(self) -> int:
+        return self.ctx.world_size
+
+    @contextlib.contextmanager
+    def local(self):
+        """Run a block of local work (no collectives inside); on a data-parallel fit its
+        exception (``Exception``, ``SystemExit``) is kept for the next collective."""
+        if not self.ctx.enabled:
+            yield self
+            return
+        try:
+            yield self
+        except (Exception, SystemExit) as exc:  # noqa: BLE001 - raised on every rank later
+            if self.error is None:
+                self.error = exc
+
+    # ------------------------------------------------------------------ numbers
+    def sum(self, values, size: Optional[int] = None) -> Tensor:
+        """``values`` summed over the ranks: a float64 CPU vector.
+
+        ``values``: a tensor / sequence of numbers, or a callable returning one (run like a
+        :meth:`local` block: give ``size``, the number of values, so that a rank whose
+        values cannot be built still joins the all-reduce with zeros). Raises
+        :class:`DistributedError` on every rank when some rank has failed. One process: the
+        values themselves.
+        """
+        if not self.ctx.enabled:
+            return _vector(values)
+        data = None
+        if self.error is None:
+            try:
+                data = _vector(values)
+                if size is not None and data.numel() != size:
+                    raise ValueError(f"FitComm.sum: {data.numel()} values, expected {size}")
+            except (Exception, SystemExit) as exc:  # noqa: BLE001
+                self.error = exc
+        if self.error is not None:
+            if size is None:
+                raise ValueError("FitComm.sum: size is needed when the values may fail")
+            data = torch.zeros(size, dtype=F64)
+        err, self.error = self.error, None  # a kept failure is raised here, on every rank
+        return flagged_sum(self.ctx, data, err)
+
+    def gather(self, values, size: Optional[int] = None) -> Tensor:
+        """``(world_size, k)`` float64: row ``r`` holds rank ``r``'s ``k`` values (one
+        flagged sum in which each rank fills its own row; adding zeros is exact, so the rows
+        are the ranks' values bit for bit). ``values`` and ``size`` as in :meth:`sum`."""
+        W, r = self.world_size, self.rank
+
+        def rows():
+            v = _vector(values)
+            out = torch.zeros((W, v.numel()), dtype=F64)
+            out[r] = v
+            return out.reshape(-1)
+
+        total = None if size is None else W * size
+        return self.sum(rows, size=total).reshape(W, -1)
+
+    def max(self, values, size: Optional[int] = None) -> Tensor:
+        """The element-wise maximum over the ranks (see :meth:`gather`)."""
+        return self.gather(values, size).max(dim=0).values
+
+    def min(self, values, size: Optional[int] = None) -> Tensor:
+        """The element-wise minimum over the ranks (see :meth:`gather`)."""
+        return self.gather(values, size).min(dim=0).values
+
+    def logsumexp(self, values, size: Optional[int] = None) -> Tensor:
+        """``log Σ_r exp(v_r)`` element-wise over the ranks (the log of a sum over the ranks'
+        queries, from each rank's log value; see :meth:`gather`). One process: the values."""
+        if not self.ctx.enabled:
+            return _vector(values)
+        return torch.logsumexp(self.gather(values, size), dim=0)
+
+    def check(self) -> None:
+        """A collective with no payload: raise on every rank if some rank has failed."""
+        if self.ctx.enabled:
+            self.sum(lambda: torch.zeros(0, dtype=F64), size=0)
+
+    def fail(self) -> None:
+        """Every rank raises the same :class:`DistributedError` naming the failing ranks
+        (a collective: called by every rank once a flag said so)."""
+        err, self.error = self.error, None
+        raise_failure(self.ctx, err)
+
+    def broadcast(self, obj: Any, src: int = 0) -> Any:
+        """Rank ``src``'s ``obj`` on every rank (``obj`` in one process)."""
+        return self.ctx.broadcast_object(obj, src=src)
+
+    # ------------------------------------------------------------------ fit facts
+    def require(self, ok: bool, message: str) -> None:
+        """What a data-parallel fit needs: ``ValueError(message)`` when ``ok`` is false on a
+        fit over several ranks (local work: run it inside :meth:`local`); nothing in one
+        process."""
+        if self.ctx.enabled and not ok:
+            raise ValueError(message)
+
+    def describe(self) -> Dict[str, int]:
+        """What a record or the fit's parameters say about the processes:
+        ``{"world_size": W}`` on a data-parallel fit, ``{}`` in one process."""
+        return {"world_size": self.world_size} if self.ctx.enabled else {}
+
+    def per_rank(self, fn: Callable[[], dict]) -> dict:
+        """Diagnostics that are not sums over queries (e.g. a loss's ``round_diagnostics``):
+        ``fn()`` in one process; ``{}`` on several ranks, where each rank's value would
+        describe its shard only."""
+        return fn() if not self.ctx.enabled else {}
+
+    def metrics(self, jobs: Sequence[Tuple[Any, Tensor, Tensor, Any]], *,
+                loss_combine: str = "sum") -> List[float]:
+        """Metric values over every rank's queries, one per ``(metric, scores, labels,
+        groups)`` job (each rank holding its shard); one flagged all-reduce for all of them.
+
+        Per-query metrics: the summed per-query values over the summed query count
+        (:func:`~torchrankboost.parallel.metric_parts`); the ``"loss"`` metric (the
+        objective on the shard): the ranks' values summed, or their log-sum-exp with
+        ``loss_combine="logsumexp"`` (a log-loss such as RankBoost's ``ln F̃``). One process:
+        ``[metric(scores, labels, groups), ...]``.
+        """
+        if loss_combine not in ("sum", "logsumexp"):
+            raise ValueError(f"loss_combine must be 'sum' or 'logsumexp', got {loss_combine!r}")
+        if not self.ctx.enabled:
+            return [m(s, y, g) for m, s, y, g in jobs]
+        W, r = self.world_size, self.rank
+        widths = [W if m.name == "loss" else 2 for m, *_ in jobs]
+
+        def parts():
+            out = []
+            for m, s, y, g in jobs:
+                if m.name == "loss":  # the objective on the shard, in this rank's slot
+                    slot = torch.zeros(W, dtype=F64)
+                    slot[r] = float(m(s, y, g))
+                    out.append(slot)
+                else:
+                    out.append(metric_parts(m, s, y, g))
+            return torch.cat(out) if out else torch.zeros(0, dtype=F64)
+
+        tot = self.sum(parts, size=sum(widths))
+        values, k = [], 0
+        for (m, *_), w in zip(jobs, widths):
+            v = tot[k:k + w]
+            k += w
+            if m.name == "loss":
+                values.append(float(torch.logsumexp(v, 0)) if loss_combine == "logsumexp"
+                              else float(v.sum()))
+            else:
+                values.append(float(v[0] / v[1]) if float(v[1]) > 0 else float("nan"))
+        return values
