@@ -19,8 +19,8 @@ from torchrankboost.boosting.learners import RegressionTree
 from torchrankboost.data import make_letor
 from torchrankboost.losses import ExponentialPairwiseLoss, QBRankLoss
 
-pytestmark = pytest.mark.skipif(native.status() != "native",
-                                reason=f"compiled kernels unavailable: {native.status()}")
+pytestmark = pytest.mark.skipif(native_backend.status() != "native",
+                                reason=f"compiled kernels unavailable: {native_backend.status()}")
 
 
 def _random_problem(seed):

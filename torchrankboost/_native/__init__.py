@@ -1,7 +1,7 @@
 """Compile a C source with the machine's C compiler, cache the library, load it with ctypes.
 
 Any part of the package with a few hundred lines of C beside its Python (the tree kernels in
-``boosting/kernels/trees.c``, ...) loads them with :func:`load_library`::
+``boosting/kernels/trees.c``, the shared-memory sum in ``parallel/shm.c``) loads them with :func:`load_library`::
 
     lib = load_library(Path(__file__).with_name("trees.c"), declare=declare_fn)
 
@@ -15,9 +15,8 @@ processes (several ranks of one job) never load a half-written library.
 
 The outcome is decided once per process and source, visibly: :func:`load_library` returns
 the library or raises :class:`NativeUnavailable` with the reason (no compiler, a failed
-build, ``TORCHRANKBOOST_NATIVE=0``, a failed ``declare``), every later call the same.
-:func:`status` and :func:`load` answer for the tree kernels (``trees.c``, which also holds the
-shared-memory sum of the data-parallel fits).
+build, ``TORCHRANKBOOST_NATIVE=0``, a failed ``declare``), every later call the same. This
+module knows no source of its own: each room names its C file.
 """
 
 from __future__ import annotations
@@ -35,12 +34,10 @@ import threading
 from pathlib import Path
 from typing import Callable, Dict, Optional, Tuple, Union
 
-__all__ = ["load_library", "load", "status", "NativeUnavailable", "ptr"]
+__all__ = ["load_library", "NativeUnavailable", "ptr"]
 
 _log = logging.getLogger("torchrankboost")
 _FLAGS = ["-O2", "-std=gnu99", "-fPIC", "-shared", "-fopenmp", "-ffp-contract=off"]
-#: the tree kernels' source (a path, not an import: this module imports nothing of the package)
-TREES_SOURCE = Path(__file__).resolve().parent.parent / "boosting" / "kernels" / "trees.c"
 _lock = threading.RLock()
 _built: Dict[Path, Union[Path, str]] = {}  # source -> built library path, or the error message
 _loaded: Dict[Tuple[Path, Optional[Callable]], ctypes.CDLL] = {}
@@ -151,28 +148,6 @@ def load_library(source: Union[str, Path], *, declare: Optional[Declare] = None)
         _loaded[(src, declare)] = lib
         _log.info("compiled kernels loaded from %s", path)
         return lib
-
-
-def _declare_shm(lib: ctypes.CDLL) -> None:
-    p, i64, i32, d = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int, ctypes.c_double
-    lib.trb_shm_allreduce.argtypes = [p, p, i64, i32, i32, p, i64, i64, d]
-    lib.trb_shm_allreduce.restype = i32
-
-
-def load() -> ctypes.CDLL:
-    """The library of ``trees.c`` with its shared-memory sum ``trb_shm_allreduce`` declared
-    (used by the data-parallel fits' local reducer); :class:`NativeUnavailable` if it cannot
-    be had. The tree kernels declare their own functions (``boosting.kernels``)."""
-    return load_library(TREES_SOURCE, declare=_declare_shm)
-
-
-def status() -> str:
-    """``"native"`` when the compiled tree kernels load here, else ``"torch (<reason>)"``."""
-    try:
-        load()
-        return "native"
-    except NativeUnavailable as exc:
-        return f"torch ({exc})"
 
 
 def ptr(t) -> Optional[int]:

@@ -5,6 +5,7 @@
 
 from __future__ import annotations
 
+import ctypes
 import os
 import socket
 import tempfile
@@ -14,14 +15,25 @@ from typing import TYPE_CHECKING, Optional
 import torch
 from torch import Tensor
 
+from .. import _native
 from .errors import DistributedError
+from .transport import dist as _dist
 
 if TYPE_CHECKING:
     from .context import DistContext
 
 __all__ = ["SharedMemorySum", "candidate", "host_transport"]
 
-from .transport import dist as _dist
+#: the C source of the sum, compiled on first use by :func:`torchrankboost._native.load_library`
+SOURCE = Path(__file__).with_name("shm.c")
+
+
+def _declare(lib: ctypes.CDLL) -> None:
+    p, i64, i32, d = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int, ctypes.c_double
+    lib.trb_shm_allreduce.argtypes = [p, p, i64, i32, i32, p, i64, i64, d]
+    lib.trb_shm_allreduce.restype = i32
+    if lib.trb_shm_abi_version() != 1:
+        raise _native.NativeUnavailable("unexpected shared-memory sum ABI version")
 
 
 class SharedMemorySum:
@@ -30,8 +42,8 @@ class SharedMemorySum:
     A loopback-socket all-reduce (gloo) costs about 1 ms a call whatever its size up to
     ~1 MB; a boosted tree makes one per split. When every rank of the process group runs on
     this host, rank 0 creates a shared mapping (a file in ``/dev/shm``, unlinked once every
-    rank has mapped it) and each sum goes through the compiled ``trb_shm_allreduce`` of
-    :mod:`torchrankboost._native`: every rank copies its tensor into its slot, waits for the
+    rank has mapped it) and each sum goes through ``trb_shm_allreduce`` (``shm.c``
+    beside this module, compiled on first use): every rank copies its tensor into its slot, waits for the
     others (spinning, then yielding), and sums the W slots **in rank order** — the same
     result on every rank, deterministic. A peer that dies or a wait beyond ``timeout_s``
     raises :class:`DistributedError` instead of hanging. Set up once per process group, by a
@@ -96,10 +108,8 @@ def host_transport(ctx: "DistContext") -> Optional[SharedMemorySum]:
     _LOCAL[key] = None  # the collectives below must not recurse into here
     if os.environ.get("TORCHRANKBOOST_SHM", "1").strip().lower() in ("0", "no", "false", "off"):
         return None
-    from .. import _native
-
     try:
-        lib = _native.load()
+        lib = _native.load_library(SOURCE, declare=_declare)
         ok = True
     except _native.NativeUnavailable:
         lib, ok = None, False

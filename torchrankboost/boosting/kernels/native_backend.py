@@ -22,7 +22,7 @@ from ... import _native
 from .base import GrownTree, Reduce, TreeParams, Unavailable
 from .histogram import compact_reducer
 
-__all__ = ["NativeBackend", "library", "SOURCE"]
+__all__ = ["NativeBackend", "library", "status", "SOURCE"]
 
 SOURCE = Path(__file__).with_name("trees.c")
 _ABI = 2
@@ -79,6 +79,15 @@ def library() -> ctypes.CDLL:
     """The compiled tree kernels, or :class:`~torchrankboost._native.NativeUnavailable` with
     the reason (decided once per process)."""
     return _native.load_library(SOURCE, declare=_declare)
+
+
+def status() -> str:
+    """``"native"`` when the compiled tree kernels load here, else ``"torch (<reason>)"``."""
+    try:
+        library()
+        return "native"
+    except _native.NativeUnavailable as exc:
+        return f"torch ({exc})"
 
 
 def _buffers(lib, prepared, F: int, S: int, L: int) -> dict:
