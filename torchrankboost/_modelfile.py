@@ -29,6 +29,7 @@ from typing import Dict, Tuple
 import torch
 from torch import Tensor
 
+from ._errors import first_line
 from ._io import atomic_path
 from .params import build_from_params
 
@@ -94,7 +95,7 @@ def metadata_keys(path) -> set:
             return set((fh.metadata() or {}).keys())
     except Exception as exc:  # noqa: BLE001
         raise ModelFileError(f"{p}: not a readable safetensors model file "
-                             f"({_first_line(exc)})") from None
+                             f"({first_line(exc)})") from None
 
 
 def read_model_file(path, key: str, what: str, *, device=None) -> Tuple[dict, Dict[str, Tensor]]:
@@ -108,7 +109,7 @@ def read_model_file(path, key: str, what: str, *, device=None) -> Tuple[dict, Di
             md = fh.metadata() or {}
     except Exception as exc:  # noqa: BLE001 - any reader error is one message naming the file
         raise ModelFileError(f"{p}: not a readable safetensors model file "
-                             f"({_first_line(exc)})") from None
+                             f"({first_line(exc)})") from None
     if key not in md:
         raise ModelFileError(f"{p}: not a torchrankboost {what} file (no {key!r} metadata)")
     try:
@@ -122,13 +123,8 @@ def read_model_file(path, key: str, what: str, *, device=None) -> Tuple[dict, Di
         tensors = load_file(str(p), device=str(device) if device is not None else "cpu")
     except Exception as exc:  # noqa: BLE001
         raise ModelFileError(f"{p}: invalid model file: cannot read its tensors "
-                             f"({_first_line(exc)})") from None
+                             f"({first_line(exc)})") from None
     return meta, tensors
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 # ------------------------------------------------------------------------- validation

@@ -37,6 +37,7 @@ import sys
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
+from ._errors import first_line
 from .contract import NumericalError
 from .data import load_file, pad_features
 from .factory import load_model, rounds_kept
@@ -47,11 +48,6 @@ from .training import (DEFAULT_REPORT_BINARY, DEFAULT_REPORT_GRADED, PROG, ZERO_
                        parse_params, train)
 
 __all__ = ["main", "build_parser", "parse_params", "CLIError"]
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else ""
 
 
 # ============================================================================ reporting
@@ -270,7 +266,7 @@ def _load_model(path: str, device):
     try:
         return load_model(path, device=device)
     except Exception as exc:  # any reader error (safetensors, JSON, ...) is one line
-        msg = _first_line(exc) or type(exc).__name__
+        msg = first_line(exc)
         if msg.startswith(f"{path}: "):
             msg = msg[len(path) + 2:]
         raise CLIError(f"cannot load model {path}: {msg}") from None
@@ -294,7 +290,7 @@ def _score_file(args):
                          max_features=getattr(args, "max_features", None))
     except ValueError as exc:
         if stored is False and "feature index 0" in str(exc):
-            raise CLIError(f"{_first_line(exc)}; the model {args.model} was trained with "
+            raise CLIError(f"{first_line(exc, default='')}; the model {args.model} was trained with "
                            f"1-based feature numbering (index 0 does not exist there)"
                            ) from None
         raise
@@ -348,7 +344,7 @@ def _distributed_message(exc: DistributedError) -> str:
     if len(exc.failures) > 1 and len(msgs) == 1:
         ranks = ", ".join(str(r) for r in sorted(exc.failures))
         return f"ranks {ranks} failed: {next(iter(msgs)).splitlines()[0]}"
-    return _first_line(exc)
+    return first_line(exc, default='')
 
 
 COMMANDS = {"train": cmd_train, "evaluate": cmd_evaluate, "predict": cmd_predict,
@@ -380,7 +376,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             pass
         return 141  # 128 + SIGPIPE, as a command killed by the closed pipe
     except NumericalError as exc:  # the run failed numerically: status 1, one line
-        print(f"{PROG}: error: {_first_line(exc)}", file=sys.stderr)
+        print(f"{PROG}: error: {first_line(exc, default='')}", file=sys.stderr)
         return 1
     except DistributedError as exc:  # some rank of a data-parallel run failed: status 1
         print(f"{PROG}: error: {_distributed_message(exc)}", file=sys.stderr)
@@ -393,11 +389,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
               if exc.filename else f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
     except ValueError as exc:
-        print(f"{PROG}: error: {_first_line(exc) or 'invalid value'}", file=sys.stderr)
+        print(f"{PROG}: error: {first_line(exc, default='') or 'invalid value'}", file=sys.stderr)
         return 2
     except OSError as exc:  # an unwritable folder, a full disk, ...: one line, status 2
         where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
-        print(f"{PROG}: error: {where}{exc.strerror or _first_line(exc)}", file=sys.stderr)
+        print(f"{PROG}: error: {where}{exc.strerror or first_line(exc, default='')}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)

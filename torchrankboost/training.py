@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
+from ._errors import first_line
 from .contract import NumericalError
 from .factory import make_ranker, resolve_device, rounds_kept
 from .parallel.launch import (check_distributed_algorithm, context, empty_split_message, run_facts,
@@ -44,11 +45,6 @@ _LOGGED_OPTIONS = {"boost": {"eval_train": True}, "rankboost": {"track_margin": 
 
 class CLIError(Exception):
     """An input problem reported as one line and exit status 2."""
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else ""
 
 
 def parse_params(items: Optional[Sequence[str]], what: str = "--param") -> Dict[str, Any]:
@@ -231,7 +227,7 @@ def _save_model(model, out_path: str, args, run: RunPlan) -> str:
         model.save(out_path)
         return out_path
     except (OSError, ValueError) as exc:
-        reason = getattr(exc, "strerror", None) or _first_line(exc)
+        reason = getattr(exc, "strerror", None) or first_line(exc, default='')
         folder = _run_folder(args, run)
         os.makedirs(folder, exist_ok=True)
         fallback = os.path.join(folder, "model.fallback.safetensors")
@@ -257,7 +253,7 @@ def _save_partial(ranker, out_path: Optional[str], args, run: RunPlan) -> Option
         model.save(path)
     except (OSError, ValueError) as exc:
         print(f"{PROG}: warning: cannot save the partial model to {path}: "
-              f"{getattr(exc, 'strerror', None) or _first_line(exc)}", file=sys.stderr)
+              f"{getattr(exc, 'strerror', None) or first_line(exc, default='')}", file=sys.stderr)
         return None
     return path
 
@@ -379,7 +375,7 @@ def _fit_or_save_partial(args, ctx, ranker, splits, run: RunPlan, callbacks):
             raise
         note = f"the model of the last good round is saved to {saved}"
         if isinstance(exc, NumericalError):  # still one line
-            raise NumericalError(f"{_first_line(exc)}; {note}", round=exc.round,
+            raise NumericalError(f"{first_line(exc, default='')}; {note}", round=exc.round,
                                  model=exc.model) from None
         print(f"{PROG}: {ranker.stop_reason_}; {note}", file=sys.stderr)
         raise

@@ -18,17 +18,13 @@ from typing import Callable, Dict, Iterator, List, Optional, Sequence
 import torch
 from torch import Tensor
 
+from .._errors import first_line
 from .inputs import as_features
 
 __all__ = ["Ensemble", "as_features", "weak_summary"]
 
 FORMAT = "torchrankboost.Ensemble"
 FORMAT_VERSION = 1
-
-
-def _line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def _default_registry(tensors, meta):
@@ -237,7 +233,7 @@ class Ensemble:
             raise
         except (KeyError, TypeError, ValueError, IndexError, AttributeError,
                 RuntimeError) as exc:
-            what = f"missing entry {exc}" if isinstance(exc, KeyError) else _line(exc)
+            what = f"missing entry {exc}" if isinstance(exc, KeyError) else first_line(exc)
             raise ModelFileError(f"{path}: invalid model file: {what}") from None
         check_ensemble(path, ens, meta)
         return ens

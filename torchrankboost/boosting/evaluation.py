@@ -48,6 +48,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 import torch
 from torch import Tensor
 
+from .._errors import first_line
 from .. import registry
 from ..params import Params
 from .._threads import DEFAULT_THREADS, limit_threads
@@ -151,11 +152,6 @@ class FitState(Params):
         if self.model_ is None:
             raise ValueError(f"this {type(self).__name__} is not fitted yet; call fit() first")
         return self.model_.predict(X, **kwargs)
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def _is_nan(v) -> bool:
@@ -384,10 +380,10 @@ class FitMonitor:
         if isinstance(exc, KeyboardInterrupt):
             why = f"interrupted (KeyboardInterrupt) after round {self.n_rounds}"
         elif isinstance(exc, NumericalError):
-            why = _first_line(exc)
+            why = first_line(exc)
         else:
             why = (f"the fit failed after round {self.n_rounds} with {type(exc).__name__}: "
-                   f"{_first_line(exc)}")
+                   f"{first_line(exc)}")
         r.stop_reason_ = why
         model = None
         if self._build is not None and n > 0:

@@ -20,6 +20,7 @@ from typing import Optional, Tuple
 import numpy as np
 import torch
 
+from .._errors import first_line
 from ..groups import Groups
 from ..parallel.context import DistContext, get_context
 from .dataset import RankingData
@@ -127,13 +128,10 @@ def load_builtin(name: str, *, seed: int = 0, n_queries: int = 300, docs_per_que
 
 
 # ============================================================================ files
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else type(exc).__name__
 
 
 def _read_error(exc: BaseException, paths) -> ValueError:
-    msg = _first_line(exc)
+    msg = first_line(exc)
     if not any(str(p) in msg for p in paths):
         msg = f"{paths[0]}: {msg}"
     return ValueError(msg)
