@@ -8,7 +8,7 @@ stumps ``1[code_f > t]`` over binned codes: one packed histogram per statistic),
 Fig. 1, for small problems). The pair statistics they combine (``U``, ``L``, the bilinear
 ``Q``) come from :mod:`._pair_stats`.
 
-A *source* turns the user's ``rankers=`` argument and the training features into a
+A *source* turns the user's ``learner=`` argument and the training features into a
 dictionary, a description of a candidate (feature, threshold) and the fitted weak model of a
 candidate (a learners ``StumpModel`` / ``FeatureModel``, so the result is a plain
 :class:`Ensemble`).
