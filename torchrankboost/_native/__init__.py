@@ -13,6 +13,23 @@ the source, the compiler (``$CC``, default ``cc``), the flags (``-O2 -fopenmp
 torch reference), the machine and the platform, and written atomically so that concurrent
 processes (several ranks of one job) never load a half-written library.
 
+**The cache is trusted only when it is private.** A library in the cache is code that runs
+in this process, so the loader never opens one that another local user could have placed or
+changed:
+
+* the cache folder is created with mode 0700; an existing one is used only when it is a real
+  folder (not a symbolic link) owned by the current user and not writable by group or
+  others. Otherwise (a shared ``TORCHRANKBOOST_CACHE``, a world-writable
+  ``XDG_CACHE_HOME``) a fresh private folder from :func:`tempfile.mkdtemp` is used for
+  this process, with a warning; without a home folder it is such a folder too (never a
+  predictable path in the temporary directory);
+* a build writes the library under a name that carries its own SHA-256
+  (``<source>-<key>-<digest>.so``) and then, atomically, a record ``<source>-<key>.sha256``
+  with the full digest; a load reads the record, checks that the library and the record are
+  regular files owned by the current user and not writable by group or others, and that the
+  library's SHA-256 is the recorded one. A truncated, swapped or foreign file is rebuilt,
+  never loaded.
+
 The outcome is decided once per process and source, visibly: :func:`load_library` returns
 the library or raises :class:`NativeUnavailable` with the reason (no compiler, a failed
 build, ``TORCHRANKBOOST_NATIVE=0``, a failed ``declare``), every later call the same. This
@@ -21,16 +38,19 @@ module knows no source of its own: each room names its C file.
 
 from __future__ import annotations
 
+import atexit
 import ctypes
 import hashlib
 import logging
 import os
 import platform
+import stat
 import shutil
 import subprocess
 import sys
 import tempfile
 import threading
+import warnings
 from pathlib import Path
 from typing import Callable, Dict, Optional, Tuple, Union
 
@@ -49,7 +69,11 @@ class NativeUnavailable(RuntimeError):
     """A compiled library cannot be used here; the message says why."""
 
 
-def _cache_dir() -> Path:
+_private_fallback: Optional[Path] = None  # this process's own folder, made when needed
+
+
+def _requested_cache_dir() -> Optional[Path]:
+    """The cache folder the environment asks for (``None``: no home folder)."""
     env = os.environ.get("TORCHRANKBOOST_CACHE")
     if env:
         return Path(env)
@@ -58,21 +82,89 @@ def _cache_dir() -> Path:
         return Path(xdg) / "torchrankboost"
     try:
         return Path.home() / ".cache" / "torchrankboost"
-    except RuntimeError:  # no home folder (a bare service account): the temporary folder
-        return Path(tempfile.gettempdir()) / f"torchrankboost-cache-{os.getuid()}"
+    except RuntimeError:  # no home folder (a bare service account)
+        return None
 
 
-def _library_path(source: Path, cc: str) -> Path:
-    key = hashlib.sha256(source.read_bytes() + " ".join([cc] + _FLAGS).encode()
-                         + platform.machine().encode() + sys.platform.encode()).hexdigest()[:16]
-    return _cache_dir() / f"{source.stem}-{key}.so"
+def _untrusted(st: os.stat_result, what: str) -> Optional[str]:
+    """Why a file or folder with this ``lstat`` cannot be trusted (``None``: it can)."""
+    if stat.S_ISLNK(st.st_mode):
+        return f"{what} is a symbolic link"
+    if hasattr(os, "getuid") and st.st_uid != os.getuid():
+        return f"{what} is owned by uid {st.st_uid}, not by this user"
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        return f"{what} is writable by group or others (mode {stat.S_IMODE(st.st_mode):o})"
+    return None
 
 
-def _build(source: Path, cc: str, target: Path) -> None:
+def _private_dir() -> Path:
+    """A fresh folder of this process (mode 0700, unpredictable name), made once."""
+    global _private_fallback
+    if _private_fallback is None:
+        _private_fallback = Path(tempfile.mkdtemp(prefix="torchrankboost-cache-"))
+        atexit.register(shutil.rmtree, _private_fallback, True)
+    return _private_fallback
+
+
+def _cache_dir() -> Path:
+    """The folder of the compiled libraries: the requested one when it is private to this
+    user (created with mode 0700), else this process's own fresh folder."""
+    want = _requested_cache_dir()
+    if want is None:
+        return _private_dir()
+    try:
+        want.mkdir(mode=0o700, parents=True, exist_ok=True)
+        why = _untrusted(os.lstat(want), f"the cache folder {want}")
+    except OSError as exc:
+        why = f"the cache folder {want} cannot be used ({exc})"
+    if why is None:
+        return want
+    _log.warning("%s: compiled kernels are built in a private folder instead", why)
+    warnings.warn(f"torchrankboost: {why}; compiled kernels are built in a private temporary "
+                  f"folder instead", RuntimeWarning, stacklevel=4)
+    return _private_dir()
+
+
+def _library_key(source: Path, cc: str) -> str:
+    return hashlib.sha256(source.read_bytes() + " ".join([cc] + _FLAGS).encode()
+                          + platform.machine().encode() + sys.platform.encode()).hexdigest()[:16]
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def _verified_library(record: Path) -> Optional[Path]:
+    """The library that ``record`` names when both are private to this user and the
+    library's SHA-256 is the recorded one; ``None`` otherwise (then it is rebuilt)."""
+    try:
+        if _untrusted(os.lstat(record), str(record)) is not None:
+            return None
+        digest = record.read_text().strip()
+        if len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
+            return None
+        lib = record.with_name(f"{record.stem}-{digest[:16]}.so")
+        st = os.lstat(lib)
+        if _untrusted(st, str(lib)) is not None or not stat.S_ISREG(st.st_mode):
+            return None
+        return lib if _sha256(lib) == digest else None
+    except OSError:
+        return None
+
+
+def _build(source: Path, cc: str, record: Path) -> Path:
+    """Compile ``source``, store the library under a name carrying its SHA-256, then the
+    record of that digest (each step atomic); returns the library's path."""
     if shutil.which(cc) is None:
         raise NativeUnavailable(f"no C compiler: {cc!r} is not on PATH (set CC to one)")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=target.stem + ".", suffix=".tmp.so", dir=target.parent)
+    folder = record.parent
+    fd, tmp = tempfile.mkstemp(prefix=record.stem + ".", suffix=".tmp.so", dir=folder)
+    os.close(fd)
+    fd, tmp_record = tempfile.mkstemp(prefix=record.stem + ".", suffix=".tmp", dir=folder)
     os.close(fd)
     try:
         cmd = [cc, *_FLAGS, str(source), "-o", tmp, "-lm"]
@@ -80,10 +172,17 @@ def _build(source: Path, cc: str, target: Path) -> None:
         if res.returncode != 0:
             raise NativeUnavailable(f"building {source.name} failed ({' '.join(cmd)}): "
                                     f"{res.stderr.strip()[-2000:]}")
-        os.replace(tmp, target)  # atomic: a concurrent process sees all of it or nothing
+        os.chmod(tmp, 0o700)
+        digest = _sha256(Path(tmp))
+        lib = folder / f"{record.stem}-{digest[:16]}.so"
+        os.replace(tmp, lib)  # atomic: a concurrent process sees all of it or nothing
+        Path(tmp_record).write_text(digest + "\n")
+        os.replace(tmp_record, record)
+        return lib
     finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+        for leftover in (tmp, tmp_record):
+            if os.path.exists(leftover):
+                os.unlink(leftover)
 
 
 def _built_library(source: Path) -> Path:
@@ -99,10 +198,11 @@ def _built_library(source: Path) -> Path:
         if not source.is_file():
             raise NativeUnavailable(f"no C source at {source}")
         cc = os.environ.get("CC", "cc")
-        path = _library_path(source, cc)
-        if not path.exists():
-            _log.info("building the compiled kernels of %s: %s", source.name, path)
-            _build(source, cc, path)
+        record = _cache_dir() / f"{source.stem}-{_library_key(source, cc)}.sha256"
+        path = _verified_library(record)
+        if path is None:
+            _log.info("building the compiled kernels of %s in %s", source.name, record.parent)
+            path = _build(source, cc, record)
     except NativeUnavailable as exc:
         _built[source] = str(exc)
         raise
