@@ -19,7 +19,7 @@ same code on the CPU with tiny sizes (no pytest run), to check the script itself
 
     python scripts/gpu_check.py                       # on a CUDA machine
     python scripts/gpu_check.py --no-tests --trees 10
-    python scripts/gpu_check.py --dry-run-cpu --out /tmp/gpu_check
+    python scripts/gpu_check.py --dry-run-cpu --out gpu_check_dry_run
 """
 
 from __future__ import annotations

@@ -174,6 +174,14 @@ class CoordinateBoosting(FitState):
         self._reset_fit_state()
 
     # -------------------------------------------------------------------------- the fit
+    @flush_denormals
+    def fit(self, X, labels=None, groups=None, *, eval_set=None, eval_metric="ndcg@10",
+            early_stopping_rounds=None, callbacks=(), pairs=None):
+        """Fit on ``(X, labels, groups)`` (or explicit ``pairs``); the ranker contract's
+        ``fit``. Algorithms with other fit inputs (``init_scores``, no ``pairs``) override it."""
+        return self._fit(X, labels, groups, pairs, eval_set, eval_metric,
+                         early_stopping_rounds, callbacks)
+
     def _fit(self, X, labels, groups, pairs, eval_set, eval_metric, early_stopping_rounds,
              callbacks, init_scores=None):
         """The whole fit: inputs and monitor, the algorithm's ``_begin``, the rounds, the

@@ -307,12 +307,6 @@ class SmoothMarginRanking(CoordinateBoosting):
         self.warmup = warmup
         self.max_warmup_rounds = max_warmup_rounds
 
-    @flush_denormals
-    def fit(self, X, labels=None, groups=None, *, eval_set=None, eval_metric="ndcg@10",
-            early_stopping_rounds=None, callbacks=(), pairs=None):
-        return self._fit(X, labels, groups, pairs, eval_set, eval_metric,
-                         early_stopping_rounds, callbacks)
-
     def _begin(self, X, labels, groups, p, init_scores):
         self.stats_, self._D = stats_and_dictionary(self.source_, labels, groups, p,
                                                     self._comm.ctx)

@@ -11,7 +11,7 @@ from torch import Tensor
 
 from .._pair_engine.exponential import log_cosh as _logcosh
 from .._pair_engine.levels import label_pairs
-from .coordinate import CoordinateBoosting, Step, flush_denormals
+from .coordinate import CoordinateBoosting, Step
 
 __all__ = ["RankBoostPlus"]
 
@@ -64,12 +64,6 @@ class RankBoostPlus(CoordinateBoosting):
         """None: Ê2 depends on each ranker's ties and accumulated weight, not on the scores
         alone (evaluate RankBoost+ with ranking metrics)."""
         return None
-
-    @flush_denormals
-    def fit(self, X, labels=None, groups=None, *, eval_set=None, eval_metric="ndcg@10",
-            early_stopping_rounds=None, callbacks=(), pairs=None):
-        return self._fit(X, labels, groups, pairs, eval_set, eval_metric,
-                         early_stopping_rounds, callbacks)
 
     def _begin(self, X, labels, groups, p, init_scores):
         D = self.source_.dictionary
