@@ -12,6 +12,8 @@ Examples::
     python scripts/train_neural.py --loss pnorm_push --loss-param p=4 --epochs 30
     python scripts/train_neural.py --data "$TORCHRANKBOOST_DATA/mq2008/Fold1" --loss hinge
     python scripts/train_neural.py --data data/mq2008/Fold1 --device cuda
+    python scripts/train_neural.py --data data/mq2008/Fold1 --normalize -o mlp.safetensors
+    python scripts/train_neural.py score mlp.safetensors data/mq2008/Fold1/test.txt -o scores.txt
 
 ``--data`` takes a built-in name (``synthetic``, the default, or ``wdbc``) or a LETOR fold
 folder (``train.txt``/``vali.txt``/``test.txt``); see :func:`torchrankboost.data.data_root`
@@ -19,6 +21,17 @@ for where the project keeps real data sets.
 
 Prints the test NDCG@10 of the untrained network and of the trained one (the epoch with the
 best validation NDCG@10), and where the TensorBoard logs are.
+
+**Saving and scoring.** ``-o PATH`` saves the kept network (the best epoch's) in the
+library's model-file format (:mod:`torchrankboost._modelfile`: safetensors, no pickle): the
+weights as tensors and, as JSON metadata, what rebuilds it — the architecture and its sizes,
+the feature count, the preprocessing (``--normalize``, the feature numbering of the training
+files) and the loss it was trained with (its ``get_params`` description). ``score MODEL FILE``
+applies it to an SVMlight/LETOR file (features padded to the model's count, the stored
+preprocessing applied) and writes one score per line, in file order (``-o`` a file, default
+standard output). :func:`load_network` rebuilds the network in Python; it validates the file
+(the tensors' names and shapes against the stored architecture, finite weights) and raises a
+one-line ``ValueError`` naming the file.
 
 **Several processes.** Launched by ``torchrun`` (``WORLD_SIZE`` in the environment) the
 script trains data-parallel, one process per device::
@@ -52,6 +65,11 @@ import torch
 from torch import nn
 
 DEFAULT_DATA = "synthetic"
+#: the model-file metadata key of a saved network and its format version
+NETWORK_KEY = "neural_ranker"
+NETWORK_FORMAT = 1
+#: per-query min-max feature scaling (:func:`torchrankboost.data.normalize_per_query`)
+NORMALIZE = "per_query_min_max"
 
 
 def build_mlp(n_features: int, hidden: int = 64, layers: int = 2, dropout: float = 0.1) -> nn.Module:
@@ -100,11 +118,157 @@ def load(args):
     return train, valid, test
 
 
+def normalized(data):
+    """``data`` with per-query min-max scaled features (as ``--normalize`` of the CLI)."""
+    from dataclasses import replace
+
+    from torchrankboost.data import normalize_per_query
+
+    return replace(data, X=normalize_per_query(data.X, data.groups))
+
+
 def slice_queries(data, n_queries: int):
     """The first ``n_queries`` queries of a RankingData (for quick runs)."""
     from torchrankboost.data import slice_queries as slice_range
 
     return slice_range(data, 0, min(n_queries, data.num_queries))
+
+
+# ------------------------------------------------------------------ saving and scoring
+def network_meta(args, n_features: int, entry, loss_params, loss_fn, zero_based) -> dict:
+    """The JSON description stored beside the weights: what :func:`load_network` needs to
+    rebuild the network and the file reader to prepare data as in training."""
+    from torchrankboost.params import describe
+
+    return {"format": NETWORK_FORMAT, "architecture": "mlp", "n_features": int(n_features),
+            "hidden": int(args.hidden), "layers": int(args.layers),
+            "dropout": float(args.dropout),
+            "preprocessing": {"normalize": NORMALIZE if args.normalize else None,
+                              "zero_based": zero_based},
+            "loss": {"name": entry.name, "params": dict(loss_params),
+                     "description": describe(loss_fn)},
+            "trained": {"data": str(args.data), "epochs": int(args.epochs),
+                        "seed": int(args.seed), "lr": float(args.lr)}}
+
+
+def save_network(path, model: nn.Module, meta: dict) -> None:
+    """Write ``model``'s weights and ``meta`` through the library's model-file writer
+    (atomic; safetensors, no pickle)."""
+    from torchrankboost._modelfile import write_model_file
+
+    write_model_file(path, dict(model.state_dict()), NETWORK_KEY, meta, what="neural ranker")
+
+
+def _int_field(meta: dict, key: str, low: int) -> int:
+    v = meta.get(key)
+    if isinstance(v, bool) or not isinstance(v, int) or v < low:
+        raise ValueError(f"{key} must be an integer >= {low}, got {v!r}")
+    return v
+
+
+def _check_network_meta(meta: dict) -> None:
+    """``ValueError(problem)`` unless ``meta`` describes a network this script builds."""
+    if meta.get("format") != NETWORK_FORMAT:
+        raise ValueError(f"unknown format {meta.get('format')!r} (this script reads "
+                         f"{NETWORK_FORMAT})")
+    if meta.get("architecture") != "mlp":
+        raise ValueError(f"unknown architecture {meta.get('architecture')!r}")
+    for key, low in (("n_features", 1), ("hidden", 1), ("layers", 0)):
+        _int_field(meta, key, low)
+    d = meta.get("dropout")
+    if isinstance(d, bool) or not isinstance(d, (int, float)) or not 0 <= d < 1:
+        raise ValueError(f"dropout must be a number in [0, 1), got {d!r}")
+    pre = meta.get("preprocessing")
+    if not isinstance(pre, dict) or pre.get("normalize") not in (None, NORMALIZE) or \
+            pre.get("zero_based") not in (None, True, False):
+        raise ValueError(f"unknown preprocessing {pre!r}")
+
+
+def _check_weights(model: nn.Module, tensors: dict) -> None:
+    """``ValueError(problem)`` unless ``tensors`` are exactly ``model``'s parameters: the
+    same names and shapes, floating point, finite."""
+    expected = model.state_dict()
+    missing = [k for k in expected if k not in tensors]
+    extra = [k for k in tensors if k not in expected]
+    if missing or extra:
+        raise ValueError(f"the tensors do not match the stored architecture (missing "
+                         f"{missing or 'none'}, unexpected {extra or 'none'})")
+    for k, t in tensors.items():
+        if tuple(t.shape) != tuple(expected[k].shape):
+            raise ValueError(f"tensor {k!r} has shape {tuple(t.shape)}, the architecture "
+                             f"needs {tuple(expected[k].shape)}")
+        if not t.dtype.is_floating_point:
+            raise ValueError(f"tensor {k!r} has dtype {t.dtype}, not floating point")
+        if not bool(torch.isfinite(t).all()):
+            raise ValueError(f"tensor {k!r} holds non-finite values")
+
+
+def load_network(path, *, device=None):
+    """``(model, meta)``: the network saved by ``-o`` rebuilt from its metadata, in eval
+    mode. The file is validated (format, architecture, preprocessing; the tensors' names
+    and shapes against the architecture; finite weights): a bad file raises a one-line
+    ``ValueError`` naming it."""
+    from torchrankboost._modelfile import ModelFileError, read_model_file
+
+    meta, tensors = read_model_file(path, NETWORK_KEY, "neural ranker", device="cpu")
+    try:
+        _check_network_meta(meta)
+        model = build_mlp(meta["n_features"], meta["hidden"], meta["layers"],
+                          float(meta["dropout"]))
+        _check_weights(model, tensors)
+    except ValueError as exc:
+        raise ModelFileError(f"{path}: invalid model file: {exc}") from None
+    model.load_state_dict(tensors)
+    return model.to(device or "cpu").eval(), meta
+
+
+def score_file(model_path, data_path, *, device="cpu"):
+    """``(data, scores)``: the saved network applied to an SVMlight/LETOR file read as in
+    training (the stored feature numbering, features padded to the stored count, the stored
+    normalisation); scores ``(n,)`` in the order of the file's lines."""
+    from torchrankboost.data import load_file, normalize_per_query, pad_features
+
+    dev = torch.device(device)
+    model, meta = load_network(model_path, device=dev)
+    pre, F = meta["preprocessing"], meta["n_features"]
+    zb = "auto" if pre.get("zero_based") is None else pre["zero_based"]
+    data = load_file(data_path, zero_based=zb)
+    if data.num_features > F:
+        raise ValueError(f"{data_path}: has {data.num_features} features, the model "
+                         f"{model_path} expects {F}")
+    data = pad_features(data, F)
+    X = data.X
+    if pre.get("normalize") == NORMALIZE:
+        X = normalize_per_query(X, data.groups)
+    s = score(model, X.to(dev)).cpu()
+    if data.row is not None:  # back to file order if the reader regrouped the rows
+        s = torch.empty_like(s).index_copy_(0, data.row, s)
+    return data, s
+
+
+def score_main(argv) -> int:
+    """``train_neural.py score MODEL FILE [-o OUT] [--device D]``: one score per line."""
+    ap = argparse.ArgumentParser(prog="train_neural.py score",
+                                 description="Score an SVMlight/LETOR file with a network "
+                                             "saved by train_neural.py -o.")
+    ap.add_argument("model")
+    ap.add_argument("file")
+    ap.add_argument("--output", "-o", default=None, metavar="PATH",
+                    help="output file (default: standard output)")
+    ap.add_argument("--device", default="cpu")
+    args = ap.parse_args(argv)
+    from torchrankboost._io import atomic_write
+
+    try:
+        _, s = score_file(args.model, args.file, device=args.device)
+    except (ValueError, OSError, RuntimeError) as exc:
+        sys.exit(f"train_neural.py score: error: {str(exc).splitlines()[0]}")
+    text = "".join(f"{float(v)!r}\n" for v in s.tolist())
+    if args.output:
+        atomic_write(args.output, lambda fh: fh.write(text))
+    else:
+        sys.stdout.write(text)
+    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -129,6 +293,11 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--train-queries", type=int, default=None,
                     help="use only the first N training queries (quick runs)")
     ap.add_argument("--synthetic-queries", type=int, default=300)
+    ap.add_argument("--normalize", action="store_true",
+                    help="per-query min-max feature scaling (stored in a saved model)")
+    ap.add_argument("--output", "-o", default=None, metavar="PATH",
+                    help="save the kept network (safetensors + JSON metadata); score files "
+                         "with: train_neural.py score PATH FILE")
     ap.add_argument("--logdir", default=None, help="default runs/neural-<loss>-<timestamp>")
     ap.add_argument("--no-tensorboard", action="store_true")
     ap.add_argument("--quiet", action="store_true")
@@ -300,8 +469,19 @@ def shard_eval(data, ctx):
         sys.exit(f"train_neural.py: error: {exc}")
 
 
-def main(argv=None) -> dict:
+def main(argv=None):
+    """Train (the result as a dict) or, with ``score`` first, score a file (exit status)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["score"]:
+        return score_main(argv[1:])
     args = build_parser().parse_args(argv)
+    if args.output:  # before any work: a folder, read-only, an input...
+        from torchrankboost.training import CLIError, check_output
+
+        try:
+            check_output(args.output, [Path(args.data)] if Path(args.data).exists() else [])
+        except CLIError as exc:
+            sys.exit(f"train_neural.py: error: {exc}")
     distributed = launched_by_torchrun()
     entry, loss_params, loss_fn = make_loss(args, distributed)
     device = make_device(args.device, distributed)
@@ -329,8 +509,11 @@ def run(args, entry, loss_params, loss_fn, device, ctx) -> dict:
     main_rank = ctx is None or ctx.is_main
     torch.manual_seed(args.seed)  # the same initial network on every rank
     train, valid, test = load(args)
+    zero_based = getattr(train, "zero_based", None)
     if args.train_queries:
         train = slice_queries(train, args.train_queries)
+    if args.normalize:
+        train, valid, test = (normalized(d) for d in (train, valid, test))
     valid, test = shard_eval(valid, ctx), shard_eval(test, ctx)
     train, valid, test = (d.to(device) for d in (train, valid, test))
     loss_fn = loss_fn.to(device) if isinstance(loss_fn, nn.Module) else loss_fn
@@ -373,6 +556,9 @@ def run(args, entry, loss_params, loss_fn, device, ctx) -> dict:
                                   "seconds": seconds}, step=step)
         logger.close()
 
+    if args.output and main_rank:
+        save_network(args.output, model, network_meta(args, train.num_features, entry,
+                                                      loss_params, loss_fn, zero_based))
     if main_rank:
         where = f"{device}" if ctx is None else f"{device}, {ctx.world_size} processes"
         print(f"loss {entry.name}: test NDCG@10 before {before['ndcg@10']:.4f}  after "
@@ -384,8 +570,10 @@ def run(args, entry, loss_params, loss_fn, device, ctx) -> dict:
     return {"loss": entry.name, "before": before["ndcg@10"], "after": after["ndcg@10"],
             "best_epoch": best[2], "steps": step, "seconds": seconds,
             "logdir": None if logger is None else logger.logdir,
-            "world_size": 1 if ctx is None else ctx.world_size}
+            "world_size": 1 if ctx is None else ctx.world_size, "model": model,
+            "output": args.output}
 
 
 if __name__ == "__main__":
-    main()
+    out = main()
+    sys.exit(out if isinstance(out, int) else 0)

@@ -71,3 +71,80 @@ def test_bad_loss_name_is_one_line(script, capsys):
     with pytest.raises(SystemExit) as exc:
         script.main(["--data", "synthetic", "--loss", "nope"])
     assert "unknown loss 'nope'; valid choices" in str(exc.value.code)
+
+
+def _write_letor(path, data):
+    """``data`` as a LETOR file (1-based feature indices, ``qid:``)."""
+    lines = []
+    qid = 0
+    for q, (a, b) in enumerate(zip(data.groups.offsets[:-1].tolist(),
+                                   data.groups.offsets[1:].tolist())):
+        for i in range(a, b):
+            feats = " ".join(f"{j + 1}:{float(v)!r}" for j, v in enumerate(data.X[i].tolist()))
+            lines.append(f"{int(data.labels[i])} qid:{q + 1} {feats}")
+    path.write_text("\n".join(lines) + "\n")
+
+
+@pytest.fixture(scope="module")
+def saved_network(script, tmp_path_factory):
+    """A tiny network trained with --normalize and saved with -o; the test split."""
+    from torchrankboost.data import load_builtin
+
+    tmp = tmp_path_factory.mktemp("net")
+    res = script.main(["--data", "synthetic", "--synthetic-queries", "30", "--epochs", "1",
+                       "--hidden", "8", "--loss", "pnorm_push", "--loss-param", "p=2",
+                       "--normalize", "--no-tensorboard", "--quiet",
+                       "-o", str(tmp / "net.safetensors")])
+    test = load_builtin("synthetic", seed=0, n_queries=30, docs_per_query=20,
+                        n_features=30)[2]
+    _write_letor(tmp / "test.txt", test)
+    return res, tmp, test
+
+
+def test_saved_network_scores_a_file_exactly_as_the_trained_network(script, saved_network,
+                                                                      capsys):
+    res, tmp, test = saved_network
+    expected = script.score(res["model"], script.normalized(test).X)
+    assert script.main(["score", str(tmp / "net.safetensors"), str(tmp / "test.txt"),
+                        "-o", str(tmp / "scores.txt")]) == 0
+    got = torch.tensor([float(x) for x in (tmp / "scores.txt").read_text().split()])
+    assert torch.equal(got, expected.to(got.dtype))
+    # rebuilt as fresh objects from the file alone: the same scores
+    model, meta = script.load_network(tmp / "net.safetensors")
+    assert model is not res["model"]
+    assert torch.equal(script.score(model, script.normalized(test).X), expected)
+    assert meta["n_features"] == 30 and meta["hidden"] == 8
+    assert meta["preprocessing"]["normalize"] == script.NORMALIZE
+    assert meta["loss"]["name"] == "pnorm_push" and meta["loss"]["params"] == {"p": 2}
+    assert meta["loss"]["description"]["type"] == "PNormPushLoss"
+
+
+def test_loading_a_damaged_network_file_is_a_one_line_value_error(script, saved_network):
+    from torchrankboost._modelfile import read_model_file, write_model_file
+
+    _, tmp, _ = saved_network
+    meta, tensors = read_model_file(tmp / "net.safetensors", script.NETWORK_KEY, "net")
+    nan = {**tensors, "0.weight": tensors["0.weight"].clone().fill_(float("nan"))}
+    cases = {"non-finite": (meta, nan),
+             "shape": ({**meta, "hidden": 9}, tensors),
+             "missing": (meta, {k: v for k, v in tensors.items() if k != "0.bias"}),
+             "architecture": ({**meta, "architecture": "transformer"}, tensors),
+             "n_features": ({**meta, "n_features": 0}, tensors)}
+    for word, (m, t) in cases.items():
+        bad = tmp / f"bad-{word}.safetensors"
+        write_model_file(bad, t, script.NETWORK_KEY, m)
+        with pytest.raises(ValueError, match=word) as exc:
+            script.load_network(bad)
+        assert str(bad) in str(exc.value) and "\n" not in str(exc.value)
+    # the score command: one line, no traceback
+    with pytest.raises(SystemExit) as exc:
+        script.main(["score", str(tmp / "bad-shape.safetensors"), str(tmp / "test.txt")])
+    assert "invalid model file" in str(exc.value.code) and "\n" not in str(exc.value.code)
+
+
+def test_network_file_has_features_beyond_the_model_refused(script, saved_network, tmp_path):
+    _, tmp, _ = saved_network
+    (tmp_path / "wide.txt").write_text("1 qid:1 31:0.5\n0 qid:1 1:0.2\n")
+    with pytest.raises(SystemExit) as exc:
+        script.main(["score", str(tmp / "net.safetensors"), str(tmp_path / "wide.txt")])
+    assert "expects 30" in str(exc.value.code)
