@@ -377,7 +377,7 @@ def make_logger(args, entry, loss_params, device, ctx=None):
         "learner.dropout": args.dropout, "learning_rate": args.lr, "n_rounds": args.epochs,
         "seed": args.seed, "data": Path(str(args.data)).name,
         "weight_decay": args.weight_decay, "max_docs": args.max_docs,
-        **({"processes": ctx.world_size} if ctx is not None else {})})
+        **({"world_size": ctx.world_size} if ctx is not None else {})})
 
 
 def batches(args, train, epoch, sampler):

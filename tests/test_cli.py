@@ -51,8 +51,11 @@ def test_readme_first_command_trains_prints_metrics_and_writes_events(tmp_path):
     out = r.stdout
     assert re.search(r"^test\s+\d\.\d{4}", out, re.M), out  # the final metric table
     assert "auc" in out and "tensorboard --logdir runs" in out
-    runs = list((tmp_path / "runs").iterdir())
+    runs = [p for p in (tmp_path / "runs").iterdir() if p.is_dir()]
     assert len(runs) == 1 and runs[0].name.startswith("wdbc-exponential-")
+    # the HParams columns: one definition for the log folder, beside the run folders
+    assert "_hparams_/experiment" in read_events(tmp_path / "runs").PluginTagToContent(
+        "hparams")
     assert (runs[0] / "model.safetensors").is_file()
     ea = read_events(runs[0])
     tags = ea.Tags()

@@ -1,6 +1,7 @@
 """What :mod:`torchrankboost.tensorboard` writes beyond plain scalars: the tag layout and the
-tag descriptions, the HParams records (written directly as TensorBoard's hparams plugin
-protos, so that booleans stay booleans and every run declares the same metric columns) and
+tag descriptions, the HParams session records (written directly as TensorBoard's hparams
+plugin protos, so that booleans stay booleans; the columns are written once per log folder
+by :mod:`torchrankboost._tb_experiment`) and
 the ROC / precision-recall figure (drawn with Pillow, which ``SummaryWriter.add_image``
 needs anyway; matplotlib is not used).
 """
@@ -29,13 +30,19 @@ DIAG = "round"
 #: final values (the HParams metrics), the text summary, the ROC / PR figure
 SUMMARY = "summary"
 
-#: hyper-parameter columns every run declares (first, in this order); a run's own extra
-#: hyper-parameters follow
+#: the first hyper-parameter columns of a log folder's experiment definition (in this
+#: order; :mod:`torchrankboost._tb_experiment` adds every other column the library knows)
 STANDARD_HPARAMS = ("algorithm", "loss", "learner", "learner.max_leaves", "learning_rate",
                     "n_rounds", "seed", "data")
 #: the columns TensorBoard's HParams table shows without a click (it shows five: those
-#: marked ``differs``, in name order; the others are one click away in its left panel)
-SHOWN_HPARAMS = ("algorithm", "learner", "learning_rate", "loss", "n_rounds")
+#: marked ``differs``, in name order; the others are one click away in its left panel);
+#: ``data`` among them, so that runs on different data are told apart at a glance
+SHOWN_HPARAMS = ("algorithm", "data", "learner", "learning_rate", "loss")
+#: settings of the machinery rather than of the model: not HParams columns
+INTERNAL_PARAMS = frozenset({
+    "callbacks", "step", "curvature", "device", "base_score", "eval_train",
+    "exact_hess_max_n", "hess_floor", "line_search_tol", "line_search_order",
+    "max_step_ratio", "verbose", "track_margin", "on_unbounded", "n_threads"})
 #: metrics every run declares as HParams metric columns, for each split (``summary/<split>/
 #: <metric>``), so that every run's NDCG@k / MAP / AUC columns appear whichever run
 #: TensorBoard reads the declaration from
@@ -164,62 +171,46 @@ def clean_hparams(hp: Mapping[str, Any]) -> Dict[str, Any]:
     return clean
 
 
-def hparams_summaries(hparams: Mapping[str, Any], metric_tags: Sequence[str],
-                      *, group_name: str = ""):
-    """The three hparams plugin summaries (experiment, session start, session end).
-
-    ``hparams`` are typed as they are (a bool stays a bool, unlike
-    ``torch.utils.tensorboard.summary.hparams``); ``metric_tags`` are declared as the
-    experiment's metric columns (their values are the last value of the scalar of that tag
-    in the run)."""
+def hparams_plugin_summary(tag: str, data):
+    """A summary carrying hparams plugin data (``HParamsPluginData``) under ``tag``."""
     from tensorboard.compat.proto.summary_pb2 import Summary, SummaryMetadata
-    from tensorboard.plugins.hparams import api_pb2, metadata, plugin_data_pb2
+    from tensorboard.plugins.hparams import metadata
+
+    data.version = metadata.PLUGIN_DATA_VERSION
+    md = SummaryMetadata(plugin_data=SummaryMetadata.PluginData(
+        plugin_name=metadata.PLUGIN_NAME, content=data.SerializeToString()))
+    return Summary(value=[Summary.Value(tag=tag, metadata=md)])
+
+
+def hparam_value(v):
+    """A cleaned hyper-parameter value (see :func:`clean_hparams`) as the
+    ``google.protobuf.Value`` of a session: a bool stays a bool (unlike
+    ``torch.utils.tensorboard.summary.hparams``), numbers are float64."""
     from google.protobuf import struct_pb2
 
-    hp = clean_hparams(hparams)
-    order = [k for k in STANDARD_HPARAMS] + [k for k in hp if k not in STANDARD_HPARAMS]
-    infos, values = [], {}
-    for k in order:
-        v = hp.get(k)
-        if isinstance(v, bool):
-            typ, val = api_pb2.DATA_TYPE_BOOL, struct_pb2.Value(bool_value=v)
-        elif isinstance(v, (int, float)):
-            typ, val = api_pb2.DATA_TYPE_FLOAT64, struct_pb2.Value(number_value=float(v))
-        elif isinstance(v, str):
-            typ, val = api_pb2.DATA_TYPE_STRING, struct_pb2.Value(string_value=v)
-        else:  # a standard column this run has no value for
-            typ, val = (api_pb2.DATA_TYPE_FLOAT64 if k in ("learner.max_leaves",
-                                                            "learning_rate", "n_rounds",
-                                                            "seed")
-                        else api_pb2.DATA_TYPE_STRING), None
-        # TensorBoard lists ``differs`` columns first and shows the first five by default
-        infos.append(api_pb2.HParamInfo(name=k, type=typ, differs=k in SHOWN_HPARAMS))
-        if val is not None:
-            values[k] = val
-    metric_infos = [api_pb2.MetricInfo(name=api_pb2.MetricName(tag=t),
-                                       display_name=t.split("/", 1)[-1],
-                                       description=describe_tag(t))
-                    for t in metric_tags]
-    experiment = api_pb2.Experiment(hparam_infos=infos, metric_infos=metric_infos)
+    if isinstance(v, bool):
+        return struct_pb2.Value(bool_value=v)
+    if isinstance(v, (int, float)):
+        return struct_pb2.Value(number_value=float(v))
+    return struct_pb2.Value(string_value=str(v))
 
-    def wrap(tag, data: plugin_data_pb2.HParamsPluginData):
-        data.version = metadata.PLUGIN_DATA_VERSION
-        md = SummaryMetadata(plugin_data=SummaryMetadata.PluginData(
-            plugin_name=metadata.PLUGIN_NAME, content=data.SerializeToString()))
-        return Summary(value=[Summary.Value(tag=tag, metadata=md)])
 
-    exp = wrap(metadata.EXPERIMENT_TAG, plugin_data_pb2.HParamsPluginData(experiment=experiment))
+def session_summaries(hparams: Mapping[str, Any], *, group_name: str = ""):
+    """The session summaries of one run (session start with its hyper-parameter values,
+    session end): what a run writes into its own folder. The columns (the experiment) are
+    written once per log folder (:mod:`torchrankboost._tb_experiment`)."""
+    from tensorboard.plugins.hparams import api_pb2, metadata, plugin_data_pb2
+
     start = plugin_data_pb2.SessionStartInfo(group_name=group_name,
                                              start_time_secs=time.time())
-    for k, v in values.items():
-        start.hparams[k].CopyFrom(v)
-    ssi = wrap(metadata.SESSION_START_INFO_TAG,
-               plugin_data_pb2.HParamsPluginData(session_start_info=start))
+    for k, v in clean_hparams(hparams).items():
+        start.hparams[k].CopyFrom(hparam_value(v))
     end = plugin_data_pb2.SessionEndInfo(status=api_pb2.STATUS_SUCCESS,
                                          end_time_secs=time.time())
-    sei = wrap(metadata.SESSION_END_INFO_TAG,
-               plugin_data_pb2.HParamsPluginData(session_end_info=end))
-    return exp, ssi, sei
+    return (hparams_plugin_summary(metadata.SESSION_START_INFO_TAG,
+                                   plugin_data_pb2.HParamsPluginData(session_start_info=start)),
+            hparams_plugin_summary(metadata.SESSION_END_INFO_TAG,
+                                   plugin_data_pb2.HParamsPluginData(session_end_info=end)))
 
 
 def scalar_summary(tag: str, value: float, description: str = ""):

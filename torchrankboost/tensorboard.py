@@ -40,11 +40,16 @@ that matter come first):
   ``summary/<split>_roc_pr`` (the ROC curve with its AUC and the precision-recall curve with
   its average precision, with axes and labels; drawn with Pillow, no matplotlib needed),
   plus TensorBoard's interactive PR curve (PR Curves tab);
-* ``hparams``: the hyper-parameters a person tunes (algorithm as named, loss, learner and
-  its settings as separate columns, learning rate, rounds, seed, data) with every run
-  declaring the same metric columns (NDCG@1/5/10, MAP, AUC, pair error on test, valid and
-  train, rounds used, best round, seconds), written into the run directory so that the
-  HParams tab links to the curves.
+* ``hparams``: the run's session — the hyper-parameters a person tunes (algorithm as named,
+  loss, learner and its settings as separate columns, learning rate, rounds, seed, data) —
+  written into the run directory so that the HParams tab links to the curves. The columns
+  (the *experiment*) are written once for the whole log folder, in the folder above the run
+  (``runs/``; ``experiment_dir``): the union of every hyper-parameter the library knows
+  (every algorithm's, loss's and learner's ``get_params()`` names) and of the runs' own, with
+  the metric columns (NDCG@1/5/10, MAP, AUC, pair error on test, valid and train, rounds
+  used, best round, seconds, and the runs' others); see :mod:`torchrankboost._tb_experiment`.
+  TensorBoard shows ``algorithm``, ``data``, ``learner``, ``learning_rate`` and ``loss``
+  without a click.
 
 Every scalar tag carries a one-line description (the chart's tooltip).
 
@@ -66,6 +71,7 @@ import torch
 from torch import Tensor
 
 from . import _tb_summary as _tb
+from ._tb_experiment import update_experiment
 from ._tb_summary import roc_curve_points, to_numpy as _to_numpy
 from .contract import FitInfo, RoundRecord
 
@@ -180,6 +186,9 @@ class TensorBoardLogger:
             ends (the metrics of the kept model: the best round's under early stopping); set
             ``False`` to call :meth:`log_hparams` yourself later, e.g. with test metrics (a
             run should hold one hparams record).
+        experiment_dir: the folder that holds the HParams experiment definition shared by
+            the runs in it (default: the folder above ``logdir``, e.g. ``runs``; give the
+            folder you point ``tensorboard --logdir`` at when runs are nested deeper).
 
     Callback: ``on_fit_start(ranker, info)``, ``on_round_end(ranker, record) -> None`` (never
     asks to stop), ``on_fit_end(ranker, model)``.
@@ -190,7 +199,7 @@ class TensorBoardLogger:
     def __init__(self, logdir: Optional[str] = None, *, name: str = "run",
                  hparams: Optional[Mapping[str, Any]] = None, histogram_every: int = 10,
                  relevance_threshold: float = 0.0, flush_secs: int = 10,
-                 hparams_on_fit_end: bool = True):
+                 hparams_on_fit_end: bool = True, experiment_dir: Optional[str] = None):
         if histogram_every < 1:
             raise ValueError(f"histogram_every must be >= 1, got {histogram_every}")
         from torch.utils.tensorboard import SummaryWriter
@@ -201,6 +210,8 @@ class TensorBoardLogger:
         self.histogram_every = int(histogram_every)
         self.relevance_threshold = float(relevance_threshold)
         self.hparams_on_fit_end = bool(hparams_on_fit_end)
+        self.experiment_dir = str(experiment_dir) if experiment_dir is not None else \
+            os.path.dirname(os.path.abspath(self.logdir))
         self.last_scalars: Dict[str, float] = {}
         self._described: set = set()
         self._last_time: Optional[float] = None
@@ -290,10 +301,10 @@ class TensorBoardLogger:
         ``metrics/<split>/<metric>`` scalar written so far. Each is written once as
         ``summary/<key>`` (at ``step``, default the last round) — the HParams metric
         values — and all of them as a table in the text summary ``summary/final_metrics``.
-        Every run declares the same metric columns (:data:`~torchrankboost._tb_summary.
-        STANDARD_METRICS` on test/valid/train, rounds used, best round, seconds) plus its
-        own others, so the columns of every run appear whichever run TensorBoard reads the
-        declaration from.
+        The run's folder gets its session (the hyper-parameter values); the log folder's
+        one experiment definition (``experiment_dir``) is brought up to the union of the
+        known columns, its own and this run's hyper-parameters and metrics
+        (:func:`~torchrankboost._tb_experiment.update_experiment`).
         """
         hp = dict(self.hparams)
         hp.update(hparams or {})
@@ -334,8 +345,9 @@ class TensorBoardLogger:
                                                           for k, v in shown.items())
         if text.strip():
             self.writer.add_text(f"{_tb.SUMMARY}/final_metrics", text, at)
+        update_experiment(self.experiment_dir, hp, list(final))
         fw = self.writer._get_file_writer()
-        for summ in _tb.hparams_summaries(hp, _tb.declared_metrics(list(final))):
+        for summ in _tb.session_summaries(hp):
             fw.add_summary(summ)
         self._hparams_written = True
         self.writer.flush()
@@ -501,9 +513,7 @@ def record_items(record: RoundRecord) -> Dict[str, Any]:
 
 
 # settings of the machinery rather than of the model: not HParams columns
-_INTERNAL = {"callbacks", "step", "curvature", "device", "base_score", "eval_train",
-             "exact_hess_max_n", "hess_floor", "line_search_tol", "line_search_order",
-             "max_step_ratio", "verbose", "track_margin", "on_unbounded", "n_threads"}
+_INTERNAL = _tb.INTERNAL_PARAMS
 
 
 def info_hparams(info: FitInfo) -> Dict[str, Any]:

@@ -314,7 +314,9 @@ class CoordinateBoosting(FitState):
 
     def _start(self, X, groups, builder):
         self._builder = builder
-        params = {"learner": describe(self.learner), "on_unbounded": self.on_unbounded}
+        # the weak rankers used (``learner=None`` means Stumps()), not the None given
+        params = {"learner": describe(source_class(self.learner)[1]),
+                  "on_unbounded": self.on_unbounded}
         for k in ("variant", "p", "warmup"):
             if hasattr(self, k):
                 params[k] = getattr(self, k)
