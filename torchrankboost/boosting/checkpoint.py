@@ -289,3 +289,48 @@ def booster_resume(booster, run, start: Optional[Start]) -> None:
             _, g, h = run.bound.value_grad_hess(run.scores, hess=kind)
         run.comm.check()
         run.pending = (run.scores, g, h, kind)
+
+
+# ------------------------------------------------------------------------- the RankBoost family
+def coordinate_resume(algo, start: Optional[Start], X: Tensor, s: Tensor):
+    """``(rounds, s, l1)`` of a :class:`~.coordinate.CoordinateBoosting` fit: the 0-based
+    rounds to run, the starting scores and ``‖λ‖₁ = Σ_t |w_t|`` (a continued model's), with
+    the evaluation scores and a resume's monitor state restored; the monitor learns to take
+    snapshots (the ensemble so far; no random state). The pair statistics' per-query
+    centre (kept between rounds, see :mod:`._pair_stats`) is rebuilt from the scores of the
+    round it was taken at (rank 0's round on several processes)."""
+    monitor = algo.monitor_
+    stats = getattr(algo, "stats_", None)
+    facts = _jsonable(dict(algorithm=type(algo).__name__, n_docs=algo._sizes[0],
+                           n_queries=algo._sizes[1]))
+    _track_centre(stats, monitor)
+    monitor.snapshot = lambda: (algo._builder.build(), {}, {
+        "round": monitor.n_rounds, "facts": facts,
+        "centre_round": getattr(stats, "_centre_round", None)})
+    if start is None:
+        return range(algo.n_rounds), s, 0.0
+    start.check(facts)
+    start.restore(monitor, X, monitor.evals)
+    cr = start.saved.meta.get("centre_round") if start.saved is not None else None
+    if cr is not None and hasattr(stats, "_centre"):
+        stats._c = stats._centre(s + start.ensemble.predict(X, n_rounds=cr, batch_size=None))
+        stats._centre_round = cr
+    l1 = 0.0
+    for w in start.ensemble.weights:  # the loop's own order of sums
+        l1 += abs(w)
+    r = start.rounds(algo.n_rounds)
+    return range(r.start - 1, r.stop - 1), s + start.scores(X), l1
+
+
+def _track_centre(stats, monitor) -> None:
+    """Note on ``stats`` the round whose scores its per-query centre was taken from."""
+    centre = getattr(stats, "_centre", None)
+    if not callable(centre):
+        return
+
+    def tracked(s, **kw):
+        if not kw:
+            stats._centre_round = monitor.n_rounds
+        return centre(s, **kw)
+
+    stats._centre = tracked
