@@ -209,14 +209,16 @@ class Start:
             raise ValueError(f"resume: the checkpoint is of another fit ({k} was {want[k]!r}, "
                              f"now {facts[k]!r}); resume with the same data and settings")
 
-    def restore(self, monitor, X, evals) -> None:
-        """The evaluation scores from the ensemble, and the saved monitor state."""
+    def restore(self, monitor, X, evals, info: dict) -> None:
+        """The evaluation scores from the ensemble, the saved monitor state, and the rounds
+        of the continued model in the new model's ``info["init_rounds"]``."""
         for j, (_, Xv, _, _) in enumerate(evals):
             monitor.scores[j] = self.scores(Xv.to(X.device))
         if self.saved is not None:
             _restore_monitor(monitor, self.saved.meta["monitor"])
         else:
             monitor.offset = self.k
+        info["init_rounds"] = monitor.offset
 
 
 def open_start(ranker, init_model=None, resume=None, *, init_score=None) -> Optional[Start]:
@@ -277,7 +279,7 @@ def booster_resume(booster, run, start: Optional[Start]) -> None:
     if start is None:
         return
     start.check(facts)
-    start.restore(run.monitor, run.X, run.monitor.evals)
+    start.restore(run.monitor, run.X, run.monitor.evals, run.ensemble.info)
     run.rounds = start.rounds(booster.n_rounds)
     if start.saved is None:
         return
@@ -310,7 +312,7 @@ def coordinate_resume(algo, start: Optional[Start], X: Tensor, s: Tensor):
     if start is None:
         return range(algo.n_rounds), s, 0.0
     start.check(facts)
-    start.restore(monitor, X, monitor.evals)
+    start.restore(monitor, X, monitor.evals, algo._builder.info)
     cr = start.saved.meta.get("centre_round") if start.saved is not None else None
     if cr is not None and hasattr(stats, "_centre"):
         stats._c = stats._centre(s + start.ensemble.predict(X, n_rounds=cr, batch_size=None))
@@ -334,3 +336,20 @@ def _track_centre(stats, monitor) -> None:
         return centre(s, **kw)
 
     stats._centre = tracked
+
+
+def warm_start_init(ranker, previous):
+    """scikit-learn's ``warm_start``: the model to continue (``None``: fit from scratch) with
+    ``ranker.n_rounds`` set to the rounds still missing to its total (``ValueError`` when
+    ``previous`` already has more rounds than the total)."""
+    k = getattr(previous, "n_rounds", None)
+    if k is None:  # nothing fitted yet, or a model without rounds (RankSVM): a new fit
+        return None
+    if not getattr(ranker, "_continues", False):
+        raise ValueError(f"warm_start: {type(ranker).__name__} cannot continue a model; "
+                         f"use warm_start=False")
+    if k > ranker.n_rounds:
+        raise ValueError(f"warm_start: n_rounds={ranker.n_rounds} must be at least the "
+                         f"{k} rounds of the fitted model")
+    ranker.n_rounds = ranker.n_rounds - k
+    return previous
