@@ -169,10 +169,22 @@ def _train(cwd, extra, *, background=False):
     return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
 
 
+def _kill_workers_in(folder: Path) -> None:
+    """SIGKILL the processes (this test's training workers) whose working folder is
+    ``folder``, by their ids."""
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if Path(os.readlink(entry / "cwd")) == folder.resolve():
+                    os.kill(int(entry.name), signal.SIGKILL)
+            except OSError:
+                continue
+
+
 def test_cli_run_killed_after_a_checkpoint_resumes_to_the_same_model_on_2_processes(
         tmp_path):
-    """``train --nproc 2 --checkpoint-every 3`` killed (SIGKILL to every process) once a
-    checkpoint is on disk, then ``--resume`` from it: the model of the run left alone, bit
+    """``train --nproc 2 --checkpoint-every 3`` stopped (SIGTERM, then SIGKILL to any
+    worker left) once a checkpoint is on disk, then ``--resume`` from it: the model of the run left alone, bit
     for bit (query subsampling, feature fraction and early-stopping state on)."""
     from torchrankboost.factory import load_model
 
@@ -187,9 +199,10 @@ def test_cli_run_killed_after_a_checkpoint_resumes_to_the_same_model_on_2_proces
         t0 = time.monotonic()
         while not ck.exists() and proc.poll() is None and time.monotonic() - t0 < 240:
             time.sleep(0.002)
-        os.killpg(proc.pid, signal.SIGKILL)
-    finally:
+        os.killpg(proc.pid, signal.SIGTERM)  # torchrun passes it on to its workers
         proc.wait(timeout=60)
+    finally:
+        _kill_workers_in(tmp_path)  # workers run in sessions of their own: none may outlive
     assert not (tmp_path / "cut.safetensors").exists(), "the run ended before the kill"
     rnd = load_checkpoint(ck).round
     assert 3 <= rnd < 40 and rnd % 3 == 0
