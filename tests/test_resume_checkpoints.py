@@ -181,6 +181,7 @@ def _kill_workers_in(folder: Path) -> None:
                 continue
 
 
+@pytest.mark.slow
 def test_cli_run_killed_after_a_checkpoint_resumes_to_the_same_model_on_2_processes(
         tmp_path):
     """``train --nproc 2 --checkpoint-every 3`` stopped (SIGTERM, then SIGKILL to any
