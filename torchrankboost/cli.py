@@ -172,6 +172,12 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--output", "-o", default=None, metavar="PATH",
                    help="where to save the model (default <logdir>/model.safetensors)")
     g.add_argument("--no-tensorboard", action="store_true", help="do not write event files")
+    g.add_argument("--init-model", metavar="PATH", help="continue this saved model: "
+                   "--rounds more rounds (warm start)")
+    g.add_argument("--checkpoint-every", type=int, metavar="K", help="save the fit's state "
+                   "every K rounds to <output stem>.checkpoint.safetensors")
+    g.add_argument("--resume", metavar="PATH", help="resume the same run exactly from "
+                   "its checkpoint (same data and options; --rounds is the total)")
     g.add_argument("--quiet", "-q", action="store_true",
                    help="no progress output (the final table is still printed)")
 

@@ -50,6 +50,7 @@ from torch import Tensor
 
 from . import registry
 from ._threads import limit_threads, resolve_n_jobs
+from .boosting.checkpoint import warm_start_init
 from .factory import load_model, make_ranker, resolve_device, rounds_kept
 
 try:  # scikit-learn is a dependency; keep the import local to this module
@@ -165,6 +166,8 @@ class BoostedRanker(BaseEstimator):
             feature, LightGBM's ``importance_type="gain"``) or ``"split"`` (number of splits
             using the feature). A linear model (RankSVM) reports ``|weight|``.
         verbose: show a progress bar (or lines, off a terminal) while fitting.
+        warm_start: a second ``fit`` continues the fitted model up to ``n_rounds`` rounds in
+            all (scikit-learn's convention; the algorithms that take ``init_model``).
 
     Attributes after ``fit``: ``ranker_`` (the fitted algorithm, see
     :mod:`torchrankboost.contract`), ``model_`` (the fitted model, e.g. an ``Ensemble``),
@@ -183,7 +186,7 @@ class BoostedRanker(BaseEstimator):
                  score_metric: str = "ndcg@10", qid_column: Optional[int] = None,
                  device: Optional[str] = None, seed: Optional[int] = None,
                  n_jobs: Optional[int] = None, importance_type: str = "gain",
-                 verbose: bool = False):
+                 verbose: bool = False, warm_start: bool = False):
         self.algorithm = algorithm
         self.loss = loss
         self.learner = learner
@@ -202,6 +205,7 @@ class BoostedRanker(BaseEstimator):
         self.n_jobs = n_jobs
         self.importance_type = importance_type
         self.verbose = verbose
+        self.warm_start = warm_start
 
     # ------------------------------------------------------------------ helpers
     def _device(self):
@@ -290,6 +294,8 @@ class BoostedRanker(BaseEstimator):
             learning_rate=self.learning_rate, max_leaves=self.max_leaves,
             loss_params=self.loss_params, learner_params=self.learner_params,
             params=params, seed=self.seed, n_threads=resolve_n_jobs(self.n_jobs))
+        init = warm_start_init(ranker, getattr(self, "model_", None) if self.warm_start else None)
+        init = {} if init is None else {"init_model": init}
         stopping = self.early_stopping_rounds if evals else None
         cbs = list(callbacks or ())
         if self.verbose:
@@ -297,7 +303,7 @@ class BoostedRanker(BaseEstimator):
 
             cbs.append(ProgressCallback())
         model = ranker.fit(Xt, yt, groups, eval_set=evals or None, eval_metric=self.eval_metric,
-                           early_stopping_rounds=stopping, callbacks=cbs)
+                           early_stopping_rounds=stopping, callbacks=cbs, **init)
         self.ranker_ = ranker
         self.n_queries_ = int(groups.num_groups)
         self.model_ = model

@@ -108,10 +108,12 @@ def ranker_from_params(spec: Dict[str, Any], *, n_threads: Optional[int] = DEFAU
 
 def rounds_kept(ranker, early_stopping_rounds: Optional[int]) -> int:
     """Rounds in a fitted ranker's model: the best round when early stopping cut the model
-    back to it, else every round that ran (``len(history_)``)."""
+    back to it, else every round that ran (``len(history_)``, after the rounds of a
+    continued model: ``info["init_rounds"]``)."""
     if early_stopping_rounds and ranker.best_round_ is not None:
         return int(ranker.best_round_)
-    return len(ranker.history_)
+    info = getattr(getattr(ranker, "model_", None), "info", None)
+    return len(ranker.history_) + int((info or {}).get("init_rounds", 0))
 
 
 def load_model(path, *, device=None):

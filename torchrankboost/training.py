@@ -273,6 +273,7 @@ def _start(args, ctx):
         check_distributed_algorithm(ctx, options["algorithm"], DISTRIBUTED_ALGORITHMS, error=CLIError)
         if args.output and ctx.is_main:  # the model must have somewhere to go
             check_output(args.output, _input_paths(args))
+        _check_continue(args)
     return dev, options
 
 
@@ -308,6 +309,9 @@ def _prepare(args, ctx, options, splits, name: str):
             for key, value in _LOGGED_OPTIONS.get(run.algorithm, {}).items():
                 options["params"].setdefault(key, value)
         ranker = make_ranker(**options)  # bad parameters fail here, before a run folder
+        if (args.init_model or args.resume) and not getattr(ranker, "_continues", False):
+            raise CLIError(f"--init-model/--resume: algorithm {run.algorithm!r} cannot "
+                           f"continue a model (boost, qbrank, gbt, rankboost, pnorm_push can)")
         if ctx.is_main:
             if not args.no_tensorboard or not args.output:
                 _run_folder(args, run)
@@ -331,7 +335,32 @@ def _callbacks(args, ctx, run: RunPlan):
             "algorithm": args.algorithm or "boost", "data": run.data_name, "metric": run.metric,
             "early_stopping": run.early_stopping, **run_facts(ctx)}, hparams_on_fit_end=False)
         callbacks.append(logger)
+    if args.checkpoint_every:
+        from .boosting.checkpoint import Checkpoint
+
+        callbacks.append(Checkpoint(checkpoint_path(args, run), every=args.checkpoint_every))
     return callbacks, logger
+
+
+def checkpoint_path(args, run: RunPlan) -> str:
+    """Where ``--checkpoint-every`` writes: ``<output stem>.checkpoint.safetensors`` (or
+    the run folder's ``checkpoint.safetensors``)."""
+    if not args.output:
+        return os.path.join(run.logdir, "checkpoint.safetensors")
+    out = args.output
+    stem = out[:-len(".safetensors")] if out.endswith(".safetensors") else out
+    return stem + ".checkpoint.safetensors"
+
+
+def _check_continue(args) -> None:
+    """``--init-model``, ``--resume``, ``--checkpoint-every``: one-line errors up front."""
+    if args.init_model and args.resume:
+        raise CLIError("give --init-model or --resume, not both (a checkpoint holds its model)")
+    for flag, path in (("--init-model", args.init_model), ("--resume", args.resume)):
+        if path and not os.path.isfile(path):
+            raise CLIError(f"{flag}: no such file: {path}")
+    if args.checkpoint_every is not None and args.checkpoint_every < 1:
+        raise CLIError(f"--checkpoint-every must be >= 1, got {args.checkpoint_every}")
 
 
 def _announce(args, ctx, run: RunPlan, tr, dev) -> None:
@@ -345,13 +374,13 @@ def _announce(args, ctx, run: RunPlan, tr, dev) -> None:
               f"{where_text(ctx, dev)}", file=sys.stderr)
 
 
-def _fit(ranker, splits: Dict[str, Any], run: RunPlan, callbacks: List[Any]):
-    """Fit on ``splits["train"]``, watching ``splits["valid"]`` when there is one; returns
-    ``(model, seconds)``."""
+def _fit(ranker, splits: Dict[str, Any], run: RunPlan, callbacks: List[Any], **start):
+    """Fit on ``splits["train"]``, watching ``splits["valid"]`` when there is one (``start``:
+    ``init_model=`` / ``resume=``); returns ``(model, seconds)``."""
     from . import registry
 
     tr, va = splits["train"], splits.get("valid")
-    kwargs: Dict[str, Any] = {"callbacks": callbacks}
+    kwargs: Dict[str, Any] = {"callbacks": callbacks, **start}
     if va is not None:
         main_metric = registry.metric(run.metric).name
         watch = [run.metric] + [m for m in run.report if registry.metric(m).name != main_metric]
@@ -368,7 +397,9 @@ def _fit_or_save_partial(args, ctx, ranker, splits, run: RunPlan, callbacks):
     """:func:`_fit`; after Ctrl-C or a numerical failure, rank 0 saves the model of the last
     good round (``*.partial.safetensors``) and says so, and the error goes on."""
     try:
-        return _fit(ranker, splits, run, callbacks)
+        start = {k: v for k, v in (("init_model", args.init_model), ("resume", args.resume))
+                 if v}
+        return _fit(ranker, splits, run, callbacks, **start)
     except (KeyboardInterrupt, NumericalError) as exc:
         saved = _save_partial(ranker, args.output, args, run) if ctx.is_main else None
         if saved is None:

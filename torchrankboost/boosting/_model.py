@@ -12,8 +12,9 @@ class StumpEnsembleBuilder:
     :class:`Ensemble` ``F(x) = b + Σ_t α_t h_{c_t}(x)`` of the first ``n`` rounds whose weak
     models come from the dictionary source."""
 
-    def __init__(self, source, info=None):
+    def __init__(self, source, info=None, prefix: Optional[Ensemble] = None):
         self.source = source
+        self.prefix = prefix  # a continued model: its weak models are rounds 1..k
         self.info = dict(info or {})
         self._rounds: List[Tuple[list, float]] = []  # closed rounds: (terms, intercept)
         self._terms: list = []  # the open round
@@ -41,12 +42,18 @@ class StumpEnsembleBuilder:
 
     @property
     def n_rounds(self) -> int:
-        return len(self._rounds)
+        return len(self._rounds) + (self.prefix.n_rounds if self.prefix is not None else 0)
 
     def build(self, n_rounds: Optional[int] = None) -> Ensemble:
-        """The model of the first ``n_rounds`` closed rounds (default all)."""
-        rounds = self._rounds if n_rounds is None else self._rounds[:int(n_rounds)]
+        """The model of the first ``n_rounds`` closed rounds (default all; a continued
+        model's weak models count as its first rounds)."""
+        n = self.n_rounds if n_rounds is None else int(n_rounds)
         models, weights, base = [], [], 0.0
+        if self.prefix is not None:
+            k = min(n, self.prefix.n_rounds)
+            models, weights = list(self.prefix.models[:k]), list(self.prefix.weights[:k])
+            base, n = self.prefix.base_score, n - k
+        rounds = self._rounds[:n]
         for terms, b in rounds:
             base += b
             for c, a in terms:

@@ -80,9 +80,9 @@ class AdaBoost(CoordinateBoosting):
 
     @flush_denormals
     def fit(self, X, labels, groups=None, *, eval_set=None, eval_metric="ndcg@10",
-            early_stopping_rounds=None, callbacks=()):
+            early_stopping_rounds=None, callbacks=(), init_model=None, resume=None):
         return self._fit(X, labels, groups, Bipartite(self.threshold), eval_set, eval_metric,
-                         early_stopping_rounds, callbacks)
+                         early_stopping_rounds, callbacks, init_model=init_model, resume=resume)
 
     def _begin(self, X, labels, groups, p, init_scores):
         self._D = D = self.source_.dictionary

@@ -81,6 +81,7 @@ from .callbacks import PrintCallback
 from .ensemble import Ensemble, weak_summary
 from ..parallel import DistContext, FitComm, get_context, supports_data_parallel
 from .evaluation import FitMonitor, FitState
+from .checkpoint import booster_resume, open_start
 from .inputs import count_eval_sets as _count_sets, fit_inputs
 from .objective import autograd_grad_hess, bind, scalar
 from ..params import describe, from_params
@@ -123,6 +124,7 @@ class _Run:
     q_total: int = 0  # queries on all ranks
     q_offset: int = 0  # this rank's first query in the global numbering (shards in rank order)
     probes: int = 0  # Hessian-vector products of the autograd curvature, over all ranks
+    rounds: range = range(0)  # the rounds this fit runs (checkpoint.Start: continued)
 
 
 @dataclass
@@ -206,15 +208,10 @@ class Booster(FitState):
             backward; 1: secant/bisection on ``φ'`` alone (no second derivative: cheaper
             evaluations, and fewer of them where ``φ''`` jumps at kinks, as for QBRank at a
             tight tolerance; the smooth losses need more evaluations with it).
-        distributed: data-parallel training over a ``torch.distributed`` process group (see
-            the module docstring): ``None`` (default: when a process group of more than one
-            process is initialised), ``True`` (requires one), ``False`` (this process
-            alone) or a :class:`~torchrankboost.parallel.DistContext`. Each rank passes
-            its own shard of whole queries (and of each evaluation set); the loss must be a
-            sum over queries (``reduction="sum"``, the default of our losses; a plain
-            function: a sum of per-query terms), the learner one whose ``prepare`` takes
-            ``context=`` (``RegressionTree``, ``Stumps``, ``FeatureRankers``). Callbacks run
-            on rank 0 only.
+        distributed: data-parallel training (see the module docstring): ``None`` (default:
+            when a process group of several processes is initialised), ``True``, ``False``
+            or a :class:`~torchrankboost.parallel.DistContext`; each rank passes its shard
+            of whole queries, the loss is a sum over queries (``reduction="sum"``).
 
     After :meth:`fit` (the ranker contract, :mod:`torchrankboost.contract`): ``model_`` (the
     :class:`Ensemble`, also returned), ``history_`` (one
@@ -234,6 +231,7 @@ class Booster(FitState):
     """
 
     _algorithm = "boost"  # the registry name callbacks see (QBRank/GBT pass their own)
+    _continues = True  # init_model / resume (see torchrankboost.boosting.checkpoint)
 
     def __init__(self, loss: Callable, learner, *, n_rounds: int = 100,
                  learning_rate: float = 0.1, step: str = "surrogate",
@@ -326,7 +324,7 @@ class Booster(FitState):
     # ------------------------------------------------------------------ fit
     def fit(self, X, labels, groups=None, *, eval_set=None, eval_metric="ndcg@10",
             early_stopping_rounds: Optional[int] = None, callbacks: Sequence = (),
-            init_score: Optional[float] = None) -> Ensemble:
+            init_score: Optional[float] = None, init_model=None, resume=None) -> Ensemble:
         """Boost for up to ``n_rounds`` rounds and return the :class:`Ensemble`.
 
         Args:
@@ -346,6 +344,8 @@ class Booster(FitState):
                 ensemble is cut back to ``best_round_`` rounds).
             callbacks: more callbacks for this fit (after the constructor's).
             init_score: constant initial score (overrides ``base_score``).
+            init_model, resume: continue an :class:`Ensemble` (or its path) by ``n_rounds``
+                rounds / resume a checkpoint exactly (:mod:`~.checkpoint`).
 
         Raises:
             ValueError: lengths of ``X``/``labels``/``groups`` disagree, NaN labels, an empty
@@ -354,16 +354,13 @@ class Booster(FitState):
                 NaN/inf, or the step is undefined (``round`` and ``model``, the last good
                 ensemble, are set); :class:`UnboundedDirectionError` with
                 ``on_unbounded="raise"``.
-            DistributedError: (data-parallel) some rank failed in its local work (a bad
-                shard, a NaN gradient of its queries, a callback on rank 0): raised on every
-                rank, naming the failing ranks and their errors (on a failing rank the
-                original exception is the ``__cause__``). Settings that differ between the
-                ranks (feature count, label dtype, number of evaluation sets) raise
-                ``ValueError`` on every rank.
+            DistributedError: (data-parallel) some rank failed in its local work: raised on
+                every rank, naming the failing ranks (see the module docstring).
         """
+        start = open_start(self._owner or self, init_model, resume, init_score=init_score)
         run = self._begin(X, labels, groups, eval_set, eval_metric, early_stopping_rounds,
-                          callbacks, init_score)
-        for rnd in range(1, self.n_rounds + 1):
+                          callbacks, init_score, start)
+        for rnd in run.rounds:
             if not self._round(run, rnd):
                 break
         model = run.monitor.finish(lambda n: self._final_model(run, n))
@@ -375,7 +372,7 @@ class Booster(FitState):
         return model
 
     def _begin(self, X, labels, groups, eval_set, eval_metric, early_stopping_rounds,
-               callbacks, init_score) -> _Run:
+               callbacks, init_score, start=None) -> _Run:
         """Input checks, evaluation sets, base score, the initial loss, ``on_fit_start``."""
         t_fit = time.perf_counter()
         self._warned_unit = False
@@ -396,7 +393,8 @@ class Booster(FitState):
                     cbs.append(bar)
         elif self.verbose:
             cbs.append(PrintCallback(10 if self.verbose is True else int(self.verbose)))
-        base = self._base_score(init_score, n, labels, groups, dev, comm)
+        base = start.base_score if start else self._base_score(init_score, n, labels, groups,
+                                                               dev, comm)
         # the ranker callbacks see and whose attributes the fit sets: this driver, or the
         # algorithm that configured it (``_owner``: QBRank, GBT)
         with comm.local():
@@ -407,7 +405,7 @@ class Booster(FitState):
                                  train=(labels, groups) if self.eval_train else None,
                                  comm=comm)
         comm.check()
-        s = torch.full((n,), base, dtype=F64, device=dev)
+        s = start.scores(X) if start else torch.full((n,), base, dtype=F64, device=dev)
         self.scores_ = s
         bound = None
         with comm.local():
@@ -420,7 +418,8 @@ class Booster(FitState):
         run = _Run(X=X, labels=labels, groups=groups,
                    prepared=self.learner.prepare(X, context=comm.ctx),
                    scores=s, loss=loss0,
-                   ensemble=Ensemble([], [], base_score=base, num_features=F),
+                   ensemble=start.ensemble if start else Ensemble([], [], base_score=base,
+                                                                  num_features=F),
                    monitor=monitor, sub_gen=torch.Generator().manual_seed(self.seed),
                    sync=sync, t_fit=t_fit, bound=bound, comm=comm, **sizes)
         params = dict(loss=describe(self.loss), learner=describe(self.learner), step=self.step,
@@ -438,6 +437,7 @@ class Booster(FitState):
                               n_features=F, n_rounds=self.n_rounds, params=params,
                               initial_loss=loss0),
                       build=lambda k: self._final_model(run, k))
+        booster_resume(self, run, start)
         return run
 
     # ------------------------------------------------------------------ data-parallel

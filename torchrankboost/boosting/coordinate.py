@@ -46,6 +46,7 @@ from ._dictionaries import (DATA_PARALLEL_NEEDS, PairMatrixDictionary, _MatrixSo
 from ._model import StumpEnsembleBuilder
 from ._pair_stats import LabelPairStats, make_pair_stats
 from ..parallel import FitComm
+from .checkpoint import coordinate_resume, open_start
 from .evaluation import FitMonitor, FitState
 from .inputs import count_eval_sets as _count_sets, fit_inputs
 from .learners import Stumps
@@ -155,6 +156,8 @@ class CoordinateBoosting(FitState):
     #: data-parallel training (``distributed=``): only :class:`~.rankboost.RankBoost` takes
     #: it; the other algorithms always fit in this process alone
     distributed = False
+    #: ``init_model`` / ``resume`` (:mod:`~.checkpoint`): where the state is the scores
+    _continues = False
 
     def __init__(self, *, learner=None, n_rounds: int = 100, pairs=None, callbacks=(),
                  on_unbounded: str = "stop", alpha_cap: float = 50.0, smoothing: float = 1e-6,
@@ -176,29 +179,34 @@ class CoordinateBoosting(FitState):
     # -------------------------------------------------------------------------- the fit
     @flush_denormals
     def fit(self, X, labels=None, groups=None, *, eval_set=None, eval_metric="ndcg@10",
-            early_stopping_rounds=None, callbacks=(), pairs=None):
+            early_stopping_rounds=None, callbacks=(), pairs=None, init_model=None,
+            resume=None):
         """Fit on ``(X, labels, groups)`` (or explicit ``pairs``); the ranker contract's
-        ``fit``. Algorithms with other fit inputs (``init_scores``, no ``pairs``) override it."""
+        ``fit``. Algorithms with other fit inputs (``init_scores``, no ``pairs``) override it.
+        ``init_model`` / ``resume``: continue a model / a checkpoint (:mod:`~.checkpoint`;
+        the algorithms whose state is the scores: RankBoost, PNormPush)."""
         return self._fit(X, labels, groups, pairs, eval_set, eval_metric,
-                         early_stopping_rounds, callbacks)
+                         early_stopping_rounds, callbacks, init_model=init_model, resume=resume)
 
     def _fit(self, X, labels, groups, pairs, eval_set, eval_metric, early_stopping_rounds,
-             callbacks, init_scores=None):
-        """The whole fit: inputs and monitor, the algorithm's ``_begin``, the rounds, the
-        model."""
+             callbacks, init_scores=None, init_model=None, resume=None):
+        """The whole fit: inputs and monitor, the algorithm's ``_begin``, the rounds (from
+        a continued model's scores and ``‖λ‖₁``), the model."""
+        start = open_start(self, init_model, resume, init_score=init_scores)
         X, labels, groups, p = self._setup(X, labels, groups, pairs, eval_set, eval_metric,
                                            early_stopping_rounds, callbacks)
         s = self._begin(X, labels, groups, p, init_scores)
-        builder = StumpEnsembleBuilder(self.source_)
+        builder = StumpEnsembleBuilder(self.source_, prefix=start and start.ensemble)
         self._start(X, groups, builder)
-        s = self._fit_rounds(s, builder)
+        rounds, s, l1 = coordinate_resume(self, start, X, s)
+        s = self._fit_rounds(s, builder, rounds, l1)
         return self._finish(builder, s)
 
-    def _fit_rounds(self, s, builder):
-        """The coordinate-boosting loop: each round the algorithm's :class:`Step` (or a
-        halt), the scores and the ensemble updated, ``‖λ‖₁`` accumulated, the round closed."""
-        l1 = 0.0
-        for t in range(self.n_rounds):
+    def _fit_rounds(self, s, builder, rounds=None, l1: float = 0.0):
+        """The coordinate-boosting loop over ``rounds`` (0-based; default all): each round
+        the algorithm's :class:`Step` (or a halt), the scores and the ensemble updated,
+        ``‖λ‖₁`` accumulated, the round closed."""
+        for t in (range(self.n_rounds) if rounds is None else rounds):
             try:
                 step = self._step(s, l1)
             except _Halt:

@@ -214,6 +214,8 @@ class FitMonitor:
             raise ValueError(f"loss_combine must be 'sum' or 'logsumexp', got {loss_combine!r}")
         self.loss_combine = loss_combine
         self._build: Optional[Callable[[int], Any]] = None
+        self.offset = 0  # rounds of the model the fit continues (init_model), before round 1
+        self.snapshot: Optional[Callable[[], tuple]] = None  # the fit's state (checkpoints)
         self.evals = eval_inputs(eval_set, n_features, device=device)
         self.train = train
         self.metrics = (resolve_metrics(eval_metric, loss)
@@ -360,8 +362,8 @@ class FitMonitor:
 
     @property
     def n_rounds(self) -> int:
-        """Rounds recorded so far."""
-        return len(self.ranker.history_)
+        """Rounds of the model so far (those of a continued model included)."""
+        return self.offset + len(self.ranker.history_)
 
     def kept_rounds(self) -> int:
         """Rounds the final model keeps: the best round with early stopping, else all."""

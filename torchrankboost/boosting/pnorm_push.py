@@ -50,6 +50,7 @@ class PNormPush(CoordinateBoosting):
     """
 
     _algorithm = "pnorm_push"
+    _continues = True
 
     def __init__(self, p: float = 4.0, *, learner=None, n_rounds: int = 200, pairs="bipartite",
                  tol: float = 1e-14, on_unbounded: str = "stop", alpha_cap: float = 50.0,
@@ -69,9 +70,10 @@ class PNormPush(CoordinateBoosting):
 
     @flush_denormals
     def fit(self, X, labels, groups=None, *, eval_set=None, eval_metric="ndcg@10",
-            early_stopping_rounds=None, callbacks=(), pairs=None):
+            early_stopping_rounds=None, callbacks=(), pairs=None, init_model=None,
+            resume=None):
         return self._fit(X, labels, groups, pairs, eval_set, eval_metric,
-                         early_stopping_rounds, callbacks)
+                         early_stopping_rounds, callbacks, init_model=init_model, resume=resume)
 
     def _begin(self, X, labels, groups, pr, init_scores):
         if isinstance(pr, ExplicitPairs):

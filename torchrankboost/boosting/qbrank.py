@@ -68,6 +68,7 @@ class QBRankProxyLoss(torch.nn.Module):
 
 class _ZhengBase(FitState):
     _algorithm = ""
+    _continues = True  # init_model / resume through the driver
 
     def _common(self, learning_rate, learner, n_rounds, base_score, callbacks, seed, verbose,
                 line_search_tol):
@@ -83,7 +84,7 @@ class _ZhengBase(FitState):
         self._reset_fit_state()
 
     def _fit(self, loss, X, labels, groups, eval_set, eval_metric, early_stopping_rounds,
-             callbacks):
+             callbacks, init_model=None, resume=None):
         self.booster_ = Booster(
             loss, self.learner, n_rounds=self.n_rounds, learning_rate=self.learning_rate,
             step="line_search", curvature=self._curv, callbacks=self.callbacks, seed=self.seed,
@@ -92,7 +93,7 @@ class _ZhengBase(FitState):
         self.booster_._owner = self  # callbacks see this algorithm, which gets the results
         return self.booster_.fit(X, labels, groups, eval_set=eval_set, eval_metric=eval_metric,
                                  early_stopping_rounds=early_stopping_rounds,
-                                 callbacks=callbacks)
+                                 callbacks=callbacks, init_model=init_model, resume=resume)
 
     @property
     def scores_(self):
@@ -118,7 +119,8 @@ class QBRank(_ZhengBase):
         callbacks, seed, verbose, line_search_tol: passed to the driver.
 
     ``fit(X, labels, groups=None, *, eval_set=None, eval_metric="ndcg@10",
-    early_stopping_rounds=None, callbacks=())`` returns the :class:`Ensemble`.
+    early_stopping_rounds=None, callbacks=(), init_model=None, resume=None)`` returns the
+    :class:`Ensemble` (``init_model``/``resume``: :mod:`~.checkpoint`).
 
     The exact line search runs on the first derivative alone (``line_search_order=1`` of the
     driver): along a tree the objective is piecewise quadratic, its second derivative jumps
@@ -150,7 +152,8 @@ class QBRank(_ZhengBase):
         return self.loss(scores, labels, groups, pairs=self.pairs)
 
     def fit(self, X, labels, groups=None, *, eval_set=None, eval_metric="ndcg@10",
-            early_stopping_rounds=None, callbacks: Sequence = ()):
+            early_stopping_rounds=None, callbacks: Sequence = (), init_model=None,
+            resume=None):
         inner = self.loss
         if self.pairs is not None:
             loss_fn = _WithPairs(inner, self.pairs)
@@ -158,7 +161,7 @@ class QBRank(_ZhengBase):
             loss_fn = inner
         loss = QBRankProxyLoss(loss_fn) if self.curvature == "qbrank" else loss_fn
         return self._fit(loss, X, labels, groups, eval_set, eval_metric, early_stopping_rounds,
-                         callbacks)
+                         callbacks, init_model, resume)
 
 
 class _WithPairs(torch.nn.Module):
@@ -199,6 +202,7 @@ class GBT(_ZhengBase):
         return self.loss(scores, labels, groups)
 
     def fit(self, X, labels, groups=None, *, eval_set=None, eval_metric="ndcg@10",
-            early_stopping_rounds=None, callbacks: Sequence = ()):
+            early_stopping_rounds=None, callbacks: Sequence = (), init_model=None,
+            resume=None):
         return self._fit(self.loss, X, labels, groups, eval_set, eval_metric,
-                         early_stopping_rounds, callbacks)
+                         early_stopping_rounds, callbacks, init_model, resume)

@@ -125,9 +125,10 @@ class RankBoost(CoordinateBoosting):
             whole queries. Stumps and label-induced pairs; callbacks run on rank 0 only.
 
     ``fit(X, labels, groups=None, *, eval_set=None, eval_metric="ndcg@10",
-    early_stopping_rounds=None, callbacks=(), pairs=None, init_scores=None)`` returns the model
+    early_stopping_rounds=None, callbacks=(), pairs=None, init_scores=None, init_model=None,
+    resume=None)`` returns the model
     (an ensemble of the chosen rankers, ``predict(X)``; ``init_scores`` offsets the training
-    scores only); per-round diagnostics (``alpha``, ``eps_plus``,
+    scores only; ``init_model``/``resume``: :mod:`~.checkpoint`); per-round diagnostics (``alpha``, ``eps_plus``,
     ``eps_minus``, ``eps_zero``, ``r``, ``Z``, ``feature``, ``threshold``, ``loss_before`` /
     ``loss`` = ln F̃ before / after the step, ``margin`` with ``track_margin=True``, ``l1``)
     are in ``history_``.
@@ -136,6 +137,7 @@ class RankBoost(CoordinateBoosting):
     VARIANTS = ("rb-d", "rb-c", "coordinate")
     UNBOUNDED = ("stop", "raise", "cap", "smooth")
     _algorithm = "rankboost"
+    _continues = True
 
     def __init__(self, variant: str = "rb-c", *, learner=None, n_rounds: int = 100, pairs=None,
                  allow_negative_alpha: bool = True, on_unbounded: str = "stop",
@@ -158,9 +160,9 @@ class RankBoost(CoordinateBoosting):
     @flush_denormals
     def fit(self, X, labels=None, groups=None, *, eval_set=None, eval_metric="ndcg@10",
             early_stopping_rounds=None, callbacks=(), pairs=None,
-            init_scores=None):
+            init_scores=None, init_model=None, resume=None):
         return self._fit(X, labels, groups, pairs, eval_set, eval_metric,
-                         early_stopping_rounds, callbacks, init_scores)
+                         early_stopping_rounds, callbacks, init_scores, init_model, resume)
 
     def _begin(self, X, labels, groups, p, init_scores):
         self.stats_, self._D = stats_and_dictionary(self.source_, labels, groups, p,
