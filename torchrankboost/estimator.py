@@ -28,10 +28,18 @@ ways work with scikit-learn's own ``cross_val_score``/``GroupKFold``:
 Rows of a query need not be contiguous: ``fit`` and ``score`` regroup them (a stable sort by
 query id), ``predict`` is per document and keeps the input order.
 
-``score`` without query information on a model fitted on several queries raises
-``ValueError``: it would score the whole test fold as one query (a plain
-``GridSearchCV(..., cv=GroupKFold(3)).fit(X, y, groups=qid, qid=qid)`` passes ``qid`` to
-``fit`` only, and the CV scores would be silently wrong). Use one of the two ways above.
+A plain ``GridSearchCV(..., cv=GroupKFold(3)).fit(X, y, groups=qid, qid=qid)`` passes
+``qid`` to ``fit`` only, and the CV scores would be silently wrong (each test fold scored as
+one query): ``fit`` refuses it at once, naming the two ways above; ``score`` without query
+information on a model fitted on several queries raises too. A ``qid_column`` transformed by
+a step in front (a ``StandardScaler``) is refused as such.
+
+scikit-learn's conventions: a data frame's column names are kept in ``feature_names_in_``
+(other columns, or the same in another order, raise at predict time); ``score`` takes
+``sample_weight`` (``Pipeline.score`` always routes it). LightGBM / XGBoost names
+(``n_estimators``, ``num_leaves``, ``random_state``, ``eval_at``, ...) raise naming ours
+(see :mod:`torchrankboost._estimator_compat`); ``predict(X, n_rounds=k)`` and
+``staged_predict`` give the scores of the first rounds.
 
 LightGBM / XGBoost users find the attributes they know: ``feature_importances_`` (total split
 gain per feature by default, ``importance_type="split"`` for split counts; so
