@@ -18,6 +18,7 @@ names of a data frame, the query-id traps of cross-validation, and a weighted ``
 from __future__ import annotations
 
 import functools
+import inspect
 import sys
 
 import numpy as np
@@ -93,9 +94,11 @@ def refusing_their_names(table: dict, where: str):
     """Decorator of a method: keyword arguments named in ``table`` raise ``TypeError`` naming
     ours (the signature scikit-learn's metadata routing sees is the method's own)."""
     def decorate(method):
+        own = tuple(inspect.signature(method).parameters)  # a name of ours wins
+
         @functools.wraps(method)
         def wrapper(self, *args, **kwargs):
-            refuse_their_names(kwargs, table, where)
+            refuse_their_names(kwargs, table, where, own=own)
             return method(self, *args, **kwargs)
         return wrapper
     return decorate
