@@ -147,8 +147,8 @@ def test_lightgbm_and_xgboost_names_are_refused_naming_ours(letor, fitted):
         with pytest.raises(ValueError, match=msg):
             BoostedRanker().set_params(**{theirs: 5})
     with pytest.raises(ValueError, match="'n_estimators'.*use n_rounds"):  # a grid of theirs
-        GridSearchCV(BoostedRanker(qid_column=0), {"n_estimators": [2]}, cv=GroupKFold(2),
-                     error_score="raise").fit(np.column_stack([qid, X]), y, groups=qid)
+        GridSearchCV(BoostedRanker(qid_column=0), {"n_estimators": [2]},
+                     cv=GroupKFold(2)).fit(np.column_stack([qid, X]), y, groups=qid)
     with pytest.raises(TypeError, match=r"BoostedRanker.fit has no parameter 'eval_at'"):
         BoostedRanker(**SMALL).fit(X, y, qid=qid, eval_at=[5])
     with pytest.raises(TypeError, match="'num_iteration'.*use n_rounds=k"):

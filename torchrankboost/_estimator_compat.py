@@ -168,8 +168,9 @@ def qid_column_message(c: int, values: np.ndarray) -> str:
     """The message for a ``qid_column`` that does not hold integer query ids."""
     bad = values[~(np.isfinite(values) & (values == np.round(values)))]
     return (f"qid_column={c}: column {c} of X holds non-integer values (e.g. "
-            f"{float(bad[0]):g}), not query ids: the column was transformed (a StandardScaler or another step before "
-            f"BoostedRanker in a Pipeline?); keep it out of the preprocessing, e.g. "
+            f"{float(bad[0]):g}), not query ids: the column was transformed (a StandardScaler "
+            f"or another step before BoostedRanker in a Pipeline?); keep it out of the "
+            f"preprocessing, e.g. "
             f"ColumnTransformer([('qid', 'passthrough', [{c}])], remainder=StandardScaler()) "
             f"keeps it first, or pass qid= with metadata routing")
 
