@@ -154,19 +154,21 @@ def test_errors(letor):
 
 
 # ------------------------------------------------------------------ silent wrong CV scores
-@pytest.mark.filterwarnings("ignore:One or more of the test scores are non-finite")
-def test_grid_search_with_qid_to_fit_only_fails_loudly_and_the_two_ways_work(letor):
-    """GridSearchCV passes qid to fit but not to score: score must not treat each test
-    fold as one query (it raises, naming qid_column and metadata routing)."""
+def test_grid_search_with_qid_to_fit_only_fails_at_once_and_the_two_ways_work(letor):
+    """GridSearchCV passes qid to fit but not to score: every fold would be scored as one
+    query. fit refuses it at once (before training), naming qid_column and metadata
+    routing, instead of 12 tracebacks and best_score_ = nan."""
     from sklearn.model_selection import GridSearchCV
 
     X, y, qid = letor
     grid = {"n_rounds": [2, 6]}
     base = dict(max_leaves=4, learner_params={"min_samples_leaf": 5})
-    with pytest.raises(ValueError, match=r"qid_column.*metadata routing"):
+    with pytest.raises(ValueError, match=r"^BoostedRanker.fit got qid/group inside "
+                                         r"scikit-learn's cross-validation.*qid_column=0.*"
+                                         r"metadata routing"):
         GridSearchCV(BoostedRanker(**base), grid, cv=GroupKFold(3),
                      error_score="raise").fit(X, y, groups=qid, qid=qid)
-    with pytest.warns(UserWarning, match="no query ids"):  # scikit-learn's default
+    with pytest.raises(ValueError, match="All the 6 fits failed"):  # scikit-learn's default
         GridSearchCV(BoostedRanker(**base), grid, cv=GroupKFold(3)).fit(X, y, groups=qid,
                                                                          qid=qid)
     # way 1: a qid column; way 2: metadata routing -- the same CV scores

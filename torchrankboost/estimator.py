@@ -28,10 +28,18 @@ ways work with scikit-learn's own ``cross_val_score``/``GroupKFold``:
 Rows of a query need not be contiguous: ``fit`` and ``score`` regroup them (a stable sort by
 query id), ``predict`` is per document and keeps the input order.
 
-``score`` without query information on a model fitted on several queries raises
-``ValueError``: it would score the whole test fold as one query (a plain
-``GridSearchCV(..., cv=GroupKFold(3)).fit(X, y, groups=qid, qid=qid)`` passes ``qid`` to
-``fit`` only, and the CV scores would be silently wrong). Use one of the two ways above.
+A plain ``GridSearchCV(..., cv=GroupKFold(3)).fit(X, y, groups=qid, qid=qid)`` passes
+``qid`` to ``fit`` only, and the CV scores would be silently wrong (each test fold scored as
+one query): ``fit`` refuses it at once, naming the two ways above; ``score`` without query
+information on a model fitted on several queries raises too. A ``qid_column`` transformed by
+a step in front (a ``StandardScaler``) is refused as such.
+
+scikit-learn's conventions: a data frame's column names are kept in ``feature_names_in_``
+(other columns, or the same in another order, raise at predict time); ``score`` takes
+``sample_weight`` (``Pipeline.score`` always routes it). LightGBM / XGBoost names
+(``n_estimators``, ``num_leaves``, ``random_state``, ``eval_at``, ...) raise naming ours
+(see :mod:`torchrankboost._estimator_compat`); ``predict(X, n_rounds=k)`` and
+``staged_predict`` give the scores of the first rounds.
 
 LightGBM / XGBoost users find the attributes they know: ``feature_importances_`` (total split
 gain per feature by default, ``importance_type="split"`` for split counts; so
@@ -48,6 +56,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from . import _estimator_compat as compat
 from . import registry
 from ._threads import limit_threads, resolve_n_jobs
 from .boosting.checkpoint import warm_start_init
@@ -132,7 +141,7 @@ def _importances(model, importance_type: str) -> np.ndarray:
         "cpu", torch.float64).numpy()
 
 
-class BoostedRanker(BaseEstimator):
+class BoostedRanker(compat.TheirNames, BaseEstimator):
     """Boosted learning-to-rank model with scikit-learn's estimator API.
 
     Args:
@@ -233,6 +242,8 @@ class BoostedRanker(BaseEstimator):
             if qid is not None:
                 raise ValueError("qid given both as qid_column and as the qid argument")
             qid = Xt[:, c].cpu().numpy()
+            if not (np.isfinite(qid) & (qid == np.round(qid))).all():
+                raise ValueError(compat.qid_column_message(c, qid))
             Xt = torch.cat([Xt[:, :c], Xt[:, c + 1:]], 1)
         return Xt.to(self._device()), qid
 
@@ -255,6 +266,7 @@ class BoostedRanker(BaseEstimator):
         return Xt, yt, groups.to(Xt.device)
 
     # ------------------------------------------------------------------ API
+    @compat.refusing_their_names(compat.THEIR_FIT, "BoostedRanker.fit")
     def fit(self, X, y, *, qid=None, group=None, eval_set=None, eval_qid=None,
             eval_group=None, callbacks=None):
         """Fit on ``X (n, F)`` and relevance labels ``y (n,)``.
@@ -266,7 +278,14 @@ class BoostedRanker(BaseEstimator):
         triples; the first drives ``early_stopping_rounds`` (ignored without an ``eval_set``).
         ``callbacks``: callbacks of the contract (e.g. a
         :class:`~torchrankboost.tensorboard.TensorBoardLogger`).
+
+        A data frame's column names are kept in ``feature_names_in_``. Inside scikit-learn's
+        cross-validation without metadata routing, ``qid``/``group`` are refused at once
+        (they would never reach ``score``; the message shows the two ways that work).
         """
+        if (qid is not None or group is not None) and compat.cv_scores_without_qid():
+            raise ValueError(compat.FIT_IN_CV)
+        compat.check_feature_names(self, X, reset=True)
         Xt, yt, groups = self._prepare(X, y, qid, group)
         if Xt.shape[0] == 0:
             raise ValueError("X has no rows")
@@ -274,6 +293,7 @@ class BoostedRanker(BaseEstimator):
         for j, ev in enumerate(eval_set or ()):
             if not isinstance(ev, (tuple, list)) or len(ev) not in (2, 3):
                 raise ValueError("eval_set entries must be (X, y) or (X, y, qid) tuples")
+            compat.check_feature_names(self, ev[0], reset=False)
             q = ev[2] if len(ev) == 3 else (eval_qid[j] if eval_qid is not None else None)
             gsz = eval_group[j] if eval_group is not None else None
             Xv, yv, gv = self._prepare(ev[0], ev[1], q, gsz)
@@ -346,6 +366,7 @@ class BoostedRanker(BaseEstimator):
         self.stop_reason_ = info.get("stop_reason")
         self.n_rounds_ = getattr(model, "n_rounds", None)
         self.n_queries_ = None  # unknown: score() then trusts the caller
+        self.__dict__.pop("feature_names_in_", None)  # not in the file
         return self
 
     def _check_fitted(self):
@@ -356,14 +377,42 @@ class BoostedRanker(BaseEstimator):
                 NotFittedError = ValueError
             raise NotFittedError("this BoostedRanker is not fitted yet; call fit first")
 
-    def predict(self, X) -> np.ndarray:
-        """Scores ``(n,)`` (numpy float64), higher = more relevant; input row order kept."""
+    @compat.refusing_their_names(compat.THEIR_PREDICT, "BoostedRanker.predict")
+    def predict(self, X, *, n_rounds: Optional[int] = None) -> np.ndarray:
+        """Scores ``(n,)`` (numpy float64), higher = more relevant; input row order kept.
+
+        ``n_rounds``: score with the first ``n_rounds`` rounds of the ensemble only
+        (``None``: all of ``model_``, which early stopping already cut at the best round;
+        LightGBM's ``num_iteration``). A data frame's columns must be those of ``fit``, in
+        the same order."""
+        Xt = self._predict_input(X)
+        if n_rounds is not None:
+            self._check_ensemble("n_rounds")
+        with torch.no_grad(), limit_threads(resolve_n_jobs(self.n_jobs)):
+            s = (self.model_.predict(Xt) if n_rounds is None
+                 else self.model_.predict(Xt, n_rounds=n_rounds))
+        return s.detach().to("cpu", torch.float64).numpy()
+
+    def staged_predict(self, X):
+        """Yield the scores ``(n,)`` (numpy float64) after each round ``1..n_rounds_`` (as
+        scikit-learn's gradient boosting; the last equals ``predict(X)``)."""
+        Xt = self._predict_input(X)
+        self._check_ensemble("staged_predict")
+        with torch.no_grad(), limit_threads(resolve_n_jobs(self.n_jobs)):
+            for s in self.model_.staged_predict(Xt):
+                yield s.detach().to("cpu", torch.float64).numpy()
+
+    def _predict_input(self, X):
         self._check_fitted()
+        compat.check_feature_names(self, X, reset=False)
         Xt, _ = self._split_X(X, None)
         self._check_n_features(Xt)
-        with torch.no_grad(), limit_threads(resolve_n_jobs(self.n_jobs)):
-            s = self.model_.predict(Xt)
-        return s.detach().to("cpu", torch.float64).numpy()
+        return Xt
+
+    def _check_ensemble(self, what: str) -> None:
+        if not callable(getattr(self.model_, "staged_predict", None)):
+            raise ValueError(f"{what} needs a model of boosting rounds; this one is a "
+                             f"{type(self.model_).__name__}")
 
     def _check_n_features(self, Xt) -> None:
         n = int(Xt.shape[1]) + (1 if self.qid_column is not None else 0)
@@ -371,26 +420,37 @@ class BoostedRanker(BaseEstimator):
             raise ValueError(f"X has {n} features, but BoostedRanker is expecting "
                              f"{self.n_features_in_} features as input.")
 
-    def score(self, X, y, *, qid=None, group=None) -> float:
-        """``score_metric`` (default NDCG@10, mean over queries) of the predictions."""
+    def score(self, X, y, sample_weight=None, *, qid=None, group=None) -> float:
+        """``score_metric`` (default NDCG@10, mean over queries) of the predictions.
+
+        ``sample_weight`` ``(n,)``: a query then weighs the mean weight of its documents
+        (LightGBM's query weights): ``Σ_q w̄_q m_q / Σ_q w̄_q`` (queries of weight 0 do not
+        count); scikit-learn's ``Pipeline.score`` passes it (``None`` by default)."""
         self._check_fitted()
         if qid is None and group is None and self.qid_column is None and \
                 (getattr(self, "n_queries_", None) or 0) > 1:
             raise ValueError(
                 f"score() got no query ids, but the model was fitted on {self.n_queries_} "
                 f"queries: the whole X would be scored as one query (a wrong "
-                f"{self.score_metric}). Pass qid=... (or group=...). In cross-validation "
-                f"(GridSearchCV, cross_val_score with GroupKFold) the query ids reach score "
-                f"one of two ways: 1. a query-id column in X: "
-                f"BoostedRanker(qid_column=0) with X = np.column_stack([qid, X]); 2. "
-                f"metadata routing: sklearn.set_config(enable_metadata_routing=True); "
-                f"BoostedRanker().set_fit_request(qid=True).set_score_request(qid=True), "
-                f"then fit(X, y, groups=qid, qid=qid) / params={{'qid': qid, 'groups': qid}}.")
-        Xt, yt, groups = self._prepare(X, y, qid, group)
+                f"{self.score_metric}). Pass qid=... (or group=...). "
+                + compat.SCORE_WITHOUT_QID[0].upper() + compat.SCORE_WITHOUT_QID[1:] + ".")
+        compat.check_feature_names(self, X, reset=False)
+        Xt, q = self._split_X(X, qid)
         self._check_n_features(Xt)
+        yt = self._labels(y, Xt.shape[0])
+        w = None if sample_weight is None else compat.document_weights(sample_weight,
+                                                                       Xt.shape[0])
+        groups, perm = _groups_from(Xt.shape[0], q, group)
+        if perm is not None:
+            Xt, yt = Xt[perm.to(Xt.device)], yt[perm.to(Xt.device)]
+            w = None if w is None else w[perm]
+        groups = groups.to(Xt.device)
         with torch.no_grad(), limit_threads(resolve_n_jobs(self.n_jobs)):
             s = self.model_.predict(Xt)
-        return float(registry.metric(self.score_metric)(s, yt, groups))
+        metric = registry.metric(self.score_metric)
+        if w is None:
+            return float(metric(s, yt, groups))
+        return compat.weighted_score(metric, s, yt, groups, w)
 
     def save_model(self, path) -> None:
         """Save the fitted model (safetensors + JSON; load with ``load_model``)."""

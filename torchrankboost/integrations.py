@@ -26,7 +26,9 @@ query layout too, which both keep in their dataset objects: LightGBM's
               obj=xgboost_objective(ExponentialPairwiseLoss()),
               custom_metric=xgboost_metric("ndcg@10"), maximize=True)
 
-(XGBoost's ``XGBRanker`` refuses callable objectives; use ``xgb.train`` as above.)
+(XGBoost's scikit-learn API (``XGBRanker``, ``XGBRegressor``) hands a custom objective or
+metric arrays without the queries: the XGBoost adapters raise ``ValueError`` saying to use
+``xgb.train`` as above.)
 
 The curvature handed over is the loss's exact Hessian diagonal (``hess="diag"``, default) or
 its diagonal upper bound (``hess="bound"``), floored at ``hess_floor`` because both libraries
@@ -66,6 +68,16 @@ def _groups_from_sizes(sizes, n: int, where: str) -> Groups:
 def _groups_from_ptr(ptr, n: int, where: str) -> Groups:
     ptr = np.asarray(ptr, dtype=np.int64)
     return _groups_from_sizes(np.diff(ptr) if ptr.size > 1 else None, n, where)
+
+
+def _require_dmatrix(data, what: str) -> None:
+    """XGBoost's scikit-learn API calls ``obj(y_true, y_pred)`` / ``metric(y_true, y_pred)``
+    with arrays (no query layout): refuse it with the call that works."""
+    if not callable(getattr(data, "get_uint_info", None)):
+        raise ValueError(f"{what} works with xgb.train, not XGBoost's scikit-learn API "
+                         f"(XGBRanker/XGBRegressor pass no queries to it): xgb.train(params, "
+                         f"xgb.DMatrix(X, y, qid=qid), num_boost_round, obj=xgboost_objective"
+                         f"(loss), custom_metric=xgboost_metric('ndcg@10'), maximize=True)")
 
 
 def _as_scores(preds, n: Optional[int] = None) -> Tensor:
@@ -119,6 +131,10 @@ class _Objective:
         return g.numpy(), h.clamp_min(self.hess_floor).numpy()
 
 
+_LGB_SKLEARN = ("LightGBM's scikit-learn API (LGBMRanker.fit(..., group=sizes); an "
+                "LGBMRegressor has no queries)")
+
+
 class _LightGBMObjective(_Objective):
     def __call__(self, a, b, weight=None, group=None):
         """``lgb.train``: ``(preds, dataset)``; ``LGBMRanker``: ``(y_true, y_pred, weight,
@@ -130,7 +146,7 @@ class _LightGBMObjective(_Objective):
         else:  # scikit-learn API
             labels = np.asarray(a)
             s = _as_scores(b, labels.shape[0])
-            groups = _groups_from_sizes(group, labels.shape[0], "LGBMRanker.fit (group=)")
+            groups = _groups_from_sizes(group, labels.shape[0], _LGB_SKLEARN)
         if weight is not None and np.size(weight) and not np.all(np.asarray(weight) == 1):
             raise ValueError("sample weights are not supported by this objective: ranking "
                              "losses weight pairs; use the loss's own weighting")
@@ -139,6 +155,7 @@ class _LightGBMObjective(_Objective):
 
 class _XGBoostObjective(_Objective):
     def __call__(self, preds, dtrain):
+        _require_dmatrix(dtrain, "xgboost_objective")
         labels = np.asarray(dtrain.get_label())
         s = _as_scores(preds, labels.shape[0])
         groups = _groups_from_ptr(dtrain.get_uint_info("group_ptr"), labels.shape[0],
@@ -202,6 +219,7 @@ class _XGBoostMetric:
         self.greater_is_better = self.metric.greater_is_better
 
     def __call__(self, preds, dmat):
+        _require_dmatrix(dmat, "xgboost_metric")
         labels = np.asarray(dmat.get_label())
         s = _as_scores(preds, labels.shape[0])
         groups = _groups_from_ptr(dmat.get_uint_info("group_ptr"), labels.shape[0],
