@@ -161,33 +161,41 @@ def metadata_keys(path) -> set:
                              f"({first_line(exc)})") from None
 
 
+def _read_safetensors(p: Path) -> Tuple[dict, Dict[str, Tensor]]:
+    """``(metadata, tensors)`` of a safetensors file, read once (CPU tensors)."""
+    from safetensors.torch import load
+
+    try:
+        data = p.read_bytes()
+    except OSError as exc:
+        raise ModelFileError(f"{p}: cannot read the model file ({exc.strerror or exc})"
+                             ) from None
+    try:
+        tensors = load(data)  # validates the header, dtypes, shapes and offsets
+        n = int.from_bytes(data[:8], "little")
+        md = json.loads(data[8:8 + n]).get("__metadata__") or {}
+        if not isinstance(md, dict):
+            raise ValueError("the metadata is not an object")
+    except Exception as exc:  # noqa: BLE001 - any reader error is one message naming the file
+        raise ModelFileError(f"{p}: not a readable safetensors model file "
+                             f"({first_line(exc)})"[:300]) from None
+    return md, tensors
+
+
 def read_model_file(path, key: str, what: str, *, device=None) -> Tuple[dict, Dict[str, Tensor]]:
     """``(meta, tensors)`` of a file written by :func:`write_model_file` under ``key``, its
     checksum verified (:func:`verify_checksum`) before anything is built from it."""
-    from safetensors import safe_open
-    from safetensors.torch import load_file
-
     p = _check_regular(path)
-    try:
-        with safe_open(str(p), framework="pt") as fh:
-            md = fh.metadata() or {}
-    except Exception as exc:  # noqa: BLE001 - any reader error is one message naming the file
-        raise ModelFileError(f"{p}: not a readable safetensors model file "
-                             f"({first_line(exc)})") from None
-    if key not in md:
+    md, tensors = _read_safetensors(p)
+    if not isinstance(md.get(key), str):
         raise ModelFileError(f"{p}: not a torchrankboost {what} file (no {key!r} metadata)")
     try:
         meta = json.loads(md[key])
     except (ValueError, RecursionError) as exc:
         raise ModelFileError(f"{p}: invalid model file: the description is not JSON "
-                             f"({first_line(exc)})") from None
+                             f"({first_line(exc)})"[:300]) from None
     if not isinstance(meta, dict):
         raise ModelFileError(f"{p}: invalid model file: the description is not an object")
-    try:
-        tensors = load_file(str(p), device="cpu")
-    except Exception as exc:  # noqa: BLE001
-        raise ModelFileError(f"{p}: invalid model file: cannot read its tensors "
-                             f"({first_line(exc)})") from None
     verify_checksum(p, key, md[key], md.get(CHECKSUM_KEY), meta, tensors)
     if device is not None and torch.device(device).type != "cpu":
         tensors = {k: v.to(device) for k, v in tensors.items()}
