@@ -1,20 +1,27 @@
 """The one model-file format of the library: safetensors tensors plus a JSON description in
-the file's metadata (no pickle), written atomically and checked on the way in.
+the file's metadata (no pickle), with a SHA-256, written atomically and verified on the way in.
 
-* :func:`write_model_file` — ``save`` of every model: the tensors and the JSON under one
-  metadata key, written through :func:`torchrankboost._io.atomic_path` (temporary file in the
-  target's folder, ``fsync``, ``os.replace``), so a crash or a full disk never leaves half a
-  model and the file gets the usual permissions.
+* :func:`write_model_file` — ``save`` of every model: the tensors, the canonical JSON
+  (:func:`canonical_json`) under one metadata key and :func:`model_digest` under
+  ``"sha256"``, written through :func:`torchrankboost._io.atomic_path` (temporary file in
+  the target's folder, ``fsync``, ``os.replace``), so a crash or a full disk never leaves
+  half a model. A suffix of another format (``.json``, ``.txt``, ...) is refused.
 * :func:`read_model_file` — ``load`` of every model: refuses what is not a regular readable
-  file (a folder, a named pipe that would block, a file without permission) and reports any
-  reader error as one ``ValueError`` naming the file.
+  file (a folder, a named pipe that would block, a file without permission), reads it once,
+  verifies the checksum (:func:`verify_checksum`; format version 1 files have none and load
+  with a warning) and reports any reader error as one ``ValueError`` naming the file.
+* :func:`check_ensemble_state` / :func:`check_linear_state` — the raw description and
+  tensors before anything is coerced: JSON types, tensor names and dtypes, and
+  ``num_features <= max_features`` (default :data:`DEFAULT_MAX_FEATURES`).
+* :func:`check_ensemble` / :func:`check_linear` — the built model before it can score
+  anything: index ranges, acyclic tree links, the stored depth equal to the links' depth,
+  finite values, feature indices below the stored feature count, and scores bounded by
+  :data:`SCORE_BOUND` (``|b| + Σ_t |ν_t| · max |f_t|``).
+* :func:`guarded` — any other exception while loading (``OverflowError``,
+  ``RecursionError``, ...) becomes ``ValueError("<file>: invalid model file: <problem>")``.
 * :func:`provenance_component` — the loss or weak learner a model was trained with, built
   back from the provenance in its ``info`` (the component's ``get_params`` description;
   files written before descriptions carry a ``repr`` string instead: informational only).
-* :func:`check_ensemble` / :func:`check_linear` — the structure of a loaded model is
-  validated before it can score anything: index ranges, acyclic tree links, the stored depth
-  equal to the links' depth, finite values, feature indices below the stored feature count.
-  A tampered or corrupt file raises ``ValueError("<file>: invalid model file: <problem>")``.
 """
 
 from __future__ import annotations
@@ -290,6 +297,13 @@ def _check_weak_state(ts: dict, meta, F: int, name: str) -> None:
         raise ValueError(f"{name}: missing_code {meta['missing_code']} is negative")
 
 
+def _preprocessing(meta: dict) -> None:
+    """The preprocessing a model records in its ``info`` (``normalize``: per-query scaling,
+    ``zero_based``: the feature numbering) is JSON ``true``/``false`` or absent."""
+    _json_entries(meta.get("info") or {}, {"normalize": "bool?", "zero_based": "bool?"},
+                  "info")
+
+
 def check_ensemble_state(path, meta: dict, tensors: Dict[str, Tensor], *,
                          max_features: int = None) -> None:
     """The raw description and tensors of an ensemble file, before anything is built from
@@ -301,6 +315,7 @@ def check_ensemble_state(path, meta: dict, tensors: Dict[str, Tensor], *,
         _json_entries(meta, {"version": "int?", "base_score": "hex", "num_features": "int",
                              "n_rounds": "int?", "models": "list", "info": "dict?"},
                       "the description")
+        _preprocessing(meta)
         F = meta["num_features"]
         if not 1 <= F <= limit:
             raise ValueError(f"num_features is {F}, outside [1, {limit}] (max_features= "
@@ -334,6 +349,7 @@ def check_linear_state(path, meta: dict, tensors: Dict[str, Tensor], *,
     try:
         _json_entries(meta, {"version": "int?", "bias": "hex", "info": "dict?"},
                       "the description")
+        _preprocessing(meta)
         if set(tensors) != {"weight"}:
             raise ValueError(f"tensors {sorted(tensors)} but expected ['weight']")
         w = tensors["weight"]
