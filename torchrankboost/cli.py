@@ -120,7 +120,8 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--test", metavar="FILE", help="test file (SVMlight) for the final report")
     g.add_argument("--normalize", action="store_true",
                    help="per-query min-max feature scaling (LETOR's QueryLevelNorm; "
-                        "recommended for MSLR-WEB); pass it to evaluate/predict too")
+                        "recommended for MSLR-WEB); stored in the model, evaluate/predict "
+                        "apply it")
     g.add_argument("--zero-based", choices=tuple(ZERO_BASED), default="auto",
                    help=_NUMBERING_HELP + "; decided once for every file of the run and "
                         "stored in the model")
@@ -189,7 +190,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="metrics (default: a standard set)")
     ev.add_argument("--device", default="cpu")
     ev.add_argument("--normalize", action="store_true",
-                    help="per-query min-max feature scaling (as the model was trained with)")
+                    help="per-query min-max feature scaling, for a model that does not record "
+                         "it (a model records its training choice and applies it)")
     _add_reading_options(ev)
 
     pr = sub.add_parser("predict", help="write one score per line for a data file",
@@ -200,7 +202,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="output file (default: standard output)")
     pr.add_argument("--device", default="cpu")
     pr.add_argument("--normalize", action="store_true",
-                    help="per-query min-max feature scaling (as the model was trained with)")
+                    help="per-query min-max feature scaling, for a model that does not record "
+                         "it (a model records its training choice and applies it)")
     _add_reading_options(pr)
 
     ls = sub.add_parser("list", help="list losses, algorithms, learners and metrics",
@@ -278,6 +281,18 @@ def _load_model(path: str, device):
         raise CLIError(f"cannot load model {path}: {msg}") from None
 
 
+def _normalize(args, stored) -> bool:
+    """Per-query scaling for ``evaluate``/``predict``: the model's stored choice (a
+    ``--normalize`` that contradicts it is an error); the flag alone for a model without one."""
+    asked = bool(getattr(args, "normalize", False))
+    if stored is None:
+        return asked
+    if asked and not stored:
+        raise CLIError(f"--normalize contradicts the model {args.model}: it was trained "
+                       f"without per-query normalisation")
+    return bool(stored)
+
+
 def _score_file(args):
     """``(data, scores)``: the saved model ``args.model`` applied to ``args.file`` (its
     features padded to the model's count) on ``args.device``."""
@@ -304,7 +319,7 @@ def _score_file(args):
     if data.num_features > F:
         raise CLIError(f"{args.file}: has {data.num_features} features, the model expects {F}")
     data = pad_features(data, F).to(dev)
-    if getattr(args, "normalize", False):
+    if _normalize(args, model.info.get("normalize")):
         data = normalized(data)
     with torch.no_grad():
         return data, model.predict(data.X)

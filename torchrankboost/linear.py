@@ -31,13 +31,14 @@ import torch
 from torch import Tensor
 
 from .boosting.evaluation import FitMonitor, FitState
-from .boosting.inputs import as_features, fit_inputs
+from .boosting.inputs import as_features, check_no_inf, fit_inputs
 from .contract import FitInfo, NumericalError, RoundRecord
 from .params import from_params
 
 __all__ = ["LinearRanker", "RankSVM"]
 
 FORMAT = "torchrankboost.LinearRanker"
+FORMAT_VERSION = 2  # 2: the file carries a SHA-256 (older files load with a warning)
 
 
 class LinearRanker:
@@ -69,31 +70,50 @@ class LinearRanker:
         raise ValueError(f"kind must be 'gain' or 'count', got {kind!r}")
 
     def predict(self, X) -> Tensor:
+        """``(n,)`` float64 scores ``X·w + b`` (NaN features count as 0; ``±inf`` features are
+        refused with a ``ValueError`` naming the column, as at fit)."""
         X = as_features(X)
         if X.shape[1] != self.num_features:
             raise ValueError(f"X must have shape (n, {self.num_features}), got {tuple(X.shape)}")
+        check_no_inf(X)
         Xd = torch.nan_to_num(X.to(torch.float64), nan=0.0)
         return Xd @ self.weight.to(Xd.device) + self.bias
 
     def save(self, path) -> None:
-        """Write a ``.safetensors`` file (``weight``; JSON in the ``"linear"`` metadata),
-        atomically."""
+        """Write a ``.safetensors`` file (``weight``; JSON in the ``"linear"`` metadata, with
+        the file's SHA-256), atomically."""
         from ._modelfile import write_model_file
 
-        meta = {"format": FORMAT, "bias": self.bias.hex(), "info": self.info}
+        meta = {"format": FORMAT, "version": FORMAT_VERSION, "bias": self.bias.hex(),
+                "info": self.info}
         write_model_file(path, {"weight": self.weight}, "linear", meta, what="LinearRanker")
 
     @classmethod
-    def load(cls, path, *, device=None) -> "LinearRanker":
-        """Read a file written by :meth:`save`; its values are validated (finite weights and
-        bias), a corrupt file raises ``ValueError`` naming it."""
-        from ._modelfile import ModelFileError, check_linear, read_model_file
+    def load(cls, path, *, device=None, max_features: Optional[int] = None) -> "LinearRanker":
+        """Read a file written by :meth:`save`: its SHA-256, the JSON types and dtypes as
+        written, at most ``max_features`` weights (default 100,000), finite weights and bias
+        whose scores cannot overflow are verified; a corrupt file raises ``ValueError``
+        naming it."""
+        from ._modelfile import guarded
+
+        with guarded(path):
+            return cls._load(path, device, max_features)
+
+    @classmethod
+    def _load(cls, path, device, max_features) -> "LinearRanker":
+        from ._modelfile import (ModelFileError, check_linear, check_linear_state, hex_float,
+                                 read_model_file)
 
         meta, t = read_model_file(path, "linear", "LinearRanker", device=device)
         if meta.get("format") != FORMAT:
-            raise ModelFileError(f"{path}: unknown format {meta.get('format')!r}")
+            raise ModelFileError(f"{path}: unknown format {meta.get('format')!r}"[:300])
+        version = meta.get("version", 1)
+        if type(version) is int and version > FORMAT_VERSION:
+            raise ModelFileError(f"{path}: format version {version} is newer than this "
+                                 f"library ({FORMAT_VERSION})")
+        check_linear_state(path, meta, t, max_features=max_features)
         try:
-            model = cls(t["weight"], float.fromhex(meta["bias"]), info=meta.get("info"))
+            model = cls(t["weight"], hex_float(meta["bias"], "bias"), info=meta.get("info"))
         except (KeyError, TypeError, ValueError) as exc:
             raise ModelFileError(f"{path}: invalid model file: {exc}") from None
         check_linear(path, model)

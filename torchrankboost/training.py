@@ -136,6 +136,16 @@ def check_output(path: str, inputs: Sequence[Path], what: str = "--output") -> N
         raise CLIError(f"{what}: {exc}") from None
 
 
+def check_model_output(path: str) -> None:
+    """A model output named like another format (``.json``, ``.txt``, ...): a ``CLIError``."""
+    from ._modelfile import check_model_suffix
+
+    try:
+        check_model_suffix(path, "--output")
+    except ValueError as exc:
+        raise CLIError(str(exc).replace("--output.save: ", "--output ")) from None
+
+
 # ============================================================================ the plan
 @dataclass
 class RunPlan:
@@ -273,6 +283,7 @@ def _start(args, ctx):
         check_distributed_algorithm(ctx, options["algorithm"], DISTRIBUTED_ALGORITHMS, error=CLIError)
         if args.output and ctx.is_main:  # the model must have somewhere to go
             check_output(args.output, _input_paths(args))
+            check_model_output(args.output)
         _check_continue(args)
     return dev, options
 
@@ -451,6 +462,7 @@ def _finish(args, ctx, ranker, model, splits, run: RunPlan, logger, seconds: flo
     rows = _final_metrics(args, ctx, model, splits, run, logger, used)
     if splits["train"].zero_based is not None:
         model.info["zero_based"] = bool(splits["train"].zero_based)
+    model.info["normalize"] = bool(args.normalize)  # evaluate/predict apply it
     model.info.update(run_facts(ctx))
     out_path = args.output or os.path.join(run.logdir, "model.safetensors")
     with ctx.guard():

@@ -24,7 +24,7 @@ from .inputs import as_features
 __all__ = ["Ensemble", "as_features", "weak_summary"]
 
 FORMAT = "torchrankboost.Ensemble"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2  # 2: the file carries a SHA-256 (older files load with a warning)
 
 
 def _default_registry(tensors, meta):
@@ -194,41 +194,48 @@ class Ensemble:
 
     @classmethod
     def load(cls, path, *, device=None,
-             model_from_state: Optional[Callable[[dict, dict], object]] = None
-             ) -> "Ensemble":
+             model_from_state: Optional[Callable[[dict, dict], object]] = None,
+             max_features: Optional[int] = None) -> "Ensemble":
         """Read a file written by :meth:`save` (no pickle: safetensors + JSON).
 
         ``model_from_state(tensors, meta)`` rebuilds one weak model (default: the registry
         ``torchrankboost.boosting.learners.weak_model_from_state``, dispatching on
         ``meta["type"]``). ``device``: where to put the tensors (default CPU).
 
-        The structure is validated before use (:mod:`torchrankboost._modelfile`: index
-        ranges, acyclic tree links, depth, finite values, feature indices): a corrupt or
-        tampered file raises ``ValueError("<path>: invalid model file: <problem>")``.
+        Verified before use (:mod:`torchrankboost._modelfile`): the file's SHA-256, the JSON
+        types and tensor dtypes as written, ``num_features <= max_features`` (default
+        100,000), index ranges, acyclic tree links, depth, finite values and scores that
+        cannot overflow. A corrupt or tampered file raises
+        ``ValueError("<path>: invalid model file: <problem>")``.
         """
-        from .._modelfile import ModelFileError, check_ensemble, read_model_file
+        from .._modelfile import guarded
+
+        with guarded(path):
+            return cls._load(path, device, model_from_state, max_features)
+
+    @classmethod
+    def _load(cls, path, device, model_from_state, max_features) -> "Ensemble":
+        from .._modelfile import (ModelFileError, check_ensemble, check_ensemble_state,
+                                  hex_float, read_model_file)
 
         meta, tensors = read_model_file(path, "ensemble", "Ensemble", device=device)
         if meta.get("format") != FORMAT:
-            raise ModelFileError(f"{path}: unknown format {meta.get('format')!r}")
+            raise ModelFileError(f"{path}: unknown format {meta.get('format')!r}"[:300])
+        version = meta.get("version", 0)
+        if type(version) is int and version > FORMAT_VERSION:
+            raise ModelFileError(f"{path}: format version {version} is newer than this "
+                                 f"library ({FORMAT_VERSION})")
+        check_ensemble_state(path, meta, tensors, max_features=max_features)
         try:
-            if int(meta.get("version", 0)) > FORMAT_VERSION:
-                raise ModelFileError(f"{path}: format version {meta['version']} is newer "
-                                     f"than this library ({FORMAT_VERSION})")
             build = model_from_state or _default_registry
             models = []
             for t, mmeta in enumerate(meta["models"]):
                 prefix = f"m{t}."
                 ts = {k[len(prefix):]: v for k, v in tensors.items() if k.startswith(prefix)}
                 models.append(build(ts, mmeta))
-            weights = tensors["weights"].to("cpu", torch.float64).reshape(-1).tolist()
-            base = meta["base_score"]
-            base = float.fromhex(base) if isinstance(base, str) else float(base)
-            nf = meta["num_features"]
-            if isinstance(nf, bool) or not isinstance(nf, int):
-                raise ValueError(f"num_features is {nf!r}")
-            ens = cls(models, weights, base_score=base, num_features=nf,
-                      info=meta.get("info") or {})
+            weights = tensors["weights"].to("cpu").tolist()
+            ens = cls(models, weights, base_score=hex_float(meta["base_score"], "base score"),
+                      num_features=meta["num_features"], info=meta.get("info") or {})
         except ModelFileError:
             raise
         except (KeyError, TypeError, ValueError, IndexError, AttributeError,
