@@ -6,17 +6,24 @@ Windows within one file system) and finally ``fsync``\\ s the folder. A failure 
 removes the temporary file and leaves the previous target untouched. The new file gets the
 permissions a plain ``open(path, "w")`` would give (``0o666`` less the umask), not the
 ``0o600`` of a temporary file.
+
+:func:`deferred_interrupts` holds SIGINT/SIGTERM while a file that must not be lost is
+written (the partial model saved after a first Ctrl-C): a second Ctrl-C would otherwise
+abort the write and the temporary file would be removed.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import signal
+import sys
 import tempfile
+import threading
 from pathlib import Path
 from typing import Callable, Iterator, Union
 
-__all__ = ["atomic_write", "atomic_path", "check_writable"]
+__all__ = ["atomic_write", "atomic_path", "check_writable", "deferred_interrupts"]
 
 PathLike = Union[str, os.PathLike]
 
@@ -109,3 +116,34 @@ def check_writable(path: PathLike) -> Path:
     if target.exists() and not os.access(target, os.W_OK):
         raise ValueError(f"cannot write {target}: the file is read-only")
     return target
+
+
+@contextlib.contextmanager
+def deferred_interrupts(note: str = "saving; the file is written before the program stops"
+                        ) -> Iterator[list]:
+    """Hold SIGINT and SIGTERM for the ``with`` block: a signal that arrives is recorded
+    (the yielded list gets its number) and announced once on stderr, and the block runs to
+    its end; the previous handlers are restored on exit. Outside the main thread (where
+    handlers cannot be set) the block runs unprotected."""
+    received: list = []
+    if threading.current_thread() is not threading.main_thread():
+        yield received
+        return
+
+    def hold(signum, frame):  # noqa: ARG001 - the signal module's signature
+        if not received:
+            print(f"torchrankboost: {signal.Signals(signum).name} received while {note}",
+                  file=sys.stderr, flush=True)
+        received.append(signum)
+
+    previous = {}
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        try:
+            previous[sig] = signal.signal(sig, hold)
+        except (OSError, ValueError):  # a signal this platform cannot catch
+            continue
+    try:
+        yield received
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

@@ -146,6 +146,17 @@ def check_model_output(path: str) -> None:
         raise CLIError(str(exc).replace("--output.save: ", "--output ")) from None
 
 
+def check_run_name(name: Optional[str]) -> None:
+    """Refuse a ``--name`` that could leave ``runs/``: path separators (``/``, ``\\``),
+    ``..``, a NUL byte, or an empty name (the run folder is ``runs/<name>-<timestamp>``)."""
+    if name is None:
+        return
+    seps = {"/", "\\", os.sep, os.altsep or "/"}
+    if not name.strip() or ".." in name or "\0" in name or any(c in name for c in seps):
+        raise CLIError(f"--name {name!r}: a run name is one folder name under runs/ (no path "
+                       f"separators, no '..'); use --logdir DIR to choose the folder")
+
+
 # ============================================================================ the plan
 @dataclass
 class RunPlan:
@@ -230,42 +241,63 @@ def _plan(args, options: Dict[str, Any], binary: bool, valid, name: str) -> RunP
 
 
 # ============================================================================ saving
+def _write_error(exc: BaseException) -> str:
+    """The reason of a failed write in a few words: the ``strerror`` of an ``OSError``,
+    the first line of any other writer error (safetensors raises its own type)."""
+    return getattr(exc, "strerror", None) or first_line(exc)
+
+
 def _save_model(model, out_path: str, args, run: RunPlan) -> str:
-    """Save ``model`` to ``out_path``; if that fails, to a fallback file in the run folder
-    (saying where). Returns the path written."""
+    """Save ``model`` to ``out_path``; if that fails (any writer error: ``OSError``, a
+    safetensors error on a full disk, ...), to a fallback file in the run folder (saying
+    where). Returns the path written; when nothing could be written, a :class:`CLIError`
+    says so in one line with both reasons."""
     try:
         model.save(out_path)
         return out_path
-    except (OSError, ValueError) as exc:
-        reason = getattr(exc, "strerror", None) or first_line(exc, default='')
+    except Exception as exc:  # noqa: BLE001 - every writer error goes to the fallback
+        reason = _write_error(exc)
+    fallback = "the run folder"
+    try:
         folder = _run_folder(args, run)
-        os.makedirs(folder, exist_ok=True)
         fallback = os.path.join(folder, "model.fallback.safetensors")
         if os.path.abspath(fallback) == os.path.abspath(out_path):
-            raise CLIError(f"cannot save the model to {out_path}: {reason}") from None
+            raise CLIError(f"cannot save the model to {out_path}: {reason}; nothing was saved")
+        os.makedirs(folder, exist_ok=True)
         model.save(fallback)
-        print(f"{PROG}: warning: cannot save the model to {out_path} ({reason}); saved it to "
-              f"{fallback} instead", file=sys.stderr)
-        return fallback
+    except CLIError:
+        raise
+    except Exception as exc:  # noqa: BLE001
+        raise CLIError(f"cannot save the model to {out_path} ({reason}) nor to {fallback} "
+                       f"({_write_error(exc)}); nothing was saved") from None
+    print(f"{PROG}: warning: cannot save the model to {out_path} ({reason}); saved it to "
+          f"{fallback} instead", file=sys.stderr)
+    return fallback
 
 
-def _save_partial(ranker, out_path: Optional[str], args, run: RunPlan) -> Optional[str]:
+def _save_partial(ranker, out_path: Optional[str], args, run: RunPlan):
     """After an interrupted or failed fit: the model of the last good round (``model_``) to
-    ``<output stem>.partial.safetensors``; returns the path, or ``None`` when there is none."""
+    ``<output stem>.partial.safetensors``. Returns ``(path, None)`` when saved, ``(None,
+    reason)`` when the save failed (any writer error), ``(None, None)`` when there is no
+    model. A second Ctrl-C (or SIGTERM) during the save is held until the file is written
+    (:func:`~torchrankboost._io.deferred_interrupts`), so it cannot lose the file."""
+    from ._io import deferred_interrupts
+
     model = ranker.model_
     if model is None:
-        return None
-    base = out_path or os.path.join(_run_folder(args, run), "model.safetensors")
-    os.makedirs(os.path.dirname(base) or ".", exist_ok=True)
-    stem = base[:-len(".safetensors")] if base.endswith(".safetensors") else base
-    path = stem + ".partial.safetensors"
-    try:
-        model.save(path)
-    except (OSError, ValueError) as exc:
-        print(f"{PROG}: warning: cannot save the partial model to {path}: "
-              f"{getattr(exc, 'strerror', None) or first_line(exc, default='')}", file=sys.stderr)
-        return None
-    return path
+        return None, None
+    path = "the partial model"
+    with deferred_interrupts():
+        try:
+            base = out_path or os.path.join(_run_folder(args, run), "model.safetensors")
+            stem = base[:-len(".safetensors")] if base.endswith(".safetensors") else base
+            path = stem + ".partial.safetensors"
+            os.makedirs(os.path.dirname(base) or ".", exist_ok=True)
+            model.save(path)
+        except Exception as exc:  # noqa: BLE001 - reported by the caller, one line
+            return None, f"cannot save the model of the last good round to {path}: " \
+                         f"{_write_error(exc)}"
+    return path, None
 
 
 # ============================================================================ data
@@ -279,6 +311,7 @@ def _start(args, ctx):
         if not 0 <= args.seed < 2 ** 63:
             raise CLIError(f"--seed must be an integer in [0, 2^63), got {args.seed}")
         torch.manual_seed(args.seed)
+        check_run_name(args.name)
         options = _ranker_options(args)
         check_distributed_algorithm(ctx, options["algorithm"], DISTRIBUTED_ALGORITHMS, error=CLIError)
         if args.output and ctx.is_main:  # the model must have somewhere to go
@@ -406,16 +439,18 @@ def _fit(ranker, splits: Dict[str, Any], run: RunPlan, callbacks: List[Any], **s
 
 def _fit_or_save_partial(args, ctx, ranker, splits, run: RunPlan, callbacks):
     """:func:`_fit`; after Ctrl-C or a numerical failure, rank 0 saves the model of the last
-    good round (``*.partial.safetensors``) and says so, and the error goes on."""
+    good round (``*.partial.safetensors``) and says so (or why it could not), and the error
+    goes on."""
     try:
         start = {k: v for k, v in (("init_model", args.init_model), ("resume", args.resume))
                  if v}
         return _fit(ranker, splits, run, callbacks, **start)
     except (KeyboardInterrupt, NumericalError) as exc:
-        saved = _save_partial(ranker, args.output, args, run) if ctx.is_main else None
-        if saved is None:
+        saved, failed = _save_partial(ranker, args.output, args, run) if ctx.is_main \
+            else (None, None)
+        if saved is None and failed is None:
             raise
-        note = f"the model of the last good round is saved to {saved}"
+        note = failed or f"the model of the last good round is saved to {saved}"
         if isinstance(exc, NumericalError):  # still one line
             raise NumericalError(f"{first_line(exc, default='')}; {note}", round=exc.round,
                                  model=exc.model) from None
