@@ -85,7 +85,7 @@ from .checkpoint import booster_resume, open_start
 from .inputs import count_eval_sets as _count_sets, fit_inputs
 from .objective import autograd_grad_hess, bind, scalar
 from ..params import describe, from_params
-from .steps import line_search, newton_from_values, shift_minimiser, summed_evaluate
+from .steps import decreases, line_search, newton_from_values, shift_minimiser, summed_evaluate
 from ..curvature import hessian_diagonal, hvp_probes, is_per_query
 
 _log = logging.getLogger("torchrankboost")
@@ -680,7 +680,7 @@ class Booster(FitState):
         for tries in range(31):
             s_new = run.scores + (self.learning_rate * alpha) * f
             v, g, h = self._value_at(run, s_new, fused, kind)
-            if math.isfinite(v) and v <= v0:
+            if decreases(v, v0, self.learning_rate * alpha, run.ensemble.n_rounds + 1):
                 if fused:
                     run.pending = (s_new, g, h, kind)
                 return _Step(alpha, v, {"status": "surrogate", "n_evals": tries + 1,
@@ -713,7 +713,7 @@ class Booster(FitState):
         while alpha != 0.0 and tries < 30:
             a = torch.tensor(self.learning_rate * alpha, dtype=F64)
             v = float(comm.sum(lambda: [float(phi(a).detach())], size=1)[0])
-            if math.isfinite(v) and v <= v0:
+            if decreases(v, v0, float(a)):
                 new = v
                 break
             alpha *= 0.5
@@ -736,7 +736,7 @@ class Booster(FitState):
                               max_ratio=self.max_step_ratio, order=self.line_search_order,
                               xtol=self.line_search_tol, value0=run.loss, deriv0=gf,
                               alpha0=a0 if math.isfinite(a0) and a0 > 0 else 1.0)
-        except ValueError as exc:
+        except (ValueError, NumericalError) as exc:  # bad φ(0), a NaN φ at a trial step
             raise self._failure(run, rnd, f"line search failed: {exc}") from None
         known = res.value if (self.learning_rate == 1.0 and res.status != "unbounded") else None
         step = _Step(res.alpha, known, {"status": res.status, "n_evals": res.n_evals,

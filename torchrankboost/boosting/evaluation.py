@@ -7,9 +7,11 @@ RoundRecord` (``end_round``). The monitor keeps the running scores of every eval
 (incrementally: ``scores += weight · weak_model(X_valid)``), computes the metrics (parsed
 by :func:`torchrankboost.registry.metric`, ``"loss"`` being the algorithm's objective on that
 set), fills ``evals_result_``, tracks the best round (the first metric on the first
-evaluation set), appends the record to ``history_`` and calls the callbacks. A NaN metric
-on an evaluation set stops the run with a :class:`~torchrankboost.contract.NumericalError`
-naming the set and the metric (it is never taken for "no improvement"). Early stopping is the
+evaluation set), appends the record to ``history_`` and calls the callbacks. A NaN in that
+metric (the one that picks the best round and drives early stopping) stops the run with a
+:class:`~torchrankboost.contract.NumericalError` naming the set and the metric (it is never
+taken for "no improvement"); a NaN in any other metric (a report metric undefined on that
+set, e.g. AUC without positives) is recorded and shown as ``nan``. Early stopping is the
 :class:`~torchrankboost.boosting.callbacks.EarlyStopping` callback over the same record; at
 the end (:meth:`FitMonitor.finish`) the model is cut back to the best round when
 ``early_stopping_rounds`` was given.
@@ -308,9 +310,9 @@ class FitMonitor:
                     r.evals_result_["train"][m.name].append(v)
         for j, (name, *_) in enumerate(self.evals):
             metrics[name] = {}
-            for m in self.metrics:
+            for i, m in enumerate(self.metrics):
                 v = values[(j, m.name)]
-                if _is_nan(v):
+                if _is_nan(v) and i == 0 and j == 0:  # the others are reported as nan
                     raise NumericalError(
                         f"round {record.round}: the evaluation metric {name} {m.name} is NaN "
                         f"(undefined on this set, or it overflowed); choose another metric "

@@ -9,7 +9,9 @@ autograd function without double backward) the search falls back to first deriva
 (safeguarded secant / bisection on ``φ'``).
 
 :func:`line_search` minimises ``φ`` for a (locally) convex ``φ``; see its docstring for the
-algorithm, the stopping rules and how an unbounded direction is reported.
+algorithm, the stopping rules and how an unbounded direction is reported. A NaN ``φ`` at any
+trial point is a :class:`~torchrankboost.contract.NumericalError` (never "no decrease,
+converged"); ``±inf`` is an overshoot and backtracked from.
 """
 
 from __future__ import annotations
@@ -21,8 +23,10 @@ from typing import Callable, List, Optional, Tuple
 import torch
 from torch import Tensor
 
+from ..contract import NumericalError
+
 __all__ = ["LineSearchResult", "line_search", "newton_step", "newton_from_values", "evaluate_phi",
-           "summed_evaluate", "shift_minimiser", "exact_step"]
+           "summed_evaluate", "shift_minimiser", "exact_step", "decreases"]
 
 F64 = torch.float64
 
@@ -139,6 +143,10 @@ class _Phi:
         else:
             v, d, h = evaluate_phi(self.phi, a, 1)
         self.history.append((a, v, d))
+        if math.isnan(v) and a != 0.0:  # a failure of the loss, not "no decrease" (φ(0):
+            # line_search's own ValueError)
+            raise NumericalError(f"the loss is NaN at step {a:.6g} along the weak model's "
+                                 f"output")
         # in the oriented variable β = sign·α: ψ(β) = φ(sign β), ψ' = sign φ', ψ'' = φ''
         return v, self.sign * d, h
 
@@ -362,6 +370,17 @@ def _line_search_result(ev, status, sign, best_b, best_f, f0, d0) -> LineSearchR
             d_best = dd
     return LineSearchResult(sign * best_b, best_f, f0, d0, d_best, status, len(ev.history),
                             ev.history)
+
+
+def decreases(value: float, value0: float, alpha: float, rnd: Optional[int] = None) -> bool:
+    """Accept a backtracking trial: ``value ≤ value0`` and finite (``±inf``: step too long,
+    halve it). A NaN ``value`` raises :class:`~torchrankboost.contract.NumericalError`
+    (``rnd``: the round, named in the message) instead of ending as "no decrease"."""
+    if math.isnan(value):
+        where = "" if rnd is None else f"round {rnd}: "
+        raise NumericalError(f"{where}the loss is NaN at step {alpha:.6g} along the weak "
+                             f"model's output", round=rnd)
+    return math.isfinite(value) and value <= value0
 
 
 def exact_step(evaluate: Callable[[float], Tuple[float, ...]], *, max_alpha: float,

@@ -1,0 +1,128 @@
+"""Numerical failures are failures, not convergence: a loss that turns NaN at a trial step of
+the line search (or of the surrogate/Newton backtracking) is a ``NumericalError`` that keeps
+the last good round."""
+
+import warnings
+
+import pytest
+import torch
+
+from torchrankboost.boosting import Booster, RegressionTree
+from torchrankboost.boosting.steps import line_search
+from torchrankboost.contract import NumericalError
+from torchrankboost.data import make_letor
+from torchrankboost.losses import ExponentialPairwiseLoss
+
+
+def _data(seed=0):
+    return make_letor(20, 10, 5, n_grades=3, seed=seed)
+
+
+class NaNOffTheCurrentScores(torch.nn.Module):
+    """The exponential pairwise loss, NaN at any scores but the current ones (and constant
+    scores: the base score) from round ``bad`` on: finite where the driver stands, NaN at
+    every trial step."""
+
+    def __init__(self, bad):
+        super().__init__()
+        self.bad, self.rounds, self.current = bad, 0, None
+
+    def forward(self, s, labels, groups=None):
+        v = ExponentialPairwiseLoss()(s, labels, groups)
+        here = bool((s == s[0]).all()) or (self.current is not None
+                                           and torch.equal(s.detach(), self.current))
+        if self.rounds + 1 >= self.bad and not here:
+            return v * float("nan")
+        return v
+
+    def on_round_end(self, ranker, record):  # also the callback that tracks the scores
+        self.rounds = record.round
+        self.current = ranker.scores_.detach().clone()
+
+
+def _fit(step, bad, n_rounds=6):
+    X, y, g = _data()
+    loss = NaNOffTheCurrentScores(bad)
+    b = Booster(loss, RegressionTree(max_leaves=4), n_rounds=n_rounds, step=step,
+                curvature="none", learning_rate=0.5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(NumericalError) as info:
+            b.fit(X, y, g, callbacks=[loss])
+    return b, info.value
+
+
+@pytest.mark.parametrize("step", ["line_search", "surrogate", "newton"])
+def test_nan_loss_inside_the_step_search_is_a_numerical_error_keeping_the_last_good_round(step):
+    b, exc = _fit(step, bad=3)
+    assert "NaN" in str(exc) and "converged" not in str(exc)
+    assert "converged" not in (b.stop_reason_ or "")
+    assert b.model_ is not None and b.model_.n_rounds == 2
+    assert b.model_.info["partial"] is True and exc.model is not None
+
+
+def test_nan_loss_in_the_first_round_search_is_an_error_not_a_zero_round_model():
+    b, exc = _fit("line_search", bad=1)
+    assert "round 1" in str(exc) and "NaN" in str(exc)
+    assert b.model_ is None and "converged" not in (b.stop_reason_ or "")
+
+
+def test_line_search_refuses_a_nan_phi_at_a_trial_point_but_backtracks_from_inf():
+    def nan_beyond(a):
+        a = float(a)
+        return (a - 1.0) ** 2 if a < 0.5 else float("nan"), 2 * (a - 1.0), 2.0
+
+    with pytest.raises(NumericalError, match="NaN at step"):
+        line_search(evaluate=nan_beyond)
+
+    def inf_beyond(a):
+        a = float(a)
+        return ((a - 1.0) ** 2, 2 * (a - 1.0), 2.0) if a < 3 else (float("inf"),) * 3
+
+    res = line_search(evaluate=inf_beyond, alpha0=8.0, order=1)
+    assert res.status == "converged" and abs(res.alpha - 1.0) < 1e-4
+
+
+# ---------------------------------------------------------------- NaN report metrics
+def _nan_metric(s, y, g):
+    return float("nan")
+
+
+def test_nan_report_metric_is_recorded_as_nan_and_does_not_stop_the_run():
+    X, y, g = _data()
+    b = Booster(ExponentialPairwiseLoss(), RegressionTree(max_leaves=4), n_rounds=3)
+    b.fit(X, y, g, eval_set=[(X, y, g)], early_stopping_rounds=2,
+          eval_metric=["ndcg@5", ("nanmetric", _nan_metric, True)])
+    assert len(b.history_) == 3 and b.model_.n_rounds >= 1
+    values = b.evals_result_["valid_0"]["nanmetric"]
+    assert len(values) == 3 and all(v != v for v in values)
+
+
+def test_nan_early_stopping_metric_still_stops_the_run_naming_it():
+    X, y, g = _data()
+    b = Booster(ExponentialPairwiseLoss(), RegressionTree(max_leaves=4), n_rounds=3)
+    with pytest.raises(NumericalError, match="valid_0 nanmetric is NaN"):
+        b.fit(X, y, g, eval_set=[(X, y, g)], early_stopping_rounds=2,
+              eval_metric=[("nanmetric", _nan_metric, True), "ndcg@5"])
+
+
+def test_cli_report_metric_undefined_on_validation_is_shown_as_nan(tmp_path, capsys):
+    """``-m map`` on a validation set without positives: AUC (a report metric) is undefined
+    there, and the run finishes with ``nan`` in its table."""
+    from torchrankboost import cli
+
+    g = torch.Generator().manual_seed(0)
+    for name, positives in (("train.txt", True), ("valid.txt", False)):
+        with open(tmp_path / name, "w") as fh:
+            for q in range(8):
+                for _ in range(5):
+                    x = torch.rand(3, generator=g)
+                    label = int(positives and float(x[0]) > 0.5)
+                    fh.write(f"{label} qid:{q} " + " ".join(f"{j + 1}:{float(x[j]):.4f}"
+                                                            for j in range(3)) + "\n")
+    rc = cli.main(["train", "--data", str(tmp_path / "train.txt"), "--valid",
+                   str(tmp_path / "valid.txt"), "-m", "map", "--report", "map", "auc",
+                   "--rounds", "2", "-q", "--no-tensorboard", "-o", str(tmp_path / "m.st")])
+    out, err = capsys.readouterr()
+    assert rc == 0, err
+    assert "nan" in out and "auc" in out
