@@ -27,6 +27,7 @@ from ..binning import BinnedFeatures, _check_X, bin_features
 from ..kernels import KERNELS, GrownTree, TreeParams, choose_backend, newton_values
 from ...params import Params
 from .base import check_fit_inputs, check_float, check_int, fit_context, out_dtype
+from .memory import check_histogram_memory
 
 __all__ = ["RegressionTree", "TreeModel"]
 
@@ -187,7 +188,11 @@ class RegressionTree(Params):
         """Bin X (n, F) once: uint8 codes, NaN → 255. ``context``: the
         :class:`~torchrankboost.parallel.DistContext` of the fit (``None``: one process);
         data-parallel, ``X`` is this rank's shard, the edges are those of all ranks' rows and
-        the fits sum their histograms over the ranks."""
+        the fits sum their histograms over the ranks. A fit whose histograms cannot fit in
+        the memory available is refused here, before anything is allocated
+        (:func:`~torchrankboost.boosting.learners.memory.check_histogram_memory`)."""
+        if isinstance(X, Tensor) and X.dim() == 2:
+            check_histogram_memory(X.shape[1], self.max_leaves, X.device)
         return bin_features(X, n_bins=self.n_bins, sample_count=self.bin_sample_count,
                             seed=self.seed, context=fit_context(context))
 
