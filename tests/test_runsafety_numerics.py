@@ -2,6 +2,7 @@
 the line search (or of the surrogate/Newton backtracking) is a ``NumericalError`` that keeps
 the last good round."""
 
+import sys
 import warnings
 
 import pytest
@@ -126,3 +127,52 @@ def test_cli_report_metric_undefined_on_validation_is_shown_as_nan(tmp_path, cap
     out, err = capsys.readouterr()
     assert rc == 0, err
     assert "nan" in out and "auc" in out
+
+
+# ---------------------------------------------------------------- across ranks
+_TWO_RANKS = """
+import sys, warnings
+from datetime import timedelta
+import torch, torch.distributed as dist
+dist.init_process_group("gloo", timeout=timedelta(seconds=30))
+torch.set_num_threads(1)
+from torchrankboost.boosting import Booster, RegressionTree
+from torchrankboost.contract import NumericalError
+from torchrankboost.data import make_letor
+from torchrankboost.losses import ExponentialPairwiseLoss
+from torchrankboost.parallel import get_context
+
+ctx = get_context()
+tr = make_letor(20, 10, 5, n_grades=3, seed=0).shard(ctx.rank, ctx.world_size)
+grads = [0]
+
+def loss(s, labels, groups=None):  # NaN on rank 1 at trial steps from round 3 on
+    v = ExponentialPairwiseLoss()(s, labels, groups)
+    if s.requires_grad and s.grad_fn is None:
+        grads[0] += 1  # a gradient: the base-score shift, then once a round
+    trial = s.grad_fn is not None and not bool((s == s[0]).all())
+    return v * float("nan") if ctx.rank == 1 and grads[0] >= 4 and trial else v
+
+b = Booster(loss, RegressionTree(max_leaves=4), n_rounds=6, curvature="none", step="line_search")
+with warnings.catch_warnings():
+    warnings.simplefilter("ignore")
+    try:
+        b.fit(tr.X, tr.labels, tr.groups)
+        print("no error", b.stop_reason_)
+    except NumericalError as exc:
+        print("NumericalError", exc.round, b.model_.n_rounds, b.model_.info["partial"], exc)
+dist.barrier()
+dist.destroy_process_group()
+"""
+
+
+def test_nan_loss_inside_the_line_search_on_one_rank_is_a_numerical_error_on_every_rank():
+    from dist_helpers import free_port, run_processes, worker_env
+
+    port = free_port()
+    results = run_processes([[sys.executable, "-c", _TWO_RANKS]] * 2,
+                            [worker_env(r, 2, port) for r in range(2)], timeout=120)
+    for r in results:
+        assert r.returncode == 0, r.err[-2000:]
+        assert r.out.startswith("NumericalError 3 2 True round 3:"), (r.out, r.err[-1000:])
+        assert "NaN" in r.out and "converged" not in r.out
