@@ -166,6 +166,7 @@ dist.destroy_process_group()
 """
 
 
+@pytest.mark.slow
 def test_nan_loss_inside_the_line_search_on_one_rank_is_a_numerical_error_on_every_rank():
     from dist_helpers import free_port, run_processes, worker_env
 
