@@ -105,6 +105,16 @@ def test_run_name_cannot_write_outside_runs(tmp_path, data, monkeypatch, capsys,
     assert set(tmp_path.parent.iterdir()) == before and not (tmp_path / "runs").exists()
 
 
+def test_run_name_is_refused_before_several_processes_are_launched(tmp_path, data, monkeypatch,
+                                                                   capsys):
+    from torchrankboost import cli
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(cli, "relaunch", lambda *a: pytest.fail("relaunched"))
+    assert _main(["train", "--data", data, "--nproc", 2, "--name", "../x"]) == 2
+    assert "--name" in _one_line(capsys) and not (tmp_path.parent / "x").exists()
+
+
 @pytest.mark.parametrize("name", ["my-run.v2", "mq2008 fold1", "a.b_c"])
 def test_plain_run_names_are_accepted(name):
     from torchrankboost.training import check_run_name

@@ -44,8 +44,8 @@ from .factory import load_model, rounds_kept
 from .parallel import DistributedError
 from .parallel.launch import end_process_group, relaunch, start_process_group, under_launcher
 from .training import (DEFAULT_REPORT_BINARY, DEFAULT_REPORT_GRADED, PROG, ZERO_BASED,
-                       CLIError, TrainResult, check_output, device, is_binary, normalized,
-                       parse_params, train)
+                       CLIError, TrainResult, check_output, check_run_name, device, is_binary,
+                       normalized, parse_params, train)
 
 __all__ = ["main", "build_parser", "parse_params", "CLIError"]
 
@@ -383,6 +383,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     owned = False
     try:
         if args.command == "train" and args.nproc is not None and not under_launcher():
+            check_run_name(args.name)  # status 2 here, before any rank starts
             return relaunch(raw, args.nproc)
         _set_threads(getattr(args, "threads", None))
         if args.command == "train":  # under torchrun: this process joins the group
