@@ -183,13 +183,15 @@ class RegressionTree(Params):
                 f"feature_fraction={self.feature_fraction}"
                 + (f", kernel={self.kernel!r})" if self.kernel != "auto" else ")"))
 
-    def prepare(self, X: Tensor, *, context=None) -> BinnedFeatures:
+    def prepare(self, X: Tensor, *, context=None, rows: Optional[Tensor] = None
+                ) -> BinnedFeatures:
         """Bin X (n, F) once: uint8 codes, NaN → 255. ``context``: the
         :class:`~torchrankboost.parallel.DistContext` of the fit (``None``: one process);
         data-parallel, ``X`` is this rank's shard, the edges are those of all ranks' rows and
-        the fits sum their histograms over the ranks."""
+        the fits sum their histograms over the ranks. ``rows``: the rows that place the
+        edges (those of positive weight; ``None``: all)."""
         return bin_features(X, n_bins=self.n_bins, sample_count=self.bin_sample_count,
-                            seed=self.seed, context=fit_context(context))
+                            seed=self.seed, context=fit_context(context), rows=rows)
 
     @property
     def params(self) -> TreeParams:
