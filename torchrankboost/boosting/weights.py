@@ -30,10 +30,12 @@ from typing import Optional, Tuple
 import torch
 from torch import Tensor
 
+from .._pair_engine.levels import label_pairs
 from ..groups import Groups, as_vector
+from ..pairs import ExplicitPairs
 
 __all__ = ["FitWeights", "fit_weights", "split_init_score", "prepare_learner",
-           "check_unweighted"]
+           "check_unweighted", "weighted_pairs"]
 
 F64 = torch.float64
 
@@ -95,6 +97,16 @@ class FitWeights:
     def count(self, n: int) -> int:
         """The number of rows of positive weight (``n`` when all are)."""
         return n if self.rows is None else int(self.rows.numel())
+
+    def log_doc_weights(self, groups: Groups) -> Optional[Tensor]:
+        """``ln(w_d c_q)`` per document (``-inf`` at weight 0), or ``None`` unweighted."""
+        if not self.weighted:
+            return None
+        w = self.sample if self.sample is not None else torch.ones(
+            groups.num_docs, dtype=F64, device=self.group.device)
+        if self.group is not None:
+            w = w * self.group[groups.group_index]
+        return torch.log(w)
 
     def mask(self, target: Tensor, weight: Optional[Tensor], hc: Tensor
              ) -> Tuple[Tensor, Optional[Tensor], Tensor]:
@@ -177,3 +189,16 @@ def check_unweighted(algorithm: str, sample_weight=None, group_weight=None,
     for name, v in (("sample_weight", sample_weight), ("group_weight", group_weight)):
         if v is not None:
             raise ValueError(f"{algorithm} takes no {name}{why}")
+
+
+def weighted_pairs(pairs, labels, groups: Groups, fw: FitWeights):
+    """The crucial pairs of ``pairs`` listed with their weights ``c_q w_i w_j`` (times an
+    explicit pair's own weight): an :class:`~torchrankboost.pairs.ExplicitPairs`
+    (O(#pairs) memory)."""
+    hi, lo, pw = label_pairs(labels, groups, pairs)
+    w = torch.ones(hi.shape[0], dtype=F64, device=hi.device) if pw is None else pw.to(F64)
+    if fw.sample is not None:
+        w = w * fw.sample[hi] * fw.sample[lo]
+    if fw.group is not None:
+        w = w * fw.group[groups.group_index[hi]]
+    return ExplicitPairs(hi, lo, w)
