@@ -154,7 +154,7 @@ def test_bad_weights_are_clear_errors(data):
         b.fit(X, y, g, sample_weight=[1.0, 2.0, 3.0])
     with pytest.raises(ValueError, match="group_weight must be non-negative"):
         b.fit(X, y, g, group_weight=-torch.ones(g.num_groups))
-    with pytest.raises(ValueError, match="every document has weight 0"):
+    with pytest.raises(ValueError, match="every weight is zero"):
         b.fit(X, y, g, sample_weight=torch.zeros(len(y)))
     with pytest.raises(ValueError, match="init_score has 2 entries"):
         b.fit(X, y, g, init_score=[0.0, 1.0])

@@ -14,6 +14,9 @@ a pointwise term weighs :math:`c_q w_i`), so
   **weights of 0 on some queries give the model trained without those queries**.
 
 Weights that are all 1 are the unweighted fit (the same code path, the same numbers).
+Limits of the equality with the model trained without the zero-weighted queries: the
+driver's query ``subsample`` draws over every query (weight 0 or not), and a loss with
+``reduction="mean"`` still counts a zero-weighted query that has pairs.
 A per-document ``init_score`` is an offset, as in LightGBM: the training scores start from
 it and it is not part of the model (``predict`` adds none of it); evaluation sets take their
 own offsets with ``eval_init_score=[...]`` (one entry, ``None``, a float or ``(n_v,)``, per
@@ -136,7 +139,7 @@ def fit_weights(sample_weight, group_weight, groups: Groups, *, device=None) -> 
         if c is not None:
             active &= (c > 0)[groups.group_index]
         if not bool(active.any()):
-            raise ValueError("every document has weight 0 (sample_weight and group_weight): "
+            raise ValueError("every weight is zero (sample_weight and group_weight): "
                              "nothing to fit")
         out._mask = active
         if not bool(active.all()):
