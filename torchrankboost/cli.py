@@ -118,6 +118,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "(default: wdbc)")
     g.add_argument("--valid", metavar="FILE", help="validation file (SVMlight) for early stopping")
     g.add_argument("--test", metavar="FILE", help="test file (SVMlight) for the final report")
+    g.add_argument("--weights", metavar="FILE",
+                   help="document weights of the training data, one per data line (default: "
+                        "the training file's FILE.weight beside it, as LightGBM reads it)")
     g.add_argument("--normalize", action="store_true",
                    help="per-query min-max feature scaling (LETOR's QueryLevelNorm; "
                         "recommended for MSLR-WEB); stored in the model, evaluate/predict "

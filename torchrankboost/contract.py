@@ -5,7 +5,8 @@ algorithms (``RankBoost``, ``RankBoostPlus``, ``AdaBoost``, ``SmoothMarginRankin
 ``PNormPush``, ``QBRank``, ``GBT``, ``RankSVM``) — is a :class:`Ranker`::
 
     model = ranker.fit(X, labels, groups=None, *, eval_set=None, eval_metric="ndcg@10",
-                       early_stopping_rounds=None, callbacks=())
+                       early_stopping_rounds=None, callbacks=(), sample_weight=None,
+                       group_weight=None)
     scores = model.predict(X_test)
     model.save("model.safetensors"); same = type(model).load("model.safetensors")
 
@@ -26,6 +27,15 @@ The first metric on the first evaluation set gives the best round; with
 ``early_stopping_rounds`` the fit stops after that many rounds without improvement (a NaN is
 never an improvement) and the model is cut back to the best round. An algorithm may take
 extra keyword-only fit inputs (``pairs=``, ``init_scores=``, ``init_score=``).
+
+Weights: ``sample_weight`` ``(n,)`` per document and ``group_weight`` ``(Q,)`` per query,
+finite and ``>= 0`` (all ones: the unweighted fit). A pair ``(i, j)`` of query ``q`` weighs
+``c_q w_i w_j``; rows of weight 0 contribute nothing, so zero weights on some queries give the
+model trained without them (see :mod:`torchrankboost.boosting.weights`). An algorithm whose
+objective has no weighted form refuses weights with a ``ValueError``. ``init_score`` (where
+a starting score makes sense: the boosting driver and the algorithms built on it, RankBoost)
+is a float or ``(n,)`` per-document offsets, with ``eval_init_score=[...]`` for the
+evaluation sets.
 
 One vocabulary: ``learner`` (the weak learner / weak-ranker dictionary), ``learning_rate``
 (the shrinkage), ``on_unbounded`` (``"stop"``, ``"raise"``, ``"cap"``, and ``"smooth"`` for
@@ -213,6 +223,7 @@ class Ranker(Protocol):
     def fit(self, X: Any, labels: Any, groups: Any = None, *,
             eval_set: Optional[Sequence] = None, eval_metric: Any = "ndcg@10",
             early_stopping_rounds: Optional[int] = None,
-            callbacks: Sequence[Any] = ()) -> RankingModel: ...
+            callbacks: Sequence[Any] = (), sample_weight: Any = None,
+            group_weight: Any = None) -> RankingModel: ...
 
     def predict(self, X: Any) -> Tensor: ...

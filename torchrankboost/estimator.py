@@ -100,6 +100,23 @@ def _features(X) -> np.ndarray:
     return arr.toarray() if hasattr(arr, "toarray") else arr
 
 
+def _fit_weights(sample_weight, group_weight, qid, group, n: int) -> dict:
+    """The fit's ``sample_weight`` in the rows' order after :func:`_groups_from` (rows
+    grouped by query; queries stay in first-appearance order, as ``group_weight`` is);
+    only the ones given (an algorithm without weights is then never handed ``None``s)."""
+    out = {}
+    _, perm = _groups_from(n, qid, group)
+    if sample_weight is not None:
+        w = torch.as_tensor(_to_numpy(sample_weight, "sample_weight").reshape(-1))
+        if w.shape[0] != n:
+            raise ValueError(f"sample_weight has {w.shape[0]} entries but X has {n} rows")
+        out["sample_weight"] = w if perm is None else w[perm]
+    if group_weight is not None:
+        out["group_weight"] = torch.as_tensor(_to_numpy(group_weight, "group_weight")
+                                              ).reshape(-1)
+    return out
+
+
 def _groups_from(n: int, qid=None, group=None):
     """``(Groups, perm or None)``: from per-row query ids (any order) or query sizes."""
     from .groups import Groups
@@ -268,7 +285,7 @@ class BoostedRanker(compat.TheirNames, BaseEstimator):
     # ------------------------------------------------------------------ API
     @compat.refusing_their_names(compat.THEIR_FIT, "BoostedRanker.fit")
     def fit(self, X, y, *, qid=None, group=None, eval_set=None, eval_qid=None,
-            eval_group=None, callbacks=None):
+            eval_group=None, callbacks=None, sample_weight=None, group_weight=None):
         """Fit on ``X (n, F)`` and relevance labels ``y (n,)``.
 
         Queries: ``qid`` (a query id per row, rows in any order), ``group`` (sizes of
@@ -277,7 +294,9 @@ class BoostedRanker(compat.TheirNames, BaseEstimator):
         their query ids in ``eval_qid`` / ``eval_group`` (lists), or ``(X_v, y_v, qid_v)``
         triples; the first drives ``early_stopping_rounds`` (ignored without an ``eval_set``).
         ``callbacks``: callbacks of the contract (e.g. a
-        :class:`~torchrankboost.tensorboard.TensorBoardLogger`).
+        :class:`~torchrankboost.tensorboard.TensorBoardLogger`). ``sample_weight`` ``(n,)``
+        (per row) and ``group_weight`` (per query, in the order the queries first appear):
+        see :mod:`torchrankboost.boosting.weights`.
 
         A data frame's column names are kept in ``feature_names_in_``. Inside scikit-learn's
         cross-validation without metadata routing, ``qid``/``group`` are refused at once
@@ -287,6 +306,7 @@ class BoostedRanker(compat.TheirNames, BaseEstimator):
             raise ValueError(compat.FIT_IN_CV)
         compat.check_feature_names(self, X, reset=True)
         Xt, yt, groups = self._prepare(X, y, qid, group)
+        weights = _fit_weights(sample_weight, group_weight, qid, group, Xt.shape[0])
         if Xt.shape[0] == 0:
             raise ValueError("X has no rows")
         evals = []
@@ -323,7 +343,7 @@ class BoostedRanker(compat.TheirNames, BaseEstimator):
 
             cbs.append(ProgressCallback())
         model = ranker.fit(Xt, yt, groups, eval_set=evals or None, eval_metric=self.eval_metric,
-                           early_stopping_rounds=stopping, callbacks=cbs, **init)
+                           early_stopping_rounds=stopping, callbacks=cbs, **init, **weights)
         self.ranker_ = ranker
         self.n_queries_ = int(groups.num_groups)
         self.model_ = model

@@ -30,6 +30,14 @@ query layout too, which both keep in their dataset objects: LightGBM's
 metric arrays without the queries: the XGBoost adapters raise ``ValueError`` saying to use
 ``xgb.train`` as above.)
 
+**Weights.** The dataset's weights reach the loss: LightGBM's ``Dataset(weight=...)``
+(``get_weight()``, one per document) and ``LGBMRanker.fit(sample_weight=...)`` are document
+weights; XGBoost's ``DMatrix(weight=...)`` is one weight per query for ranking (XGBoost's
+convention; one per document is taken as document weights). A pair ``(i, j)`` of query
+``q`` weighs ``c_q w_i w_j`` in the loss (see :mod:`torchrankboost.boosting.weights`), so a
+document of weight 0 has gradient 0 and the floor curvature ``hess_floor``. (Both libraries
+still bin and count such rows in ``min_data_in_leaf``: set it low to train as without them.)
+
 The curvature handed over is the loss's exact Hessian diagonal (``hess="diag"``, default) or
 its diagonal upper bound (``hess="bound"``), floored at ``hess_floor`` because both libraries
 divide by it (a document in no active pair has zero curvature). A loss without
@@ -110,18 +118,26 @@ class _Objective:
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.loss!r}, hess={self.hess!r})"
 
-    def grad_hess(self, scores: Tensor, labels: Tensor, groups: Groups
-                  ) -> Tuple[np.ndarray, np.ndarray]:
-        """``(grad, hess)`` of the summed loss, float64 NumPy arrays of shape ``(n,)``."""
+    def grad_hess(self, scores: Tensor, labels: Tensor, groups: Groups, weights=None,
+                  group_weights=None) -> Tuple[np.ndarray, np.ndarray]:
+        """``(grad, hess)`` of the summed loss, float64 NumPy arrays of shape ``(n,)``;
+        ``weights`` ``(n,)`` / ``group_weights`` ``(G,)``: document / query weights."""
+        kw = {} if weights is None else {"weights": weights}
+        if group_weights is not None and not callable(getattr(self.loss, "bind", None)):
+            raise ValueError("query weights need a loss with bind() (any RankingLoss)")
         if self._has_gh:
             kind = "diag" if self.hess == "none" else self.hess
-            g, h = self.loss.grad_hess(scores, labels, groups, hess=kind)
+            if group_weights is not None:
+                g, h = self.loss.bind(labels, groups, **kw).with_group_weights(
+                    group_weights).grad_hess(scores, hess=kind)
+            else:
+                g, h = self.loss.grad_hess(scores, labels, groups, hess=kind, **kw)
             g = g.detach().to(F64)
             h = torch.ones_like(g) if self.hess == "none" else h.detach().to(F64)
         else:
             x = scores.clone().requires_grad_(True)
             with torch.enable_grad():
-                v = self.loss(x, labels, groups)
+                v = self.loss(x, labels, groups, **kw)
                 (g,) = torch.autograd.grad(v.sum(), x, allow_unused=True)
             g = torch.zeros_like(scores) if g is None else g.detach()
             h = torch.ones_like(g)
@@ -133,6 +149,22 @@ class _Objective:
 
 _LGB_SKLEARN = ("LightGBM's scikit-learn API (LGBMRanker.fit(..., group=sizes); an "
                 "LGBMRegressor has no queries)")
+def _weights(weight, groups: Groups, where: str, *, per_query: bool):
+    """``(document weights, query weights)`` (float64 tensors or ``None``) of a dataset's
+    weights: none, all 1 (the unweighted path), one per query (``per_query``: XGBoost's
+    ranking convention) or one per document."""
+    if weight is None or np.size(weight) == 0:
+        return None, None
+    w = np.asarray(weight, dtype=np.float64).reshape(-1)
+    if np.all(w == 1):
+        return None, None
+    t = torch.from_numpy(w.copy())
+    if per_query and w.shape[0] == groups.num_groups:
+        return None, t
+    if w.shape[0] != groups.num_docs:
+        raise ValueError(f"{where}: {w.shape[0]} weights for {groups.num_docs} documents"
+                         + (f" and {groups.num_groups} queries" if per_query else ""))
+    return t, None
 
 
 class _LightGBMObjective(_Objective):
@@ -147,10 +179,10 @@ class _LightGBMObjective(_Objective):
             labels = np.asarray(a)
             s = _as_scores(b, labels.shape[0])
             groups = _groups_from_sizes(group, labels.shape[0], _LGB_SKLEARN)
-        if weight is not None and np.size(weight) and not np.all(np.asarray(weight) == 1):
-            raise ValueError("sample weights are not supported by this objective: ranking "
-                             "losses weight pairs; use the loss's own weighting")
-        return self.grad_hess(s, torch.as_tensor(labels, dtype=F64), groups)
+        if hasattr(b, "get_weight"):
+            weight = b.get_weight()
+        w, c = _weights(weight, groups, "LightGBM", per_query=False)
+        return self.grad_hess(s, torch.as_tensor(labels, dtype=F64), groups, w, c)
 
 
 class _XGBoostObjective(_Objective):
@@ -160,7 +192,8 @@ class _XGBoostObjective(_Objective):
         s = _as_scores(preds, labels.shape[0])
         groups = _groups_from_ptr(dtrain.get_uint_info("group_ptr"), labels.shape[0],
                                   "the XGBoost DMatrix")
-        return self.grad_hess(s, torch.as_tensor(labels, dtype=F64), groups)
+        w, c = _weights(dtrain.get_weight(), groups, "XGBoost", per_query=True)
+        return self.grad_hess(s, torch.as_tensor(labels, dtype=F64), groups, w, c)
 
 
 def lightgbm_objective(loss: Callable, *, hess: str = "diag", hess_floor: float = 1e-16):

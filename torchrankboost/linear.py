@@ -32,6 +32,7 @@ from torch import Tensor
 
 from .boosting.evaluation import FitMonitor, FitState
 from .boosting.inputs import as_features, check_no_inf, fit_inputs
+from .boosting.weights import check_unweighted
 from .contract import FitInfo, NumericalError, RoundRecord
 from .params import from_params
 
@@ -170,8 +171,13 @@ class RankSVM(FitState):
         return 0.5 * (w * w).sum() + self._pair_loss(Z @ w, labels, groups)
 
     def fit(self, X, labels, groups=None, *, eval_set=None, eval_metric="ndcg@10",
-            early_stopping_rounds: Optional[int] = None, callbacks: Sequence = ()
-            ) -> LinearRanker:
+            early_stopping_rounds: Optional[int] = None, callbacks: Sequence = (),
+            sample_weight=None, group_weight=None) -> LinearRanker:
+        """The ranker contract's ``fit`` (document and query weights are not supported yet:
+        refused with a ``ValueError``)."""
+        check_unweighted("RankSVM", sample_weight, group_weight,
+                         " yet (weight the pairs with pairs=ExplicitPairs(hi, lo, weight), or "
+                         "use a Booster with PairwiseHingeLoss)")
         X, labels, groups = fit_inputs(X, labels, groups)
         n, F = X.shape
         monitor = FitMonitor(self, n_features=F, device=X.device, eval_set=eval_set,

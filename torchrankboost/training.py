@@ -27,6 +27,7 @@ from .factory import make_ranker, resolve_device, rounds_kept
 from .parallel.launch import (check_distributed_algorithm, context, empty_split_message, run_facts,
                               where_text)
 from .data import load_data
+from .data.svmlight import document_weights
 from .registry import parse_value
 
 __all__ = ["CLIError", "RunPlan", "TrainResult", "train", "parse_params"]
@@ -169,6 +170,7 @@ class RunPlan:
     report: Sequence[str]  # metrics of the final table
     logdir: str
     early_stopping: int  # patience, 0 = off
+    weights: Any = None  # (n,) document weights of the training data (--weights, .weight)
 
 
 @dataclass
@@ -432,6 +434,8 @@ def _fit(ranker, splits: Dict[str, Any], run: RunPlan, callbacks: List[Any], **s
             watch.append("loss")
         kwargs.update(eval_set=[(va.X, va.labels, va.groups)], eval_metric=watch,
                       early_stopping_rounds=run.early_stopping or None)
+    if run.weights is not None:
+        kwargs["sample_weight"] = run.weights
     t0 = time.perf_counter()
     model = ranker.fit(tr.X, tr.labels, tr.groups, **kwargs)
     return model, time.perf_counter() - t0
@@ -520,8 +524,11 @@ def train(args) -> Optional[TrainResult]:
     ctx = context()
     dev, options = _start(args, ctx)
     tr, va, te, name = _load_splits(args, ctx)
+    weights = document_weights(args.data, getattr(args, "weights", None), tr,
+                               world_size=ctx.world_size)
     splits = {"train": tr, "valid": va, "test": te}
     run, ranker = _prepare(args, ctx, options, splits, name)
+    run.weights = weights
     callbacks, logger = _callbacks(args, ctx, run)
     splits = {k: d.to(dev) for k, d in splits.items() if d is not None}
     _announce(args, ctx, run, tr, dev)

@@ -263,9 +263,9 @@ class _StumpSource(_Source):
     kind = "stumps"
     supports_data_parallel = True
 
-    def __init__(self, X: Tensor, stumps: Stumps, context):
+    def __init__(self, X: Tensor, stumps: Stumps, context, rows=None):
         self.stumps = stumps
-        self.prepared = p = stumps.prepare(X, context=context)
+        self.prepared = p = stumps.prepare(X, context=context, rows=rows)
         b = p.binned
         codes = b.codes.long()
         codes = torch.where(codes == b.missing_code, torch.zeros_like(codes), codes)  # NaN: h = 0
@@ -285,9 +285,9 @@ class _StumpSource(_Source):
 class _FeatureSource(_Source):
     kind = "features"
 
-    def __init__(self, X: Tensor, rankers: FeatureRankers, context):
+    def __init__(self, X: Tensor, rankers: FeatureRankers, context, rows=None):
         self.rankers = rankers
-        self.prepared = p = rankers.prepare(X, context=context)
+        self.prepared = p = rankers.prepare(X, context=context, rows=rows)
         self.dictionary = RealDictionary(p.values, valid=p.valid)
         self.F = X.shape[1]
 
@@ -301,7 +301,7 @@ class _FeatureSource(_Source):
 class _MatrixSource(_Source):
     kind = "matrix"
 
-    def __init__(self, H: Tensor, rankers: MatrixRankers, context):
+    def __init__(self, H: Tensor, rankers: MatrixRankers, context, rows=None):
         self.dictionary = RealDictionary(torch.nan_to_num(H, nan=0.0))
         self.F = H.shape[1]
         self.dtype = H.dtype if H.dtype in (torch.float32, torch.float64) else torch.float32
@@ -328,19 +328,20 @@ def source_class(rankers):
         f"rankers must be Stumps(...), FeatureRankers(...) or MatrixRankers(); got {rankers!r}")
 
 
-def make_source(rankers, X: Tensor, context=None) -> _Source:
+def make_source(rankers, X: Tensor, context=None, rows=None) -> _Source:
     """Candidate dictionary for ``rankers`` on the training features ``X``: ``Stumps(...)``
     (binary threshold stumps), ``FeatureRankers(...)`` (real-valued scaled features),
     ``MatrixRankers()`` or ``None`` (``Stumps()``). ``context``: the fit's
     :class:`~torchrankboost.parallel.DistContext` (``None``: this process alone; over
     several processes ``X`` is this rank's shard, stumps only: the thresholds of all ranks'
-    rows, sums over all ranks)."""
+    rows, sums over all ranks). ``rows``: the rows that place the thresholds or the scaling
+    (those of positive weight; ``None``: all)."""
     ctx = get_context(False) if context is None else context
     cls, rankers = source_class(rankers)
     check_data_parallel(ctx, fit="RankBoost fit", learner=rankers,
                         learner_ok=cls.supports_data_parallel and supports_data_parallel(rankers),
                         needs=DATA_PARALLEL_NEEDS)
-    return cls(X, rankers, ctx)
+    return cls(X, rankers, ctx, rows=rows)
 
 
 #: what a data-parallel fit of the RankBoost family needs of its weak rankers

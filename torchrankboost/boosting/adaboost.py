@@ -80,9 +80,15 @@ class AdaBoost(CoordinateBoosting):
 
     @flush_denormals
     def fit(self, X, labels, groups=None, *, eval_set=None, eval_metric="ndcg@10",
-            early_stopping_rounds=None, callbacks=(), init_model=None, resume=None):
+            early_stopping_rounds=None, callbacks=(), sample_weight=None, group_weight=None,
+            init_model=None, resume=None):
+        """The ranker contract's ``fit``; ``sample_weight`` ``(n,)`` / ``group_weight``
+        ``(Q,)``: document ``d`` of query ``q`` starts with the mass ``c_q w_d`` in the
+        distribution over documents (weight 0: left out); ``init_model`` / ``resume`` are
+        refused (its state is not a function of the scores)."""
         return self._fit(X, labels, groups, Bipartite(self.threshold), eval_set, eval_metric,
-                         early_stopping_rounds, callbacks, init_model=init_model, resume=resume)
+                         early_stopping_rounds, callbacks, more=(sample_weight, group_weight),
+                         init_model=init_model, resume=resume)
 
     def _begin(self, X, labels, groups, p, init_scores):
         self._D = D = self.source_.dictionary
@@ -91,13 +97,19 @@ class AdaBoost(CoordinateBoosting):
         self._pos = pos = labels > self.threshold
         self._y = torch.where(pos, 1.0, -1.0).to(torch.float64)
         self.stats_ = LabelPairStats(labels, groups, Bipartite(self.threshold))
+        self._logw = self.weights_.log_doc_weights(groups)  # None: unweighted
         return self._zero_scores(X)
+
+    def _z(self, s):
+        """``-y s`` (plus ``ln(c_q w_d)`` with weights): the log masses of the documents."""
+        z = -self._y * s
+        return z if self._logw is None else z + self._logw
 
     def _step(self, s, l1):
         """``argmax |r|`` over the ±1 stumps ``2h - 1`` (``r = 2 Σ d y h - Σ d y``) and the
         constant; ``α = atanh r``."""
         y, D = self._y, self._D
-        z = -y * s
+        z = self._z(s)
         logF = torch.logsumexp(z, 0)
         dy = torch.exp(z - logF) * y
         c0 = float(dy.sum())
@@ -120,7 +132,7 @@ class AdaBoost(CoordinateBoosting):
     def _round_diag(self, step, s, l1):
         desc, c, r, logF = step.carry
         diag = dict(desc, candidate=c, alpha=step.alpha, r=r, loss_before=float(logF),
-                    loss=float(torch.logsumexp(-self._y * s, 0)), l1=l1,
+                    loss=float(torch.logsumexp(self._z(s), 0)), l1=l1,
                     loss_tilde=float(self.stats_.log_loss(s)))
         diag.update(_fskew_stats(s, self._pos))
         return diag

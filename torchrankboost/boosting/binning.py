@@ -266,7 +266,7 @@ def apply_bins(X: Tensor, edges: Tensor, *, missing_code: int = 255, dtype=torch
 
 
 def bin_features(X: Tensor, *, n_bins: int = 255, sample_count: int = 200_000, seed: int = 0,
-                 max_bins: int = MAX_UINT8_BINS, context=None) -> BinnedFeatures:
+                 max_bins: int = MAX_UINT8_BINS, context=None, rows=None) -> BinnedFeatures:
     """Bin the training features once: edges from (sampled) quantiles, codes for every row.
 
     Args:
@@ -278,6 +278,8 @@ def bin_features(X: Tensor, *, n_bins: int = 255, sample_count: int = 200_000, s
         max_bins: upper limit accepted for ``n_bins`` (trees use 255).
         context: the :class:`~torchrankboost.parallel.DistContext` of the fit (``X`` is
             this rank's shard; see below), or ``None`` (one process).
+        rows: ``int64`` rows that place the edges and ``has_missing`` (the rows of positive
+            weight; ``None``: all): the edges of ``X[rows]`` alone, every row coded.
 
     Returns:
         :class:`BinnedFeatures` (with the context).
@@ -293,6 +295,9 @@ def bin_features(X: Tensor, *, n_bins: int = 255, sample_count: int = 200_000, s
     process the collectives are identities and this is the plain computation.
     """
     _check_X(X)
+    if rows is not None:
+        return _bin_rows(X, rows, n_bins=n_bins, sample_count=sample_count, seed=seed,
+                         max_bins=max_bins, context=context)
     _check_n_bins(n_bins, min(max_bins, _MAX_INT16_BINS))
     if isinstance(sample_count, bool) or not isinstance(sample_count, int) or sample_count < 2:
         raise ValueError(f"sample_count: expected an int >= 2, got {sample_count!r}")
@@ -336,3 +341,14 @@ def _code_rows(X: Tensor, edges: Tensor, missing: int, dtype, sampled, scodes: T
         r = rest[s : s + _CODE_CHUNK]
         codes[r] = apply_bins(X.index_select(0, r), edges, missing_code=missing, dtype=dtype)
     return codes
+
+
+def _bin_rows(X: Tensor, rows: Tensor, **kw) -> BinnedFeatures:
+    """:func:`bin_features` of ``X[rows]`` (exactly the binning of those rows alone), with
+    the other rows coded by those edges."""
+    rows = rows.to(X.device)
+    sub = bin_features(X.index_select(0, rows), **kw)
+    codes = apply_bins(X, sub.edges, missing_code=sub.missing_code, dtype=sub.codes.dtype)
+    codes[rows] = sub.codes
+    sub.codes = codes
+    return sub

@@ -86,6 +86,7 @@ from .inputs import count_eval_sets as _count_sets, fit_inputs
 from .objective import autograd_grad_hess, bind, scalar
 from ..params import describe, from_params
 from .steps import decreases, line_search, newton_from_values, shift_minimiser, summed_evaluate
+from .weights import FitWeights, fit_weights, prepare_learner, split_init_score
 from ..curvature import hessian_diagonal, hvp_probes, is_per_query
 
 _log = logging.getLogger("torchrankboost")
@@ -125,6 +126,7 @@ class _Run:
     q_offset: int = 0  # this rank's first query in the global numbering (shards in rank order)
     probes: int = 0  # Hessian-vector products of the autograd curvature, over all ranks
     rounds: range = range(0)  # the rounds this fit runs (checkpoint.Start: continued)
+    weights: FitWeights = field(default_factory=FitWeights)  # document / query weights
 
 
 @dataclass
@@ -324,26 +326,25 @@ class Booster(FitState):
     # ------------------------------------------------------------------ fit
     def fit(self, X, labels, groups=None, *, eval_set=None, eval_metric="ndcg@10",
             early_stopping_rounds: Optional[int] = None, callbacks: Sequence = (),
-            init_score: Optional[float] = None, init_model=None, resume=None) -> Ensemble:
+            init_score=None, sample_weight=None, group_weight=None, eval_init_score=None,
+            init_model=None, resume=None) -> Ensemble:
         """Boost for up to ``n_rounds`` rounds and return the :class:`Ensemble`.
 
         Args:
-            X: ``(n, F)`` features (tensor / numpy / scipy sparse; NaN = missing).
-            labels: ``(n,)`` relevance labels (no NaN).
-            groups: :class:`~torchrankboost.Groups`, a ``(n,)`` array of contiguous query ids,
-                or ``None`` (one query).
-            eval_set: list of ``(X_v, labels_v, groups_v)`` evaluated after every round
-                (names ``valid_0``, ``valid_1``, ...).
-            eval_metric: a name (``"ndcg@10"``, ``"map"``, ``"auc"``, ``"pos_above_neg"``,
-                ``"loss"`` = this booster's loss on that set, ... see
-                :func:`torchrankboost.registry.metric`), a callable ``f(scores, labels,
-                groups)``, a ``(name, fn, greater_is_better)`` tuple, or a list of them; the
-                first one drives early stopping.
-            early_stopping_rounds: stop when the first metric on the first eval set has not
-                improved for this many rounds, and keep the best round's model (the
-                ensemble is cut back to ``best_round_`` rounds).
+            X, labels, groups: ``(n, F)`` features (tensor / numpy / scipy sparse; NaN =
+                missing), ``(n,)`` labels, a :class:`~torchrankboost.Groups`, ``(n,)``
+                contiguous query ids or ``None`` (one query).
+            eval_set, eval_metric, early_stopping_rounds: ``(X_v, labels_v, groups_v)``
+                sets (``valid_0``, ...) evaluated after every round, the metrics (a name
+                such as ``"ndcg@10"``, ``"loss"`` = this booster's loss, a callable, a
+                ``(name, fn, greater_is_better)`` tuple, or a list: see
+                :func:`torchrankboost.registry.metric`), the first of which on the first
+                set stops after that many rounds without improvement (cut back to
+                ``best_round_``).
             callbacks: more callbacks for this fit (after the constructor's).
-            init_score: constant initial score (overrides ``base_score``).
+            init_score, sample_weight, group_weight, eval_init_score: a constant initial
+                score (overrides ``base_score``) or ``(n,)`` offsets, ``(n,)`` / ``(Q,)``
+                weights, the eval sets' offsets (:mod:`~torchrankboost.boosting.weights`).
             init_model, resume: continue an :class:`Ensemble` (or its path) by ``n_rounds``
                 rounds / resume a checkpoint exactly (:mod:`~.checkpoint`).
 
@@ -359,7 +360,7 @@ class Booster(FitState):
         """
         start = open_start(self._owner or self, init_model, resume, init_score=init_score)
         run = self._begin(X, labels, groups, eval_set, eval_metric, early_stopping_rounds,
-                          callbacks, init_score, start)
+                          callbacks, init_score, (sample_weight, group_weight, eval_init_score), start)
         for rnd in run.rounds:
             if not self._round(run, rnd):
                 break
@@ -372,7 +373,7 @@ class Booster(FitState):
         return model
 
     def _begin(self, X, labels, groups, eval_set, eval_metric, early_stopping_rounds,
-               callbacks, init_score, start=None) -> _Run:
+               callbacks, init_score, more=(None, None, None), start=None) -> _Run:
         """Input checks, evaluation sets, base score, the initial loss, ``on_fit_start``."""
         t_fit = time.perf_counter()
         self._warned_unit = False
@@ -380,7 +381,10 @@ class Booster(FitState):
         dev = torch.device(self.device) if self.device is not None else None
         with comm.local():  # a bad shard on one rank: DistributedError on every rank
             X, labels, groups = fit_inputs(X, labels, groups, device=dev)
+            fw = fit_weights(more[0], more[1], groups)
+            init_score, offsets = split_init_score(init_score, X.shape[0], device=X.device)
             self._check_distributable(comm)
+            bound = fw.bind(bind, self.loss, labels, groups)
         comm.check()
         dev = X.device
         n, F = X.shape
@@ -393,30 +397,27 @@ class Booster(FitState):
                     cbs.append(bar)
         elif self.verbose:
             cbs.append(PrintCallback(10 if self.verbose is True else int(self.verbose)))
-        base = start.base_score if start else self._base_score(init_score, n, labels, groups,
-                                                               dev, comm)
-        # the ranker callbacks see and whose attributes the fit sets: this driver, or the
-        # algorithm that configured it (``_owner``: QBRank, GBT)
+        base = start.base_score if start else self._base_score(
+            0.0 if offsets is not None else init_score, n, labels, groups, dev, comm,
+            bound if fw.weighted else None)
+        # the ranker callbacks see and whose attributes the fit sets (``_owner``: QBRank, GBT)
         with comm.local():
             monitor = FitMonitor(self._owner or self, n_features=F, device=dev,
                                  eval_set=eval_set, eval_metric=eval_metric,
                                  early_stopping_rounds=early_stopping_rounds, callbacks=cbs,
                                  loss=self.loss, base_score=base,
                                  train=(labels, groups) if self.eval_train else None,
-                                 comm=comm)
+                                 comm=comm, eval_init_score=more[2])
         comm.check()
         s = start.scores(X) if start else torch.full((n,), base, dtype=F64, device=dev)
-        self.scores_ = s
-        bound = None
-        with comm.local():
-            bound = bind(self.loss, labels, groups)
+        self.scores_ = s = s if offsets is None else s + offsets
         loss0 = self._loss_value(comm, bound, s)
         if not math.isfinite(loss0):
             raise NumericalError(f"the loss is {loss0} at the initial scores (base score "
                                  f"{base})", round=None, model=None)
         sync = (lambda: torch.cuda.synchronize(dev)) if dev.type == "cuda" else (lambda: None)
         run = _Run(X=X, labels=labels, groups=groups,
-                   prepared=self.learner.prepare(X, context=comm.ctx),
+                   prepared=prepare_learner(self.learner, X, comm.ctx, fw.rows), weights=fw,
                    scores=s, loss=loss0,
                    ensemble=start.ensemble if start else Ensemble([], [], base_score=base,
                                                                   num_features=F),
@@ -473,16 +474,14 @@ class Booster(FitState):
         """``L(s)`` summed over the ranks (this rank's in one process)."""
         return float(comm.sum(lambda: [float(scalar(bound.value(s)).detach())], size=1)[0])
 
-    def _base_score(self, init_score, n, labels, groups, dev, comm: FitComm) -> float:
-        if init_score is not None:
-            base = float(init_score)
-            if not math.isfinite(base):
-                raise ValueError(f"init_score must be finite, got {init_score}")
-            return base
+    def _base_score(self, init_score, n, labels, groups, dev, comm: FitComm, bound=None
+                    ) -> float:
+        if init_score is not None:  # checked finite by split_init_score
+            return float(init_score)
         if isinstance(self.base_score, float):
             return self.base_score
-        return shift_minimiser(comm, lambda x: self._value(x, labels, groups), n, dev,
-                               max_ratio=self.max_step_ratio)
+        fn = bound.value if bound is not None else (lambda x: self._value(x, labels, groups))
+        return shift_minimiser(comm, fn, n, dev, max_ratio=self.max_step_ratio)
 
     def _round(self, run: _Run, rnd: int) -> bool:
         """One boosting round; ``False`` when training stops. The sums that decide the round
@@ -494,19 +493,20 @@ class Booster(FitState):
         g = h = ckind = rows = None
         with comm.local():
             g, h, ckind = self._grad_curv(run, rnd)
-            rows = self._subsample(run)
+            rows = run.weights.subset(self._subsample(run))
 
         def first():  # Σ|h|, n, Σ g², each rank's max |g| in its own slot
             out = torch.zeros(3 + W, dtype=F64)
             if g.numel():
                 out[0], out[2] = h.abs().sum(), (g * g).sum()
                 out[3 + comm.rank] = g.abs().max()
-            out[1] = g.numel()
+            out[1] = run.weights.count(g.numel())
             return out
 
         st = comm.sum(first, size=3 + W)
         mean_h = float(st[0]) / float(st[1]) if float(st[1]) > 0 else 0.0
         target, weight, hc, ckind = self._targets(g, h, ckind, mean_h=mean_h)
+        target, weight, hc = run.weights.mask(target, weight, hc)
         run.sync()
         t1 = time.perf_counter()
         model, f = self._learn(run, rnd, target, weight, rows)

@@ -50,6 +50,7 @@ from .checkpoint import coordinate_resume, open_start
 from .evaluation import FitMonitor, FitState
 from .inputs import count_eval_sets as _count_sets, fit_inputs
 from .learners import Stumps
+from .weights import fit_weights, split_init_score, weighted_pairs
 
 __all__ = ["CoordinateBoosting", "Step", "HALTING_POLICIES", "select_candidate"]
 
@@ -179,22 +180,27 @@ class CoordinateBoosting(FitState):
     # -------------------------------------------------------------------------- the fit
     @flush_denormals
     def fit(self, X, labels=None, groups=None, *, eval_set=None, eval_metric="ndcg@10",
-            early_stopping_rounds=None, callbacks=(), pairs=None, init_model=None,
-            resume=None):
+            early_stopping_rounds=None, callbacks=(), pairs=None, sample_weight=None,
+            group_weight=None, init_model=None, resume=None):
         """Fit on ``(X, labels, groups)`` (or explicit ``pairs``); the ranker contract's
-        ``fit``. Algorithms with other fit inputs (``init_scores``, no ``pairs``) override it.
+        ``fit``. ``sample_weight`` ``(n,)`` / ``group_weight`` ``(Q,)``: a crucial pair
+        ``(i, j)`` of query ``q`` starts with the mass ``c_q w_i w_j`` (times its explicit
+        weight) in the pair distribution (the pairs are then listed: O(#pairs) memory);
+        pairs of weight 0 are left out and rows of weight 0 place no threshold.
         ``init_model`` / ``resume``: continue a model / a checkpoint (:mod:`~.checkpoint`;
-        the algorithms whose state is the scores: RankBoost, PNormPush)."""
+        the algorithms whose state is the scores: RankBoost, PNormPush). Algorithms with
+        other fit inputs (``init_scores``, no ``pairs``) override it."""
         return self._fit(X, labels, groups, pairs, eval_set, eval_metric,
-                         early_stopping_rounds, callbacks, init_model=init_model, resume=resume)
+                         early_stopping_rounds, callbacks, more=(sample_weight, group_weight),
+                         init_model=init_model, resume=resume)
 
     def _fit(self, X, labels, groups, pairs, eval_set, eval_metric, early_stopping_rounds,
-             callbacks, init_scores=None, init_model=None, resume=None):
+             callbacks, init_scores=None, more=(), init_model=None, resume=None):
         """The whole fit: inputs and monitor, the algorithm's ``_begin``, the rounds (from
         a continued model's scores and ``‖λ‖₁``), the model."""
         start = open_start(self, init_model, resume, init_score=init_scores)
         X, labels, groups, p = self._setup(X, labels, groups, pairs, eval_set, eval_metric,
-                                           early_stopping_rounds, callbacks)
+                                           early_stopping_rounds, callbacks, more)
         s = self._begin(X, labels, groups, p, init_scores)
         builder = StumpEnsembleBuilder(self.source_, prefix=start and start.ensemble)
         self._start(X, groups, builder)
@@ -236,7 +242,8 @@ class CoordinateBoosting(FitState):
         """``s₀``: zeros (float64, on ``X``'s device), plus ``init_scores`` when given."""
         s = torch.zeros(X.shape[0], dtype=torch.float64, device=X.device)
         if init_scores is not None:
-            s = s + torch.as_tensor(init_scores, dtype=torch.float64, device=X.device)
+            c, per = split_init_score(init_scores, X.shape[0], device=X.device)
+            s = s + (per if per is not None else c)
         return s
 
     # -------------------------------------------------------------------------- halting
@@ -280,14 +287,17 @@ class CoordinateBoosting(FitState):
 
     # -------------------------------------------------------------------------- plumbing
     def _setup(self, X, labels, groups, pairs, eval_set=None, eval_metric="ndcg@10",
-               early_stopping_rounds=None, callbacks=()):
+               early_stopping_rounds=None, callbacks=(), more=()):
         """Checked inputs, the dictionary source and the fit's monitor (evaluation sets,
-        metrics, early stopping, callbacks)."""
+        metrics, early stopping, callbacks); ``more``: ``(sample_weight, group_weight,
+        eval_init_score)`` (missing ones ``None``)."""
+        sample_weight, group_weight, eval_init = (tuple(more) + (None,) * 3)[:3]
         comm = self._comm = FitComm(get_context(self.distributed))
         with comm.local():  # a bad shard on one rank: DistributedError on every rank
             p = resolve_pairs(pairs if pairs is not None else self.pairs)
             X, labels, groups = fit_inputs(X, labels, groups,
                                            labels_required=not isinstance(p, ExplicitPairs))
+            fw = self.weights_ = fit_weights(sample_weight, group_weight, groups)
             cls, _ = source_class(self.learner)
             check_data_parallel(comm.ctx, fit="RankBoost fit", pairs=p, learner=self.learner,
                                 learner_ok=cls.supports_data_parallel
@@ -307,10 +317,12 @@ class CoordinateBoosting(FitState):
                                        early_stopping_rounds=early_stopping_rounds,
                                        callbacks=list(self.callbacks) + list(callbacks),
                                        loss=self._eval_objective(p), comm=comm,
-                                       loss_combine="logsumexp")
+                                       loss_combine="logsumexp", eval_init_score=eval_init)
         comm.check()
-        self.source_ = make_source(self.learner, X, context=comm.ctx)
+        self.source_ = make_source(self.learner, X, context=comm.ctx, rows=fw.rows)
         self.groups_ = groups
+        if fw.weighted:
+            p = weighted_pairs(p, labels, groups, fw)
         return X, labels, groups, p
 
     def _eval_objective(self, pairs):

@@ -58,6 +58,7 @@ from ..contract import FitInfo, NumericalError, RoundRecord
 from ..parallel import FitComm
 from .callbacks import BestTracker, EarlyStopping
 from .inputs import eval_inputs
+from .weights import split_init_score
 
 __all__ = ["FitMonitor", "FitState", "BestTracker", "resolve_metrics"]
 
@@ -156,6 +157,21 @@ class FitState(Params):
         return self.model_.predict(X, **kwargs)
 
 
+def eval_offsets(eval_init_score, evals) -> list:
+    """Each evaluation set's offset: ``0.0``, or a ``(n_v,)`` float64 tensor."""
+    if eval_init_score is None:
+        return [0.0] * len(evals)
+    if not isinstance(eval_init_score, (list, tuple)) or len(eval_init_score) != len(evals):
+        raise ValueError(f"eval_init_score must be a list with one entry (None, a float or "
+                         f"one score per document) per eval_set entry ({len(evals)})")
+    out = []
+    for i, (v, e) in enumerate(zip(eval_init_score, evals)):
+        c, per = split_init_score(v, e[1].shape[0], device=e[1].device,
+                                  name=f"eval_init_score[{i}]")
+        out.append(per if per is not None else float(c or 0.0))
+    return out
+
+
 def _is_nan(v) -> bool:
     try:
         return math.isnan(float(v))
@@ -202,13 +218,15 @@ class FitMonitor:
             sets and the training data are then this rank's shards.
         loss_combine: how the ranks' values of the ``"loss"`` metric combine: ``"sum"`` (a
             loss summed over queries) or ``"logsumexp"`` (the log of such a sum).
+        eval_init_score: one offset per evaluation set (``None``, a float or ``(n_v,)``),
+            added to its running scores (the sets' own ``init_score``, as in LightGBM).
     """
 
     def __init__(self, ranker, *, n_features: int, device, eval_set=None,
                  eval_metric="ndcg@10", early_stopping_rounds: Optional[int] = None,
                  callbacks: Sequence = (), loss: Optional[Callable] = None,
                  base_score: float = 0.0, train=None, comm: Optional[FitComm] = None,
-                 loss_combine: str = "sum"):
+                 loss_combine: str = "sum", eval_init_score=None):
         ranker._reset_fit_state()
         self.ranker = ranker
         self.comm = comm if comm is not None else FitComm(None)
@@ -237,8 +255,9 @@ class FitMonitor:
             stopper.label = f"{self.evals[0][0]} {self.metrics[0].name}"
             cbs.append(stopper)
         self.hooks = _Hooks(cbs)
+        self.offsets = eval_offsets(eval_init_score, self.evals)
         self.scores = [torch.full((e[1].shape[0],), float(base_score), dtype=F64,
-                                  device=e[1].device) for e in self.evals]
+                                  device=e[1].device) + o for e, o in zip(self.evals, self.offsets)]
         self.best = BestTracker(self.metrics[0].greater_is_better if self.metrics else True)
         ranker.evals_result_ = {"train": {"loss": []}}
         if train is not None:
@@ -284,7 +303,7 @@ class FitMonitor:
     def set_scores(self, predict: Callable[[Tensor], Tensor]) -> None:
         """The model after the round scores ``predict(X)`` (a model rebuilt each iteration)."""
         for j, (_, Xv, _, _) in enumerate(self.evals):
-            self.scores[j] = predict(Xv).to(F64)
+            self.scores[j] = predict(Xv).to(F64) + self.offsets[j]
 
     def stop(self, reason: str) -> None:
         """The algorithm stops on its own (converged, undefined step...): record why."""

@@ -12,6 +12,7 @@ from ..pairs import ExplicitPairs
 from ._pair_stats import LabelPairStats
 from .coordinate import CoordinateBoosting, Step, _per_set, flush_denormals, select_candidate
 from .steps import exact_step
+from .weights import check_unweighted
 
 __all__ = ["PNormPush"]
 
@@ -70,8 +71,13 @@ class PNormPush(CoordinateBoosting):
 
     @flush_denormals
     def fit(self, X, labels, groups=None, *, eval_set=None, eval_metric="ndcg@10",
-            early_stopping_rounds=None, callbacks=(), pairs=None, init_model=None,
-            resume=None):
+            early_stopping_rounds=None, callbacks=(), pairs=None, sample_weight=None,
+            group_weight=None, init_model=None, resume=None):
+        """The ranker contract's ``fit`` (document and query weights are refused: its
+        p-norm objective has no weighted form here)."""
+        check_unweighted("PNormPush", sample_weight, group_weight,
+                         " (its p-norm push over label-induced pairs has no weighted form; "
+                         "use RankBoost or a Booster with PNormPushLoss)")
         return self._fit(X, labels, groups, pairs, eval_set, eval_metric,
                          early_stopping_rounds, callbacks, init_model=init_model, resume=resume)
 

@@ -65,6 +65,43 @@ class QBRankProxyLoss(torch.nn.Module):
         g, bound = self.inner.grad_hess(scores, labels, groups, hess="bound", **kw)
         return g, (bound + (1.0 - self.w)) / 2.0
 
+    def bind(self, labels, groups=None, *, weights=None):
+        """The loss bound once (:meth:`~torchrankboost.losses.RankingLoss.bind`), its
+        curvature the proxy ``(bound + (1 - w) ω_d c_q) / 2`` (document and query weights)."""
+        return _ProxyBound(self.inner.bind(labels, groups, weights=weights), self.w)
+
+
+class _ProxyBound:
+    """:class:`QBRankProxyLoss` bound to its labels (and weights)."""
+
+    def __init__(self, bound, w: float):
+        self.bound, self.w = bound, w
+        b = bound
+        om = b.weights
+        if b.group_weights is not None:
+            c = b.group_weights[b.groups.group_index]
+            om = c if om is None else om * c
+        self._omega = om  # ω_d c_q, or None (all 1)
+
+    def with_group_weights(self, group_weights):
+        return _ProxyBound(self.bound.with_group_weights(group_weights), self.w)
+
+    def value(self, scores):
+        return self.bound.value(scores)
+
+    def _proxy(self, h):
+        if self._omega is None:
+            return (h + (1.0 - self.w)) / 2.0
+        return (h + (1.0 - self.w) * self._omega.to(h.dtype)) / 2.0
+
+    def grad_hess(self, scores, *, hess="diag"):
+        g, h = self.bound.grad_hess(scores, hess="bound")
+        return g, self._proxy(h)
+
+    def value_grad_hess(self, scores, *, hess="diag"):
+        v, g, h = self.bound.value_grad_hess(scores, hess="bound")
+        return v, g, self._proxy(h)
+
 
 class _ZhengBase(FitState):
     _algorithm = ""
@@ -84,7 +121,7 @@ class _ZhengBase(FitState):
         self._reset_fit_state()
 
     def _fit(self, loss, X, labels, groups, eval_set, eval_metric, early_stopping_rounds,
-             callbacks, init_model=None, resume=None):
+             callbacks, more):
         self.booster_ = Booster(
             loss, self.learner, n_rounds=self.n_rounds, learning_rate=self.learning_rate,
             step="line_search", curvature=self._curv, callbacks=self.callbacks, seed=self.seed,
@@ -93,7 +130,7 @@ class _ZhengBase(FitState):
         self.booster_._owner = self  # callbacks see this algorithm, which gets the results
         return self.booster_.fit(X, labels, groups, eval_set=eval_set, eval_metric=eval_metric,
                                  early_stopping_rounds=early_stopping_rounds,
-                                 callbacks=callbacks, init_model=init_model, resume=resume)
+                                 callbacks=callbacks, **more)
 
     @property
     def scores_(self):
@@ -152,8 +189,12 @@ class QBRank(_ZhengBase):
         return self.loss(scores, labels, groups, pairs=self.pairs)
 
     def fit(self, X, labels, groups=None, *, eval_set=None, eval_metric="ndcg@10",
-            early_stopping_rounds=None, callbacks: Sequence = (), init_model=None,
+            early_stopping_rounds=None, callbacks: Sequence = (), init_score=None,
+            sample_weight=None, group_weight=None, eval_init_score=None, init_model=None,
             resume=None):
+        """The ranker contract's ``fit``, with the driver's ``init_score``,
+        ``sample_weight``, ``group_weight``, ``eval_init_score``, ``init_model``, ``resume``
+        (:meth:`Booster.fit <torchrankboost.boosting.Booster.fit>`)."""
         inner = self.loss
         if self.pairs is not None:
             loss_fn = _WithPairs(inner, self.pairs)
@@ -161,7 +202,10 @@ class QBRank(_ZhengBase):
             loss_fn = inner
         loss = QBRankProxyLoss(loss_fn) if self.curvature == "qbrank" else loss_fn
         return self._fit(loss, X, labels, groups, eval_set, eval_metric, early_stopping_rounds,
-                         callbacks, init_model, resume)
+                         callbacks, dict(init_score=init_score, sample_weight=sample_weight,
+                                         group_weight=group_weight,
+                                         eval_init_score=eval_init_score,
+                                         init_model=init_model, resume=resume))
 
 
 class _WithPairs(torch.nn.Module):
@@ -176,6 +220,9 @@ class _WithPairs(torch.nn.Module):
 
     def grad_hess(self, scores, labels=None, groups=None, *, hess="diag"):
         return self.inner.grad_hess(scores, labels, groups, pairs=self.pairs, hess=hess)
+
+    def bind(self, labels, groups=None, *, weights=None):
+        return self.inner.bind(labels, groups, pairs=self.pairs, weights=weights)
 
 
 class GBT(_ZhengBase):
@@ -202,7 +249,12 @@ class GBT(_ZhengBase):
         return self.loss(scores, labels, groups)
 
     def fit(self, X, labels, groups=None, *, eval_set=None, eval_metric="ndcg@10",
-            early_stopping_rounds=None, callbacks: Sequence = (), init_model=None,
+            early_stopping_rounds=None, callbacks: Sequence = (), init_score=None,
+            sample_weight=None, group_weight=None, eval_init_score=None, init_model=None,
             resume=None):
+        """The ranker contract's ``fit``, with :class:`QBRank`'s extra options."""
         return self._fit(self.loss, X, labels, groups, eval_set, eval_metric,
-                         early_stopping_rounds, callbacks, init_model, resume)
+                         early_stopping_rounds, callbacks,
+                         dict(init_score=init_score, sample_weight=sample_weight,
+                              group_weight=group_weight, eval_init_score=eval_init_score,
+                              init_model=init_model, resume=resume))

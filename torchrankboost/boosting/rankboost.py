@@ -160,9 +160,19 @@ class RankBoost(CoordinateBoosting):
     @flush_denormals
     def fit(self, X, labels=None, groups=None, *, eval_set=None, eval_metric="ndcg@10",
             early_stopping_rounds=None, callbacks=(), pairs=None,
-            init_scores=None, init_model=None, resume=None):
+            init_scores=None, init_score=None, sample_weight=None, group_weight=None,
+            eval_init_score=None, init_model=None, resume=None):
+        """The ranker contract's ``fit`` (see the class docstring); ``init_score`` (a float
+        or ``(n,)``; ``init_scores`` is its older name) offsets the training scores,
+        ``eval_init_score`` the evaluation sets' (one entry per set); the weights and
+        ``init_model`` / ``resume`` as in :meth:`CoordinateBoosting.fit`."""
+        if init_score is not None and init_scores is not None:
+            raise ValueError("pass init_score or init_scores (its older name), not both")
+        init_scores = init_scores if init_score is None else init_score
         return self._fit(X, labels, groups, pairs, eval_set, eval_metric,
-                         early_stopping_rounds, callbacks, init_scores, init_model, resume)
+                         early_stopping_rounds, callbacks, init_scores,
+                         more=(sample_weight, group_weight, eval_init_score),
+                         init_model=init_model, resume=resume)
 
     def _begin(self, X, labels, groups, p, init_scores):
         self.stats_, self._D = stats_and_dictionary(self.source_, labels, groups, p,

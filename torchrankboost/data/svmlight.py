@@ -44,6 +44,7 @@ each file with the ranks agreeing on the feature numbering; :func:`load_svmlight
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 from typing import List, Optional, Sequence, Tuple, Union
@@ -57,7 +58,8 @@ from .dataset import RankingData, normalize_per_query
 from .lines import data_line_number, locate_problem, rank_byte_range
 
 __all__ = ["DEFAULT_MAX_FEATURES", "MAX_DENSE_BYTES", "load_letor_fold", "load_svmlight",
-           "load_svmlight_files", "read_svmlight"]
+           "load_svmlight_files", "read_svmlight", "read_weights", "weight_file",
+           "document_weights"]
 
 PathLike = Union[str, "os.PathLike[str]"]
 
@@ -81,6 +83,60 @@ def _read_sizes_file(path: Path) -> np.ndarray:
                 raise ValueError(f"{path}:{lineno}: query size must be non-negative, got {v}")
             sizes.append(v)
     return np.asarray(sizes, dtype=np.int64)
+
+
+def weight_file(path: PathLike) -> Optional[Path]:
+    """LightGBM's side file of document weights, ``path + ".weight"``, when it exists."""
+    q = Path(str(path) + ".weight")
+    return q if q.is_file() else None
+
+
+def read_weights(path: PathLike, n_rows: Optional[int] = None) -> np.ndarray:
+    """Document weights from a text file, one non-negative number per data row of the data
+    file (LightGBM's ``.weight`` format; blank lines skipped). ``ValueError`` naming the
+    line for a bad value, or when ``n_rows`` is given and the count differs."""
+    out = []
+    with open(path, "r") as fh:
+        for lineno, line in enumerate(fh, 1):
+            s = line.strip()
+            if not s:
+                continue
+            try:
+                v = float(s)
+            except ValueError:
+                raise ValueError(f"{path}:{lineno}: expected one weight (a number) per line, "
+                                 f"got {s!r}") from None
+            if not (v >= 0 and np.isfinite(v)):
+                raise ValueError(f"{path}:{lineno}: a weight must be finite and >= 0, got {s}")
+            out.append(v)
+    if n_rows is not None and len(out) != n_rows:
+        raise ValueError(f"{path}: {len(out)} weights for {n_rows} data rows (one weight per "
+                         f"data line of the file)")
+    return np.asarray(out, dtype=np.float64)
+
+
+def document_weights(source: PathLike, weights_file: Optional[PathLike], data, *,
+                     world_size: int = 1) -> Optional[torch.Tensor]:
+    """The ``(n,)`` weights of ``data``'s documents (float64), or ``None``: read from
+    ``weights_file`` when given, else from the ``.weight`` side file of the training file of
+    ``source`` (a file, or a LETOR fold folder's ``train.txt``) when it exists; one weight per
+    data row of that file, taken in ``data.row`` order."""
+    path = Path(weights_file) if weights_file else None
+    if path is None:
+        p = Path(source)
+        train = next((q for q in (p / "train.txt", p / "train") if q.is_file()), None) \
+            if p.is_dir() else (p if p.is_file() else None)
+        path = weight_file(train) if train is not None else None
+        if path is None:
+            return None
+    if not path.is_file():
+        raise FileNotFoundError(errno.ENOENT, "weights file not found", str(path))
+    if world_size > 1:
+        raise ValueError(f"document weights ({path}) are not supported on several processes "
+                         f"yet; train in one process")
+    row = data.row if data.row is not None else torch.arange(len(data))
+    w = read_weights(path, len(data))
+    return torch.from_numpy(w)[row.cpu()]
 
 
 def _find_sizes_file(path: Path, query_file) -> Optional[Path]:

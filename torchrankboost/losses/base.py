@@ -76,6 +76,7 @@ class Prepared:
     pairs: object
     weights: Optional[Tensor]
     state: Any = None
+    group_weights: Optional[Tensor] = None  # (G,) query weights (BoundLoss.with_group_weights)
 
 
 class BindState:
@@ -237,6 +238,15 @@ def reduce_per_group(per_group: Tensor, reduction: str, has_pairs: Optional[Tens
     raise ValueError(f"reduction must be one of {REDUCTIONS}, got {reduction!r}")
 
 
+def _per_doc(inp: Prepared, g: Tensor, h: Tensor) -> Tuple[Tensor, Tensor]:
+    """``g`` and ``h`` with each document's multiplied by its query's weight (as given
+    without query weights)."""
+    if inp.group_weights is None:
+        return g, h
+    c = inp.group_weights[inp.groups.group_index]
+    return g * c.to(g.dtype), h * c.to(h.dtype)
+
+
 class BoundLoss:
     """A loss with its labels bound: :meth:`RankingLoss.bind`'s result.
 
@@ -257,7 +267,7 @@ class BoundLoss:
     bind time: bind again after changing them.
     """
 
-    __slots__ = ("loss", "labels", "groups", "pairs", "weights", "n", "_inp")
+    __slots__ = ("loss", "labels", "groups", "pairs", "weights", "group_weights", "n", "_inp")
 
     def __init__(self, loss: "RankingLoss", inp: Prepared):
         self.loss = loss
@@ -266,18 +276,21 @@ class BoundLoss:
         self.groups = inp.groups
         self.pairs = inp.pairs
         self.weights = inp.weights
+        self.group_weights = inp.group_weights
         self.n = inp.groups.num_docs
 
     # -- internal: scores already checked ----------------------------------------------
     def _at(self, scores: Tensor) -> Prepared:
         b = self._inp
-        return Prepared(scores, b.labels, b.groups, b.pairs, b.weights, b.state)
+        return Prepared(scores, b.labels, b.groups, b.pairs, b.weights, b.state,
+                        b.group_weights)
 
     def _value(self, scores: Tensor) -> Tensor:
         return self.loss._value(self._at(scores))
 
     def _grad_hess(self, scores: Tensor, hess: str) -> Tuple[Tensor, Tensor]:
-        return self.loss._grad_hess(self._at(scores), hess)
+        g, h = self.loss._grad_hess(self._at(scores), hess)
+        return _per_doc(self._inp, g, h)
 
     def _value_grad_hess(self, scores: Tensor, hess: str) -> Tuple[Tensor, Tensor, Tensor]:
         return self.loss._value_grad_hess(self._at(scores), hess)
@@ -316,6 +329,24 @@ class BoundLoss:
         of the loss reduced as the gradient is (``"none"`` summed), in the scores' dtype."""
         _check_hess(hess)
         return self._value_grad_hess(self._check(scores).detach(), hess)
+
+    def with_group_weights(self, group_weights: Optional[Tensor]) -> "BoundLoss":
+        r"""This bound loss with every query's terms multiplied by its weight:
+        ``group_weights`` ``(G,)`` finite, ``>= 0`` (``None``: unweighted). The value is
+        :math:`\sum_q c_q L_q` (reduced as the loss reduces), the gradient and the curvature
+        of query ``q``'s documents are multiplied by :math:`c_q` (so a pair of query ``q``
+        weighs :math:`c_q w_i w_j`); the bound state is shared, not recomputed."""
+        if group_weights is None:
+            return self
+        gw = torch.as_tensor(group_weights, device=self.groups.device)
+        if gw.shape != (self.groups.num_groups,):
+            raise ValueError(f"group_weights must have shape ({self.groups.num_groups},), one "
+                             f"per query, got {tuple(gw.shape)}")
+        if not bool(torch.isfinite(gw).all()) or bool((gw < 0).any()):
+            raise ValueError("group_weights must be finite and non-negative (no NaN or inf)")
+        b = self._inp
+        return BoundLoss(self.loss, Prepared(None, b.labels, b.groups, b.pairs, b.weights,
+                                             b.state, gw))
 
     def __repr__(self) -> str:
         return f"BoundLoss({self.loss!r}, n={self.n}, num_groups={self.groups.num_groups})"
@@ -407,10 +438,15 @@ class RankingLoss(Params, nn.Module):
 
     def _value(self, inp: Prepared) -> Tensor:
         per_group, has_pairs = self.per_group(inp)
+        if inp.group_weights is not None:
+            per_group = per_group * inp.group_weights.to(per_group.dtype)
         return reduce_per_group(per_group, self.reduction, has_pairs).to(inp.scores.dtype)
 
     def _value_grad_hess(self, inp: Prepared, hess: str) -> Tuple[Tensor, Tensor, Tensor]:
         per, has, g, h = self._per_group_grad_hess(inp, hess)
+        if inp.group_weights is not None:
+            per = per * inp.group_weights.to(per.dtype)
+            g, h = _per_doc(inp, g, h)
         red = "sum" if self.reduction == "none" else self.reduction
         return reduce_per_group(per.detach(), red, has).to(inp.scores.dtype), g, h
 

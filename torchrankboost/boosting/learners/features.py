@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from typing import Optional
 
 import torch
 from torch import Tensor
@@ -114,19 +115,21 @@ class FeatureRankers(BestCandidateLearner):
     def __repr__(self):
         return f"FeatureRankers(normalize={self.normalize}, criterion={self.criterion!r})"
 
-    def prepare(self, X: Tensor, *, context=None) -> ScaledFeatures:
+    def prepare(self, X: Tensor, *, context=None, rows: Optional[Tensor] = None
+                ) -> ScaledFeatures:
         """Scale ``X`` (n, F) once. ``context``: the
         :class:`~torchrankboost.parallel.DistContext` of the fit (``None``: one process;
         data-parallel: the min/max of all ranks' rows, and :meth:`feature_sums` sums over the
-        ranks)."""
+        ranks). ``rows``: the rows whose min/max scale (``None``: all)."""
         _check_X(X)
         ctx = fit_context(context)
-        nan = torch.isnan(X)
+        Xr = X if rows is None else X.index_select(0, rows.to(X.device))
+        nan = torch.isnan(Xr)
         # the min/max over every rank's rows (+-inf: none, a constant feature below)
-        lo = ctx.all_reduce_min(torch.where(nan, torch.full_like(X, math.inf), X).amin(0)
-                                if X.shape[0] else X.new_full((X.shape[1],), math.inf))
-        hi = ctx.all_reduce_max(torch.where(nan, torch.full_like(X, -math.inf), X).amax(0)
-                                if X.shape[0] else X.new_full((X.shape[1],), -math.inf))
+        lo = ctx.all_reduce_min(torch.where(nan, torch.full_like(Xr, math.inf), Xr).amin(0)
+                                if Xr.shape[0] else X.new_full((X.shape[1],), math.inf))
+        hi = ctx.all_reduce_max(torch.where(nan, torch.full_like(Xr, -math.inf), Xr).amax(0)
+                                if Xr.shape[0] else X.new_full((X.shape[1],), -math.inf))
         valid = torch.isfinite(lo) & torch.isfinite(hi) & (hi > lo)
         lo = torch.where(valid, lo, torch.zeros_like(lo))
         hi = torch.where(valid, hi, torch.zeros_like(hi))

@@ -124,13 +124,15 @@ class Stumps(BestCandidateLearner):
     def __repr__(self):
         return f"Stumps(max_thresholds={self.max_thresholds}, criterion={self.criterion!r})"
 
-    def prepare(self, X: Tensor, *, context=None) -> StumpFeatures:
+    def prepare(self, X: Tensor, *, context=None, rows: Optional[Tensor] = None
+                ) -> StumpFeatures:
         """Bin ``X`` (n, F) and list the candidate thresholds. ``context``: the
         :class:`~torchrankboost.parallel.DistContext` of the fit (``None``: one process;
         data-parallel: the edges of all ranks' rows, and :meth:`threshold_sums` sums over the
-        ranks)."""
+        ranks). ``rows``: the rows that place the thresholds (``None``: all)."""
         b = bin_features(X, n_bins=self.max_thresholds + 1, sample_count=self.bin_sample_count,
-                         seed=self.seed, max_bins=32766, context=fit_context(context))
+                         seed=self.seed, max_bins=32766, context=fit_context(context),
+                         rows=rows)
         nb = b.num_bins
         T = max(1, int(nb.max().item()) - 1) if nb.numel() else 1
         edges = b.edges

@@ -184,17 +184,19 @@ class RegressionTree(Params):
                 f"feature_fraction={self.feature_fraction}"
                 + (f", kernel={self.kernel!r})" if self.kernel != "auto" else ")"))
 
-    def prepare(self, X: Tensor, *, context=None) -> BinnedFeatures:
+    def prepare(self, X: Tensor, *, context=None, rows: Optional[Tensor] = None
+                ) -> BinnedFeatures:
         """Bin X (n, F) once: uint8 codes, NaN → 255. ``context``: the
         :class:`~torchrankboost.parallel.DistContext` of the fit (``None``: one process);
         data-parallel, ``X`` is this rank's shard, the edges are those of all ranks' rows and
-        the fits sum their histograms over the ranks. A fit whose histograms cannot fit in
+        the fits sum their histograms over the ranks. ``rows``: the rows that place the
+        edges (those of positive weight; ``None``: all). A fit whose histograms cannot fit in
         the memory available is refused here, before anything is allocated
         (:func:`~torchrankboost.boosting.learners.memory.check_histogram_memory`)."""
         if isinstance(X, Tensor) and X.dim() == 2:
             check_histogram_memory(X.shape[1], self.max_leaves, X.device)
         return bin_features(X, n_bins=self.n_bins, sample_count=self.bin_sample_count,
-                            seed=self.seed, context=fit_context(context))
+                            seed=self.seed, context=fit_context(context), rows=rows)
 
     @property
     def params(self) -> TreeParams:
