@@ -302,7 +302,6 @@ def _save_partial(ranker, out_path: Optional[str], args, run: RunPlan):
     return path, None
 
 
-# ============================================================================ data
 # ============================================================================ the run
 def _start(args, ctx):
     """The checks before any data is read (on every rank); returns ``(device, options)``."""
