@@ -42,7 +42,8 @@ from .contract import NumericalError
 from .data import load_file, pad_features
 from .factory import load_model, rounds_kept
 from .parallel import DistributedError
-from .parallel.launch import end_process_group, relaunch, start_process_group, under_launcher
+from .parallel.launch import (end_process_group, relaunch, reports_failures, start_process_group,
+                              under_launcher)
 from .training import (DEFAULT_REPORT_BINARY, DEFAULT_REPORT_GRADED, PROG, ZERO_BASED,
                        CLIError, TrainResult, check_output, device, is_binary, normalized,
                        parse_params, train)
@@ -166,6 +167,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="train data-parallel on N local processes: re-launches this command "
                         "through torch.distributed.run (torchrun --standalone "
                         "--nproc-per-node N), each process holding a shard of the queries"),
+    g.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS",
+                   help="with --nproc/torchrun: how long a process waits for the others "
+                        "(joining, and at each exchange) before the run fails (default 60)")
     g.add_argument("--logdir", default=None, metavar="DIR",
                    help="TensorBoard run directory (default runs/<name>-<timestamp>)")
     g.add_argument("--name", default=None, help="run name (default <data>-<algorithm>)")
@@ -337,6 +341,17 @@ def cmd_predict(args) -> int:
     return 0
 
 
+#: the failures of ranks that make a data-parallel run an input error (status 2)
+_INPUT_ERRORS = ("CLIError", "ValueError", "FileNotFoundError", "PermissionError",
+                 "IsADirectoryError", "NotADirectoryError", "OSError", "UnicodeDecodeError")
+
+
+def _distributed_status(exc: DistributedError) -> int:
+    """2 when every failing rank had an input error (a bad line in its shard), else 1."""
+    kinds = {str(m).split(":", 1)[0] for m in exc.failures.values()}
+    return 2 if kinds and kinds <= set(_INPUT_ERRORS) else 1
+
+
 def _distributed_message(exc: DistributedError) -> str:
     """One line for a failure of a data-parallel run: the same message of several ranks
     once ("ranks 0, 1 failed: CLIError: ...")."""
@@ -362,10 +377,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     owned = False
     try:
         if args.command == "train" and args.nproc is not None and not under_launcher():
-            return relaunch(raw, args.nproc)
+            from .launch_checks import check_before_launch
+
+            check_before_launch(args, args.nproc)  # input errors: one line, no rank started
+            return relaunch(raw, args.nproc, timeout_s=args.timeout)
         _set_threads(getattr(args, "threads", None))
         if args.command == "train":  # under torchrun: this process joins the group
-            owned, args.device = start_process_group(args.device)
+            owned, args.device = start_process_group(args.device, args.timeout)
         status = COMMANDS[args.command](args)
         sys.stdout.flush()  # a reader that left (`| head`) shows up here, not at exit
         return status
@@ -378,9 +396,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except NumericalError as exc:  # the run failed numerically: status 1, one line
         print(f"{PROG}: error: {first_line(exc, default='')}", file=sys.stderr)
         return 1
-    except DistributedError as exc:  # some rank of a data-parallel run failed: status 1
-        print(f"{PROG}: error: {_distributed_message(exc)}", file=sys.stderr)
-        return 1
+    except DistributedError as exc:  # some rank failed: rank 0 says it, status 1 (2: input)
+        if reports_failures(exc.reporter):
+            print(f"{PROG}: error: {_distributed_message(exc)}", file=sys.stderr)
+        return _distributed_status(exc)
     except CLIError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 2
@@ -396,7 +415,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"{PROG}: error: {where}{exc.strerror or first_line(exc, default='')}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print(f"{PROG}: interrupted", file=sys.stderr)
+        if reports_failures():
+            print(f"{PROG}: interrupted", file=sys.stderr)
         return 130
     finally:
         if owned:  # the failure's frames (tensors, graphs) go before the process group
