@@ -222,6 +222,19 @@ def _set_threads(n) -> None:
     torch.set_num_threads(n if n is not None else DEFAULT_THREADS)
 
 
+def _one_line_warnings() -> None:
+    """A rank's warnings as one line each (``torchrankboost: warning: ...``), without the
+    file and source line."""
+    import warnings
+
+    def fmt(message, category, filename, lineno, line=None):
+        text = str(message)
+        text = text[len(PROG) + 2:] if text.startswith(f"{PROG}: ") else text
+        return f"{PROG}: warning: {text}\n"
+
+    warnings.formatwarning = fmt
+
+
 def cmd_list(args) -> int:
     from . import registry
 
@@ -382,6 +395,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             check_before_launch(args, args.nproc)  # input errors: one line, no rank started
             return relaunch(raw, args.nproc, timeout_s=args.timeout)
         _set_threads(getattr(args, "threads", None))
+        if under_launcher():
+            _one_line_warnings()
         if args.command == "train":  # under torchrun: this process joins the group
             owned, args.device = start_process_group(args.device, args.timeout)
         status = COMMANDS[args.command](args)
