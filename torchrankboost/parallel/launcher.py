@@ -15,11 +15,13 @@ reaches every rank as one SIGINT: rank 0 saves the model of the last good round 
 (SIGTERM): no rank is left to write ``-o`` after the command has returned. Later signals are
 ignored while the ranks finish (a second Ctrl-C does not interrupt the partial save).
 
-**Failures.** A rank that fails prints its one line (rank 0 prints the failures of every
-rank, see :class:`~torchrankboost.parallel.DistributedError`); once a rank has failed, the
-others have :data:`FAIL_GRACE_S` to notice and leave, then they are killed. The status is
-rank 0's (1 for a failed run, 2 for an input error), else the first failing rank's; a rank
-killed by a signal that nobody printed about gets one line from the parent, status 1.
+**Failures.** A rank does not print its final error line: it hands it to the parent
+(:func:`report_to_parent`, a key in the parent's store), and the parent prints one line for
+the run — the line every rank gave, else the lowest rank's first-hand failure (not a
+"rank 1 died" seen from another rank). Once a rank has failed, the others have
+:data:`FAIL_GRACE_S` to notice and leave, then they are killed. The status is rank 0's (1
+for a failed run, 2 for an input error), else the first failing rank's; a rank killed by a
+signal gets one line from the parent when no rank said anything, status 1.
 """
 
 from __future__ import annotations
@@ -32,7 +34,7 @@ import time
 from datetime import timedelta
 from typing import List, Optional, Sequence
 
-__all__ = ["FAIL_GRACE_S", "GRACE_S", "run_ranks", "worker_setup"]
+__all__ = ["FAIL_GRACE_S", "GRACE_S", "report_to_parent", "run_ranks", "worker_setup"]
 
 #: after an interrupt: how long the ranks have to save the partial model and exit
 GRACE_S = 30.0
@@ -40,6 +42,43 @@ GRACE_S = 30.0
 FAIL_GRACE_S = 5.0
 _POLL_S = 0.05
 _PARENT = "TORCHRANKBOOST_PARENT_PID"
+_REPORT = "torchrankboost/report/"
+#: what a rank says about another rank's failure (the parent prefers a first-hand line)
+_SECONDHAND = (" died", "lost contact", "did not answer", "did not join")
+
+
+def report_to_parent(line: str) -> bool:
+    """In a rank started by :func:`run_ranks`: hand ``line`` (this rank's final error) to the
+    parent, which prints one line for every rank; ``False`` elsewhere, or when the parent
+    cannot be reached (the caller prints it then)."""
+    if not os.environ.get(_PARENT):
+        return False
+    try:
+        import torch.distributed as dist
+
+        store = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]),
+                              is_master=False, timeout=timedelta(seconds=5))
+        store.set(_REPORT + os.environ.get("RANK", "0"), line)
+    except (RuntimeError, ValueError, KeyError, OSError):
+        return False
+    return True
+
+
+def _reports(store, nproc: int) -> dict:
+    out = {}
+    for r in range(nproc):
+        if store.check([_REPORT + str(r)]):
+            out[r] = store.get(_REPORT + str(r)).decode("utf-8", "replace")
+    return out
+
+
+def _one_line(lines: dict) -> Optional[str]:
+    """The line the parent prints for the ranks' ``{rank: line}``."""
+    if not lines:
+        return None
+    ordered = [lines[r] for r in sorted(lines)]
+    first_hand = [t for t in ordered if not any(w in t for w in _SECONDHAND)]
+    return (first_hand or ordered)[0]
 
 
 def _rank_env(rank: int, nproc: int, port: int) -> dict:
@@ -106,20 +145,25 @@ class _Supervisor:
                 deadline = float("inf")
             time.sleep(_POLL_S)
 
-    def status(self, prog: str) -> int:
-        """The command's exit status (see the module docstring), saying what nobody said."""
+    def status(self, prog: str, lines: dict) -> int:
+        """The command's exit status (see the module docstring), after its one line."""
         codes = [p.returncode for p in self.procs]
         if self.received:
-            if codes and codes[0] != 130:
-                print(f"{prog}: interrupted", file=sys.stderr)
+            print(f"{prog}: interrupted", file=sys.stderr)
             return 128 + self.received[0]
+        line = _one_line(lines)
+        if line is not None:
+            print(line, file=sys.stderr)
         for code in codes:
             if code is not None and code > 0:
                 return code
         for r, code in enumerate(codes):
             if code is not None and code < 0:
-                name = signal.Signals(-code).name if -code in signal.valid_signals() else -code
-                print(f"{prog}: error: rank {r} was killed by signal {name}", file=sys.stderr)
+                if line is None:
+                    name = (signal.Signals(-code).name if -code in signal.valid_signals()
+                            else -code)
+                    print(f"{prog}: error: rank {r} was killed by signal {name}",
+                          file=sys.stderr)
                 return 1
         return 0
 
@@ -154,5 +198,6 @@ def run_ranks(cmd: Sequence[str], nproc: int, *, timeout_s: float,
             p.wait()
         for s, h in handlers.items():
             signal.signal(s, h)
-        del store
-    return sup.status(prog)
+    lines = _reports(store, nproc)
+    del store
+    return sup.status(prog, lines)
