@@ -378,6 +378,15 @@ def _distributed_message(exc: DistributedError) -> str:
     return first_line(exc, default='')
 
 
+def _check_before_launch(args) -> None:
+    """``train --nproc N`` in the parent: what would stop every rank, checked once
+    (:mod:`torchrankboost.launch_checks`; one line, status 2)."""
+    if args.command == "train" and args.nproc is not None and not under_launcher():
+        from .launch_checks import check_before_launch
+
+        check_before_launch(args, args.nproc)
+
+
 def _say(line: str, reporter: Optional[int] = None) -> None:
     """The command's final line on stderr; in a rank of ``--nproc``, handed to the parent
     (which prints one line for every rank); under ``torchrun``, printed by rank
@@ -402,11 +411,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 0
     owned = False
     try:
+        _check_before_launch(args)  # train --nproc: input errors here, before any rank
         if args.command == "train" and args.nproc is not None and not under_launcher():
-            from .launch_checks import check_before_launch
-
-            check_before_launch(args, args.nproc)  # input errors: one line, no rank started
-            return relaunch(raw, args.nproc, timeout_s=args.timeout)
+            return relaunch(raw, args.nproc)
         _set_threads(getattr(args, "threads", None))
         if under_launcher():
             _one_line_warnings()

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from .factory import make_ranker
 from .parallel import supports_data_parallel
-from .parallel.timeouts import check_timeout
+from .parallel.timeouts import set_wait_timeout
 from .training import (DISTRIBUTED_ALGORITHMS, CLIError, _input_paths, _ranker_options,
                        check_output, device)
 
@@ -42,7 +42,7 @@ def check_before_launch(args, nproc: int) -> None:
     if nproc < 1:
         raise CLIError(f"--nproc must be a positive integer, got {nproc}")
     try:
-        check_timeout(args.timeout)
+        set_wait_timeout(args.timeout)  # the parent's rendezvous store waits as long
     except ValueError as exc:
         raise CLIError(str(exc)) from None
     device(args.device)
