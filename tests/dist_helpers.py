@@ -297,6 +297,75 @@ def scenario_local_peer_dies():
     os._exit(1)
 
 
+def scenario_stopped_then_dead_peer():
+    """Rank 1 stops itself (SIGSTOP) before a shared-memory sum: rank 0 waits asleep (its
+    CPU time over the wait is printed), times out after TORCHRANKBOOST_TIMEOUT naming rank
+    1, kills it, and its next sum (int64: through gloo) fails naming rank 1 as dead."""
+    import os
+    import resource
+    import signal
+    import time
+
+    import torch
+
+    from torchrankboost.parallel import DistributedError
+
+    ctx = _ctx()
+    t = torch.ones(10, dtype=torch.float64)
+    ctx.all_reduce_sum(t)  # sets the mapping up (and records the ranks' processes)
+    pids = ctx.all_gather_object(os.getpid())
+    if ctx.rank == 1:
+        os.kill(os.getpid(), signal.SIGSTOP)
+        os._exit(5)  # not reached: rank 0 kills this process
+    cpu0, t0 = resource.getrusage(resource.RUSAGE_SELF), time.monotonic()
+    try:
+        ctx.all_reduce_sum(t)
+        print("no timeout", flush=True)
+        os._exit(1)
+    except DistributedError as exc:
+        cpu1 = resource.getrusage(resource.RUSAGE_SELF)
+        cpu = cpu1.ru_utime + cpu1.ru_stime - cpu0.ru_utime - cpu0.ru_stime
+        print(f"waited {time.monotonic() - t0:.2f} s using {cpu:.2f} s of CPU: {exc}",
+              flush=True)
+    os.kill(pids[1], signal.SIGKILL)
+    time.sleep(0.2)
+    try:
+        ctx.all_reduce_sum(torch.ones(3, dtype=torch.int64))
+        print("no error after the peer died", flush=True)
+    except DistributedError as exc:
+        print(f"gloo: {type(exc).__name__}: {exc}", flush=True)
+    except RuntimeError as exc:
+        print(f"gloo raw: {type(exc).__name__}: {exc}", flush=True)
+    os._exit(0)
+
+
+def scenario_shm_no_room():
+    """posix_fallocate fails as on a full /dev/shm (ENOSPC): the sums go through gloo,
+    exact, with one warning on rank 0 and no SIGBUS."""
+    import errno
+    import os
+    import warnings
+
+    import torch
+
+    def full(fd, offset, length):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    os.posix_fallocate = full
+    ctx = _ctx()
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        t = torch.full((5,), 1.0 + ctx.rank, dtype=torch.float64)
+        assert ctx.all_reduce_sum(t).tolist() == [3.0] * 5
+        assert ctx.all_reduce_sum(t).tolist() == [6.0] * 5
+    for w in seen:
+        print(f"warning: {w.message}", flush=True)
+    from torchrankboost.parallel import shm
+
+    assert shm.host_transport(ctx) is None
+    print("sums ok", flush=True)
+
+
 def scenario_load_data(source, valid, out):
     """This rank's splits of ``load_data(source, valid=...)`` saved to ``out.<rank>``."""
     import torch

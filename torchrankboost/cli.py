@@ -17,7 +17,8 @@ unbounded step with ``-p on_unbounded=raise``...) prints one such line and exits
 1; no traceback.
 
 **Several processes.** ``torchrun --standalone --nproc-per-node N -m torchrankboost train ...``
-(or ``torchrankboost train --nproc N ...``, which re-launches itself that way) trains one
+(or ``torchrankboost train --nproc N ...``, which checks its input, then starts the N
+processes itself, forwards SIGINT/SIGTERM to them and waits for them) trains one
 model data-parallel: each process initialises the process group (gloo on CPU, NCCL with
 ``--device cuda``, one GPU per ``LOCAL_RANK``), holds a shard of whole queries of every split
 (built-in data: the split of one process cut by :meth:`~torchrankboost.data.RankingData.shard`;
@@ -25,7 +26,8 @@ files: :func:`~torchrankboost.data.load_svmlight_shard`, each rank parsing its o
 range) and fits with the algorithm's data-parallel path (``boost``, ``qbrank``, ``gbt``,
 ``rankboost``); metrics are combined over the ranks; rank 0 alone prints, writes the
 TensorBoard events and saves the model — the model of one process on the whole data. A
-failure on one rank stops every rank with an error naming it (status 1).
+failure on one rank stops every rank with one line naming it, from rank 0 (status 1; 2 for
+bad input). ``--timeout`` (default 60 s) bounds every wait for the other ranks.
 """
 
 from __future__ import annotations
@@ -42,7 +44,9 @@ from .contract import NumericalError
 from .data import load_file, pad_features
 from .factory import load_model, rounds_kept
 from .parallel import DistributedError
-from .parallel.launch import end_process_group, relaunch, start_process_group, under_launcher
+from .parallel.launch import (end_process_group, relaunch, reports_failures, start_process_group,
+                              under_launcher)
+from .parallel.launcher import report_to_parent
 from .training import (DEFAULT_REPORT_BINARY, DEFAULT_REPORT_GRADED, PROG, ZERO_BASED,
                        CLIError, TrainResult, check_output, check_run_name, device, is_binary,
                        normalized, parse_params, train)
@@ -167,9 +171,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="CPU threads of torch (default 1: small tensor operations stall with "
                         "more on a busy machine; see the README's section on threads)")
     g.add_argument("--nproc", type=int, default=None, metavar="N",
-                   help="train data-parallel on N local processes: re-launches this command "
-                        "through torch.distributed.run (torchrun --standalone "
-                        "--nproc-per-node N), each process holding a shard of the queries"),
+                   help="train data-parallel on N local processes (as torchrun --standalone "
+                        "--nproc-per-node N would), each process holding a shard of the "
+                        "queries"),
+    g.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS",
+                   help="with --nproc/torchrun: how long a process waits for the others "
+                        "(joining, and at each exchange) before the run fails (default 60)")
     g.add_argument("--logdir", default=None, metavar="DIR",
                    help="TensorBoard run directory (default runs/<name>-<timestamp>)")
     g.add_argument("--name", default=None, help="run name (default <data>-<algorithm>)")
@@ -228,6 +235,19 @@ def _set_threads(n) -> None:
     except ValueError as exc:
         raise CLIError(str(exc)) from None
     torch.set_num_threads(n if n is not None else DEFAULT_THREADS)
+
+
+def _one_line_warnings() -> None:
+    """A rank's warnings as one line each (``torchrankboost: warning: ...``), without the
+    file and source line."""
+    import warnings
+
+    def fmt(message, category, filename, lineno, line=None):
+        text = str(message)
+        text = text[len(PROG) + 2:] if text.startswith(f"{PROG}: ") else text
+        return f"{PROG}: warning: {text}\n"
+
+    warnings.formatwarning = fmt
 
 
 def cmd_list(args) -> int:
@@ -361,6 +381,17 @@ def cmd_predict(args) -> int:
     return 0
 
 
+#: the failures of ranks that make a data-parallel run an input error (status 2)
+_INPUT_ERRORS = ("CLIError", "ValueError", "FileNotFoundError", "PermissionError",
+                 "IsADirectoryError", "NotADirectoryError", "OSError", "UnicodeDecodeError")
+
+
+def _distributed_status(exc: DistributedError) -> int:
+    """2 when every failing rank had an input error (a bad line in its shard), else 1."""
+    kinds = {str(m).split(":", 1)[0] for m in exc.failures.values()}
+    return 2 if kinds and kinds <= set(_INPUT_ERRORS) else 1
+
+
 def _distributed_message(exc: DistributedError) -> str:
     """One line for a failure of a data-parallel run: the same message of several ranks
     once ("ranks 0, 1 failed: CLIError: ...")."""
@@ -369,6 +400,25 @@ def _distributed_message(exc: DistributedError) -> str:
         ranks = ", ".join(str(r) for r in sorted(exc.failures))
         return f"ranks {ranks} failed: {next(iter(msgs)).splitlines()[0]}"
     return first_line(exc, default='')
+
+
+def _check_before_launch(args) -> None:
+    """``train --nproc N`` in the parent: what would stop every rank, checked once
+    (:mod:`torchrankboost.launch_checks`; one line, status 2)."""
+    if args.command == "train" and args.nproc is not None and not under_launcher():
+        from .launch_checks import check_before_launch
+
+        check_before_launch(args, args.nproc)
+
+
+def _say(line: str, reporter: Optional[int] = None) -> None:
+    """The command's final line on stderr; in a rank of ``--nproc``, handed to the parent
+    (which prints one line for every rank); under ``torchrun``, printed by rank
+    ``reporter`` only (``None``: by every rank that fails)."""
+    if report_to_parent(line):
+        return
+    if reports_failures(reporter):
+        print(line, file=sys.stderr)
 
 
 COMMANDS = {"train": cmd_train, "evaluate": cmd_evaluate, "predict": cmd_predict,
@@ -385,12 +435,15 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 0
     owned = False
     try:
+        _check_before_launch(args)  # train --nproc: input errors here, before any rank
         if args.command == "train" and args.nproc is not None and not under_launcher():
             check_run_name(args.name)  # status 2 here, before any rank starts
             return relaunch(raw, args.nproc)
         _set_threads(getattr(args, "threads", None))
+        if under_launcher():
+            _one_line_warnings()
         if args.command == "train":  # under torchrun: this process joins the group
-            owned, args.device = start_process_group(args.device)
+            owned, args.device = start_process_group(args.device, args.timeout)
         status = COMMANDS[args.command](args)
         sys.stdout.flush()  # a reader that left (`| head`) shows up here, not at exit
         return status
@@ -401,27 +454,27 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             pass
         return 141  # 128 + SIGPIPE, as a command killed by the closed pipe
     except NumericalError as exc:  # the run failed numerically: status 1, one line
-        print(f"{PROG}: error: {first_line(exc, default='')}", file=sys.stderr)
+        _say(f"{PROG}: error: {first_line(exc, default='')}")
         return 1
-    except DistributedError as exc:  # some rank of a data-parallel run failed: status 1
-        print(f"{PROG}: error: {_distributed_message(exc)}", file=sys.stderr)
-        return 1
+    except DistributedError as exc:  # some rank failed: rank 0 says it, status 1 (2: input)
+        _say(f"{PROG}: error: {_distributed_message(exc)}", exc.reporter)
+        return _distributed_status(exc)
     except CLIError as exc:
-        print(f"{PROG}: error: {exc}", file=sys.stderr)
+        _say(f"{PROG}: error: {exc}")
         return 2
     except FileNotFoundError as exc:
-        print(f"{PROG}: error: {exc.filename or exc}: file not found"
-              if exc.filename else f"{PROG}: error: {exc}", file=sys.stderr)
+        _say(f"{PROG}: error: {exc.filename or exc}: file not found"
+             if exc.filename else f"{PROG}: error: {exc}")
         return 2
     except ValueError as exc:
-        print(f"{PROG}: error: {first_line(exc, default='') or 'invalid value'}", file=sys.stderr)
+        _say(f"{PROG}: error: {first_line(exc, default='') or 'invalid value'}")
         return 2
     except OSError as exc:  # an unwritable folder, a full disk, ...: one line, status 2
         where = f"{exc.filename}: " if getattr(exc, "filename", None) else ""
-        print(f"{PROG}: error: {where}{exc.strerror or first_line(exc, default='')}", file=sys.stderr)
+        _say(f"{PROG}: error: {where}{exc.strerror or first_line(exc, default='')}")
         return 2
     except KeyboardInterrupt:
-        print(f"{PROG}: interrupted", file=sys.stderr)
+        _say(f"{PROG}: interrupted", 0)
         return 130
     finally:
         if owned:  # the failure's frames (tensors, graphs) go before the process group

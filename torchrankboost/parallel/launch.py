@@ -1,9 +1,11 @@
 """Starting a command on several processes, and what a run says about them.
 
-``torchrankboost train --nproc N`` re-launches the command through ``torch.distributed.run``
-(:func:`relaunch`); under ``torchrun`` (``WORLD_SIZE`` set, :func:`under_launcher`) each
-process starts the process group (:func:`start_process_group`: gloo, or NCCL on
-``LOCAL_RANK``'s GPU) and ends it (:func:`end_process_group`). The other functions are the
+``torchrankboost train --nproc N`` re-launches the command on ``N`` ranks (:func:`relaunch`,
+the parent of :mod:`.launcher`: it forwards signals, waits for every rank and reports
+once); under it or ``torchrun`` (``WORLD_SIZE`` set, :func:`under_launcher`) each process
+starts the process group (:func:`start_process_group`: gloo, or NCCL on ``LOCAL_RANK``'s
+GPU, with the wait of :mod:`.timeouts`) and ends it (:func:`end_process_group`); only rank
+0 reports a failure that every rank shares (:func:`reports_failures`). The other functions are the
 few places where a training run's checks, messages and records depend on the number of
 processes; in one process they give what a single-process run always gave.
 """
@@ -12,13 +14,17 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any, Dict, List, Sequence, Tuple, Type
+from typing import Any, Dict, List, Optional, Sequence, Tuple, Type
 
+from .._errors import first_line
 from .context import DistContext, get_context
+from .errors import DistributedError
+from .launcher import run_ranks, worker_setup
+from .timeouts import set_wait_timeout, wait_timeout
 
 __all__ = ["check_distributed_algorithm", "context", "empty_split_message", "end_process_group",
-           "relaunch", "run_facts", "start_process_group", "strip_nproc", "under_launcher",
-           "where_text"]
+           "relaunch", "reports_failures", "run_facts", "start_process_group", "strip_nproc",
+           "under_launcher", "where_text"]
 
 
 def under_launcher() -> bool:
@@ -26,19 +32,31 @@ def under_launcher() -> bool:
     return "WORLD_SIZE" in os.environ
 
 
+def reports_failures(reporter: Optional[int] = 0) -> bool:
+    """Whether this process prints a failure that several ranks raise: always in one
+    process; on several, only rank ``reporter`` (0 for a failure every rank raises alike, an
+    interrupt; ``None``: every rank)."""
+    return reporter is None or not under_launcher() or os.environ.get("RANK", "0") == str(reporter)
+
+
 def context() -> DistContext:
     """The process group's context (disabled without one, or with one process)."""
     return get_context(None)
 
 
-def start_process_group(device: str) -> Tuple[bool, str]:
+def start_process_group(device: str, timeout_s: Optional[float] = None) -> Tuple[bool, str]:
     """Under ``torchrun``: initialise the process group (gloo, or NCCL on ``LOCAL_RANK``'s
-    GPU when ``device`` is a CUDA device). Returns ``(owned, device)``: ``owned`` is ``True``
-    when this call initialised the group (the caller ends it with
-    :func:`end_process_group`); ``device`` is ``cuda:LOCAL_RANK`` with NCCL, else as given.
-    ``ValueError`` when CUDA is asked for and not available."""
+    GPU when ``device`` is a CUDA device), waiting at most ``timeout_s`` seconds (default
+    :func:`~.timeouts.wait_timeout`) for the other ranks, there and in every collective.
+    Returns ``(owned, device)``: ``owned`` is ``True`` when this call initialised the group
+    (the caller ends it with :func:`end_process_group`); ``device`` is ``cuda:LOCAL_RANK``
+    with NCCL, else as given. ``ValueError`` when CUDA is asked for and not available;
+    :class:`~torchrankboost.parallel.DistributedError` naming this rank when the others do
+    not join in time."""
     if not under_launcher():
         return False, device
+    set_wait_timeout(timeout_s)
+    worker_setup()
     from datetime import timedelta
 
     import torch
@@ -54,7 +72,13 @@ def start_process_group(device: str) -> Tuple[bool, str]:
         torch.cuda.set_device(local)
         device = f"cuda:{local}"
         backend = "nccl"
-    dist.init_process_group(backend, timeout=timedelta(minutes=10))
+    wait = wait_timeout()
+    try:
+        dist.init_process_group(backend, timeout=timedelta(seconds=wait))
+    except (RuntimeError, TimeoutError) as exc:  # a store timeout, a peer gone
+        rank = os.environ.get("RANK", "?")
+        raise DistributedError(f"rank {rank}: the other ranks did not join within {wait:g} s "
+                               f"(--timeout): {first_line(exc)}", reporter=None) from None
     return True, device
 
 
@@ -83,19 +107,16 @@ def strip_nproc(argv: Sequence[str]) -> List[str]:
     return out
 
 
-def relaunch(argv: Sequence[str], nproc: int, *, module: str = "torchrankboost") -> int:
-    """``python -m module argv`` (without ``--nproc``) on ``nproc`` processes through
-    ``torch.distributed.run --standalone``; returns its exit status (``OMP_NUM_THREADS``
-    defaults to 1). ``ValueError`` unless ``nproc >= 1``."""
-    import subprocess
-
+def relaunch(argv: Sequence[str], nproc: int, *, module: str = "torchrankboost",
+             timeout_s: Optional[float] = None) -> int:
+    """``python -m module argv`` (without ``--nproc``) on ``nproc`` processes of this host
+    (:func:`~.launcher.run_ranks`: signals forwarded, every rank waited for, one report);
+    returns the command's exit status (``OMP_NUM_THREADS`` defaults to 1). ``ValueError``
+    unless ``nproc >= 1``."""
     if nproc < 1:
         raise ValueError(f"--nproc must be a positive integer, got {nproc}")
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone",
-           f"--nproc-per-node={nproc}", "-m", module, *strip_nproc(argv)]
-    env = dict(os.environ)
-    env.setdefault("OMP_NUM_THREADS", "1")
-    return subprocess.call(cmd, env=env)
+    cmd = [sys.executable, "-m", module, *strip_nproc(argv)]
+    return run_ranks(cmd, nproc, timeout_s=timeout_s or wait_timeout())
 
 
 # ---------------------------------------------------------------------------- a run's words

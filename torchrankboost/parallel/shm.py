@@ -9,6 +9,7 @@ import ctypes
 import os
 import socket
 import tempfile
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Optional
 
@@ -17,7 +18,8 @@ from torch import Tensor
 
 from .. import _native
 from .errors import DistributedError
-from .transport import dist as _dist
+from .timeouts import wait_timeout
+from .transport import dist as _dist, record_peers
 
 if TYPE_CHECKING:
     from .context import DistContext
@@ -32,7 +34,7 @@ def _declare(lib: ctypes.CDLL) -> None:
     p, i64, i32, d = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int, ctypes.c_double
     lib.trb_shm_allreduce.argtypes = [p, p, i64, i32, i32, p, i64, i64, d]
     lib.trb_shm_allreduce.restype = i32
-    if lib.trb_shm_abi_version() != 1:
+    if lib.trb_shm_abi_version() != 2:
         raise _native.NativeUnavailable("unexpected shared-memory sum ABI version")
 
 
@@ -44,12 +46,16 @@ class SharedMemorySum:
     this host, rank 0 creates a shared mapping (a file in ``/dev/shm``, unlinked once every
     rank has mapped it) and each sum goes through ``trb_shm_allreduce`` (``shm.c``
     beside this module, compiled on first use): every rank copies its tensor into its slot, waits for the
-    others (spinning, then yielding), and sums the W slots **in rank order** — the same
-    result on every rank, deterministic. A peer that dies or a wait beyond ``timeout_s``
-    raises :class:`DistributedError` instead of hanging. Set up once per process group, by a
+    others (a short spin, then asleep on a futex: a stopped peer costs the others no CPU),
+    and sums the W slots **in rank order** — the same result on every rank, deterministic.
+    A peer that dies (named) or a wait beyond ``timeout_s`` (:func:`~.timeouts.wait_timeout`,
+    60 s unless ``--timeout``/``TORCHRANKBOOST_TIMEOUT`` say otherwise) raises
+    :class:`DistributedError` instead of hanging. Set up once per process group, by a
     collective, the first time a float64 CPU sum is asked of a gloo group; absent when the
     ranks span several hosts, when the compiled kernels are unavailable or with
-    ``TORCHRANKBOOST_SHM=0`` (then gloo does every sum).
+    ``TORCHRANKBOOST_SHM=0`` (then gloo does every sum). The file's space is reserved when
+    it is created (``posix_fallocate``): a ``/dev/shm`` too small for it (Docker's 64 MB with
+    4 ranks) means gloo does every sum, with a one-line warning from rank 0, never a SIGBUS.
     """
 
     CAP_BYTES = 1 << 23  # largest tensor summed here (8 MiB, above a 136-feature histogram)
@@ -58,10 +64,10 @@ class SharedMemorySum:
     def __init__(self, ctx: "DistContext", lib, path: str, size: int, cap: int):
         self.lib, self.rank, self.W, self.cap = lib, ctx.rank, ctx.world_size, cap
         self.map = torch.from_file(path, shared=True, size=size, dtype=torch.uint8)
-        self.ctrl = self.map[: 8 * (8 + self.W)].view(torch.int64)
-        self.slots = self.map[8 * (8 + self.W):].view(torch.float64)
+        self.ctrl = self.map[: 8 * (8 + 2 * self.W)].view(torch.int64)
+        self.slots = self.map[8 * (8 + 2 * self.W):].view(torch.float64)
         self.epoch = 0
-        self.timeout_s = float(os.environ.get("TORCHRANKBOOST_SHM_TIMEOUT", "600"))
+        self.timeout_s = wait_timeout()
 
     def accepts(self, t: Tensor, op: str) -> bool:
         return candidate(t, op, "gloo") and t.numel() <= self.cap
@@ -72,10 +78,23 @@ class SharedMemorySum:
                                         self.rank, self.W, t.data_ptr(), t.numel(), self.epoch,
                                         self.timeout_s)
         self.epoch += 1
+        if rc >= 4:  # rank rc - 4 died: the lowest live rank reports it
+            dead = rc - 4
+            raise DistributedError(f"rank {dead} died (its process is gone; rank {self.rank} "
+                                   f"was waiting for it in a sum)", {dead: "died"},
+                                   reporter=0 if dead else 1)
+        if rc == 1:  # the ranks that have not arrived are named by the lowest that has
+            seen = self.ctrl[8 + self.W: 8 + 2 * self.W].tolist()
+            late = [r for r, e in enumerate(seen) if e < self.epoch]
+            waiting = [r for r in range(self.W) if r not in late]
+            names = ", ".join(map(str, late)) or "?"
+            raise DistributedError(
+                f"rank{'s' if len(late) > 1 else ''} {names} did not answer within "
+                f"{self.timeout_s:g} s (a stopped or overloaded process? see --timeout)",
+                {r: "no answer" for r in late}, reporter=waiting[0] if waiting else None)
         if rc != 0:
-            why = {1: f"no answer from the other ranks within {self.timeout_s:g} s",
-                   2: "another rank's process has died", 3: "aborted"}.get(rc, f"error {rc}")
-            raise DistributedError(f"rank {self.rank}: shared-memory all-reduce failed: {why}")
+            raise DistributedError(f"rank {self.rank}: shared-memory all-reduce failed: "
+                                   f"{'aborted' if rc == 3 else f'error {rc}'}", reporter=None)
         return t
 
 
@@ -97,6 +116,41 @@ def _host_id() -> str:
     return f"{socket.gethostname()}/{boot}"
 
 
+def shm_folder() -> Optional[str]:
+    """Where the mapping's file goes: ``/dev/shm`` (``None``: the temporary folder where
+    there is none)."""
+    return "/dev/shm" if os.path.isdir("/dev/shm") else None
+
+
+def _reserve(fd: int, size: int) -> None:
+    """Give the file ``size`` bytes that exist (``posix_fallocate``: a full tmpfs fails
+    here with ``ENOSPC``, not later with SIGBUS on first touch)."""
+    if hasattr(os, "posix_fallocate"):
+        os.posix_fallocate(fd, 0, size)
+    else:  # pragma: no cover - macOS: no tmpfs /dev/shm, a disk file sized the usual way
+        os.ftruncate(fd, size)
+
+
+def _create_file(size: int) -> Optional[str]:
+    """Rank 0: the mapping's file, its space reserved; ``None`` (and one warning) when
+    there is no room."""
+    folder = shm_folder()
+    fd, path = tempfile.mkstemp(prefix="torchrankboost-", suffix=".shm", dir=folder)
+    try:
+        _reserve(fd, size)
+    except OSError as exc:
+        os.close(fd)
+        os.unlink(path)
+        warnings.warn(f"torchrankboost: no room for the shared-memory sum ({size / 2**20:.0f} "
+                      f"MB) in {folder or tempfile.gettempdir()}: {exc.strerror or exc}; the "
+                      f"ranks sum through the process group's backend instead (slower; give "
+                      f"/dev/shm more space, e.g. docker --shm-size)", RuntimeWarning,
+                      stacklevel=2)
+        return None
+    os.close(fd)
+    return path
+
+
 def host_transport(ctx: "DistContext") -> Optional[SharedMemorySum]:
     """The shared-memory sum of the default process group (set up by a collective on first
     use; ``None`` when it does not apply: ranks on several hosts, no compiled kernels,
@@ -106,28 +160,25 @@ def host_transport(ctx: "DistContext") -> Optional[SharedMemorySum]:
     if key in _LOCAL:
         return _LOCAL[key]
     _LOCAL[key] = None  # the collectives below must not recurse into here
-    if os.environ.get("TORCHRANKBOOST_SHM", "1").strip().lower() in ("0", "no", "false", "off"):
-        return None
-    try:
-        lib = _native.load_library(SOURCE, declare=_declare)
-        ok = True
-    except _native.NativeUnavailable:
-        lib, ok = None, False
-    hosts = ctx.all_gather_object((_host_id(), ok))
-    if not all(h == hosts[0][0] and k for h, k in hosts):
+    wanted = os.environ.get("TORCHRANKBOOST_SHM", "1").strip().lower() not in (
+        "0", "no", "false", "off")
+    lib, ok = None, False
+    if wanted:
+        try:
+            lib, ok = _native.load_library(SOURCE, declare=_declare), True
+        except _native.NativeUnavailable:
+            pass
+    hosts = ctx.all_gather_object((_host_id(), ok, os.getpid()))
+    record_peers(key, [(h, pid) for h, _, pid in hosts], _host_id())
+    if not all(h == hosts[0][0] and k for h, k, _ in hosts):
         return None
     W = ctx.world_size
     cap = min(SharedMemorySum.CAP_BYTES, SharedMemorySum.TOTAL_BYTES // (2 * W)) // 8
-    size = 8 * (8 + W) + 2 * W * cap * 8
-    path = None
-    if ctx.rank == 0:
-        folder = "/dev/shm" if os.path.isdir("/dev/shm") else None
-        fd, path = tempfile.mkstemp(prefix="torchrankboost-", suffix=".shm", dir=folder)
-        try:
-            os.ftruncate(fd, size)
-        finally:
-            os.close(fd)
+    size = 8 * (8 + 2 * W) + 2 * W * cap * 8
+    path = _create_file(size) if ctx.rank == 0 else None
     path = ctx.broadcast_object(path)
+    if path is None:  # no room in /dev/shm: said once, by rank 0
+        return None
     try:  # e.g. a rank in another mount namespace does not see the file
         red = SharedMemorySum(ctx, lib, path, size, cap)
         red.ctrl[8 + ctx.rank] = os.getpid()

@@ -1,0 +1,63 @@
+"""What ``torchrankboost train --nproc N`` checks in the parent, before any rank starts.
+
+Every check that needs no data runs once, here, so that an input error is one line from one
+process with status 2 (not one line per rank after the ranks started): the options and
+names (:func:`~torchrankboost.training._ranker_options`), the device, the seed, the
+algorithm's and the learner's data-parallel fit, the parameters (the ranker is built), the
+``--timeout``, that the data source and the ``--valid``/``--test`` files exist, and the
+output. What only reading the data can tell (a malformed line) the ranks find; rank 0
+reports it in one line, with status 2 as well.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from .factory import make_ranker
+from .parallel import supports_data_parallel
+from .parallel.timeouts import set_wait_timeout
+from .training import (DISTRIBUTED_ALGORITHMS, CLIError, _input_paths, _ranker_options,
+                       check_output, device)
+
+__all__ = ["check_before_launch"]
+
+
+def _check_data_paths(args) -> None:
+    from .data.sources import BUILTIN
+
+    data = str(args.data)
+    if data.strip().lower() not in BUILTIN and not Path(data).exists():
+        raise FileNotFoundError(f"data not found: {data!r} is neither a built-in data set "
+                                f"({', '.join(BUILTIN)}) nor an existing file or LETOR fold "
+                                "folder")
+    for opt, path in (("--valid", args.valid), ("--test", args.test)):
+        if path and not Path(path).is_file():
+            raise CLIError(f"{opt} {path}: file not found")
+
+
+def check_before_launch(args, nproc: int) -> None:
+    """Raise :class:`~torchrankboost.training.CLIError` (or ``ValueError`` /
+    ``FileNotFoundError``, all status 2) for what would stop every rank of
+    ``train --nproc nproc``."""
+    if nproc < 1:
+        raise CLIError(f"--nproc must be a positive integer, got {nproc}")
+    try:
+        set_wait_timeout(args.timeout)  # the parent's rendezvous store waits as long
+    except ValueError as exc:
+        raise CLIError(str(exc)) from None
+    device(args.device)
+    if not 0 <= args.seed < 2 ** 63:
+        raise CLIError(f"--seed must be an integer in [0, 2^63), got {args.seed}")
+    options = _ranker_options(args)
+    algorithm = options["algorithm"]
+    if nproc > 1 and algorithm not in DISTRIBUTED_ALGORITHMS:
+        raise CLIError(f"--nproc {nproc}: algorithm {algorithm!r} has no data-parallel fit; "
+                       f"use one of {', '.join(DISTRIBUTED_ALGORITHMS)}")
+    ranker = make_ranker(**options)
+    learner = getattr(ranker, "learner", None)
+    if nproc > 1 and learner is not None and not supports_data_parallel(learner):
+        raise CLIError(f"--nproc {nproc}: learner {args.learner!r} has no "
+                       f"data-parallel fit; use --learner tree (or the algorithm's default)")
+    _check_data_paths(args)
+    if args.output:
+        check_output(args.output, _input_paths(args))
