@@ -32,7 +32,9 @@ from torch import Tensor
 
 from .boosting.evaluation import FitMonitor, FitState
 from .boosting.inputs import as_features, fit_inputs
+from .boosting.objective import require_pairs
 from .contract import FitInfo, NumericalError, RoundRecord
+from .losses import PairwiseHingeLoss
 from .params import from_params
 
 __all__ = ["LinearRanker", "RankSVM"]
@@ -140,8 +142,6 @@ class RankSVM(FitState):
         self._reset_fit_state()
 
     def _pair_loss(self, scores: Tensor, labels, groups) -> Tensor:
-        from .losses import PairwiseHingeLoss
-
         lf = PairwiseHingeLoss(margin=1.0, squared=self.loss == "squared_hinge")
         return self.C * lf(scores, labels, groups, pairs=self.pairs)
 
@@ -153,6 +153,7 @@ class RankSVM(FitState):
             early_stopping_rounds: Optional[int] = None, callbacks: Sequence = ()
             ) -> LinearRanker:
         X, labels, groups = fit_inputs(X, labels, groups)
+        require_pairs(PairwiseHingeLoss(), labels, groups, pairs=self.pairs)
         n, F = X.shape
         monitor = FitMonitor(self, n_features=F, device=X.device, eval_set=eval_set,
                              eval_metric=eval_metric,

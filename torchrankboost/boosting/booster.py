@@ -82,7 +82,7 @@ from .ensemble import Ensemble, weak_summary
 from ..parallel import DistContext, FitComm, get_context, supports_data_parallel
 from .evaluation import FitMonitor, FitState
 from .inputs import count_eval_sets as _count_sets, fit_inputs
-from .objective import autograd_grad_hess, bind, scalar
+from .objective import autograd_grad_hess, bind, initial_loss, scalar
 from ..params import describe, from_params
 from .steps import line_search, newton_from_values, shift_minimiser, summed_evaluate
 from ..curvature import hessian_diagonal, hvp_probes, is_per_query
@@ -412,7 +412,7 @@ class Booster(FitState):
         bound = None
         with comm.local():
             bound = bind(self.loss, labels, groups)
-        loss0 = self._loss_value(comm, bound, s)
+        loss0 = initial_loss(comm, bound, s)  # ValueError: a pairwise loss without pairs
         if not math.isfinite(loss0):
             raise NumericalError(f"the loss is {loss0} at the initial scores (base score "
                                  f"{base})", round=None, model=None)
