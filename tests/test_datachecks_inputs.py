@@ -135,8 +135,8 @@ def test_dcg_exp_gain_is_finite_up_to_label_1023():
     for top in (513.0, 800.0, 1023.0):
         v = float(dcg_at_k(s, torch.tensor([top, 0.0]), k=None))
         assert v == pytest.approx(2.0 ** top - 1.0, rel=1e-12)
-    with pytest.raises(ValueError, match=r"2\^1024 - 1, beyond float64 \(finite up to label "
-                                         r"1023\)"):
+    with pytest.raises(ValueError, match=r"2\^1024 - 1, which overflows float64 \(finite up "
+                                         r"to label 1023\)"):
         dcg_at_k(s, torch.tensor([1024.0, 0.0]))
     with pytest.raises(ValueError, match="DCG is beyond float64: the discounted sum"):
         dcg_at_k(torch.tensor([2.0, 1.0, 0.0]), torch.tensor([1023.0] * 3))

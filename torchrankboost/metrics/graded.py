@@ -81,8 +81,8 @@ def _gain(gain, y: Tensor, groups: Optional[Groups] = None) -> Tensor:
         if groups is None:
             if top > _EXP_GAIN_MAX:
                 raise ValueError(
-                    f"label {top:g} gives the exponential gain 2^{top:g} - 1, beyond float64 "
-                    f"(finite up to label 1023): {_DCG_ADVICE}")
+                    f"label {top:g} gives the exponential gain 2^{top:g} - 1, which overflows "
+                    f"float64 (finite up to label 1023): {_DCG_ADVICE}")
             return torch.exp2(y) - 1.0
         m = groups.segment_max(y).clamp_min(0.0)[groups.group_index]
         return torch.exp2(y - m) - torch.exp2(-m)
