@@ -491,8 +491,10 @@ def read_svmlight(paths: Sequence[PathLike], *, n_features: Optional[int] = None
     evidence = ctx.all_reduce_max(torch.tensor([width, int(has_zero)], dtype=torch.int64))
     width, has_zero = int(evidence[0]), bool(evidence[1])
     # the ranks' byte ranges: a query split between two of them is found over all runs
-    gathered = (ctx.all_gather_object(runs) if ranges is not None and ctx.enabled
-                and ctx.world_size == part[1] else None)
+    # (read alone, without the group, a rank gathers its own runs only: checked locally)
+    gathered = ctx.all_gather_object(runs) if ranges is not None else None
+    if gathered is not None and len(gathered) != part[1]:
+        gathered = None
     with ctx.guard():
         zb = has_zero if zero_based == "auto" else zero_based
         if nf is None and ctx.world_size > 1:
