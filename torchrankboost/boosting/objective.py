@@ -92,7 +92,7 @@ def no_pairs_message(pairs) -> str:
     """The one-line message for training data without a crucial pair."""
     what = (f"no query has a document with label > {pairs.threshold:g} and one with "
             f"label <= {pairs.threshold:g}" if hasattr(pairs, "threshold")
-            else "every query has a single label level")
+            else "every query has one class: a single label level")
     return (f"labels: no crucial pairs ({what}), so a pairwise loss has nothing to learn; "
             f"check the labels and the query ids of the training data")
 

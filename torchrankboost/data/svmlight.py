@@ -205,12 +205,27 @@ def _parse_svmlight(paths: List[Path], n_features: Optional[int], npdt, zero_bas
                 raise ValueError(f"{p}:{hit[0]}: {hit[1]}") from exc
         raise ValueError(f"{names}: cannot parse as SVMlight ({exc})") from exc
     except (EOFError, OSError) as exc:  # a truncated .gz, a corrupt .bz2, an unreadable file
-        what = ("truncated or corrupt compressed file" if isinstance(exc, EOFError)
-                or "gzip" in type(exc).__name__.lower() or "compressed" in str(exc).lower()
-                or "Invalid data stream" in str(exc) else "cannot read")
-        raise ValueError(f"{names}: {what} ({exc.strerror or exc})"
-                         if isinstance(exc, OSError) and exc.strerror
-                         else f"{names}: {what} ({exc})") from None
+        raise _read_failure(names, exc) from None
+
+
+def _read_failure(names: str, exc: BaseException) -> ValueError:
+    """The one-line error for a file that cannot be read (``EOFError``/``OSError``)."""
+    what = ("truncated or corrupt compressed file" if isinstance(exc, EOFError)
+            or "gzip" in type(exc).__name__.lower() or "compressed" in str(exc).lower()
+            or "Invalid data stream" in str(exc) else "cannot read")
+    return ValueError(f"{names}: {what} ({exc.strerror or exc})"
+                      if isinstance(exc, OSError) and exc.strerror
+                      else f"{names}: {what} ({exc})")
+
+
+def _check_line_ends(paths: List[Path], ranges) -> None:
+    """:func:`~torchrankboost.data.lines.check_line_ends` of every file (or byte range);
+    an unreadable or corrupt compressed file is reported as the parser reports it."""
+    for i, p in enumerate(paths):
+        try:
+            check_line_ends(p, _rng(ranges, i))
+        except (EOFError, OSError) as exc:
+            raise _read_failure(str(p), exc) from None
 
 
 def _numbering_evidence(parsed: list, n_files: int) -> Tuple[int, bool]:
@@ -385,8 +400,7 @@ def _read_files(paths: Sequence[PathLike], *, n_features: Optional[int], zero_ba
             raise ValueError(f"n_features must be a non-negative integer, got {n_features!r}")
         n_features = int(n_features)
     npdt = _np_dtype(dtype)
-    for i, p in enumerate(paths):
-        check_line_ends(p, _rng(ranges, i))
+    _check_line_ends(paths, ranges)
     return paths, _parse_svmlight(paths, n_features, npdt, zero_based, ranges), n_features, npdt
 
 
