@@ -120,7 +120,9 @@ def test_fit_without_a_crucial_pair_is_refused():
     make_ranker("gbt", n_rounds=2).fit(X, y, g)
 
 
-def test_train_command_without_a_crucial_pair_is_one_line_status_2(tmp_path, capsys):
+def test_train_command_without_a_crucial_pair_is_one_line_status_2(tmp_path, capsys,
+                                                                   monkeypatch):
+    monkeypatch.chdir(tmp_path)
     p = tmp_path / "flat.txt"
     p.write_text("1 qid:1 1:0.1 2:3\n1 qid:1 1:0.3 2:1\n0 qid:2 1:0.2 2:1\n0 qid:2 1:0.5 2:1\n")
     assert main(["train", "--data", str(p), "--rounds", "3", "--no-tensorboard",
