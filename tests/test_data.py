@@ -138,17 +138,14 @@ def test_explicit_query_file_and_errors(tmp_path):
         load_svmlight(p2, query_file=wrong)
 
 
-def test_non_contiguous_qids_are_regrouped(tmp_path):
+def test_non_contiguous_qids_are_refused_naming_both_lines(tmp_path):
     p = tmp_path / "nc.txt"
     p.write_text(
-        "2 qid:7 1:1\n0 qid:3 1:2\n1 qid:7 1:3\n0 qid:3 1:4\n1 qid:9 1:5\n0 qid:7 1:6\n"
+        "2 qid:7 1:1\n# c\n0 qid:3 1:2\n1 qid:7 1:3\n0 qid:3 1:4\n1 qid:9 1:5\n0 qid:7 1:6\n"
     )
-    d = load_svmlight(p)
-    assert d.groups.sizes.tolist() == [3, 2, 1]
-    assert d.qid.tolist() == [7, 7, 7, 3, 3, 9]
-    assert d.X[:, 0].tolist() == [1, 3, 6, 2, 4, 5]
-    assert d.labels.tolist() == [2, 1, 0, 0, 0, 1]
-    assert d.row.tolist() == [0, 2, 5, 1, 3, 4]
+    with pytest.raises(ValueError, match=r"nc.txt:4: query id 7 comes back after other "
+                                         r"queries \(its first line is 1\)"):
+        load_svmlight(p)
 
 
 MALFORMED = [

@@ -23,16 +23,16 @@ __all__ = ["check_before_launch"]
 
 
 def _check_data_paths(args) -> None:
-    from .data.sources import BUILTIN
+    from .data.sources import BUILTIN, looked_in, resolve_data_path
 
     data = str(args.data)
-    if data.strip().lower() not in BUILTIN and not Path(data).exists():
+    if data.strip().lower() not in BUILTIN and not resolve_data_path(data).exists():
         raise FileNotFoundError(f"data not found: {data!r} is neither a built-in data set "
                                 f"({', '.join(BUILTIN)}) nor an existing file or LETOR fold "
-                                "folder")
+                                f"folder (looked in {looked_in(data)})")
     for opt, path in (("--valid", args.valid), ("--test", args.test)):
-        if path and not Path(path).is_file():
-            raise CLIError(f"{opt} {path}: file not found")
+        if path and not resolve_data_path(path).is_file():
+            raise CLIError(f"{opt} {path}: file not found (looked in {looked_in(path)})")
 
 
 def check_before_launch(args, nproc: int) -> None:

@@ -32,8 +32,10 @@ from torch import Tensor
 
 from .boosting.evaluation import FitMonitor, FitState
 from .boosting.inputs import as_features, check_no_inf, fit_inputs
+from .boosting.objective import require_pairs
 from .boosting.weights import check_unweighted
 from .contract import FitInfo, NumericalError, RoundRecord
+from .losses import PairwiseHingeLoss
 from .params import from_params
 
 __all__ = ["LinearRanker", "RankSVM"]
@@ -161,8 +163,6 @@ class RankSVM(FitState):
         self._reset_fit_state()
 
     def _pair_loss(self, scores: Tensor, labels, groups) -> Tensor:
-        from .losses import PairwiseHingeLoss
-
         lf = PairwiseHingeLoss(margin=1.0, squared=self.loss == "squared_hinge")
         return self.C * lf(scores, labels, groups, pairs=self.pairs)
 
@@ -179,6 +179,7 @@ class RankSVM(FitState):
                          " yet (weight the pairs with pairs=ExplicitPairs(hi, lo, weight), or "
                          "use a Booster with PairwiseHingeLoss)")
         X, labels, groups = fit_inputs(X, labels, groups)
+        require_pairs(PairwiseHingeLoss(), labels, groups, pairs=self.pairs)
         n, F = X.shape
         monitor = FitMonitor(self, n_features=F, device=X.device, eval_set=eval_set,
                              eval_metric=eval_metric,

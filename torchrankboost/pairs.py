@@ -18,6 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Optional, Union
 
+import math
+
 import torch
 from torch import Tensor
 
@@ -37,6 +39,15 @@ class Bipartite(Params):
 
     threshold: float = 0.0
 
+    def __post_init__(self):
+        try:
+            t = float(self.threshold)
+        except (TypeError, ValueError):
+            t = None
+        if t is None or isinstance(self.threshold, bool) or not math.isfinite(t):
+            raise ValueError(f"threshold must be a finite number, got "
+                             f"{self.threshold!r}")
+
 
 class ExplicitPairs:
     """An explicit list of preferred pairs over the flat document axis.
@@ -44,7 +55,7 @@ class ExplicitPairs:
     Args:
         hi: ``(P,)`` integer indices of the preferred documents.
         lo: ``(P,)`` integer indices of the documents they are preferred to.
-        weight: optional ``(P,)`` non-negative pair weights (default 1).
+        weight: optional ``(P,)`` finite non-negative pair weights (default 1).
 
     Both documents of a pair must belong to the same query; :meth:`validate` checks this
     against the groups (``ValueError`` otherwise).
@@ -68,8 +79,11 @@ class ExplicitPairs:
                 raise ValueError("pairs: weight must have one entry per pair")
             if not weight.dtype.is_floating_point:
                 weight = weight.to(torch.get_default_dtype())
-            if bool(torch.isnan(weight).any()) or bool((weight < 0).any()):
-                raise ValueError("pairs: weight must be non-negative and not NaN")
+            bad = ~torch.isfinite(weight) | (weight < 0)
+            if bool(bad.any()):
+                k = int(torch.nonzero(bad)[0])
+                raise ValueError(f"pairs: weight must be finite and non-negative, got "
+                                 f"{float(weight[k])} for pair {k}")
         self.weight = weight
 
     @property

@@ -219,12 +219,15 @@ def _run_folder(args, run: RunPlan) -> str:
 
 def _input_paths(args) -> List[Path]:
     """The files and folders a train run reads (an output must not be one of them)."""
+    from .data.sources import resolve_data_path
+
     out = []
-    for p in (args.data, args.valid, args.test):
-        if p and Path(p).exists():
-            out.append(Path(p))
-            if Path(p).is_dir():
-                out.extend(Path(p).iterdir())
+    for name in (args.data, args.valid, args.test):
+        p = resolve_data_path(name) if name else None
+        if p is not None and p.exists():  # as given, or found under the data root
+            out.append(p)
+            if p.is_dir():
+                out.extend(p.iterdir())
     return out
 
 

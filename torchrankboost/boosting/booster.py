@@ -83,7 +83,7 @@ from ..parallel import DistContext, FitComm, get_context, supports_data_parallel
 from .evaluation import FitMonitor, FitState
 from .checkpoint import booster_resume, open_start
 from .inputs import count_eval_sets as _count_sets, fit_inputs
-from .objective import autograd_grad_hess, bind, scalar
+from .objective import autograd_grad_hess, bind, initial_loss, scalar
 from ..params import describe, from_params
 from .steps import decreases, line_search, newton_from_values, shift_minimiser, summed_evaluate
 from .weights import FitWeights, fit_weights, prepare_learner, split_init_score
@@ -411,7 +411,7 @@ class Booster(FitState):
         comm.check()
         s = start.scores(X) if start else torch.full((n,), base, dtype=F64, device=dev)
         self.scores_ = s = s if offsets is None else s + offsets
-        loss0 = self._loss_value(comm, bound, s)
+        loss0 = initial_loss(comm, bound, s)  # ValueError: a pairwise loss without pairs
         if not math.isfinite(loss0):
             raise NumericalError(f"the loss is {loss0} at the initial scores (base score "
                                  f"{base})", round=None, model=None)

@@ -5,6 +5,13 @@ value, and its gradient and curvature (closed form, or by autograd for a plain c
 ``value_grad_hess(s, hess=...)``; see :meth:`torchrankboost.losses.RankingLoss.bind`) for
 any loss; :func:`autograd_grad_hess` is the gradient by autograd with the exact Hessian
 diagonal (Hessian-vector products) or unit curvature for a loss without ``grad_hess``.
+
+:func:`initial_loss` is the loss at the start of a fit, and the refusal of training data a
+pairwise loss (exponential, hinge, RankNet, p-norm push, ...) cannot learn from: without a
+single crucial pair (``label_i > label_j`` in one query, or positive over negative for
+``Bipartite``) its value and gradient are 0 everywhere and the fit would end after 0 rounds
+with a constant model; a ``ValueError`` says so instead, as RankBoost and the p-norm push
+already do.
 """
 
 from __future__ import annotations
@@ -15,8 +22,10 @@ import torch
 from torch import Tensor
 
 from ..curvature import hessian_diagonal, hvp_probes, is_per_query
+from ..losses.base import BoundLoss
 
-__all__ = ["autograd_grad_hess", "bind", "scalar"]
+__all__ = ["autograd_grad_hess", "bind", "initial_loss", "no_pairs_message", "require_pairs",
+           "scalar"]
 
 
 def scalar(v) -> Tensor:
@@ -77,3 +86,45 @@ def bind(loss: Callable, labels, groups):
     if callable(getattr(loss, "bind", None)):
         return loss.bind(labels, groups)
     return _CallableBound(loss, labels, groups)
+
+
+def no_pairs_message(pairs) -> str:
+    """The one-line message for training data without a crucial pair."""
+    what = (f"no query has a document with label > {pairs.threshold:g} and one with "
+            f"label <= {pairs.threshold:g}" if hasattr(pairs, "threshold")
+            else "every query has one class: a single label level")
+    return (f"labels: no crucial pairs ({what}), so a pairwise loss has nothing to learn; "
+            f"check the labels and the query ids of the training data")
+
+
+def _pair_queries(bound, s: Tensor):
+    """``[is_pairwise, queries with a pair]`` of this rank (``[0, 0]`` for a loss that does
+    not report pairs: pointwise and listwise losses, plain callables)."""
+    if not isinstance(bound, BoundLoss):
+        return [0.0, 0.0]
+    with torch.no_grad():
+        _, has = bound.loss.per_group(bound._at(s))
+    if has is None:
+        return [0.0, 0.0]
+    return [1.0, float(has.sum())]
+
+
+def initial_loss(comm, bound, s: Tensor) -> float:
+    """``L(s)`` summed over the ranks (this rank's in one process): the value of the loss at
+    the initial scores ``s`` ``(n,)``. ``ValueError`` (on every rank) when the loss is
+    pairwise and no query of any rank holds a crucial pair."""
+    total = comm.sum(lambda: [float(scalar(bound.value(s)).detach()),
+                              *_pair_queries(bound, s)], size=3)
+    if total[1] > 0 and total[2] == 0:
+        raise ValueError(no_pairs_message(getattr(bound, "pairs", None)))
+    return float(total[0])
+
+
+def require_pairs(loss, labels, groups, *, pairs=None) -> None:
+    """``ValueError`` when the pairwise ``loss`` finds no crucial pair in ``labels`` /
+    ``groups`` (one process; what a fit outside the boosting driver checks first)."""
+    bound = loss.bind(labels, groups, pairs=pairs)
+    s = torch.zeros(bound.n, dtype=torch.float64, device=groups.device)
+    flag, count = _pair_queries(bound, s)
+    if flag > 0 and count == 0:
+        raise ValueError(no_pairs_message(bound.pairs))

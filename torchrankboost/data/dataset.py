@@ -27,7 +27,7 @@ class RankingData:
         qid: ``(n,)`` int64 query id of each document (from the file's ``qid:``; the query's
             index when groups come from a size file; 0 for a single group).
         row: ``(n,)`` int64 index of each document's data row in the source (``arange(n)``
-            unless non-contiguous qids forced a reordering), or ``None``.
+            for a file read whole: the lines of a query are contiguous), or ``None``.
         zero_based: the feature numbering the file was read with (``True``: index ``i`` is
             column ``i``; ``False``: column ``i - 1``), ``None`` for data not read from a file.
 

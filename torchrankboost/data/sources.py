@@ -28,7 +28,7 @@ from .svmlight import read_svmlight
 from .synthetic import make_letor
 
 __all__ = ["DATA_ENV", "BUILTIN", "data_root", "dataset_path", "load_builtin", "load_data",
-           "load_file", "load_files", "pad_features", "align_features", "single_query",
+           "load_file", "load_files", "looked_in", "resolve_data_path", "pad_features", "align_features", "single_query",
            "slice_queries"]
 
 DATA_ENV = "TORCHRANKBOOST_DATA"
@@ -48,6 +48,27 @@ def data_root() -> Path:
 def dataset_path(*parts: str) -> Path:
     """A path under :func:`data_root`, e.g. ``dataset_path("mq2008", "Fold1")``."""
     return data_root().joinpath(*parts)
+
+
+def resolve_data_path(name) -> Path:
+    """``name`` as given when it exists (relative to the working folder) or is absolute,
+    else under :func:`data_root` when it exists there (``--data mq2008/Fold1`` with
+    ``TORCHRANKBOOST_DATA`` holding it); otherwise ``name`` as given (callers report it
+    missing, with :func:`looked_in`)."""
+    p = Path(name).expanduser()
+    if p.exists() or p.is_absolute():
+        return p
+    under = data_root() / p
+    return under if under.exists() else p
+
+
+def looked_in(name) -> str:
+    """Where :func:`resolve_data_path` looked for ``name``, for a not-found message."""
+    p = Path(name).expanduser()
+    if p.is_absolute():
+        return str(p)
+    env = f" (${DATA_ENV})" if os.environ.get(DATA_ENV, "").strip() else f" (${DATA_ENV} unset)"
+    return f"{Path.cwd() / p} and {data_root() / p}{env}"
 
 
 # ============================================================================ helpers
@@ -138,9 +159,9 @@ def _read_error(exc: BaseException, paths) -> ValueError:
 
 
 def _check_file(path) -> Path:
-    p = Path(path)
+    p = resolve_data_path(path)
     if not p.exists():
-        raise FileNotFoundError(f"file not found: {path}")
+        raise FileNotFoundError(f"file not found: {path} (looked in {looked_in(path)})")
     if p.is_dir():
         raise ValueError(f"expected a file, got a folder: {path}")
     return p
@@ -193,7 +214,7 @@ def _fold_paths(p: Path, source: str):
 def _sources(source: str, seed: int, ctx: DistContext):
     """``(splits, files, name)``: the built-in splits (this rank's shards of them), or the
     files of the source by split (a LETOR fold folder, or one training file)."""
-    p = Path(source)
+    p = resolve_data_path(source)
     if source.strip().lower() in BUILTIN and not p.exists():
         splits = {k: d.shard(ctx.rank, ctx.world_size)
                   for k, d in zip(_SPLITS, load_builtin(source, seed=seed))}
@@ -205,7 +226,7 @@ def _sources(source: str, seed: int, ctx: DistContext):
         return splits, {"train": p}, p.stem
     raise FileNotFoundError(f"data not found: {source!r} is neither a built-in data set "
                             f"({', '.join(BUILTIN)}) nor an existing file or LETOR fold "
-                            "folder")
+                            f"folder (looked in {looked_in(source)})")
 
 
 def load_data(source: str, *, valid: Optional[str] = None, test: Optional[str] = None,
@@ -214,7 +235,10 @@ def load_data(source: str, *, valid: Optional[str] = None, test: Optional[str] =
     """``(train, valid or None, test or None, name)`` from a data source and optional files.
 
     ``source`` is a built-in name (``wdbc``, ``synthetic``), a LETOR fold folder (``train.txt``,
-    ``vali.txt``, ``test.txt``) or an SVMlight/LETOR file with ``qid:``. Files given as
+    ``vali.txt``, ``test.txt``) or an SVMlight/LETOR file with ``qid:``; a relative path
+    that does not exist in the working folder is looked up under :func:`data_root`
+    (``"mq2008/Fold1"``), also for ``valid``/``test``, and a missing one is reported with
+    both places. Files given as
     ``valid``/``test`` replace the fold's or built-in split. Every file of the run is read
     together: one feature numbering (``zero_based``: ``"auto"`` — 0-based iff some file uses
     index 0 —, ``True`` or ``False``), kept in ``train.zero_based`` (``None`` for built-in

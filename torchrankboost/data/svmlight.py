@@ -22,12 +22,12 @@ transparently. On any parse failure the file is re-scanned (only then) to raise 
 
 Query structure, in order of preference:
 
-1. ``qid:`` on every line: consecutive documents with the same qid form a query. A qid that
-   re-appears after another query (non-contiguous queries) is accepted: the documents are
-   reordered with :meth:`Groups.from_unsorted_qid` — queries in order of first appearance,
-   documents in file order inside each query — and :attr:`RankingData.row` records each
-   document's original data-row index (``row`` is ``arange(n)`` for contiguous files).
-   Lines with and without ``qid:`` mixed in one file are an error.
+1. ``qid:`` on every line: consecutive documents with the same qid form a query. The lines
+   of a query must be contiguous (as LightGBM requires): a qid that re-appears after
+   another query is a ``ValueError`` naming the line where it comes back and its first line
+   — the same rule, and the same message, when ranks read byte ranges of the file
+   (:func:`read_svmlight` with a process group). Group such a file first (e.g. a stable
+   sort on the qid field). Lines with and without ``qid:`` mixed in one file are an error.
 2. No ``qid:`` but a group-size file (LightGBM/XGBoost style: one integer per line, the
    number of consecutive documents of each query): ``query_file=`` if given, else
    ``path + ".query"`` or ``path + ".group"`` when such a file exists. The sizes must add up
@@ -55,7 +55,7 @@ import torch
 from ..groups import Groups
 from ..parallel.context import DistContext
 from .dataset import RankingData, normalize_per_query
-from .lines import data_line_number, locate_problem, rank_byte_range
+from .lines import check_line_ends, data_line_number, locate_problem, rank_byte_range
 
 __all__ = ["DEFAULT_MAX_FEATURES", "MAX_DENSE_BYTES", "load_letor_fold", "load_svmlight",
            "load_svmlight_files", "read_svmlight", "read_weights", "weight_file",
@@ -261,12 +261,27 @@ def _parse_svmlight(paths: List[Path], n_features: Optional[int], npdt, zero_bas
                 raise ValueError(f"{p}:{hit[0]}: {hit[1]}") from exc
         raise ValueError(f"{names}: cannot parse as SVMlight ({exc})") from exc
     except (EOFError, OSError) as exc:  # a truncated .gz, a corrupt .bz2, an unreadable file
-        what = ("truncated or corrupt compressed file" if isinstance(exc, EOFError)
-                or "gzip" in type(exc).__name__.lower() or "compressed" in str(exc).lower()
-                or "Invalid data stream" in str(exc) else "cannot read")
-        raise ValueError(f"{names}: {what} ({exc.strerror or exc})"
-                         if isinstance(exc, OSError) and exc.strerror
-                         else f"{names}: {what} ({exc})") from None
+        raise _read_failure(names, exc) from None
+
+
+def _read_failure(names: str, exc: BaseException) -> ValueError:
+    """The one-line error for a file that cannot be read (``EOFError``/``OSError``)."""
+    what = ("truncated or corrupt compressed file" if isinstance(exc, EOFError)
+            or "gzip" in type(exc).__name__.lower() or "compressed" in str(exc).lower()
+            or "Invalid data stream" in str(exc) else "cannot read")
+    return ValueError(f"{names}: {what} ({exc.strerror or exc})"
+                      if isinstance(exc, OSError) and exc.strerror
+                      else f"{names}: {what} ({exc})")
+
+
+def _check_line_ends(paths: List[Path], ranges) -> None:
+    """:func:`~torchrankboost.data.lines.check_line_ends` of every file (or byte range);
+    an unreadable or corrupt compressed file is reported as the parser reports it."""
+    for i, p in enumerate(paths):
+        try:
+            check_line_ends(p, _rng(ranges, i))
+        except (EOFError, OSError) as exc:
+            raise _read_failure(str(p), exc) from None
 
 
 def _numbering_evidence(parsed: list, n_files: int) -> Tuple[int, bool]:
@@ -338,9 +353,73 @@ def _check_values(p: Path, y: np.ndarray, Xs, npdt, rng=None) -> None:
         )
 
 
-def _file_queries(p: Path, q: np.ndarray, n: int, query_file):
-    """``(groups, qid, perm or None)`` of one file from its ``qid:`` fields or a sizes file
-    (``.query``/``.group``); ``perm`` sorts the rows by query when they are not grouped."""
+def qid_runs(q: np.ndarray) -> Tuple[np.ndarray, np.ndarray]:
+    """``(run_qid, run_start)`` of a qid column ``(n,)``: the qid and the first row of each
+    run of equal consecutive qids."""
+    if q.size == 0:
+        return q[:0], np.zeros(0, dtype=np.int64)
+    starts = np.flatnonzero(np.concatenate(([True], q[1:] != q[:-1])))
+    return q[starts], starts.astype(np.int64)
+
+
+def _first_repeat(run_qid: np.ndarray) -> Optional[Tuple[int, int]]:
+    """``(k, k0)``: the first run ``k`` whose qid was already the qid of an earlier run
+    ``k0`` (a non-contiguous query), or ``None``."""
+    if run_qid.size < 2:
+        return None
+    _, first, inv = np.unique(run_qid, return_index=True, return_inverse=True)
+    rep = np.flatnonzero(first[inv.reshape(-1)] != np.arange(run_qid.size))
+    if rep.size == 0:
+        return None
+    k = int(rep[0])
+    return k, int(first[inv.reshape(-1)[k]])
+
+
+def _split_query_error(p: Path, qid: int, line: int, first_line: int) -> ValueError:
+    return ValueError(
+        f"{p}:{line}: query id {qid} comes back after other queries (its first line is "
+        f"{first_line}); the lines of a query must be contiguous: group them, e.g. "
+        f"sort -s -k2,2 {p.name} > grouped.txt")
+
+
+def check_contiguous(p: Path, runs: Sequence[Tuple[np.ndarray, np.ndarray]], mine: int,
+                     range_of) -> None:
+    """Refuse a query split into several runs of the file ``p``, given the runs
+    (:func:`qid_runs`) of the parts read, in file order: one part (the whole file, or a
+    byte range read alone) or every rank's range (gathered). ``mine``: the index of this
+    process's part; ``range_of(r)``: part ``r``'s byte range (``None``: the whole file).
+    Only the part holding the first line where a qid comes back raises, so that the ranks
+    report one error, the one-process one."""
+    run_qid = np.concatenate([r[0] for r in runs])
+    hit = _first_repeat(run_qid)
+    if hit is None:
+        return
+    part = np.repeat(np.arange(len(runs)), [r[0].size for r in runs])
+    local = np.concatenate([np.arange(r[0].size) for r in runs])
+    if int(part[hit[0]]) != mine:
+        return
+
+    def line(j: int) -> int:
+        r = int(part[j])
+        return data_line_number(p, int(runs[r][1][local[j]]), range_of(r))
+
+    raise _split_query_error(p, int(run_qid[hit[0]]), line(hit[0]), line(hit[1]))
+
+
+def _check_runs(p: Path, q: np.ndarray, i: int, gathered, part, ranges) -> None:
+    """:func:`check_contiguous` for file ``i``: over every rank's runs when they were
+    gathered (``gathered[r][i]``), else over this process's part alone."""
+    if gathered is None:
+        check_contiguous(p, [qid_runs(q)], 0, lambda r: _rng(ranges, i))
+        return
+    rank, world = part
+    check_contiguous(p, [g[i] for g in gathered], rank,
+                     lambda r: rank_byte_range(p, r, world))
+
+
+def _file_queries(p: Path, q: np.ndarray, n: int, query_file, check_runs=None):
+    """``(groups, qid)`` of one file from its ``qid:`` fields (contiguous queries:
+    ``check_runs()`` refuses split ones) or a sizes file (``.query``/``.group``)."""
     sizes_path = _find_sizes_file(p, query_file)
     sizes = _read_sizes_file(sizes_path) if sizes_path is not None else None
     if sizes is not None and int(sizes.sum()) != n:
@@ -349,16 +428,18 @@ def _file_queries(p: Path, q: np.ndarray, n: int, query_file):
             f"{p} has {n}"
         )
     if q.shape[0] == n and n > 0:
+        if check_runs is not None:
+            check_runs()
         qid = torch.from_numpy(np.ascontiguousarray(q)).long()
-        groups, perm = Groups.from_unsorted_qid(qid)
+        groups = Groups.from_qid(qid)
         if sizes is not None and not torch.equal(groups.sizes, torch.from_numpy(sizes)):
             raise ValueError(f"{sizes_path}: query sizes disagree with the qid: fields of {p}")
-        return groups, qid[perm], (None if torch.equal(perm, torch.arange(n)) else perm)
+        return groups, qid
     if sizes is not None:
         groups = Groups.from_sizes(torch.from_numpy(sizes))
-        return groups, groups.group_index.clone(), None
+        return groups, groups.group_index.clone()
     groups = Groups.single(n) if n else Groups.from_sizes(torch.zeros(0, dtype=torch.long))
-    return groups, torch.zeros(n, dtype=torch.long), None
+    return groups, torch.zeros(n, dtype=torch.long)
 
 
 def _read_files(paths: Sequence[PathLike], *, n_features: Optional[int], zero_based,
@@ -375,14 +456,18 @@ def _read_files(paths: Sequence[PathLike], *, n_features: Optional[int], zero_ba
             raise ValueError(f"n_features must be a non-negative integer, got {n_features!r}")
         n_features = int(n_features)
     npdt = _np_dtype(dtype)
+    _check_line_ends(paths, ranges)
     return paths, _parse_svmlight(paths, n_features, npdt, zero_based, ranges), n_features, npdt
 
 
 def _build_files(paths: List[Path], parsed: list, *, n_features: Optional[int], zero_based,
                  npdt, dtype: torch.dtype, query_files: Sequence, normalize: bool,
-                 max_features: Optional[int] = None, ranges=None) -> List[RankingData]:
+                 max_features: Optional[int] = None, ranges=None, runs=None,
+                 part=None) -> List[RankingData]:
     """Second stage: decide the numbering (once for all files), check sizes and values,
-    find the queries; one :class:`RankingData` per file."""
+    find the queries (contiguous: over every rank's ``runs[r][i]`` when gathered, this
+    ``part = (rank, world_size)``'s own runs otherwise); one :class:`RankingData` per
+    file."""
     zb = _apply_numbering(paths, parsed, zero_based, n_features, ranges)
     _check_dense_size(paths, [parsed[3 * i] for i in range(len(paths))], zb, npdt,
                       max_features, ranges)
@@ -398,10 +483,9 @@ def _build_files(paths: List[Path], parsed: list, *, n_features: Optional[int], 
             raise ValueError(f"{p}:{hit[0]}: {hit[1]}" if hit else f"{p}: some lines lack 'qid:'")
         X = torch.from_numpy(Xs.toarray() if n else np.zeros((0, F), dtype=npdt)).to(dtype)
         labels = torch.from_numpy(np.ascontiguousarray(y)).to(dtype)
-        groups, qid, perm = _file_queries(p, q, n, query_files[i])
+        groups, qid = _file_queries(p, q, n, query_files[i],
+                                    lambda: _check_runs(p, q, i, runs, part, ranges))
         row = torch.arange(n, dtype=torch.long)
-        if perm is not None:
-            X, labels, row = X[perm], labels[perm], perm
         if normalize:
             X = normalize_per_query(X, groups)
         out.append(RankingData(X, labels, groups, qid, row, zero_based=zb))
@@ -473,8 +557,14 @@ def read_svmlight(paths: Sequence[PathLike], *, n_features: Optional[int] = None
                                               zero_based=zero_based, dtype=dtype, ranges=ranges)
         _check_range_qids(paths, parsed, ranges)
         width, has_zero = _numbering_evidence(parsed, len(paths))
+        runs = [qid_runs(parsed[3 * i + 2]) for i in range(len(paths))]
     evidence = ctx.all_reduce_max(torch.tensor([width, int(has_zero)], dtype=torch.int64))
     width, has_zero = int(evidence[0]), bool(evidence[1])
+    # the ranks' byte ranges: a query split between two of them is found over all runs
+    # (read alone, without the group, a rank gathers its own runs only: checked locally)
+    gathered = ctx.all_gather_object(runs) if ranges is not None else None
+    if gathered is not None and len(gathered) != part[1]:
+        gathered = None
     with ctx.guard():
         zb = has_zero if zero_based == "auto" else zero_based
         if nf is None and ctx.world_size > 1:
@@ -482,7 +572,8 @@ def read_svmlight(paths: Sequence[PathLike], *, n_features: Optional[int] = None
             nf = max(width - (0 if zb else 1), 0)
         return _build_files(paths, parsed, n_features=nf, zero_based=zb, npdt=npdt,
                             dtype=dtype, query_files=qfiles, normalize=normalize,
-                            max_features=max_features, ranges=ranges)
+                            max_features=max_features, ranges=ranges, runs=gathered,
+                            part=part)
 
 
 def load_svmlight(path: PathLike, *, n_features: Optional[int] = None,

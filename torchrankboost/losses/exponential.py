@@ -163,7 +163,7 @@ class AdaBoostLoss(RankingLoss):
 
     def __init__(self, *, threshold: float = 0.0, log: bool = False, reduction: str = "sum"):
         super().__init__(reduction=reduction)
-        self.threshold = float(threshold)
+        self.threshold = float(Bipartite(threshold).threshold)  # finite, else ValueError
         self.log = bool(log)
 
     def _pairs(self, pairs: PairSpec) -> PairSpec:

@@ -18,6 +18,7 @@ exact Hessian diagonal (``hess="diag"``) or a diagonal upper bound (``hess="boun
 
 from __future__ import annotations
 
+import warnings
 from typing import Optional, Tuple
 
 import torch
@@ -241,6 +242,34 @@ def _block_pairs(groups: Groups, a: int, b: int, sizes_per_doc: Tensor) -> Tuple
     return i, groups.doc_start[i] + local
 
 
+#: the query length from which RankNet warns of its O(n_q²) cost (10⁸ candidate pairs a pass)
+RANKNET_WARN_DOCS = 10_000
+
+
+def _warn_quadratic(groups: Groups, labels: Tensor, pairs) -> None:
+    """One ``UserWarning`` when the longest query has ``n ≥ RANKNET_WARN_DOCS`` documents:
+    every evaluation of RankNet visits its ``n²`` candidate pairs, naming ``n`` and its
+    preferred pairs (graded: ``(n² − Σ_l c_l²) / 2`` over the label counts ``c_l``)."""
+    sizes = groups.sizes
+    if sizes.numel() == 0 or int(sizes.max()) < RANKNET_WARN_DOCS:
+        return
+    q = int(sizes.argmax())
+    a, b = int(groups.offsets[q]), int(groups.offsets[q + 1])
+    y = labels[a:b]
+    n = b - a
+    if isinstance(pairs, Bipartite):
+        pos = int((y > pairs.threshold).sum())
+        count = pos * (n - pos)
+    else:
+        c = torch.unique(y, return_counts=True)[1].to(torch.float64)
+        count = int((n * n - float((c * c).sum())) // 2)
+    warnings.warn(
+        f"RankNetLoss: query {q} has {n:,} documents and {count:,} preferred pairs; RankNet "
+        f"costs O(n²) per query ({n * n:,} candidate pairs every evaluation, minutes on a "
+        f"CPU); ExponentialPairwiseLoss or PairwiseHingeLoss are O(n log n)",
+        UserWarning, stacklevel=2)
+
+
 class _RankNetPairs:
     """The preferred pairs of a batch with their weights ``c`` (``(i, j, c)`` triples),
     produced block by block. Score independent, so a bound loss keeps them: when all the
@@ -260,6 +289,8 @@ class _RankNetPairs:
         sizes = self.groups.sizes
         self.keep = self.explicit or int((sizes * sizes).sum()) <= block_pairs
         self._kept = {}
+        if not self.explicit:
+            _warn_quadratic(self.groups, self.labels, self.pairs)
 
     def _weight(self, i: Tensor, j: Tensor, base: Optional[Tensor], dtype) -> Tensor:
         w = torch.ones(i.shape[0], dtype=dtype, device=i.device) if base is None else base.to(dtype)
@@ -382,7 +413,8 @@ class RankNetLoss(RankingLoss):
     or ``ExplicitPairs``), ``c_ij = weights[i] · weights[j]`` (times the explicit pair weight).
 
     **Cost.** The logistic loss has no sort/prefix factorisation, so label-induced pairs cost
-    O(Σ_q n_q²) time. They are generated ``block_pairs`` candidate pairs at a time, so the
+    O(Σ_q n_q²) time (binding labels whose longest query has at least
+    :data:`RANKNET_WARN_DOCS` documents warns, naming its size and pair count). They are generated ``block_pairs`` candidate pairs at a time, so the
     memory is O(n + block_pairs) whatever the query lengths; explicit pairs cost O(#pairs).
     Use :class:`~torchrankboost.ExponentialPairwiseLoss` for an O(n log n) pairwise loss.
 

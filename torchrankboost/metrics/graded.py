@@ -61,13 +61,16 @@ def _ideal_dcg(gains: Tensor, y: Tensor, g: Groups, k: Optional[int]) -> Tensor:
 
 
 _EXP_GAIN_SAFE = 512.0  # 2^512 · any list length stays far below float64's 1.8e308
+_EXP_GAIN_MAX = 1023.0  # 2^1023 - 1: the largest exponential gain float64 holds (2^1024 = inf)
+_DCG_ADVICE = "use gain='linear', a gain table, or NDCG (normalised per query)"
 
 
 def _gain(gain, y: Tensor, groups: Optional[Groups] = None) -> Tensor:
     """Gain of each label (float64). With ``groups`` (for NDCG, a ratio within each query)
     the exponential gain of large labels is scaled per query by ``2^-max label``:
     ``2^(l - m_q) - 2^-m_q`` — the same NDCG, no overflow. Without ``groups`` (plain DCG) a
-    gain beyond float64 is a ``ValueError``, never an inf or a NaN downstream."""
+    label above 1023 (gain ``2^l - 1`` beyond float64) is a ``ValueError``; labels up to
+    1023 have finite gains (their discounted sum is checked by :func:`dcg_at_k`)."""
     if isinstance(gain, str):
         _check_choice(gain, "gain", ("exp", "linear"))
         if gain == "linear":
@@ -76,10 +79,11 @@ def _gain(gain, y: Tensor, groups: Optional[Groups] = None) -> Tensor:
         if top <= _EXP_GAIN_SAFE:
             return torch.exp2(y) - 1.0
         if groups is None:
-            raise ValueError(
-                f"label {top:g} gives the exponential gain 2^{top:g} - 1, beyond float64 "
-                f"(labels above 1023 overflow): use gain='linear', a gain table, or NDCG "
-                f"(normalised per query)")
+            if top > _EXP_GAIN_MAX:
+                raise ValueError(
+                    f"label {top:g} gives the exponential gain 2^{top:g} - 1, which overflows "
+                    f"float64 (finite up to label 1023): {_DCG_ADVICE}")
+            return torch.exp2(y) - 1.0
         m = groups.segment_max(y).clamp_min(0.0)[groups.group_index]
         return torch.exp2(y - m) - torch.exp2(-m)
     try:
@@ -212,7 +216,11 @@ def dcg_at_k(scores, labels, groups: Optional[Groups] = None, *, k: Optional[int
     """
     s, y, g, k, perm, order = _list_common(scores, labels, groups, k, ties)
     _check_grades(y, "dcg_at_k")
-    return _reduce(_dcg(_gain(gain, y), perm, order), reduction)
+    out = _reduce(_dcg(_gain(gain, y), perm, order), reduction)
+    if not bool(torch.isfinite(out).all()):  # large finite gains whose sum overflows
+        raise ValueError(f"DCG is beyond float64: the discounted sum of the gains of labels "
+                         f"up to {float(y.max()):g} overflows; {_DCG_ADVICE}")
+    return out
 
 
 def _dcg(gains: Tensor, perm: Optional[Tensor], order) -> Tensor:
