@@ -131,7 +131,7 @@ def test_zero_weight_queries_give_the_rankboost_family_model_without_them(data, 
                  .abs().max()) > 1e-6  # the weights matter
 
 
-@pytest.mark.parametrize("name", ["pnorm_push", "ranksvm"])
+@pytest.mark.parametrize("name", ["pnorm_push"])
 def test_algorithms_without_a_weighted_form_refuse_weights(data, name):
     X, y, g, _, _ = data
     with pytest.raises(ValueError, match="takes no sample_weight"):

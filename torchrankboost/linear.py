@@ -16,6 +16,11 @@ objective and stops at an approximate minimiser (documented, use it only as a ba
 Features are standardised with the training mean and standard deviation (``standardize=True``)
 so that one ``C`` suits all features; the model folds the scaling back into ``w``.
 
+Weights: ``sample_weight`` ``(n,)`` and ``group_weight`` ``(Q,)`` make a pair ``(i, j)`` of
+query ``q`` weigh ``c_q w_i w_j`` in the pair sum (``C Σ c_q w_i w_j φ(1 - w·(x_i - x_j))``);
+the standardisation statistics come from the rows of positive weight only, so weights of 0
+on some queries give the model trained without those queries.
+
 :class:`RankSVM` follows the ranker contract (:mod:`torchrankboost.contract`): a *round* is
 one L-BFGS iteration (the record's ``loss`` is the primal objective after it, ``step`` the
 line search's step), the evaluation sets are scored with the current ``w`` after each
@@ -33,7 +38,7 @@ from torch import Tensor
 from .boosting.evaluation import FitMonitor, FitState
 from .boosting.inputs import as_features, check_no_inf, fit_inputs
 from .boosting.objective import require_pairs
-from .boosting.weights import check_unweighted
+from .boosting.weights import fit_weights
 from .contract import FitInfo, NumericalError, RoundRecord
 from .losses import PairwiseHingeLoss
 from .params import from_params
@@ -173,20 +178,22 @@ class RankSVM(FitState):
     def fit(self, X, labels, groups=None, *, eval_set=None, eval_metric="ndcg@10",
             early_stopping_rounds: Optional[int] = None, callbacks: Sequence = (),
             sample_weight=None, group_weight=None) -> LinearRanker:
-        """The ranker contract's ``fit`` (document and query weights are not supported yet:
-        refused with a ``ValueError``)."""
-        check_unweighted("RankSVM", sample_weight, group_weight,
-                         " yet (weight the pairs with pairs=ExplicitPairs(hi, lo, weight), or "
-                         "use a Booster with PairwiseHingeLoss)")
+        """The ranker contract's ``fit``; ``sample_weight`` ``(n,)`` / ``group_weight``
+        ``(Q,)``: a pair of query ``q`` weighs ``c_q w_i w_j`` in the hinge sum."""
         X, labels, groups = fit_inputs(X, labels, groups)
         require_pairs(PairwiseHingeLoss(), labels, groups, pairs=self.pairs)
+        fw = fit_weights(sample_weight, group_weight, groups)
+        term = self._data_term(labels, groups, fw)
         n, F = X.shape
         monitor = FitMonitor(self, n_features=F, device=X.device, eval_set=eval_set,
                              eval_metric=eval_metric,
                              early_stopping_rounds=early_stopping_rounds,
                              callbacks=list(self.callbacks) + list(callbacks),
                              loss=self._pair_loss)
-        Z, mu, sd = self._standardize(X)
+        Z, mu, sd = self._standardize(X, fw.rows)
+
+        def primal(wz: Tensor) -> Tensor:  # the objective with the fit's weights
+            return 0.5 * (wz * wz).sum() + term(Z @ wz)
         w = torch.zeros(F, dtype=torch.float64, device=X.device, requires_grad=True)
         # one iteration a call (a round); max_eval leaves the strong-Wolfe search its 25 trials
         opt = torch.optim.LBFGS([w], lr=1.0, max_iter=1, max_eval=26, tolerance_grad=self.tol,
@@ -196,7 +203,7 @@ class RankSVM(FitState):
 
         def closure():
             opt.zero_grad()
-            v = self.objective(w, Z, labels, groups)
+            v = primal(w)
             v.backward()
             evals[0] += 1
             return v
@@ -207,7 +214,7 @@ class RankSVM(FitState):
                                 info={"C": self.C, "loss": self.loss})
 
         with torch.no_grad():
-            value = float(self.objective(w, Z, labels, groups))
+            value = float(primal(w))
         monitor.start(FitInfo(algorithm=self._algorithm, n_docs=n,
                               n_queries=groups.num_groups, n_features=F,
                               n_rounds=self.max_iter, initial_loss=value,
@@ -230,17 +237,28 @@ class RankSVM(FitState):
         self.n_iter_ = evals[0]
         model = monitor.finish(lambda k: model_of(iterates[k]))
         with torch.no_grad():
-            self.objective_ = float(self.objective(iterates[monitor.kept_rounds()], Z, labels,
-                                                   groups))
+            self.objective_ = float(primal(iterates[monitor.kept_rounds()]))
         model.info["objective"] = self.objective_
         return model
 
-    def _standardize(self, X: Tensor):
+    def _data_term(self, labels, groups, fw):
+        """``scores ↦ C Σ c_q w_i w_j φ(1 - (s_i - s_j))``: the pair sum with the fit's
+        weights bound (unweighted: :meth:`_pair_loss`, the same numbers as before)."""
+        if not fw.weighted:
+            return lambda scores: self._pair_loss(scores, labels, groups)
+        bound = PairwiseHingeLoss(margin=1.0, squared=self.loss == "squared_hinge").bind(
+            labels, groups, pairs=self.pairs, weights=fw.sample).with_group_weights(fw.group)
+        return lambda scores: self.C * bound(scores)
+
+    def _standardize(self, X: Tensor, rows: Optional[Tensor] = None):
+        """``(Z, mu, sd)``: the statistics from ``rows`` (the rows of positive weight;
+        ``None``: all)."""
         Xd = torch.nan_to_num(X.to(torch.float64), nan=0.0)
         F = X.shape[1]
         if self.standardize:
-            mu = Xd.mean(0)
-            sd = Xd.std(0, unbiased=False)
+            Xs = Xd if rows is None else Xd[rows]
+            mu = Xs.mean(0)
+            sd = Xs.std(0, unbiased=False)
             sd = torch.where(sd > 0, sd, torch.ones_like(sd))
         else:
             mu = torch.zeros(F, dtype=torch.float64, device=X.device)
