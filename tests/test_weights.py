@@ -131,13 +131,6 @@ def test_zero_weight_queries_give_the_rankboost_family_model_without_them(data, 
                  .abs().max()) > 1e-6  # the weights matter
 
 
-@pytest.mark.parametrize("name", ["pnorm_push"])
-def test_algorithms_without_a_weighted_form_refuse_weights(data, name):
-    X, y, g, _, _ = data
-    with pytest.raises(ValueError, match="takes no sample_weight"):
-        registry.create("algorithm", name).fit(X, y, g, sample_weight=torch.ones(len(y)))
-
-
 def test_every_algorithm_takes_the_weight_keywords():
     import inspect
 

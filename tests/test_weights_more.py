@@ -3,15 +3,14 @@ the hinge sum, the scaling from the rows of positive weight) and PNormPush (the 
 inside the p-norm), each giving the model trained without its zero-weighted queries; and
 ``train --weights`` over several processes, equal to one process."""
 
+import pytest
 import torch
 
 from torchrankboost import registry
 from torchrankboost.boosting.learners import Stumps
 from torchrankboost.linear import RankSVM
 
-from test_weights import TOL, _data, _same
-
-import pytest
+from test_weights import _data, _same
 
 
 @pytest.fixture(scope="module")
@@ -61,3 +60,69 @@ def test_ranksvm_weights_weigh_each_pair_c_q_w_i_w_j(data):
     u = RankSVM(max_iter=30).fit(X, y, g, sample_weight=torch.ones(len(y)))
     v = RankSVM(max_iter=30).fit(X, y, g)
     assert torch.equal(u.weight, v.weight) and u.bias == v.bias
+
+
+@pytest.mark.parametrize("p", [1.0, 4.0])
+def test_zero_weight_queries_give_the_pnorm_push_model_without_them(data, Xt, p):
+    X, y, g, keepq, keep = data
+    q = g.group_index
+    w = torch.where(keep, 1.0, 0.0).double()
+    w[keep] = torch.linspace(0.5, 2.0, int(keep.sum()), dtype=torch.float64)
+    c = torch.where(keepq, torch.linspace(0.5, 1.5, g.num_groups, dtype=torch.float64), 0.0)
+
+    def make():
+        return registry.create("algorithm", "pnorm_push", p=p, n_rounds=6, pairs="graded",
+                               learner=Stumps(max_thresholds=6))
+
+    full = make().fit(X, y, q, sample_weight=w, group_weight=c)
+    _same(full, make().fit(X[keep], y[keep], q[keep], sample_weight=w[keep],
+                           group_weight=c[keepq]), Xt)
+    assert float((full.predict(Xt) - make().fit(X[keep], y[keep], q[keep]).predict(Xt))
+                 .abs().max()) > 1e-6  # the weights matter
+
+
+@pytest.mark.parametrize("p", [1.0, 3.0])
+def test_pnorm_push_weighted_objective_is_the_bound_pnorm_loss(data, p):
+    """PNormPush's weighted ``ln F_p`` is ``ln Σ_q c_q F_{p,q}`` with ``PNormPushLoss``'s
+    document weights (a pair ``w_i w_k`` inside the p-norm): the Booster's weighted loss."""
+    from torchrankboost.losses import PNormPushLoss
+
+    X, y, g, _, _ = data
+    w = torch.rand(len(y), generator=torch.Generator().manual_seed(3), dtype=torch.float64)
+    c = torch.linspace(0.5, 2.0, g.num_groups, dtype=torch.float64)
+    m = registry.create("algorithm", "pnorm_push", p=p, n_rounds=2, pairs="graded",
+                        learner=Stumps(max_thresholds=4))
+    m.fit(X, y, g, sample_weight=w, group_weight=c)
+    s = torch.randn(len(y), generator=torch.Generator().manual_seed(4), dtype=torch.float64)
+    per_q = PNormPushLoss(p, log=True, reduction="none")(s, y.double(), g, weights=w)
+    has = per_q != 0  # queries without pairs give 0
+    ref = torch.logsumexp((per_q + c.log())[has], 0)
+    got = m.objective_.log_loss(s)
+    assert abs(float(got - ref)) <= 1e-12 * max(1.0, abs(float(ref)))
+    _, grad = m.objective_.grad(s)
+    F = PNormPushLoss(p, reduction="none").bind(y.double(), g, weights=w).with_group_weights(c)
+    gr, _ = F.grad_hess(s)
+    torch.testing.assert_close(-grad, gr / F(s).sum(), rtol=1e-10, atol=1e-14)
+
+
+def test_pnorm_push_closed_form_step_takes_the_weights():
+    """One bipartite query left with positive weight: the closed-form step (C12) with the
+    weighted π and ν, as the fit on that query alone."""
+    gen = torch.Generator().manual_seed(0)
+    X = torch.randn(60, 4, generator=gen, dtype=torch.float64)
+    y = (torch.rand(60, generator=gen) < 0.4).double()
+    q = torch.arange(60) // 20
+    keep = q == 1
+    w = torch.linspace(0.5, 2.0, len(y), dtype=torch.float64)
+
+    def make():
+        return registry.create("algorithm", "pnorm_push", p=2.0, n_rounds=4,
+                               learner=Stumps(max_thresholds=5))
+
+    a = make()
+    full = a.fit(X, y, q, sample_weight=w, group_weight=[0.0, 2.0, 0.0])
+    assert len(a.history_) == 4 and all(r.extra["closed_form"] for r in a.history_)
+    half = make().fit(X[keep], y[keep], q[keep], sample_weight=w[keep])
+    _same(full, half, X)
+    assert float((half.predict(X) - make().fit(X[keep], y[keep], q[keep]).predict(X))
+                 .abs().max()) > 1e-6

@@ -329,12 +329,13 @@ def family_value_grad_hess(s: Tensor, cfg: FamilyConfig, hess: str, reduction: s
 
 
 def pooled_log_loss(s: Tensor, lev: Levels, groups: Groups, p: float, *,
-                    grad: bool = False) -> Tuple[Tensor, Optional[Tensor]]:
+                    grad: bool = False, lw: Optional[Tensor] = None
+                    ) -> Tuple[Tensor, Optional[Tensor]]:
     """``ln F_p`` pooled over all queries, ``ln Σ_q F_{p,q}`` (a 0-d tensor), and with
     ``grad=True`` its gradient ``∂ ln F_p/∂s`` ``(n,)`` in closed form (``e^{lo} − e^{hi}``
-    of :func:`level_terms`, divided by ``F_p``), unit document weights. ``-inf`` when no
-    query has a pair."""
-    t = level_terms(s, None, lev, groups, p, parts="grad" if grad else "value")
+    of :func:`level_terms`, divided by ``F_p``); ``lw`` ``(n,)`` the log document weights (a
+    pair weighing ``w_i w_j``; ``None``: unit weights). ``-inf`` when no query has a pair."""
+    t = level_terms(s, lw, lev, groups, p, parts="grad" if grad else "value")
     logF = torch.logsumexp(t["logF"], 0)
     if not grad:
         return logF, None

@@ -159,6 +159,9 @@ class CoordinateBoosting(FitState):
     distributed = False
     #: ``init_model`` / ``resume`` (:mod:`~.checkpoint`): where the state is the scores
     _continues = False
+    #: weighted fits list the crucial pairs with their weights (:func:`~.weights.weighted_pairs`);
+    #: an algorithm that weighs label-induced pairs itself (PNormPush) sets it False
+    _lists_weighted_pairs = True
 
     def __init__(self, *, learner=None, n_rounds: int = 100, pairs=None, callbacks=(),
                  on_unbounded: str = "stop", alpha_cap: float = 50.0, smoothing: float = 1e-6,
@@ -321,7 +324,7 @@ class CoordinateBoosting(FitState):
         comm.check()
         self.source_ = make_source(self.learner, X, context=comm.ctx, rows=fw.rows)
         self.groups_ = groups
-        if fw.weighted:
+        if fw.weighted and self._lists_weighted_pairs:
             p = weighted_pairs(p, labels, groups, fw)
         return X, labels, groups, p
 

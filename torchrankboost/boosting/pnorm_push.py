@@ -1,18 +1,30 @@
 r"""Rudin's p-norm push (Rudin 2009) over the coordinate-boosting loop
-(:mod:`.coordinate`); re-exported by :mod:`.rankboost`."""
+(:mod:`.coordinate`); re-exported by :mod:`.rankboost`.
+
+Weights (``sample_weight`` ``w`` ``(n,)``, ``group_weight`` ``c`` ``(Q,)``): a document
+weight weighs the crucial pairs inside the p-norm and a query weight multiplies its query's
+term (as ``PNormPushLoss`` bound with weights, and as ``c`` copies of the query would): with
+:math:`L_k = \sum_{i \succ k} w_i w_k e^{-(s_i - s_k)}` the objective is
+:math:`F_p = \sum_q c_q \sum_k L_k^p` (``p = 1``: RankBoost's weighted loss, a pair
+weighing :math:`c_q w_i w_k`). The objective runs on the rows of positive weight only (the
+others have no pair term and place no threshold), so weights of 0 on some queries give the
+model trained without them.
+"""
 
 from __future__ import annotations
 
 import math
+from typing import Optional
 
 import torch
+from torch import Tensor
 
 from .._pair_engine.exponential import pooled_log_loss
+from ..groups import Groups
 from ..pairs import ExplicitPairs
 from ._pair_stats import LabelPairStats
 from .coordinate import CoordinateBoosting, Step, _per_set, flush_denormals, select_candidate
 from .steps import exact_step
-from .weights import check_unweighted
 
 __all__ = ["PNormPush"]
 
@@ -20,19 +32,63 @@ __all__ = ["PNormPush"]
 class _PNormObjective:
     """ln F_p(s) pooled over the queries, ``ln Σ_q Σ_j L_j^p`` (Rudin 2009; graded labels:
     every document is a "negative" against all higher grades), and its gradient: the pair
-    engine's exponential family, the kernels of ``PNormPushLoss``."""
+    engine's exponential family, the kernels of ``PNormPushLoss``. ``fw`` (a weighted
+    :class:`~.weights.FitWeights`): ``Σ_q c_q Σ_k L_k^p`` with pair weights ``w_i w_k`` (log
+    document weights ``ln w_d + ln c_q / (2p)``), on the rows of positive weight only."""
 
-    def __init__(self, labels, groups, pairs, p):
-        self.st = LabelPairStats(labels, groups, pairs)
+    def __init__(self, labels, groups, pairs, p, fw=None):
         self.p = float(p)
+        self.n = groups.num_docs
+        self.rows: Optional[Tensor] = None
+        self.lw: Optional[Tensor] = None  # (n,) log document weights (-inf at weight 0)
+        sub_lw = None
+        if fw is not None and fw.weighted:
+            self.lw = _log_weights(fw, groups, self.p)
+            self.rows = fw.rows
+            sub_lw = self.lw if self.rows is None else self.lw[self.rows]
+            if self.rows is not None:
+                labels, groups = labels[self.rows], _sub_groups(groups, self.rows)
+        self.st = LabelPairStats(labels, groups, pairs)
+        self._lw = sub_lw
+
+    def _sub(self, s: Tensor) -> Tensor:
+        return s if self.rows is None else s[self.rows]
+
+    def full(self, x: Tensor) -> Tensor:
+        """A per-row tensor of the rows fitted ``(n_active,)`` spread to ``(n,)`` (0/False
+        at the rows of weight 0)."""
+        if self.rows is None:
+            return x
+        out = torch.zeros(self.n, dtype=x.dtype, device=x.device)
+        out[self.rows] = x
+        return out
 
     def log_loss(self, s):
-        return pooled_log_loss(s, self.st.levels, self.st.groups, self.p)[0]
+        return pooled_log_loss(self._sub(s), self.st.levels, self.st.groups, self.p,
+                               lw=self._lw)[0]
 
     def grad(self, s):
         """(ln F_p, -∂ ln F_p/∂s)."""
-        v, g = pooled_log_loss(s.detach(), self.st.levels, self.st.groups, self.p, grad=True)
-        return v, -g
+        v, g = pooled_log_loss(self._sub(s.detach()), self.st.levels, self.st.groups, self.p,
+                               grad=True, lw=self._lw)
+        return v, -self.full(g)
+
+
+def _log_weights(fw, groups: Groups, p: float) -> Tensor:
+    """``ln w_d + ln c_q / (2p)`` per document: a pair's ``ln w_i + ln w_k`` is
+    ``ln(c_q^{1/p} w_i w_k)``, so query ``q``'s ``Σ_k L_k^p`` comes out times ``c_q``."""
+    lw = torch.zeros(groups.num_docs, dtype=torch.float64, device=groups.device)
+    if fw.sample is not None:
+        lw = torch.log(fw.sample)
+    if fw.group is not None:
+        lw = lw + torch.log(fw.group)[groups.group_index] / (2.0 * p)
+    return lw
+
+
+def _sub_groups(groups: Groups, rows: Tensor) -> Groups:
+    """The queries of ``rows`` (sorted row indices), empty ones dropped."""
+    sizes = torch.bincount(groups.group_index[rows], minlength=groups.num_groups)
+    return Groups.from_sizes(sizes[sizes > 0], device=groups.device)
 
 
 class PNormPush(CoordinateBoosting):
@@ -52,6 +108,7 @@ class PNormPush(CoordinateBoosting):
 
     _algorithm = "pnorm_push"
     _continues = True
+    _lists_weighted_pairs = False  # the pair weights enter the p-norm (_PNormObjective)
 
     def __init__(self, p: float = 4.0, *, learner=None, n_rounds: int = 200, pairs="bipartite",
                  tol: float = 1e-14, on_unbounded: str = "stop", alpha_cap: float = 50.0,
@@ -73,23 +130,22 @@ class PNormPush(CoordinateBoosting):
     def fit(self, X, labels, groups=None, *, eval_set=None, eval_metric="ndcg@10",
             early_stopping_rounds=None, callbacks=(), pairs=None, sample_weight=None,
             group_weight=None, init_model=None, resume=None):
-        """The ranker contract's ``fit`` (document and query weights are refused: its
-        p-norm objective has no weighted form here)."""
-        check_unweighted("PNormPush", sample_weight, group_weight,
-                         " (its p-norm push over label-induced pairs has no weighted form; "
-                         "use RankBoost or a Booster with PNormPushLoss)")
+        """The ranker contract's ``fit``; ``sample_weight`` ``(n,)`` / ``group_weight``
+        ``(Q,)``: a pair weighs ``c_q w_i w_k`` inside the p-norm (module docstring)."""
         return self._fit(X, labels, groups, pairs, eval_set, eval_metric,
-                         early_stopping_rounds, callbacks, init_model=init_model, resume=resume)
+                         early_stopping_rounds, callbacks, more=(sample_weight, group_weight),
+                         init_model=init_model, resume=resume)
 
     def _begin(self, X, labels, groups, pr, init_scores):
         if isinstance(pr, ExplicitPairs):
             raise ValueError("PNormPush needs label-induced pairs ('bipartite' or 'graded')")
-        obj = self.objective_ = _PNormObjective(labels, groups, pr, self.p)
+        obj = self.objective_ = _PNormObjective(labels, groups, pr, self.p, self.weights_)
         self._single = obj.st.K == 2 and int((obj.st.pairs_per_group > 0).sum()) == 1
         self._closed = self.source_.dictionary.binary and self._single
         if self._single:  # one bipartite query: π over positives, ν over negatives (Rudin 2009)
             has = obj.st.pairs_per_group[obj.st.gi] > 0
-            self._pm, self._nm = (obj.st.level == 1) & has, (obj.st.level == 0) & has
+            self._pm = obj.full((obj.st.level == 1) & has)
+            self._nm = obj.full((obj.st.level == 0) & has)
         return self._zero_scores(X)
 
     def _step(self, s, l1):
@@ -117,8 +173,9 @@ class PNormPush(CoordinateBoosting):
         """C12: ``α = ln(a(1-b)/((1-a)b))/(p+1)`` with ``a = Σ π h`` over the positives and
         ``b = Σ ν h`` over the negatives (``π ∝ e^{-s}``, ``ν ∝ e^{p s}``)."""
         p, pm, nm = self.p, self._pm, self._nm
-        pi = torch.softmax(-s[pm], 0)
-        nu = torch.softmax(p * s[nm], 0)
+        sp, sn = self._single_scores(s)
+        pi = torch.softmax(-sp, 0)
+        nu = torch.softmax(p * sn, 0)
         a = float((pi * h[pm]).sum())
         b = float((nu * h[nm]).sum())
         num, den = a * (1 - b), (1 - a) * b
@@ -143,7 +200,8 @@ class PNormPush(CoordinateBoosting):
                 return float(lz_a), float(-(wn * h).sum())
             return phi
         pm, nm = self._pm, self._nm
-        sp, sn, hp, hn = s[pm], p * s[nm], h[pm], h[nm]
+        sp, sn = self._single_scores(s)
+        sn, hp, hn = p * sn, h[pm], h[nm]
 
         def phi(a_):
             zp, zn = -sp - a_ * hp, sn + (p * a_) * hn
@@ -155,3 +213,12 @@ class PNormPush(CoordinateBoosting):
             # φ' = -p E_π[h] + p E_ν[h], φ'' = p Var_π(h) + p² Var_ν(h)
             return float(p * lp + ln), p * (mn - mp), p * vp + p * p * vn
         return phi
+
+    def _single_scores(self, s):
+        """One bipartite query's positive and negative scores, shifted by the log weights
+        (``s_i - ln w_i``, ``s_k + ln w_k``: ``π ∝ w e^{-s}``, ``ν ∝ (w e^{s})^p``)."""
+        sp, sn = s[self._pm], s[self._nm]
+        lw = self.objective_.lw
+        if lw is not None:
+            sp, sn = sp - lw[self._pm], sn + lw[self._nm]
+        return sp, sn

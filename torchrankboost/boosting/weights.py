@@ -38,7 +38,7 @@ from ..groups import Groups, as_vector
 from ..pairs import ExplicitPairs
 
 __all__ = ["FitWeights", "fit_weights", "split_init_score", "prepare_learner",
-           "check_unweighted", "weighted_pairs"]
+           "weighted_pairs"]
 
 F64 = torch.float64
 
@@ -184,14 +184,6 @@ def prepare_learner(learner, X: Tensor, context, rows: Optional[Tensor]):
     if takes_rows:
         return learner.prepare(X, context=context, rows=rows)
     return learner.prepare(X, context=context)
-
-
-def check_unweighted(algorithm: str, sample_weight=None, group_weight=None,
-                     why: str = "") -> None:
-    """``ValueError`` when an algorithm that gives weights no meaning is handed some."""
-    for name, v in (("sample_weight", sample_weight), ("group_weight", group_weight)):
-        if v is not None:
-            raise ValueError(f"{algorithm} takes no {name}{why}")
 
 
 def weighted_pairs(pairs, labels, groups: Groups, fw: FitWeights):
