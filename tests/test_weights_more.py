@@ -10,7 +10,7 @@ from torchrankboost import registry
 from torchrankboost.boosting.learners import Stumps
 from torchrankboost.linear import RankSVM
 
-from test_weights import _data, _same
+from test_weights import TOL, _data, _same
 
 
 @pytest.fixture(scope="module")
@@ -126,3 +126,47 @@ def test_pnorm_push_closed_form_step_takes_the_weights():
     _same(full, half, X)
     assert float((half.predict(X) - make().fit(X[keep], y[keep], q[keep]).predict(X))
                  .abs().max()) > 1e-6
+
+
+def test_train_nproc_2_with_weights_is_the_one_process_run(tmp_path):
+    """``train --nproc 2`` cuts the file into byte ranges: each rank takes the weights of its
+    own rows (here from the ``.weight`` side file), and the model is the one-process model
+    trained with ``--weights`` on the same file."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import numpy as np
+
+    from torchrankboost import load_model
+    from torchrankboost.cli import main
+    from torchrankboost.data import make_letor
+
+    from test_weights import _write
+
+    X, y, g = make_letor(12, 8, 4, n_grades=3, seed=4)
+    qid = g.group_index.numpy()
+    _write(tmp_path / "train.txt", X.numpy(), y.numpy(), qid)
+    w = np.where(qid % 3 == 1, 0.0, 0.25 + (np.arange(len(y)) % 7) / 4.0)
+    np.savetxt(tmp_path / "w.txt", w)
+    common = ["--rounds", "3", "--max-leaves", "4", "--no-tensorboard", "-q"]
+    assert main(["train", "--data", str(tmp_path / "train.txt"), "--weights",
+                 str(tmp_path / "w.txt"), *common, "-o", str(tmp_path / "one.safetensors")]) == 0
+    assert main(["train", "--data", str(tmp_path / "train.txt"), *common,
+                 "-o", str(tmp_path / "plain.safetensors")]) == 0
+    (tmp_path / "train.txt.weight").write_text((tmp_path / "w.txt").read_text())
+    root = Path(__file__).resolve().parents[1]
+    env = dict(os.environ, OMP_NUM_THREADS="1",
+               PYTHONPATH=os.pathsep.join([str(root), os.environ.get("PYTHONPATH", "")]))
+    env.pop("WORLD_SIZE", None)
+    res = subprocess.run([sys.executable, "-m", "torchrankboost", "train", "--nproc", "2",
+                          "--data", "train.txt", *common, "-o", "two.safetensors"],
+                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180)
+    assert res.returncode == 0, res.stdout + res.stderr
+    one, two = (load_model(tmp_path / f"{k}.safetensors") for k in ("one", "two"))
+    assert two.info["world_size"] == 2
+    # as every --nproc run: the same model up to the all-reduce's summation order
+    assert float((one.predict(X) - two.predict(X)).abs().max()) <= TOL
+    plain = load_model(tmp_path / "plain.safetensors").predict(X)
+    assert float((two.predict(X) - plain).abs().max()) > 1e-6  # the weights were used

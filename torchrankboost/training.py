@@ -526,8 +526,7 @@ def train(args) -> Optional[TrainResult]:
     ctx = context()
     dev, options = _start(args, ctx)
     tr, va, te, name = _load_splits(args, ctx)
-    weights = document_weights(args.data, getattr(args, "weights", None), tr,
-                               world_size=ctx.world_size)
+    weights = document_weights(args.data, getattr(args, "weights", None), tr, context=ctx)
     splits = {"train": tr, "valid": va, "test": te}
     run, ranker = _prepare(args, ctx, options, splits, name)
     run.weights = weights

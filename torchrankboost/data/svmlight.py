@@ -116,11 +116,17 @@ def read_weights(path: PathLike, n_rows: Optional[int] = None) -> np.ndarray:
 
 
 def document_weights(source: PathLike, weights_file: Optional[PathLike], data, *,
-                     world_size: int = 1) -> Optional[torch.Tensor]:
+                     context=None) -> Optional[torch.Tensor]:
     """The ``(n,)`` weights of ``data``'s documents (float64), or ``None``: read from
     ``weights_file`` when given, else from the ``.weight`` side file of the training file of
     ``source`` (a file, or a LETOR fold folder's ``train.txt``) when it exists; one weight per
-    data row of that file, taken in ``data.row`` order."""
+    data row of that file, taken in ``data.row`` order.
+
+    ``context`` (a :class:`~torchrankboost.parallel.DistContext` with ``world_size > 1``):
+    ``data`` is this rank's byte range of the file (``row`` counted from its start, the
+    ranks' parts in rank order making the whole file), so its rows are offset by the data
+    rows of the ranks before it (one gather of the part sizes); every rank reads the whole
+    weights file (8 bytes a document) and keeps its own rows."""
     path = Path(weights_file) if weights_file else None
     if path is None:
         p = Path(source)
@@ -131,12 +137,13 @@ def document_weights(source: PathLike, weights_file: Optional[PathLike], data, *
             return None
     if not path.is_file():
         raise FileNotFoundError(errno.ENOENT, "weights file not found", str(path))
-    if world_size > 1:
-        raise ValueError(f"document weights ({path}) are not supported on several processes "
-                         f"yet; train in one process")
+    start, total = 0, len(data)
+    if context is not None and context.world_size > 1:
+        sizes = context.gather_values([len(data)])[:, 0].to(torch.int64)
+        start, total = int(sizes[:context.rank].sum()), int(sizes.sum())
     row = data.row if data.row is not None else torch.arange(len(data))
-    w = read_weights(path, len(data))
-    return torch.from_numpy(w)[row.cpu()]
+    w = read_weights(path, total)
+    return torch.from_numpy(w)[row.cpu() + start]
 
 
 def _find_sizes_file(path: Path, query_file) -> Optional[Path]:
