@@ -130,8 +130,8 @@ def test_pnorm_push_closed_form_step_takes_the_weights():
 
 def test_train_nproc_2_with_weights_is_the_one_process_run(tmp_path):
     """``train --nproc 2`` cuts the file into byte ranges: each rank takes the weights of its
-    own rows (here from the ``.weight`` side file), and the model is the one-process model
-    trained with ``--weights`` on the same file."""
+    own rows (here from the ``.weight`` side file; one rank's rows all weigh 0), and the
+    model is the one-process model trained with ``--weights`` on the same file."""
     import os
     import subprocess
     import sys
@@ -148,7 +148,8 @@ def test_train_nproc_2_with_weights_is_the_one_process_run(tmp_path):
     X, y, g = make_letor(12, 8, 4, n_grades=3, seed=4)
     qid = g.group_index.numpy()
     _write(tmp_path / "train.txt", X.numpy(), y.numpy(), qid)
-    w = np.where(qid % 3 == 1, 0.0, 0.25 + (np.arange(len(y)) % 7) / 4.0)
+    # rank 1 reads queries 7-11 (the byte ranges of this file): all of weight 0 there
+    w = np.where((qid % 3 == 1) | (qid >= 7), 0.0, 0.25 + (np.arange(len(y)) % 7) / 4.0)
     np.savetxt(tmp_path / "w.txt", w)
     common = ["--rounds", "3", "--max-leaves", "4", "--no-tensorboard", "-q"]
     assert main(["train", "--data", str(tmp_path / "train.txt"), "--weights",
@@ -170,3 +171,26 @@ def test_train_nproc_2_with_weights_is_the_one_process_run(tmp_path):
     assert float((one.predict(X) - two.predict(X)).abs().max()) <= TOL
     plain = load_model(tmp_path / "plain.safetensors").predict(X)
     assert float((two.predict(X) - plain).abs().max()) > 1e-6  # the weights were used
+
+
+def test_native_tree_on_no_rows_counts_no_rows():
+    """A fit on an empty ``rows`` (a rank whose rows all weigh 0) grows the torch kernels'
+    tree: the compiled kernel must not read an empty row list as "every row"."""
+    from torchrankboost.boosting import RegressionTree
+    from torchrankboost.boosting.kernels import native_backend
+
+    if native_backend.NativeBackend().unavailable(device=torch.device("cpu"),
+                                                  data_dtype=torch.uint8, num_rows=10):
+        pytest.skip("no compiled kernels")
+    gen = torch.Generator().manual_seed(0)
+    X = torch.randn(50, 3, generator=gen)
+    t = torch.randn(50, generator=gen, dtype=torch.float64)
+    w = torch.rand(50, generator=gen, dtype=torch.float64)
+    none = torch.empty(0, dtype=torch.int64)
+    fits = []
+    for kernel in ("native", "torch"):
+        tree = RegressionTree(max_leaves=4, min_samples_leaf=2, kernel=kernel)
+        fits.append(tree.fit(tree.prepare(X), t, w, rows=none))
+    a, b = fits
+    assert a.split_feature.numel() == b.split_feature.numel() == 0
+    assert torch.equal(a.leaf_value, b.leaf_value)

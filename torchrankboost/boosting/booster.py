@@ -381,7 +381,7 @@ class Booster(FitState):
         dev = torch.device(self.device) if self.device is not None else None
         with comm.local():  # a bad shard on one rank: DistributedError on every rank
             X, labels, groups = fit_inputs(X, labels, groups, device=dev)
-            fw = fit_weights(more[0], more[1], groups)
+            fw = fit_weights(more[0], more[1], groups, context=comm.ctx)
             init_score, offsets = split_init_score(init_score, X.shape[0], device=X.device)
             self._check_distributable(comm)
             bound = fw.bind(bind, self.loss, labels, groups)

@@ -300,7 +300,8 @@ class CoordinateBoosting(FitState):
             p = resolve_pairs(pairs if pairs is not None else self.pairs)
             X, labels, groups = fit_inputs(X, labels, groups,
                                            labels_required=not isinstance(p, ExplicitPairs))
-            fw = self.weights_ = fit_weights(sample_weight, group_weight, groups)
+            fw = self.weights_ = fit_weights(sample_weight, group_weight, groups,
+                                             context=comm.ctx)
             cls, _ = source_class(self.learner)
             check_data_parallel(comm.ctx, fit="RankBoost fit", pairs=p, learner=self.learner,
                                 learner_ok=cls.supports_data_parallel

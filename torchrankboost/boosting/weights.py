@@ -124,9 +124,12 @@ class FitWeights:
         return target, weight, hc
 
 
-def fit_weights(sample_weight, group_weight, groups: Groups, *, device=None) -> FitWeights:
+def fit_weights(sample_weight, group_weight, groups: Groups, *, device=None,
+                context=None) -> FitWeights:
     """Check ``sample_weight`` ``(n,)`` and ``group_weight`` ``(Q,)`` (finite, ``>= 0``;
-    ``ValueError`` naming the argument) against ``groups``: a :class:`FitWeights`."""
+    ``ValueError`` naming the argument) against ``groups``: a :class:`FitWeights`.
+    ``context`` with several ranks (a data-parallel fit): this rank's rows may all weigh 0
+    (the other ranks' rows are fitted; no check across the ranks here)."""
     n, G = groups.num_docs, groups.num_groups
     dev = device if device is not None else groups.device
     w = _weights(sample_weight, n, "sample_weight", "documents", dev)
@@ -138,7 +141,7 @@ def fit_weights(sample_weight, group_weight, groups: Groups, *, device=None) -> 
             active &= w > 0
         if c is not None:
             active &= (c > 0)[groups.group_index]
-        if not bool(active.any()):
+        if not bool(active.any()) and getattr(context, "world_size", 1) == 1:
             raise ValueError("every weight is zero (sample_weight and group_weight): "
                              "nothing to fit")
         out._mask = active

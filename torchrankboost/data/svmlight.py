@@ -143,6 +143,8 @@ def document_weights(source: PathLike, weights_file: Optional[PathLike], data, *
         start, total = int(sizes[:context.rank].sum()), int(sizes.sum())
     row = data.row if data.row is not None else torch.arange(len(data))
     w = read_weights(path, total)
+    if not bool((w > 0).any()):  # checked here for all ranks (a rank's part may weigh 0)
+        raise ValueError(f"{path}: every weight is zero: nothing to fit")
     return torch.from_numpy(w)[row.cpu() + start]
 
 

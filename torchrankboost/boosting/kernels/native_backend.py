@@ -133,6 +133,9 @@ class NativeBackend:
         bufs = _buffers(lib, prepared, F, S, L)
         rows32 = (torch.arange(n, dtype=torch.int32) if rows is None
                   else rows.to(torch.int32).contiguous())
+        m = rows32.numel()
+        if m == 0:  # no rows (a rank whose rows all weigh 0): a real buffer, not NULL = all
+            rows32 = torch.zeros(1, dtype=torch.int32)
         num_bins = prepared.num_bins.to("cpu", torch.int64).contiguous()
         i64 = dict(dtype=torch.int64)
         t = dict(gh=torch.stack([wt, w], 1).contiguous(), rows=rows32,
@@ -147,7 +150,7 @@ class NativeBackend:
                  leaf_begin=torch.empty(L, **i64), leaf_count=torch.empty(L, **i64))
         hook = _reduce_callback(compact_reducer(prepared, "FS3", reduce))
         args = GrowArgs(
-            codes=codes.data_ptr(), n=n, F=F, m=rows32.numel(), all_rows=int(rows is None), S=S,
+            codes=codes.data_ptr(), n=n, F=F, m=m, all_rows=int(rows is None), S=S,
             Vm=min(max(1, int(num_bins.max())) if F else 1, prepared.missing_code),
             l2=params.l2, min_samples_leaf=params.min_samples_leaf,
             min_child_weight=params.min_child_weight, min_split_gain=params.min_split_gain,
