@@ -194,3 +194,30 @@ def test_native_tree_on_no_rows_counts_no_rows():
     a, b = fits
     assert a.split_feature.numel() == b.split_feature.numel() == 0
     assert torch.equal(a.leaf_value, b.leaf_value)
+
+
+def test_train_nproc_refuses_weights_for_rankboost_before_any_rank(tmp_path, monkeypatch, capsys):
+    """RankBoost lists its weighted pairs per process: ``--nproc 2`` with a ``.weight`` side
+    file is one line from the parent, before any rank starts."""
+    import numpy as np
+
+    from torchrankboost import cli
+    from torchrankboost.data import make_letor
+    from torchrankboost.parallel import launch as L
+
+    from test_weights import _write
+
+    def no_ranks(*a, **k):
+        raise AssertionError("ranks were started for an input error")
+
+    X, y, g = make_letor(4, 6, 3, seed=1)
+    _write(tmp_path / "train.txt", X.numpy(), y.numpy(), g.group_index.numpy())
+    np.savetxt(tmp_path / "train.txt.weight", np.ones(len(y)))
+    monkeypatch.chdir(tmp_path)
+    for k in ("WORLD_SIZE", "RANK"):
+        monkeypatch.delenv(k, raising=False)
+    monkeypatch.setattr(L, "run_ranks", no_ranks)
+    rc = cli.main(["train", "--nproc", "2", "-a", "rankboost", "--data", "train.txt",
+                   "--rounds", "2", "-q", "--no-tensorboard"])
+    err = capsys.readouterr().err
+    assert rc == 2 and "'rankboost' takes no document weights" in err, err

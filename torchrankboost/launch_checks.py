@@ -35,6 +35,21 @@ def _check_data_paths(args) -> None:
             raise CLIError(f"{opt} {path}: file not found (looked in {looked_in(path)})")
 
 
+def _check_weights(args, nproc: int, algorithm: str) -> None:
+    """RankBoost weighs its pairs by listing them (one process's documents): no document
+    weights (``--weights``, ``FILE.weight``) on several processes."""
+    if nproc < 2 or algorithm != "rankboost":
+        return
+    from .data.sources import resolve_data_path
+    from .data.svmlight import weights_path
+
+    w = weights_path(resolve_data_path(str(args.data)), getattr(args, "weights", None))
+    if w is not None:
+        raise CLIError(f"--nproc {nproc}: algorithm 'rankboost' takes no document weights "
+                       f"({w}) on several processes (its weighted pairs are listed per "
+                       f"process); use one process, or -a boost")
+
+
 def check_before_launch(args, nproc: int) -> None:
     """Raise :class:`~torchrankboost.training.CLIError` (or ``ValueError`` /
     ``FileNotFoundError``, all status 2) for what would stop every rank of
@@ -53,6 +68,7 @@ def check_before_launch(args, nproc: int) -> None:
     if nproc > 1 and algorithm not in DISTRIBUTED_ALGORITHMS:
         raise CLIError(f"--nproc {nproc}: algorithm {algorithm!r} has no data-parallel fit; "
                        f"use one of {', '.join(DISTRIBUTED_ALGORITHMS)}")
+    _check_weights(args, nproc, algorithm)
     ranker = make_ranker(**options)
     learner = getattr(ranker, "learner", None)
     if nproc > 1 and learner is not None and not supports_data_parallel(learner):

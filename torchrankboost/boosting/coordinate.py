@@ -302,6 +302,10 @@ class CoordinateBoosting(FitState):
                                            labels_required=not isinstance(p, ExplicitPairs))
             fw = self.weights_ = fit_weights(sample_weight, group_weight, groups,
                                              context=comm.ctx)
+            if fw.weighted and self._lists_weighted_pairs and comm.ctx.world_size > 1:
+                raise ValueError("sample_weight/group_weight: a data-parallel RankBoost fit "
+                                 "takes no weights (its weighted pairs are listed per "
+                                 "process); fit in one process, or use a Booster")
             cls, _ = source_class(self.learner)
             check_data_parallel(comm.ctx, fit="RankBoost fit", pairs=p, learner=self.learner,
                                 learner_ok=cls.supports_data_parallel

@@ -58,7 +58,7 @@ from .dataset import RankingData, normalize_per_query
 from .lines import check_line_ends, data_line_number, locate_problem, rank_byte_range
 
 __all__ = ["DEFAULT_MAX_FEATURES", "MAX_DENSE_BYTES", "load_letor_fold", "load_svmlight",
-           "load_svmlight_files", "read_svmlight", "read_weights", "weight_file",
+           "load_svmlight_files", "read_svmlight", "read_weights", "weight_file", "weights_path",
            "document_weights"]
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -115,6 +115,18 @@ def read_weights(path: PathLike, n_rows: Optional[int] = None) -> np.ndarray:
     return np.asarray(out, dtype=np.float64)
 
 
+def weights_path(source: PathLike, weights_file: Optional[PathLike]) -> Optional[Path]:
+    """The weights file of a run: ``weights_file``, else the ``.weight`` side file of the
+    training file of ``source`` (a file, or a LETOR fold folder's ``train.txt``) when it
+    exists, else ``None``."""
+    if weights_file:
+        return Path(weights_file)
+    p = Path(source)
+    train = next((q for q in (p / "train.txt", p / "train") if q.is_file()), None) \
+        if p.is_dir() else (p if p.is_file() else None)
+    return weight_file(train) if train is not None else None
+
+
 def document_weights(source: PathLike, weights_file: Optional[PathLike], data, *,
                      context=None) -> Optional[torch.Tensor]:
     """The ``(n,)`` weights of ``data``'s documents (float64), or ``None``: read from
@@ -127,14 +139,9 @@ def document_weights(source: PathLike, weights_file: Optional[PathLike], data, *
     ranks' parts in rank order making the whole file), so its rows are offset by the data
     rows of the ranks before it (one gather of the part sizes); every rank reads the whole
     weights file (8 bytes a document) and keeps its own rows."""
-    path = Path(weights_file) if weights_file else None
+    path = weights_path(source, weights_file)
     if path is None:
-        p = Path(source)
-        train = next((q for q in (p / "train.txt", p / "train") if q.is_file()), None) \
-            if p.is_dir() else (p if p.is_file() else None)
-        path = weight_file(train) if train is not None else None
-        if path is None:
-            return None
+        return None
     if not path.is_file():
         raise FileNotFoundError(errno.ENOENT, "weights file not found", str(path))
     start, total = 0, len(data)
