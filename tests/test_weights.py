@@ -287,3 +287,31 @@ def test_train_reads_weights_and_the_weight_side_file(tmp_path):
     (tmp_path / "bad.txt").write_text("1\n")
     assert main(["train", "--data", str(tmp_path / "train.txt"), "--weights",
                  str(tmp_path / "bad.txt"), *common]) == 2
+
+
+def test_weight_side_file_is_found_beside_a_data_name_under_the_data_root(tmp_path,
+                                                                          monkeypatch):
+    """``--data name`` found only under ``$TORCHRANKBOOST_DATA`` takes its ``.weight`` side
+    file from there too (the loader and the side file resolve the name alike)."""
+    from torchrankboost import load_model
+    from torchrankboost.cli import main
+
+    X, y, g = make_letor(8, 8, 4, n_grades=3, seed=2)
+    qid = g.group_index.numpy()
+    keep = qid % 2 == 0
+    root = tmp_path / "root"
+    (root / "set").mkdir(parents=True)
+    _write(root / "set" / "train.txt", X.numpy(), y.numpy(), qid)
+    np.savetxt(root / "set" / "train.txt.weight", keep.astype(float))
+    _write(tmp_path / "half.txt", X.numpy()[keep], y.numpy()[keep], qid[keep])
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    monkeypatch.setenv("TORCHRANKBOOST_DATA", str(root))
+    common = ["--rounds", "4", "--max-leaves", "4", "--no-tensorboard", "--quiet"]
+    assert main(["train", "--data", "set/train.txt", *common, "-o", "side.safetensors"]) == 0
+    assert main(["train", "--data", str(tmp_path / "half.txt"), *common,
+                 "-o", "half.safetensors"]) == 0
+    Xh = X[torch.as_tensor(keep)]
+    d = load_model("side.safetensors").predict(Xh) - load_model("half.safetensors").predict(Xh)
+    assert float(d.abs().max()) <= 1e-6

@@ -11,7 +11,6 @@ reports it in one line, with status 2 as well.
 
 from __future__ import annotations
 
-from pathlib import Path
 
 from .factory import make_ranker
 from .parallel import supports_data_parallel

@@ -27,6 +27,7 @@ from .factory import make_ranker, resolve_device, rounds_kept
 from .parallel.launch import (check_distributed_algorithm, context, empty_split_message, run_facts,
                               where_text)
 from .data import load_data
+from .data.sources import resolve_data_path
 from .data.svmlight import document_weights
 from .registry import parse_value
 
@@ -219,8 +220,6 @@ def _run_folder(args, run: RunPlan) -> str:
 
 def _input_paths(args) -> List[Path]:
     """The files and folders a train run reads (an output must not be one of them)."""
-    from .data.sources import resolve_data_path
-
     out = []
     for name in (args.data, args.valid, args.test):
         p = resolve_data_path(name) if name else None
@@ -526,7 +525,8 @@ def train(args) -> Optional[TrainResult]:
     ctx = context()
     dev, options = _start(args, ctx)
     tr, va, te, name = _load_splits(args, ctx)
-    weights = document_weights(args.data, getattr(args, "weights", None), tr, context=ctx)
+    weights = document_weights(resolve_data_path(args.data), getattr(args, "weights", None), tr,
+                               context=ctx)
     splits = {"train": tr, "valid": va, "test": te}
     run, ranker = _prepare(args, ctx, options, splits, name)
     run.weights = weights
