@@ -73,3 +73,28 @@ def test_train_refuses_model_outputs_named_like_another_format(tmp_path, letor_f
     assert rc == 2 and len(err.splitlines()) == 1
     assert "model files are safetensors" in err and ".safetensors (or none)" in err
     assert not (tmp_path / name).exists()
+
+
+def test_model_saved_from_python_without_numbering_needs_zero_based_to_score_a_file(
+        tmp_path, letor_file, capsys):
+    """A model that records no feature numbering (fitted and saved from Python) is not
+    applied to a file by guessing: `predict`/`evaluate` ask for --zero-based; with it (or
+    with the numbering recorded in ``model.info``) the scores are the model's own."""
+    from torchrankboost import Booster, ExponentialPairwiseLoss, RegressionTree
+
+    data = load_svmlight(letor_file)
+    model = Booster(ExponentialPairwiseLoss(), RegressionTree(max_leaves=4), n_rounds=3,
+                    verbose=False).fit(data.X, data.labels, data.groups)
+    path = tmp_path / "py.safetensors"
+    model.save(path)
+    assert main(["predict", str(path), str(letor_file), "-o", str(tmp_path / "x")]) == 2
+    err = capsys.readouterr().err
+    assert "records no feature numbering" in err and "--zero-based" in err
+    assert main(["evaluate", str(path), str(letor_file)]) == 2
+    want = model.predict(data.X).numpy()
+    got = _scores(path, letor_file, "--zero-based", "no", tmp_path=tmp_path)
+    np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
+    model.info["zero_based"] = bool(data.zero_based)  # recorded: no flag needed
+    model.save(path)
+    np.testing.assert_allclose(_scores(path, letor_file, tmp_path=tmp_path), want, rtol=0,
+                               atol=1e-12)

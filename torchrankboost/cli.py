@@ -99,7 +99,8 @@ _MAX_FEATURES_HELP = ("widest feature matrix a file may imply before it is alloc
 def _add_reading_options(p) -> None:
     """``--zero-based`` and ``--max-features`` of ``evaluate`` and ``predict``."""
     p.add_argument("--zero-based", choices=tuple(ZERO_BASED), default="auto",
-                   help=_NUMBERING_HELP + "; default: the numbering stored in the model")
+                   help=_NUMBERING_HELP + "; default: the numbering stored in the model (required "
+                        "for a model saved from Python, which records none)")
     p.add_argument("--max-features", type=int, default=None, metavar="N",
                    help=_MAX_FEATURES_HELP)
 
@@ -328,7 +329,11 @@ def _score_file(args):
     if stored is not None and asked != "auto" and asked != stored:
         raise CLIError(f"--zero-based {args.zero_based} contradicts the model's "
                        f"{'0' if stored else '1'}-based feature numbering ({args.model})")
-    zb = asked if asked != "auto" or stored is None else bool(stored)
+    if stored is None and asked == "auto":  # saved from Python: no numbering to go by
+        raise CLIError(f"{args.model} records no feature numbering (a model saved from "
+                       f"Python); pass --zero-based yes (file index i is feature i) or "
+                       f"--zero-based no (index i is feature i-1)")
+    zb = asked if asked != "auto" else bool(stored)
     try:
         data = load_file(args.file, zero_based=zb,
                          max_features=getattr(args, "max_features", None))
