@@ -11,7 +11,7 @@ from torchrankboost.boosting import RegressionTree
 from torchrankboost.boosting.learners import memory
 
 
-def test_histogram_estimate_is_the_issue_s_19_7_gb_for_a_stray_index_99999():
+def test_histogram_estimate_is_19_7_gb_for_one_stray_index_99999():
     assert memory.histogram_bytes(99_999, 31) == 32 * 99_999 * 256 * 24
     assert round(memory.histogram_bytes(100_000, 31) / 1e9, 1) == 19.7
 
