@@ -6,7 +6,7 @@ import torch
 
 from torchrankboost.boosting import Booster
 from torchrankboost.boosting.ensemble import Ensemble
-from torchrankboost.boosting.learners import FeatureModel, RegressionTree, Stumps
+from torchrankboost.boosting.learners import FeatureModel, RegressionTree, Stumps, TreeModel
 from torchrankboost.boosting.rankboost import RankBoost
 from torchrankboost.data import make_letor
 from torchrankboost.export import to_lightgbm, to_xgboost
@@ -84,3 +84,37 @@ def test_export_refuses_weak_models_that_are_not_trees(tmp_path):
     for write in (to_lightgbm, to_xgboost):
         with pytest.raises(ValueError, match="FeatureModel"):
             write(ens, tmp_path / "m")
+
+
+def _tree(features, thresholds, default_left, left, right, leaves):
+    i64 = torch.int64
+    return TreeModel(split_feature=torch.tensor(features, dtype=i64),
+                     threshold_bin=torch.zeros(len(features), dtype=i64),
+                     threshold=torch.tensor(thresholds, dtype=torch.float32),
+                     default_left=torch.tensor(default_left, dtype=torch.bool),
+                     left_child=torch.tensor(left, dtype=i64), right_child=torch.tensor(right, dtype=i64),
+                     split_gain=torch.zeros(len(features), dtype=torch.float64),
+                     leaf_value=torch.tensor(leaves, dtype=torch.float32), depth=len(features))
+
+
+def test_exports_carry_base_score_constant_rounds_and_threshold_ties(tree_model, tmp_path):
+    ens, X = tree_model
+    constant = _tree([], [], [], [], [], [0.5])
+    nan_split = _tree([1], [float("inf")], [False], [~0], [~1], [-0.25, 1.5])  # NaN vs the rest
+    models = [constant] + ens.models[:5] + [nan_split] + ens.models[5:]
+    weights = [0.7] + ens.weights[:5] + [0.9] + ens.weights[5:]
+    big = Ensemble(models, weights, base_score=0.75, num_features=ens.num_features)
+    rows = []  # inputs at every threshold and at the float32 values around it
+    for m in ens.models:
+        for f, t in zip(m.split_feature.tolist(), m.threshold.tolist()):
+            for v in (t, np.nextafter(np.float32(t), np.float32(np.inf)),
+                      np.nextafter(np.float32(t), np.float32(-np.inf))):
+                r = X[len(rows) % X.shape[0]].clone()
+                r[f] = float(v)
+                rows.append(r)
+    Z = torch.cat([X, torch.stack(rows)])
+    Z[::3, 1] = float("nan")
+    ours = big.predict(Z).numpy()
+    tol = _tolerance(ours)
+    np.testing.assert_allclose(_lightgbm_scores(big, Z, tmp_path / "m.txt"), ours, rtol=0, atol=tol)
+    np.testing.assert_allclose(_xgboost_scores(big, Z, tmp_path / "m.json"), ours, rtol=0, atol=tol)
