@@ -56,9 +56,7 @@ def _tree_json(tid: int, tree: PlainTree, F: int) -> dict:
     order = _nodes(tree)
     n = len(order)
     left, right, parents, feat, cond, dleft, gain, base_w = ([] for _ in range(8))
-    child_pos = {}
-    for pos, (kind, k, parent) in enumerate(order):
-        child_pos[(kind, k)] = pos
+    child_pos = {(kind, k): pos for pos, (kind, k, _) in enumerate(order)}
     for kind, k, parent in order:
         parents.append(parent)
         if kind == "n":
@@ -72,8 +70,9 @@ def _tree_json(tid: int, tree: PlainTree, F: int) -> dict:
             base_w.append(0.0)
         else:
             v = _f32(tree.leaf_value[k])
-            left.append(-1), right.append(-1), feat.append(0), cond.append(v)
-            dleft.append(0), gain.append(0.0), base_w.append(v)
+            for column, value in ((left, -1), (right, -1), (feat, 0), (cond, v), (dleft, 0),
+                                  (gain, 0.0), (base_w, v)):
+                column.append(value)
     return {"base_weights": base_w, "categories": [], "categories_nodes": [],
             "categories_segments": [], "categories_sizes": [], "default_left": dleft,
             "id": tid, "left_children": left, "loss_changes": gain, "parents": parents,
