@@ -13,7 +13,7 @@ from torchrankboost.export.onnx import onnx_threshold, to_onnx
 from torchrankboost.losses import ExponentialPairwiseLoss
 
 ort = pytest.importorskip("onnxruntime")
-pytest.importorskip("onnx")
+onnx = pytest.importorskip("onnx")
 
 
 def _data(seed=0):
@@ -31,6 +31,7 @@ def _tolerance(scores):
 
 def _onnx_scores(ens, X, path):
     to_onnx(ens, path)
+    onnx.checker.check_model(onnx.load(str(path)))  # a valid graph
     options = ort.SessionOptions()
     options.intra_op_num_threads = 1
     session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
