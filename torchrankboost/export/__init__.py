@@ -1,10 +1,12 @@
 """Fitted models where rankers are served: :func:`to_lightgbm` (LightGBM's text model),
-:func:`to_xgboost` (XGBoost's JSON model) and :func:`to_torch` (a ``torch.nn.Module`` of
+:func:`to_xgboost` (XGBoost's JSON model), :func:`to_onnx` (an ai.onnx.ml tree-ensemble graph
+for ONNX Runtime) and :func:`to_torch` (a ``torch.nn.Module`` of
 plain tensor ops, for TorchScript, ``torch.export`` and CUDA), for tree and stump
 ensembles."""
 
 from .lightgbm import to_lightgbm
+from .onnx import to_onnx
 from .torch_module import TreeEnsembleModule, to_torch
 from .xgboost import to_xgboost
 
-__all__ = ["to_lightgbm", "to_xgboost", "to_torch", "TreeEnsembleModule"]
+__all__ = ["to_lightgbm", "to_xgboost", "to_onnx", "to_torch", "TreeEnsembleModule"]
