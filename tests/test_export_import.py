@@ -1,5 +1,7 @@
 """Import from LightGBM / XGBoost: the imported ensembles predict as the source models."""
 
+import json
+
 import numpy as np
 import pytest
 import torch
@@ -102,4 +104,20 @@ def test_from_lightgbm_refuses_what_it_cannot_represent(lgb_ranker):
         _split(dump["tree_info"][0]["tree_structure"])[key] = value
         with pytest.raises(ValueError, match=message) as err:
             from_lightgbm(dump)
+        assert "\n" not in str(err.value)
+
+
+def test_from_xgboost_refuses_what_it_cannot_represent(letor):
+    xgb = pytest.importorskip("xgboost")
+    X, y, g = letor
+    b = xgb.train(dict(objective="rank:pairwise", nthread=1, max_depth=2),
+                  xgb.DMatrix(X.numpy(), y.numpy(), group=g.sizes.numpy()), 2)
+    doc = json.loads(bytes(b.save_raw("json")))
+    cat = json.loads(json.dumps(doc))
+    cat["learner"]["gradient_booster"]["model"]["trees"][0]["split_type"][0] = 1
+    dart = json.loads(json.dumps(doc))
+    dart["learner"]["gradient_booster"]["name"] = "dart"
+    for bad, message in ((cat, "categorical"), (dart, "'dart'")):
+        with pytest.raises(ValueError, match=message) as err:
+            from_xgboost(bad)
         assert "\n" not in str(err.value)
