@@ -209,6 +209,17 @@ def read_model_file(path, key: str, what: str, *, device=None) -> Tuple[dict, Di
     return meta, tensors
 
 
+def check_format(path, meta: dict, fmt: str, newest: int, *, default_version: int) -> None:
+    """The file's ``format`` is ``fmt`` and its ``version`` is not newer than ``newest``
+    (``default_version`` when it records none); else :class:`ModelFileError`."""
+    if meta.get("format") != fmt:
+        raise ModelFileError(f"{path}: unknown format {meta.get('format')!r}"[:300])
+    version = meta.get("version", default_version)
+    if type(version) is int and version > newest:
+        raise ModelFileError(f"{path}: format version {version} is newer than this "
+                             f"library ({newest})")
+
+
 def verify_checksum(p, key: str, text: str, stored, meta: dict, tensors) -> None:
     """Refuse a file whose stored SHA-256 differs from :func:`model_digest` of what was
     read. A file without one is refused too, unless its format version predates the

@@ -109,16 +109,11 @@ class LinearRanker:
 
     @classmethod
     def _load(cls, path, device, max_features) -> "LinearRanker":
-        from ._modelfile import (ModelFileError, check_linear, check_linear_state, hex_float,
-                                 read_model_file)
+        from ._modelfile import (ModelFileError, check_format, check_linear, check_linear_state,
+                                 hex_float, read_model_file)
 
         meta, t = read_model_file(path, "linear", "LinearRanker", device=device)
-        if meta.get("format") != FORMAT:
-            raise ModelFileError(f"{path}: unknown format {meta.get('format')!r}"[:300])
-        version = meta.get("version", 1)
-        if type(version) is int and version > FORMAT_VERSION:
-            raise ModelFileError(f"{path}: format version {version} is newer than this "
-                                 f"library ({FORMAT_VERSION})")
+        check_format(path, meta, FORMAT, FORMAT_VERSION, default_version=1)
         check_linear_state(path, meta, t, max_features=max_features)
         try:
             model = cls(t["weight"], hex_float(meta["bias"], "bias"), info=meta.get("info"))

@@ -216,15 +216,10 @@ class Ensemble:
     @classmethod
     def _load(cls, path, device, model_from_state, max_features) -> "Ensemble":
         from .._modelfile import (ModelFileError, check_ensemble, check_ensemble_state,
-                                  hex_float, read_model_file)
+                                  check_format, hex_float, read_model_file)
 
         meta, tensors = read_model_file(path, "ensemble", "Ensemble", device=device)
-        if meta.get("format") != FORMAT:
-            raise ModelFileError(f"{path}: unknown format {meta.get('format')!r}"[:300])
-        version = meta.get("version", 0)
-        if type(version) is int and version > FORMAT_VERSION:
-            raise ModelFileError(f"{path}: format version {version} is newer than this "
-                                 f"library ({FORMAT_VERSION})")
+        check_format(path, meta, FORMAT, FORMAT_VERSION, default_version=0)
         check_ensemble_state(path, meta, tensors, max_features=max_features)
         try:
             build = model_from_state or _default_registry

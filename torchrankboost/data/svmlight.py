@@ -66,23 +66,44 @@ PathLike = Union[str, "os.PathLike[str]"]
 
 # ====================================================================== side files and checks
 
-def _read_sizes_file(path: Path) -> np.ndarray:
-    sizes = []
+def _read_per_line(path: PathLike, parse, what: str) -> list:
+    """One value per non-blank line of a side file: ``parse(text)`` → the value, or
+    ``ValueError(reason)``, reported as ``"<path>:<line>: <reason>"``."""
+    out = []
     with open(path, "r") as fh:
         for lineno, line in enumerate(fh, 1):
             s = line.strip()
             if not s:
                 continue
             try:
-                v = int(s)
-            except ValueError:
-                raise ValueError(
-                    f"{path}:{lineno}: expected one query size (an integer) per line, got {s!r}"
-                ) from None
-            if v < 0:
-                raise ValueError(f"{path}:{lineno}: query size must be non-negative, got {v}")
-            sizes.append(v)
-    return np.asarray(sizes, dtype=np.int64)
+                out.append(parse(s))
+            except ValueError as exc:
+                raise ValueError(f"{path}:{lineno}: {exc or what}") from None
+    return out
+
+
+def _query_size(s: str) -> int:
+    try:
+        v = int(s)
+    except ValueError:
+        raise ValueError(f"expected one query size (an integer) per line, got {s!r}") from None
+    if v < 0:
+        raise ValueError(f"query size must be non-negative, got {v}")
+    return v
+
+
+def _weight(s: str) -> float:
+    try:
+        v = float(s)
+    except ValueError:
+        raise ValueError(f"expected one weight (a number) per line, got {s!r}") from None
+    if not (v >= 0 and np.isfinite(v)):
+        raise ValueError(f"a weight must be finite and >= 0, got {s}")
+    return v
+
+
+def _read_sizes_file(path: Path) -> np.ndarray:
+    return np.asarray(_read_per_line(path, _query_size, "bad query size"), dtype=np.int64)
 
 
 def weight_file(path: PathLike) -> Optional[Path]:
@@ -95,20 +116,7 @@ def read_weights(path: PathLike, n_rows: Optional[int] = None) -> np.ndarray:
     """Document weights from a text file, one non-negative number per data row of the data
     file (LightGBM's ``.weight`` format; blank lines skipped). ``ValueError`` naming the
     line for a bad value, or when ``n_rows`` is given and the count differs."""
-    out = []
-    with open(path, "r") as fh:
-        for lineno, line in enumerate(fh, 1):
-            s = line.strip()
-            if not s:
-                continue
-            try:
-                v = float(s)
-            except ValueError:
-                raise ValueError(f"{path}:{lineno}: expected one weight (a number) per line, "
-                                 f"got {s!r}") from None
-            if not (v >= 0 and np.isfinite(v)):
-                raise ValueError(f"{path}:{lineno}: a weight must be finite and >= 0, got {s}")
-            out.append(v)
+    out = _read_per_line(path, _weight, "bad weight")
     if n_rows is not None and len(out) != n_rows:
         raise ValueError(f"{path}: {len(out)} weights for {n_rows} data rows (one weight per "
                          f"data line of the file)")
