@@ -116,6 +116,41 @@ def build_parser() -> argparse.ArgumentParser:
 
     tr = sub.add_parser("train", help="train a ranker, log to TensorBoard, save the model",
                         description="Train a boosted ranker and print train/valid/test metrics.")
+    _add_train_data_options(tr)
+    _add_train_model_options(tr)
+    _add_train_output_options(tr)
+    ev = _add_scoring_command(sub, "evaluate", "metrics of a saved model on a data file",
+                              "Print the metrics of a saved model on an SVMlight file.",
+                              "SVMlight/LETOR file (with qid for several queries)")
+    ev.add_argument("--metric", "-m", nargs="+", default=None, metavar="NAME",
+                    help="metrics (default: a standard set)")
+    pr = _add_scoring_command(sub, "predict", "write one score per line for a data file",
+                              "Score every line of an SVMlight file with a saved model.",
+                              "SVMlight/LETOR file")
+    pr.add_argument("--output", "-o", default=None, metavar="PATH",
+                    help="output file (default: standard output)")
+    ls = sub.add_parser("list", help="list losses, algorithms, learners and metrics",
+                        description="List the available names with a one-line description.")
+    ls.add_argument("kind", nargs="?", default=None,
+                    help="losses, algorithms, learners or metrics (default: all)")
+    return parser
+
+
+def _add_scoring_command(sub, name: str, help: str, description: str, file_help: str):
+    """``evaluate`` / ``predict``: a saved model applied to a data file."""
+    p = sub.add_parser(name, help=help, description=description)
+    p.add_argument("model", help="a model saved by `torchrankboost train`")
+    p.add_argument("file", help=file_help)
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--normalize", action="store_true",
+                   help="per-query min-max feature scaling, for a model that does not record "
+                        "it (a model records its training choice and applies it)")
+    _add_reading_options(p)
+    return p
+
+
+def _add_train_data_options(tr) -> None:
+    """``train``'s data options."""
     g = tr.add_argument_group("data")
     g.add_argument("--data", default="wdbc", metavar="DATA",
                    help="built-in set (wdbc, synthetic), a LETOR fold folder "
@@ -134,6 +169,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help=_NUMBERING_HELP + "; decided once for every file of the run and "
                         "stored in the model")
     g.add_argument("--max-features", type=int, default=None, metavar="N", help=_MAX_FEATURES_HELP)
+
+
+def _add_train_model_options(tr) -> None:
+    """``train``'s model options: algorithm, loss, learner and their parameters."""
     g = tr.add_argument_group("model")
     g.add_argument("--algorithm", "-a", default=None, metavar="NAME",
                    help="an algorithm by name (see `torchrankboost list algorithms`); "
@@ -166,6 +205,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="random seed of the data split and of torch (default 0); an "
                         "algorithm's own seed: -p seed=N, a weak learner's: "
                         "--learner-param seed=N")
+
+
+def _add_train_output_options(tr) -> None:
+    """``train``'s run options: device, processes, logs, output, warm start, checkpoints."""
     g = tr.add_argument_group("output")
     g.add_argument("--device", default="cpu", help="torch device: cpu, cuda, cuda:1, mps ...")
     g.add_argument("--threads", type=int, default=None, metavar="N",
@@ -174,7 +217,7 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--nproc", type=int, default=None, metavar="N",
                    help="train data-parallel on N local processes (as torchrun --standalone "
                         "--nproc-per-node N would), each process holding a shard of the "
-                        "queries"),
+                        "queries")
     g.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS",
                    help="with --nproc/torchrun: how long a process waits for the others "
                         "(joining, and at each exchange) before the run fails (default 60)")
@@ -192,36 +235,6 @@ def build_parser() -> argparse.ArgumentParser:
                    "its checkpoint (same data and options; --rounds is the total)")
     g.add_argument("--quiet", "-q", action="store_true",
                    help="no progress output (the final table is still printed)")
-
-    ev = sub.add_parser("evaluate", help="metrics of a saved model on a data file",
-                        description="Print the metrics of a saved model on an SVMlight file.")
-    ev.add_argument("model", help="a model saved by `torchrankboost train`")
-    ev.add_argument("file", help="SVMlight/LETOR file (with qid for several queries)")
-    ev.add_argument("--metric", "-m", nargs="+", default=None, metavar="NAME",
-                    help="metrics (default: a standard set)")
-    ev.add_argument("--device", default="cpu")
-    ev.add_argument("--normalize", action="store_true",
-                    help="per-query min-max feature scaling, for a model that does not record "
-                         "it (a model records its training choice and applies it)")
-    _add_reading_options(ev)
-
-    pr = sub.add_parser("predict", help="write one score per line for a data file",
-                        description="Score every line of an SVMlight file with a saved model.")
-    pr.add_argument("model", help="a model saved by `torchrankboost train`")
-    pr.add_argument("file", help="SVMlight/LETOR file")
-    pr.add_argument("--output", "-o", default=None, metavar="PATH",
-                    help="output file (default: standard output)")
-    pr.add_argument("--device", default="cpu")
-    pr.add_argument("--normalize", action="store_true",
-                    help="per-query min-max feature scaling, for a model that does not record "
-                         "it (a model records its training choice and applies it)")
-    _add_reading_options(pr)
-
-    ls = sub.add_parser("list", help="list losses, algorithms, learners and metrics",
-                        description="List the available names with a one-line description.")
-    ls.add_argument("kind", nargs="?", default=None,
-                    help="losses, algorithms, learners or metrics (default: all)")
-    return parser
 
 
 # ============================================================================ commands
