@@ -4,42 +4,22 @@ import numpy as np
 import pytest
 import torch
 
-from torchrankboost.boosting import Booster
 from torchrankboost.boosting.ensemble import Ensemble
-from torchrankboost.boosting.learners import FeatureModel, RegressionTree, Stumps, TreeModel
-from torchrankboost.boosting.rankboost import RankBoost
-from torchrankboost.data import make_letor
+from torchrankboost.boosting.learners import FeatureModel
 from torchrankboost.export import to_lightgbm, to_xgboost
-from torchrankboost.losses import ExponentialPairwiseLoss
 
-
-def _data(seed=0):
-    X, y, g = make_letor(40, 12, 8, seed=seed)
-    X = X.clone()
-    gen = torch.Generator().manual_seed(seed)
-    for f in (0, 2, 5):  # NaNs in some features, informative or not
-        X[torch.rand(X.shape[0], generator=gen) < 0.2, f] = float("nan")
-    return X, y, g
-
-
-def _tolerance(scores):
-    return 1e-5 * (1.0 + float(np.abs(scores).max()))
+import export_models
+from export_models import hand_tree, tolerance
 
 
 @pytest.fixture(scope="module")
 def tree_model():
-    X, y, g = _data()
-    ens = Booster(ExponentialPairwiseLoss(), RegressionTree(max_leaves=8, min_samples_leaf=3),
-                  n_rounds=20, learning_rate=0.3).fit(X, y, g)
-    assert ens.n_rounds == 20
-    return ens, X
+    return export_models.tree_model()
 
 
 @pytest.fixture(scope="module")
 def stump_model():
-    X, y, g = _data(1)
-    rb = RankBoost("rb-c", learner=Stumps(max_thresholds=16), n_rounds=15)
-    rb.fit(X, y, g)
+    rb, X = export_models.stump_model()
     return rb.model_, X
 
 
@@ -62,11 +42,11 @@ def test_lightgbm_predicts_as_the_exported_ensemble(which, request, tmp_path):
     ours = ens.predict(X).numpy()
     theirs = _lightgbm_scores(ens, X, tmp_path / "model.txt")
     assert np.isnan(X.numpy()).any()
-    np.testing.assert_allclose(theirs, ours, rtol=0, atol=_tolerance(ours))
+    np.testing.assert_allclose(theirs, ours, rtol=0, atol=tolerance(ours))
     # float64 inputs take the same branches (thresholds placed for float32 rounding)
     theirs64 = _lightgbm_scores(ens, X.double(), tmp_path / "model64.txt")
     np.testing.assert_allclose(theirs64, ens.predict(X.double()).numpy(), rtol=0,
-                               atol=_tolerance(ours))
+                               atol=tolerance(ours))
 
 
 @pytest.mark.parametrize("which", ["tree_model", "stump_model"])
@@ -74,7 +54,7 @@ def test_xgboost_predicts_as_the_exported_ensemble(which, request, tmp_path):
     ens, X = request.getfixturevalue(which)
     ours = ens.predict(X).numpy()
     theirs = _xgboost_scores(ens, X, tmp_path / "model.json")
-    np.testing.assert_allclose(theirs, ours, rtol=0, atol=_tolerance(ours))
+    np.testing.assert_allclose(theirs, ours, rtol=0, atol=tolerance(ours))
 
 
 def test_export_refuses_weak_models_that_are_not_trees(tmp_path):
@@ -86,21 +66,10 @@ def test_export_refuses_weak_models_that_are_not_trees(tmp_path):
             write(ens, tmp_path / "m")
 
 
-def _tree(features, thresholds, default_left, left, right, leaves):
-    i64 = torch.int64
-    return TreeModel(split_feature=torch.tensor(features, dtype=i64),
-                     threshold_bin=torch.zeros(len(features), dtype=i64),
-                     threshold=torch.tensor(thresholds, dtype=torch.float32),
-                     default_left=torch.tensor(default_left, dtype=torch.bool),
-                     left_child=torch.tensor(left, dtype=i64), right_child=torch.tensor(right, dtype=i64),
-                     split_gain=torch.zeros(len(features), dtype=torch.float64),
-                     leaf_value=torch.tensor(leaves, dtype=torch.float32), depth=len(features))
-
-
 def test_exports_carry_base_score_constant_rounds_and_threshold_ties(tree_model, tmp_path):
     ens, X = tree_model
-    constant = _tree([], [], [], [], [], [0.5])
-    nan_split = _tree([1], [float("inf")], [False], [~0], [~1], [-0.25, 1.5])  # NaN vs the rest
+    constant = hand_tree([], [], [], [], [], [0.5])
+    nan_split = hand_tree([1], [float("inf")], [False], [~0], [~1], [-0.25, 1.5])  # NaN vs the rest
     models = [constant] + ens.models[:5] + [nan_split] + ens.models[5:]
     weights = [0.7] + ens.weights[:5] + [0.9] + ens.weights[5:]
     big = Ensemble(models, weights, base_score=0.75, num_features=ens.num_features)
@@ -115,6 +84,6 @@ def test_exports_carry_base_score_constant_rounds_and_threshold_ties(tree_model,
     Z = torch.cat([X, torch.stack(rows)])
     Z[::3, 1] = float("nan")
     ours = big.predict(Z).numpy()
-    tol = _tolerance(ours)
+    tol = tolerance(ours)
     np.testing.assert_allclose(_lightgbm_scores(big, Z, tmp_path / "m.txt"), ours, rtol=0, atol=tol)
     np.testing.assert_allclose(_xgboost_scores(big, Z, tmp_path / "m.json"), ours, rtol=0, atol=tol)

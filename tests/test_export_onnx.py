@@ -4,29 +4,15 @@ import numpy as np
 import pytest
 import torch
 
-from torchrankboost.boosting import Booster
 from torchrankboost.boosting.ensemble import Ensemble
-from torchrankboost.boosting.learners import FeatureModel, RegressionTree, Stumps, TreeModel
-from torchrankboost.boosting.rankboost import RankBoost
-from torchrankboost.data import make_letor
+from torchrankboost.boosting.learners import FeatureModel, TreeModel
 from torchrankboost.export.onnx import onnx_threshold, to_onnx
-from torchrankboost.losses import ExponentialPairwiseLoss
+
+import export_models
+from export_models import hand_tree, tolerance
 
 ort = pytest.importorskip("onnxruntime")
 onnx = pytest.importorskip("onnx")
-
-
-def _data(seed=0):
-    X, y, g = make_letor(40, 12, 8, seed=seed)
-    X = X.clone()
-    gen = torch.Generator().manual_seed(seed)
-    for f in (0, 2, 5):  # NaNs in some features, informative or not
-        X[torch.rand(X.shape[0], generator=gen) < 0.2, f] = float("nan")
-    return X, y, g
-
-
-def _tolerance(scores):
-    return 1e-5 * (1.0 + float(np.abs(scores).max()))
 
 
 def _onnx_scores(ens, X, path):
@@ -57,19 +43,12 @@ def _threshold_rows(ens, X):
 
 @pytest.fixture(scope="module")
 def tree_model():
-    X, y, g = _data()
-    ens = Booster(ExponentialPairwiseLoss(), RegressionTree(max_leaves=8, min_samples_leaf=3),
-                  n_rounds=20, learning_rate=0.3).fit(X, y, g)
-    assert ens.n_rounds == 20
-    return ens, X
+    return export_models.tree_model()
 
 
 @pytest.fixture(scope="module")
 def stump_model():
-    X, y, g = _data(1)
-    rb = RankBoost("rb-c", learner=Stumps(max_thresholds=16), n_rounds=15)
-    rb.fit(X, y, g)
-    return rb, X
+    return export_models.stump_model()
 
 
 @pytest.mark.parametrize("which", ["tree_model", "stump_model"])
@@ -80,24 +59,13 @@ def test_onnxruntime_scores_as_the_exported_ensemble(which, request, tmp_path):
     ours = ens.predict(Z).numpy()
     theirs = _onnx_scores(model, Z, tmp_path / "model.onnx")
     assert np.isnan(Z.numpy()).any()
-    np.testing.assert_allclose(theirs, ours, rtol=0, atol=_tolerance(ours))
-
-
-def _tree(features, thresholds, default_left, left, right, leaves, dtype=torch.float32):
-    i64 = torch.int64
-    return TreeModel(split_feature=torch.tensor(features, dtype=i64),
-                     threshold_bin=torch.zeros(len(features), dtype=i64),
-                     threshold=torch.tensor(thresholds, dtype=dtype),
-                     default_left=torch.tensor(default_left, dtype=torch.bool),
-                     left_child=torch.tensor(left, dtype=i64), right_child=torch.tensor(right, dtype=i64),
-                     split_gain=torch.zeros(len(features), dtype=torch.float64),
-                     leaf_value=torch.tensor(leaves, dtype=torch.float32), depth=len(features))
+    np.testing.assert_allclose(theirs, ours, rtol=0, atol=tolerance(ours))
 
 
 def test_onnx_carries_base_score_constant_rounds_nan_splits_and_ties(tree_model, tmp_path):
     ens, X = tree_model
-    constant = _tree([], [], [], [], [], [0.5])
-    nan_split = _tree([1], [float("inf")], [False], [~0], [~1], [-0.25, 1.5])  # NaN vs the rest
+    constant = hand_tree([], [], [], [], [], [0.5])
+    nan_split = hand_tree([1], [float("inf")], [False], [~0], [~1], [-0.25, 1.5])  # NaN vs the rest
     models = [constant] + ens.models[:5] + [nan_split] + ens.models[5:]
     weights = [0.7] + ens.weights[:5] + [0.9] + ens.weights[5:]
     big = Ensemble(models, weights, base_score=0.75, num_features=ens.num_features)
@@ -105,13 +73,13 @@ def test_onnx_carries_base_score_constant_rounds_nan_splits_and_ties(tree_model,
     Z[::3, 1] = float("nan")
     ours = big.predict(Z).numpy()
     theirs = _onnx_scores(big, Z, tmp_path / "m.onnx")
-    np.testing.assert_allclose(theirs, ours, rtol=0, atol=_tolerance(ours))
+    np.testing.assert_allclose(theirs, ours, rtol=0, atol=tolerance(ours))
 
 
 def test_onnx_float64_thresholds_decide_as_ours_on_float32_inputs(tmp_path):
     theta = 0.1  # not a float32: the graph holds the largest float32 below it
     assert onnx_threshold(theta) < theta and onnx_threshold(float(np.float32(theta))) == np.float32(theta)
-    tree = _tree([0], [theta], [True], [~0], [~1], [1.0, 2.0], dtype=torch.float64)
+    tree = hand_tree([0], [theta], [True], [~0], [~1], [1.0, 2.0], dtype=torch.float64)
     ens = Ensemble([tree], [1.0], num_features=1)
     t32 = np.float32(theta)
     Z = torch.tensor([[float(t32)], [float(np.nextafter(t32, np.float32(-1)))],
