@@ -21,7 +21,7 @@ import sys
 import tempfile
 import threading
 from pathlib import Path
-from typing import Callable, Iterator, Union
+from typing import Callable, Iterator, Optional, Union
 
 __all__ = ["atomic_write", "atomic_path", "check_writable", "deferred_interrupts"]
 
@@ -119,19 +119,22 @@ def check_writable(path: PathLike) -> Path:
 
 
 @contextlib.contextmanager
-def deferred_interrupts(note: str = "saving; the file is written before the program stops"
+def deferred_interrupts(note: Optional[str] = "saving; the file is written before the program "
+                                              "stops", *, redeliver: bool = False
                         ) -> Iterator[list]:
     """Hold SIGINT and SIGTERM for the ``with`` block: a signal that arrives is recorded
-    (the yielded list gets its number) and announced once on stderr, and the block runs to
-    its end; the previous handlers are restored on exit. Outside the main thread (where
-    handlers cannot be set) the block runs unprotected."""
+    (the yielded list gets its number) and, with a ``note``, announced once on stderr, and
+    the block runs to its end; the previous handlers are restored on exit and, with
+    ``redeliver``, the first held signal is raised again then (so a Ctrl-C during C code
+    that calls back into Python becomes a ``KeyboardInterrupt`` after that code returns).
+    Outside the main thread (where handlers cannot be set) the block runs unprotected."""
     received: list = []
     if threading.current_thread() is not threading.main_thread():
         yield received
         return
 
     def hold(signum, frame):  # noqa: ARG001 - the signal module's signature
-        if not received:
+        if not received and note:
             print(f"torchrankboost: {signal.Signals(signum).name} received while {note}",
                   file=sys.stderr, flush=True)
         received.append(signum)
@@ -147,3 +150,5 @@ def deferred_interrupts(note: str = "saving; the file is written before the prog
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+        if redeliver and received:
+            signal.raise_signal(received[0])

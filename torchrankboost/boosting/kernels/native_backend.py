@@ -19,6 +19,7 @@ import torch
 from torch import Tensor
 
 from ... import _native
+from ..._io import deferred_interrupts
 from .base import GrownTree, Reduce, TreeParams, Unavailable
 from .histogram import compact_reducer
 
@@ -160,7 +161,11 @@ class NativeBackend:
             pool=bufs["pool"].data_ptr(), pool_size=L + 1, free_list=bufs["free"].data_ptr(),
             leaves=bufs["leaves"].data_ptr(), order=bufs["order"].data_ptr(),
             **{k: v.data_ptr() for k, v in t.items()})
-        nleaves = lib.trb_grow(ctypes.byref(args))
+        if hook is None:
+            nleaves = lib.trb_grow(ctypes.byref(args))
+        else:  # a signal must not land inside the Python callback, where C swallows it
+            with deferred_interrupts(None, redeliver=True):
+                nleaves = lib.trb_grow(ctypes.byref(args))
         if hook is not None and hook.error is not None:  # raised in the callback: not lost
             raise hook.error
         if nleaves < 1:
