@@ -250,7 +250,7 @@ _DTYPES = {_INT: (torch.int64,), _FLOAT: _FLOATS, _BOOL: (torch.bool,)}
 _WEAK_SPECS = {
     "TreeModel": ({"split_feature": _INT, "threshold_bin": _INT, "threshold": _FLOAT,
                    "default_left": _BOOL, "left_child": _INT, "right_child": _INT,
-                   "split_gain": _FLOAT, "leaf_value": _FLOAT},
+                   "split_gain": _FLOAT, "leaf_value": _FLOAT, "cover": _FLOAT + "?"},
                   {"depth": "int", "missing_code": "int?"}),
     "StumpModel": ({"threshold": _FLOAT, "coef": _FLOAT},
                    {"feature": "int", "threshold_index": "int", "gain": "number?",
@@ -277,9 +277,14 @@ def _json_entries(meta: dict, spec: dict, name: str) -> None:
 
 
 def _tensor_entries(ts: dict, spec: dict, name: str) -> None:
-    if set(ts) != set(spec):
+    """The tensors ``ts`` are those of ``spec`` (name -> dtype rule; ``?``: optional)."""
+    needed = {k for k, rule in spec.items() if not rule.endswith("?")}
+    if not needed <= set(ts) <= set(spec):
         raise ValueError(f"{name}: tensors {sorted(ts)} but expected {sorted(spec)}")
     for k, rule in spec.items():
+        rule = rule.rstrip("?")
+        if k not in ts:
+            continue
         t = ts[k]
         if t.dtype not in _DTYPES[rule]:
             raise ValueError(f"{name}: {k} has dtype {str(t.dtype).replace('torch.', '')}, "
@@ -413,6 +418,13 @@ def _check_tree(m, F: int, name: str) -> None:
                          f"{K + 1})")
     _finite(m.leaf_value, f"{name}: leaf values")
     _finite(m.threshold, f"{name}: thresholds", nan_only=True)
+    cover = getattr(m, "cover", None)
+    if cover is not None:
+        if not isinstance(cover, Tensor) or cover.dim() != 1 or cover.numel() != K + L:
+            raise ValueError(f"{name}: cover must be a 1-D tensor of {K + L} entries")
+        _finite(cover, f"{name}: covers")
+        if cover.numel() and float(cover.min()) < 0:
+            raise ValueError(f"{name}: covers must not be negative")
     if K == 0:
         if m.depth != 0:
             raise ValueError(f"{name}: depth {m.depth} but the tree is a single leaf")

@@ -110,18 +110,32 @@ class Ensemble:
                              f"{self.num_features}")
         return X
 
+    def _rounds(self, n_rounds: Optional[int]) -> int:
+        T = self.n_rounds if n_rounds is None else int(n_rounds)
+        if not 0 <= T <= self.n_rounds:
+            raise ValueError(f"n_rounds must be in [0, {self.n_rounds}], got {n_rounds}")
+        return T
+
     def predict(self, X, *, n_rounds: Optional[int] = None,
-                batch_size: Optional[int] = 262144, device=None) -> Tensor:
+                batch_size: Optional[int] = 262144, device=None, contrib: bool = False) -> Tensor:
         """Scores ``(n,)`` float64 of the first ``n_rounds`` rounds (default all).
 
         ``X``: ``(n, F)`` features (tensor, numpy, scipy sparse; NaN = missing), predicted in
         row batches of ``batch_size`` (``None``: one batch) on ``device`` (default: where
         ``X`` lives; the weak models must be on that device, see :meth:`to`).
+
+        ``contrib=True``: instead, the exact path-dependent TreeSHAP values ``φ`` ``(n, F + 1)``
+        float64 (:mod:`torchrankboost.explain`), the expected value ``b + Σ_t ν_t E[f_t]`` in
+        the last column (LightGBM's ``pred_contrib`` layout): ``φ.sum(1)`` equals the scores.
+        Tree and stump rounds with node covers only (a model file written before covers were
+        recorded raises a one-line ``ValueError``).
         """
         X = self._check_X(X, device)
-        T = self.n_rounds if n_rounds is None else int(n_rounds)
-        if not 0 <= T <= self.n_rounds:
-            raise ValueError(f"n_rounds must be in [0, {self.n_rounds}], got {n_rounds}")
+        T = self._rounds(n_rounds)
+        if contrib:
+            from ..explain import contributions
+
+            return contributions(self, X, T)
         n = X.shape[0]
         out = torch.full((n,), self.base_score, dtype=torch.float64, device=X.device)
         bs = n if not batch_size else int(batch_size)
@@ -133,6 +147,13 @@ class Ensemble:
             for t in range(T):
                 acc += self.weights[t] * self.models[t].predict(xb).to(torch.float64)
         return out
+
+    def apply(self, X, *, n_rounds: Optional[int] = None, device=None) -> Tensor:
+        """``(n, T)`` int64 leaf index of every row in each of the first ``n_rounds`` rounds
+        (LightGBM's ``pred_leaf``; a stump's leaves: 0 for ``x <= θ`` or NaN, 1 above)."""
+        from ..explain import leaf_indices
+
+        return leaf_indices(self, self._check_X(X, device), self._rounds(n_rounds))
 
     def staged_predict(self, X, *, device=None) -> Iterator[Tensor]:
         """Yield the ``(n,)`` float64 scores after each round ``1..T`` (same arithmetic as

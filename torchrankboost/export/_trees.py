@@ -12,7 +12,7 @@ is linear in its feature, no tree) is refused with a one-line ``ValueError`` nam
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import List, Tuple
+from typing import List, Optional, Tuple
 
 import torch
 
@@ -26,7 +26,9 @@ class PlainTree:
     ``default_left[k]`` (the side of NaN), ``left_child[k]`` / ``right_child[k]`` (``>= 0``
     internal node, ``< 0`` leaf ``~child``), ``split_gain[k]``; ``leaf_value`` (``K + 1``
     floats, the round weight folded in). ``float32``: the model compares inputs rounded to
-    float32 (its thresholds are float32); else in float64."""
+    float32 (its thresholds are float32); else in float64. ``cover``: the training rows of
+    each internal node then each leaf (``2K + 1`` floats, :attr:`TreeModel.cover`), or
+    ``None`` when the model has none."""
 
     split_feature: List[int]
     threshold: List[float]
@@ -36,6 +38,7 @@ class PlainTree:
     split_gain: List[float]
     leaf_value: List[float]
     float32: bool
+    cover: Optional[List[float]] = None
 
     @property
     def num_splits(self) -> int:
@@ -52,7 +55,9 @@ def _tree(model, weight: float) -> PlainTree:
         right_child=[int(v) for v in model.right_child.tolist()],
         split_gain=[float(v) for v in model.split_gain.tolist()],
         leaf_value=[weight * v for v in leaves],
-        float32=model.threshold.dtype != torch.float64)
+        float32=model.threshold.dtype != torch.float64,
+        cover=None if getattr(model, "cover", None) is None
+        else model.cover.detach().to("cpu", torch.float64).tolist())
 
 
 def _stump(model, weight: float) -> PlainTree:
@@ -63,8 +68,10 @@ def _stump(model, weight: float) -> PlainTree:
     f32 = model.threshold.dtype != torch.float64
     if ab == a or thr == float("inf"):  # a constant: no split
         return PlainTree([], [], [], [], [], [], [weight * a], f32)
+    c = getattr(model, "cover", None)
+    cover = None if c is None else [float(c.sum()), *(float(v) for v in c.tolist())]
     return PlainTree([int(model.feature)], [thr], [True], [~0], [~1], [float(model.gain)],
-                     [weight * a, weight * ab], f32)
+                     [weight * a, weight * ab], f32, cover)
 
 
 def plain_trees(model, who: str) -> Tuple[float, int, List[PlainTree]]:

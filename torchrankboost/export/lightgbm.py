@@ -46,10 +46,21 @@ def _join(values) -> str:
     return " ".join(values)
 
 
+def _covers(tree: PlainTree):
+    """``(internal counts, leaf counts)`` as text: the tree's covers (what LightGBM's and
+    SHAP's TreeSHAP weigh the branches by), zeros when it has none."""
+    K = tree.num_splits
+    if tree.cover is None:
+        return ["0"] * K, ["0"] * (K + 1)
+    text = [str(int(round(c))) for c in tree.cover]
+    return text[:K], text[K:]
+
+
 def _tree_text(i: int, tree: PlainTree) -> str:
     K = tree.num_splits
     dtype = [_NAN_MISSING | (_DEFAULT_LEFT if d else 0) for d in tree.default_left]
-    zeros_l, zeros_k = ["0"] * (K + 1), ["0"] * K
+    zeros_k = ["0"] * K
+    count_k, count_l = _covers(tree)
     lines = [f"Tree={i}", f"num_leaves={K + 1}", "num_cat=0",
              "split_feature=" + _join(str(f) for f in tree.split_feature),
              "split_gain=" + _join(repr(float(g)) for g in tree.split_gain),
@@ -58,23 +69,25 @@ def _tree_text(i: int, tree: PlainTree) -> str:
              "left_child=" + _join(str(c) for c in tree.left_child),
              "right_child=" + _join(str(c) for c in tree.right_child),
              "leaf_value=" + _join(repr(float(v)) for v in tree.leaf_value),
-             "leaf_weight=" + _join(zeros_l), "leaf_count=" + _join(zeros_l),
-             "internal_value=" + _join(zeros_k), "internal_weight=" + _join(zeros_k),
-             "internal_count=" + _join(zeros_k), "is_linear=0", "shrinkage=1"]
+             "leaf_weight=" + _join(count_l), "leaf_count=" + _join(count_l),
+             "internal_value=" + _join(zeros_k), "internal_weight=" + _join(count_k),
+             "internal_count=" + _join(count_k), "is_linear=0", "shrinkage=1"]
     return "\n".join(lines) + "\n\n\n"
 
 
 def _split_trees(base: float, trees: List[PlainTree]) -> List[PlainTree]:
     """Every round as a tree with at least one split (LightGBM's trees have one); the base
-    score first when it is not 0 (or when there is nothing else)."""
+    score first when it is not 0 (or when there is nothing else). A constant is the split
+    ``x_0 <= +inf`` (NaN left: every row in leaf 0, as ``Ensemble.apply``) with two equal
+    leaves and covers 1, 1 (no SHAP contribution, expected value the constant)."""
+
+    def constant(v: float) -> PlainTree:
+        return PlainTree([0], [math.inf], [True], [~0], [~1], [0.0], [v, v], False, [2.0, 1.0, 1.0])
+
     out = []
     if base != 0.0 or not trees:
-        out.append(PlainTree([0], [0.0], [True], [~0], [~1], [0.0], [base, base], False))
-    for t in trees:
-        if t.num_splits == 0:
-            v = t.leaf_value[0]
-            t = PlainTree([0], [0.0], [True], [~0], [~1], [0.0], [v, v], False)
-        out.append(t)
+        out.append(constant(base))
+    out.extend(constant(t.leaf_value[0]) if t.num_splits == 0 else t for t in trees)
     return out
 
 

@@ -52,8 +52,9 @@ class GrownTree:
     ``threshold_bin`` (``code <= bin`` goes left), ``default_left`` (NaN side),
     ``left_child`` / ``right_child`` (``>= 0`` internal node, ``< 0`` leaf ``~child``),
     ``split_gain``), the ``depth``, and ``leaf_sums`` (L, 2) float64 ``(Σ w·t, Σ w)`` per leaf
-    id (summed over the ranks when data-parallel; sequentially in each leaf's row order).
-    ``output(leaf_value)``: the tree's output on every row of the prepared data from the
+    id (summed over the ranks when data-parallel; sequentially in each leaf's row order),
+    ``leaf_count`` (L,) float64: this rank's rows of the fit in each leaf (not summed over
+    the ranks; ``None``: unknown). ``output(leaf_value)``: the tree's output on every row of the prepared data from the
     growth's row partition, or ``None`` (the caller traverses the tree)."""
 
     split_feature: List[int]
@@ -64,6 +65,7 @@ class GrownTree:
     split_gain: List[float]
     depth: int
     leaf_sums: Tensor
+    leaf_count: Optional[Tensor] = None
     output: Callable[[Tensor], Optional[Tensor]] = lambda leaf_value: None
 
 

@@ -220,7 +220,8 @@ def _grown(lib, t: dict, n: int, nleaves: int) -> GrownTree:
                      left_child=t["left_child"][:K].tolist(),
                      right_child=t["right_child"][:K].tolist(),
                      split_gain=t["split_gain"][:K].tolist(), depth=int(t["depth_out"]),
-                     leaf_sums=t["leaf_sums"][:nleaves], output=output)
+                     leaf_sums=t["leaf_sums"][:nleaves],
+                     leaf_count=count[:nleaves].to(torch.float64), output=output)
 
 
 def _reduce_callback(reduce: Optional[Reduce]):

@@ -227,6 +227,11 @@ class _Grower:
         leaves.append(right)
         self.evaluate(left, right)
 
+    def leaf_count(self) -> Tensor:
+        """``(L,)`` float64 number of this rank's rows in each leaf, in leaf id order."""
+        leaves = sorted(self.leaves, key=lambda lf: lf.leaf_id)
+        return torch.tensor([float(lf.rows.numel()) for lf in leaves], dtype=torch.float64)
+
     def leaf_sums(self) -> Tensor:
         """``(L, 2)`` float64 ``(Σ w·t, Σ w)`` per leaf in leaf id order, sequentially in each
         leaf's row order (``index_add_`` over the concatenated rows), summed over the ranks."""
@@ -257,7 +262,7 @@ class TorchBackend:
         g.grow()
         return GrownTree(split_feature=g.sf, threshold_bin=g.tb, default_left=g.dl,
                          left_child=g.lc, right_child=g.rc, split_gain=g.sg, depth=g.depth,
-                         leaf_sums=g.leaf_sums())
+                         leaf_sums=g.leaf_sums(), leaf_count=g.leaf_count())
 
     @staticmethod
     def _walk(tree, n: int, go_left_fn, device) -> Tensor:

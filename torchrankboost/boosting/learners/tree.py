@@ -40,6 +40,11 @@ class TreeModel:
     ``x <= threshold`` goes left), ``default_left[k]`` (bool, side of NaN / missing code),
     ``left_child[k]``, ``right_child[k]`` (int64: ``>= 0`` internal node, ``< 0`` leaf
     ``~child``), ``split_gain[k]`` (float64). ``leaf_value`` (L,) in the target dtype.
+    ``cover`` (K + L,) float64 or ``None``: the number of the fit's rows that reached each
+    internal node ``k`` (entry ``k``) and each leaf ``l`` (entry ``K + l``), summed over the
+    ranks when data-parallel (LightGBM's ``internal_count`` / ``leaf_count``); what
+    path-dependent TreeSHAP (:mod:`torchrankboost.explain`) weighs the branches by. Models
+    read from files written before covers were recorded have ``None``.
     """
 
     type_name = "TreeModel"
@@ -47,7 +52,8 @@ class TreeModel:
                      "right_child", "split_gain", "leaf_value")
 
     def __init__(self, *, split_feature, threshold_bin, threshold, default_left, left_child,
-                 right_child, split_gain, leaf_value, depth: int, missing_code: int = 255):
+                 right_child, split_gain, leaf_value, depth: int, missing_code: int = 255,
+                 cover: Optional[Tensor] = None):
         self.split_feature = split_feature
         self.threshold_bin = threshold_bin
         self.threshold = threshold
@@ -58,10 +64,14 @@ class TreeModel:
         self.leaf_value = leaf_value
         self.depth = int(depth)
         self.missing_code = int(missing_code)
+        self.cover = cover
 
     @classmethod
-    def from_grown(cls, grown: GrownTree, prepared: BinnedFeatures, leaf_value: Tensor) -> "TreeModel":
-        """The model of a backend's grown tree on ``prepared`` with ``leaf_value`` (L,)."""
+    def from_grown(cls, grown: GrownTree, prepared: BinnedFeatures, leaf_value: Tensor,
+                   leaf_cover: Optional[Tensor] = None) -> "TreeModel":
+        """The model of a backend's grown tree on ``prepared`` with ``leaf_value`` (L,) and
+        the rows per leaf ``leaf_cover`` (L,) (over all ranks; the internal nodes' covers are
+        their leaves' sums)."""
         dev = prepared.codes.device
         sf_t = torch.tensor(grown.split_feature, dtype=torch.int64, device=dev)
         tb_t = torch.tensor(grown.threshold_bin, dtype=torch.int64, device=dev)
@@ -72,7 +82,9 @@ class TreeModel:
                    left_child=torch.tensor(grown.left_child, dtype=torch.int64, device=dev),
                    right_child=torch.tensor(grown.right_child, dtype=torch.int64, device=dev),
                    split_gain=torch.tensor(grown.split_gain, dtype=torch.float64, device=dev),
-                   leaf_value=leaf_value, depth=grown.depth, missing_code=prepared.missing_code)
+                   leaf_value=leaf_value, depth=grown.depth, missing_code=prepared.missing_code,
+                   cover=None if leaf_cover is None else node_covers(
+                       grown.left_child, grown.right_child, leaf_cover).to(dev))
 
     @property
     def num_leaves(self) -> int:
@@ -93,11 +105,16 @@ class TreeModel:
         """(n,) predictions from raw features (``x <= threshold`` left, NaN → default side;
         compared in the thresholds' dtype). On CPU the compiled traversal runs unless
         ``kernel="torch"``; the same values."""
+        return self._values(self.leaves(X, kernel=kernel))
+
+    def leaves(self, X: Tensor, *, kernel: str = "auto") -> Tensor:
+        """(n,) int64 leaf id of every row of raw features X (the traversal of
+        :meth:`predict`)."""
         _check_X(X)
         X = X.to(device=self.leaf_value.device, dtype=self.threshold.dtype)
         backend = choose_backend(kernel, device=X.device, data_dtype=X.dtype,
                                  num_rows=X.shape[0], announce=False)
-        return self._values(backend.leaves_from_raw(self, X))
+        return backend.leaves_from_raw(self, X)
 
     def feature_gain(self, num_features: int) -> Tensor:
         out = torch.zeros(num_features, dtype=torch.float64, device=self.leaf_value.device)
@@ -109,19 +126,43 @@ class TreeModel:
 
     def to(self, device) -> "TreeModel":
         return TreeModel(**{k: getattr(self, k).to(device) for k in self._tensor_names},
-                         depth=self.depth, missing_code=self.missing_code)
+                         depth=self.depth, missing_code=self.missing_code,
+                         cover=None if self.cover is None else self.cover.to(device))
 
     def state(self):
         tensors = {k: getattr(self, k) for k in self._tensor_names}
+        if self.cover is not None:
+            tensors["cover"] = self.cover
         return tensors, {"type": self.type_name, "depth": self.depth, "missing_code": self.missing_code}
 
     @classmethod
     def from_state(cls, tensors, meta):
         return cls(**{k: tensors[k] for k in cls._tensor_names}, depth=int(meta["depth"]),
-                   missing_code=int(meta.get("missing_code", 255)))
+                   missing_code=int(meta.get("missing_code", 255)), cover=tensors.get("cover"))
 
     def __repr__(self):
         return f"TreeModel(leaves={self.num_leaves}, depth={self.depth})"
+
+
+def node_covers(left_child, right_child, leaf_cover: Tensor) -> Tensor:
+    """``(K + L,)`` float64 covers of a tree from its leaves' ``leaf_cover`` (L,): each
+    internal node's is the sum of its children's (``left_child`` / ``right_child``: K links,
+    ``>= 0`` internal node, ``< 0`` leaf ``~child``)."""
+    left, right = [int(c) for c in left_child], [int(c) for c in right_child]
+    leaves = leaf_cover.detach().to("cpu", torch.float64).tolist()
+    K = len(left)
+    order, frontier = [], [0] if K else []
+    while frontier:  # breadth-first from the root; children are summed before parents
+        order.extend(frontier)
+        frontier = [c for k in frontier for c in (left[k], right[k]) if c >= 0]
+    inner = [0.0] * K
+
+    def value(c: int) -> float:
+        return inner[c] if c >= 0 else leaves[~c]
+
+    for k in reversed(order):
+        inner[k] = value(left[k]) + value(right[k])
+    return torch.tensor(inner + leaves, dtype=torch.float64)
 
 
 class RegressionTree(Params):
@@ -248,7 +289,13 @@ class RegressionTree(Params):
         grown = backend.grow(prepared, wt, w, rows, feat_ok, params=self.params,
                              reduce=prepared.context.sum_hook())
         leaf_value = newton_values(grown.leaf_sums, self.l2).to(out_dtype(target))
-        return TreeModel.from_grown(grown, prepared, leaf_value), grown
+        cover = None
+        if grown.leaf_count is not None:  # exact integers: the same sum on every rank layout
+            cover = grown.leaf_count.to(dev, torch.float64).clone()
+            hook = prepared.context.sum_hook()
+            if hook is not None:
+                hook(cover)
+        return TreeModel.from_grown(grown, prepared, leaf_value, cover), grown
 
     def _backend(self, prepared: BinnedFeatures):
         codes = prepared.codes
