@@ -252,7 +252,7 @@ _WEAK_SPECS = {
                    "default_left": _BOOL, "left_child": _INT, "right_child": _INT,
                    "split_gain": _FLOAT, "leaf_value": _FLOAT, "cover": _FLOAT + "?"},
                   {"depth": "int", "missing_code": "int?"}),
-    "StumpModel": ({"threshold": _FLOAT, "coef": _FLOAT},
+    "StumpModel": ({"threshold": _FLOAT, "coef": _FLOAT, "cover": _FLOAT + "?"},
                    {"feature": "int", "threshold_index": "int", "gain": "number?",
                     "missing_code": "int?"}),
     "FeatureModel": ({"lo": _FLOAT, "hi": _FLOAT, "coef": _FLOAT},
@@ -307,7 +307,7 @@ def _check_weak_state(ts: dict, meta, F: int, name: str) -> None:
     if "feature" in json_spec:
         _feature(meta["feature"], F, name)
         for k in tensor_spec:
-            if ts[k].numel() != (2 if k == "coef" else 1):
+            if k in ts and ts[k].numel() != (2 if k in ("coef", "cover") else 1):
                 raise ValueError(f"{name}: {k} has {ts[k].numel()} values")
     if meta.get("missing_code", 255) < 0:
         raise ValueError(f"{name}: missing_code {meta['missing_code']} is negative")
@@ -475,6 +475,10 @@ def _check_weak(m, F: int, name: str) -> None:
         _finite(m.coef, f"{name}: coefficients")
         if m.coef.numel() != 2:
             raise ValueError(f"{name}: coefficients must be 2 values")
+        if getattr(m, "cover", None) is not None:
+            _finite(m.cover, f"{name}: covers")
+            if float(m.cover.min()) < 0:
+                raise ValueError(f"{name}: covers must not be negative")
     elif kind == "FeatureModel":
         _feature(m.feature, F, name)
         for k in ("lo", "hi", "coef"):

@@ -398,20 +398,35 @@ class BoostedRanker(compat.TheirNames, BaseEstimator):
             raise NotFittedError("this BoostedRanker is not fitted yet; call fit first")
 
     @compat.refusing_their_names(compat.THEIR_PREDICT, "BoostedRanker.predict")
-    def predict(self, X, *, n_rounds: Optional[int] = None) -> np.ndarray:
+    def predict(self, X, *, n_rounds: Optional[int] = None, contrib: bool = False) -> np.ndarray:
         """Scores ``(n,)`` (numpy float64), higher = more relevant; input row order kept.
 
         ``n_rounds``: score with the first ``n_rounds`` rounds of the ensemble only
         (``None``: all of ``model_``, which early stopping already cut at the best round;
         LightGBM's ``num_iteration``). A data frame's columns must be those of ``fit``, in
-        the same order."""
+        the same order. ``contrib=True``: the TreeSHAP contributions ``(n, F + 1)`` instead
+        (``F`` features without a ``qid_column``, expected value last; rows sum to the
+        scores; :meth:`Ensemble.predict <torchrankboost.boosting.Ensemble.predict>`)."""
         Xt = self._predict_input(X)
+        kw = {}
         if n_rounds is not None:
             self._check_ensemble("n_rounds")
+            kw["n_rounds"] = n_rounds
+        if contrib:
+            self._check_ensemble("contrib")
+            kw["contrib"] = True
         with torch.no_grad(), limit_threads(resolve_n_jobs(self.n_jobs)):
-            s = (self.model_.predict(Xt) if n_rounds is None
-                 else self.model_.predict(Xt, n_rounds=n_rounds))
+            s = self.model_.predict(Xt, **kw)
         return s.detach().to("cpu", torch.float64).numpy()
+
+    def apply(self, X, *, n_rounds: Optional[int] = None) -> np.ndarray:
+        """``(n, n_rounds)`` int64 leaf index of every row in each round (LightGBM's
+        ``pred_leaf``; :meth:`Ensemble.apply <torchrankboost.boosting.Ensemble.apply>`)."""
+        Xt = self._predict_input(X)
+        self._check_ensemble("apply")
+        with torch.no_grad(), limit_threads(resolve_n_jobs(self.n_jobs)):
+            leaves = self.model_.apply(Xt, n_rounds=n_rounds)
+        return leaves.to("cpu").numpy()
 
     def staged_predict(self, X):
         """Yield the scores ``(n,)`` (numpy float64) after each round ``1..n_rounds_`` (as

@@ -272,6 +272,7 @@ class _StumpSource(_Source):
         self.T = p.thresholds.shape[1]
         self.dictionary = CodesDictionary(codes, p.valid, reduce=context.all_reduce_sum)
         self.F = codes.shape[1]
+        self.covers = stumps.candidate_covers(p)  # (F, T, 2): every stump's leaf covers
 
     def describe(self, c):
         f, t = divmod(int(c), self.T)
@@ -279,7 +280,7 @@ class _StumpSource(_Source):
 
     def make_model(self, c):
         f, t = divmod(int(c), self.T)
-        return self.stumps.make_model(f, t, prepared=self.prepared)
+        return self.stumps.make_model(f, t, prepared=self.prepared, cover=self.covers[f, t].clone())
 
 
 class _FeatureSource(_Source):

@@ -73,14 +73,14 @@ def _tree_round(t: int, m, weight: float) -> PlainRound:
 def _stump_round(t: int, m, weight: float) -> PlainRound:
     """``a + b·1[x > θ]``: the split ``x <= θ`` (NaN left) → ``a``, else ``a + b``; a constant
     (``b`` adds nothing, or ``θ = +inf``) is a single leaf."""
-    cover = getattr(m, "cover", None)
-    if cover is None:
-        raise _missing_cover(t, m)
     a, ab = m._out(torch.tensor([0.0, 1.0], device=m.coef.device)).detach().to(
         "cpu", torch.float64).tolist()
     thr = m.threshold.detach().cpu().reshape(1)
     if ab == a or float(thr) == math.inf:
         return PlainRound([], thr[:0], [], [], [], [weight * a], [1.0])
+    cover = getattr(m, "cover", None)
+    if cover is None:
+        raise _missing_cover(t, m)
     nl, nr = (float(c) for c in cover.tolist())
     return PlainRound([int(m.feature)], thr, [True], [~0], [~1], [weight * a, weight * ab],
                       [nl + nr, nl, nr])

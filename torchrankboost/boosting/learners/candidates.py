@@ -106,4 +106,8 @@ class BestCandidateLearner(Params):
             coef = torch.tensor([0.0, 1.0], dtype=dtype, device=dev)
         else:
             coef = self._ls_coef(stats, *index).to(dtype)
-        return self._model(prepared, index, coef, best)
+        return self.fit_cover(prepared, self._model(prepared, index, coef, best), rows)
+
+    def fit_cover(self, prepared, model, rows):
+        """``model`` with the node covers of the fit's ``rows`` recorded (none here)."""
+        return model

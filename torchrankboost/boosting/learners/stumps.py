@@ -52,18 +52,21 @@ class StumpFeatures:
 
 
 class StumpModel(OneFeatureModel):
-    """``a + b·1[x_f > θ]`` (NaN → 0). ``threshold_index`` is the bin index of θ (``code > t``)."""
+    """``a + b·1[x_f > θ]`` (NaN → 0). ``threshold_index`` is the bin index of θ (``code > t``).
+    ``cover`` (2,) float64 or ``None``: the fit's rows with ``h = 0`` (``x <= θ`` or NaN) and
+    with ``h = 1``, over all ranks (the stump's leaf covers for TreeSHAP)."""
 
     type_name = "StumpModel"
 
     def __init__(self, *, feature: int, threshold: Tensor, threshold_index: int, coef: Tensor,
-                 gain: float = 0.0, missing_code: int = 255):
+                 gain: float = 0.0, missing_code: int = 255, cover: Optional[Tensor] = None):
         self.feature = int(feature)
         self.threshold = threshold  # 0-d tensor, dtype of X
         self.threshold_index = int(threshold_index)
         self.coef = coef  # (2,) = (a, b), output dtype
         self.gain = float(gain)
         self.missing_code = int(missing_code)
+        self.cover = cover
 
     def predict_prepared(self, prepared) -> Tensor:
         c = prepared.codes[:, self.feature].to(torch.int64)
@@ -77,10 +80,14 @@ class StumpModel(OneFeatureModel):
     def to(self, device) -> "StumpModel":
         return StumpModel(feature=self.feature, threshold=self.threshold.to(device),
                           threshold_index=self.threshold_index, coef=self.coef.to(device),
-                          gain=self.gain, missing_code=self.missing_code)
+                          gain=self.gain, missing_code=self.missing_code,
+                          cover=None if self.cover is None else self.cover.to(device))
 
     def state(self):
-        return ({"threshold": self.threshold.reshape(1), "coef": self.coef},
+        tensors = {"threshold": self.threshold.reshape(1), "coef": self.coef}
+        if self.cover is not None:
+            tensors["cover"] = self.cover
+        return (tensors,
                 {"type": self.type_name, "feature": self.feature, "threshold_index": self.threshold_index,
                  "gain": self.gain, "missing_code": self.missing_code})
 
@@ -88,7 +95,7 @@ class StumpModel(OneFeatureModel):
     def from_state(cls, tensors, meta):
         return cls(feature=meta["feature"], threshold=tensors["threshold"].reshape(()),
                    threshold_index=meta["threshold_index"], coef=tensors["coef"], gain=meta.get("gain", 0.0),
-                   missing_code=meta.get("missing_code", 255))
+                   missing_code=meta.get("missing_code", 255), cover=tensors.get("cover"))
 
     def __repr__(self):
         a, b = self.coef.tolist()
@@ -178,11 +185,12 @@ class Stumps(BestCandidateLearner):
 
     def make_model(self, feature: int, threshold_index: Optional[int] = None, *,
                    threshold: Optional[float] = None, prepared: Optional[StumpFeatures] = None,
-                   coef=(0.0, 1.0), dtype=None) -> StumpModel:
+                   coef=(0.0, 1.0), dtype=None, cover: Optional[Tensor] = None) -> StumpModel:
         """Stump ``coef[0] + coef[1]·1[x_feature > θ]`` for a chosen candidate.
 
         Give either ``threshold_index`` (into ``prepared.thresholds``; ``prepared`` defaults to
-        the last one this learner prepared) or a raw ``threshold`` value.
+        the last one this learner prepared) or a raw ``threshold`` value. ``cover``: the
+        stump's (2,) leaf row counts (see :class:`StumpModel`), if known.
         """
         p = prepared if prepared is not None else self._last_prepared
         if threshold_index is not None:
@@ -206,7 +214,27 @@ class Stumps(BestCandidateLearner):
         miss = p.binned.missing_code if p is not None else 255
         return StumpModel(feature=int(feature), threshold=thr, threshold_index=t_idx,
                           coef=torch.tensor([float(coef[0]), float(coef[1])], dtype=dt, device=dev),
-                          missing_code=miss)
+                          missing_code=miss, cover=cover)
+
+    def candidate_covers(self, prepared: StumpFeatures) -> Tensor:
+        """``(F, T, 2)`` float64 covers of every candidate on all of ``prepared``'s rows
+        (over all ranks): rows with ``h = 0`` and with ``h = 1``."""
+        ones = torch.ones(prepared.num_rows, dtype=torch.float64, device=prepared.device)
+        right = self.threshold_sums(prepared, ones)
+        total = prepared.context.all_reduce_sum(
+            torch.tensor([float(prepared.num_rows)], dtype=torch.float64, device=prepared.device))
+        return torch.stack([total - right, right], -1)
+
+    def fit_cover(self, prepared: StumpFeatures, model: StumpModel, rows) -> StumpModel:
+        """``model`` with its cover on the fit's ``rows`` (``None``: all; over all ranks)."""
+        c = prepared.codes[:, model.feature]
+        if rows is not None:
+            c = c.index_select(0, rows.to(c.device))
+        c = c.to(torch.int64)
+        h1 = ((c > model.threshold_index) & (c != prepared.binned.missing_code)).sum()
+        cover = torch.stack([torch.tensor(float(c.numel()), device=c.device) - h1, h1.double()])
+        model.cover = prepared.context.all_reduce_sum(cover.to(torch.float64))
+        return model
 
     # -- the candidates' sums for the shared fit -------------------------------------------
     _prepared_type = StumpFeatures
