@@ -34,14 +34,13 @@ def leaf_indices(ensemble, X: Tensor, n_rounds: int) -> Tensor:
     """``(n, n_rounds)`` int64: the leaf of every row in each round (LightGBM's
     ``pred_leaf`` layout; leaf ids as in ``TreeModel.leaf_value``; a stump's left leaf
     (``x <= θ`` or NaN) is 0, its right leaf 1)."""
-    from ..boosting.learners import StumpModel, TreeModel
-
     out = torch.empty((X.shape[0], n_rounds), dtype=torch.int64, device=X.device)
     for t in range(n_rounds):
         m = ensemble.models[t]
-        if isinstance(m, TreeModel):
+        kind = getattr(m, "type_name", None)  # no import of boosting here: it imports us
+        if kind == "TreeModel":
             out[:, t] = m.leaves(X).to(X.device)
-        elif isinstance(m, StumpModel):
+        elif kind == "StumpModel":
             out[:, t] = _stump_leaf(m, X)
         else:
             raise ValueError(f"apply: round {t + 1} is a {type(m).__name__}, not a tree or a "

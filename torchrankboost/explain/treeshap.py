@@ -89,14 +89,13 @@ def _stump_round(t: int, m, weight: float) -> PlainRound:
 def round_trees(ensemble, n_rounds: int) -> List[PlainRound]:
     """The first ``n_rounds`` rounds of ``ensemble`` as :class:`PlainRound` s; a round that is
     neither a tree nor a stump, or has no covers, raises a one-line ``ValueError``."""
-    from ..boosting.learners import StumpModel, TreeModel
-
     out = []
     for t in range(n_rounds):
         m, w = ensemble.models[t], float(ensemble.weights[t])
-        if isinstance(m, TreeModel):
+        kind = getattr(m, "type_name", None)  # no import of boosting here: it imports us
+        if kind == "TreeModel":
             out.append(_tree_round(t, m, w))
-        elif isinstance(m, StumpModel):
+        elif kind == "StumpModel":
             out.append(_stump_round(t, m, w))
         else:
             raise ValueError(f"predict(contrib=True): round {t + 1} is a {type(m).__name__}, "
