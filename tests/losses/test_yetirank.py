@@ -190,7 +190,7 @@ def test_catboost_pairlogit_is_ranknet_over_all_pairs_divided_by_their_count():
         m = catboost.CatBoost({"loss_function": "PairLogit", "iterations": 1,
                                "learning_rate": 1e-6, "depth": 1, "verbose": 0,
                                "thread_count": 1, "random_seed": 0,
-                               "boost_from_average": False})
+                               "boost_from_average": False, "allow_writing_files": False})
         kw = {} if group_weight is None else {"group_weight": group_weight[g.group_index].numpy()}
         m.fit(catboost.Pool(X, y.numpy(), group_id=qid, baseline=s.numpy(), **kw))
         got = m.get_evals_result()["learn"]["PairLogit"][0]  # at the baseline (+ 1e-6 step)
