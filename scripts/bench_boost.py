@@ -12,8 +12,16 @@
     * ``lgb-exp-custom``  LightGBM with ``objective=callable`` fed by our exponential loss's
       closed-form gradient and Hessian diagonal (same trees, LightGBM's fixed step)
     * ``xgb-pairwise``    XGBoost ``rank:pairwise``, ``tree_method="hist"``
+    * ``trb-yetirank``    Booster(YetiRankLoss) — CatBoost's YetiRank pair weights (10
+      perturbations, redrawn every round), the default step and curvature
+    * ``trb-exp-qbag``    ``trb-exp`` with query bagging: half of the queries per round
+      (``subsample=0.5``, LightGBM's ``bagging_by_query``)
+    * ``cb-yetirank``, ``cb-pairlogit``  CatBoost ``YetiRank`` / ``PairLogit`` as CatBoost
+      users run them: its own trees (symmetric, depth 6), 255 borders, the same learning
+      rate, rounds and early stopping (on ``NDCG:top=10;type=Exp``, the best iteration kept);
+      the fit time includes its ``Pool`` construction and quantisation
 
-    All: 31 leaves, learning rate 0.1, min 20 documents per leaf, 255 bins, at most
+    All others: 31 leaves, learning rate 0.1, min 20 documents per leaf, 255 bins, at most
     ``--mq-rounds`` rounds, early stopping after 30 rounds without vali NDCG@10 gain, and
     the same evaluator (torchrankboost.metrics: exp gain, stable ties, a query without a
     relevant document counts 1 as in LightGBM — see ``--empty``).
@@ -71,11 +79,11 @@ def tree(args):
                           n_bins=255)
 
 
-def run_trb(loss, step, curvature, tr, va, args, rounds, early):
+def run_trb(loss, step, curvature, tr, va, args, rounds, early, subsample=1.0):
     X, y, g = tr
     hist = HistoryCallback()
     b = Booster(loss, tree(args), n_rounds=rounds, learning_rate=args.lr, step=step,
-                curvature=curvature, seed=0, n_threads=args.threads)
+                curvature=curvature, seed=0, n_threads=args.threads, subsample=subsample)
     t0 = time.perf_counter()
     kw = {"callbacks": [hist]}
     if va is not None:
@@ -192,6 +200,33 @@ def run_xgb(tr, va, args, rounds, early):
     return predict, fit_s, n_trees, best, {}
 
 
+def run_cb(loss_function, tr, va, args, rounds, early):
+    """CatBoost (``loss_function`` "YetiRank" or "PairLogit") with its default trees."""
+    from catboost import CatBoost, Pool
+
+    X, y, g = tr
+    params = {"loss_function": loss_function, "iterations": rounds, "learning_rate": args.lr,
+              "depth": 6, "border_count": 255, "thread_count": args.threads,
+              "random_seed": 0, "verbose": 0, "allow_writing_files": False}
+    t0 = time.perf_counter()
+    pool = Pool(X.numpy(), y.numpy(), group_id=g.group_index.numpy())
+    kw = {}
+    if va is not None:
+        params.update(eval_metric="NDCG:top=10;type=Exp", od_type="Iter", od_wait=early,
+                      use_best_model=True)
+        kw["eval_set"] = Pool(va[0].numpy(), va[1].numpy(), group_id=va[2].group_index.numpy())
+    model = CatBoost(params)
+    model.fit(pool, **kw)
+    fit_s = time.perf_counter() - t0
+    n_trees = max([len(v) for d in model.get_evals_result().values() for v in d.values()]
+                  or [model.tree_count_])  # rounds trained (best + patience)
+    best = model.tree_count_  # use_best_model keeps the best iteration's trees
+
+    def predict(Xt):
+        return model.predict(Xt.numpy())
+    return predict, fit_s, n_trees, best, {}
+
+
 def methods(args):
     avail = {
         "trb-exp": lambda tr, va, R, E: run_trb(L.ExponentialPairwiseLoss(), "surrogate",
@@ -210,7 +245,18 @@ def methods(args):
         "lgb-exp-custom": lambda tr, va, R, E: run_lgb(tr, va, args, R, E,
                                                        custom_loss=L.ExponentialPairwiseLoss()),
         "xgb-pairwise": lambda tr, va, R, E: run_xgb(tr, va, args, R, E),
+        "trb-yetirank": lambda tr, va, R, E: run_trb(L.YetiRankLoss(), "surrogate", "diag",
+                                                     tr, va, args, R, E),
+        "trb-exp-qbag": lambda tr, va, R, E: run_trb(L.ExponentialPairwiseLoss(), "surrogate",
+                                                     "diag", tr, va, args, R, E,
+                                                     subsample=0.5),
     }
+    try:  # an optional peer (the bench extra)
+        import catboost  # noqa: F401
+        avail["cb-yetirank"] = lambda tr, va, R, E: run_cb("YetiRank", tr, va, args, R, E)
+        avail["cb-pairlogit"] = lambda tr, va, R, E: run_cb("PairLogit", tr, va, args, R, E)
+    except ImportError:
+        pass
     return avail
 
 
@@ -426,8 +472,9 @@ def main(argv=None):
           f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     results = {}
     if args.only in (None, "mq2008"):
-        ch = chosen or [m for m in ("trb-exp", "trb-exp-bound", "trb-qbrank", "lgb-lambdarank",
-                                    "lgb-exp-custom", "xgb-pairwise") if m in avail]
+        ch = chosen or [m for m in ("trb-exp", "trb-exp-bound", "trb-qbrank", "trb-yetirank",
+                                    "trb-exp-qbag", "lgb-lambdarank", "lgb-exp-custom",
+                                    "xgb-pairwise", "cb-yetirank", "cb-pairlogit") if m in avail]
         results["mq2008"] = part_mq2008(args, ch)
     if args.only in (None, "lgb-example"):
         ch = chosen or [m for m in ("trb-exp", "trb-qbrank", "lgb-lambdarank", "xgb-pairwise")

@@ -107,11 +107,25 @@ def ranknet_loss(scores, labels=None, groups=None, *, sigma=1.0, block_pairs=1 <
         scores, labels, groups, pairs=pairs, weights=weights, mask=mask)
 
 
+# --- YetiRank ---
+from .losses.yetirank import YetiRankLoss as _YetiRankLoss  # noqa: E402
+
+
+def yetirank_loss(scores, labels, groups=None, *, num_permutations=10, decay=0.85,
+                  noise="logistic", noise_power=1.0, seed=0, weights=None, mask=None,
+                  reduction="sum"):
+    """Functional :class:`~torchrankboost.losses.YetiRankLoss` (one draw from ``seed``):
+    ``Σ_pairs c_wl log(1 + exp(−(s_w − s_l)))``, ``c`` from the perturbed orderings."""
+    return _YetiRankLoss(num_permutations=num_permutations, decay=decay, noise=noise,
+                         noise_power=noise_power, seed=seed, reduction=reduction)(
+        scores, labels, groups, weights=weights, mask=mask)
+
+
 #: every exported loss class (by name) → its functional twin
 TWINS = {
     "ExponentialPairwiseLoss": exponential_pairwise_loss, "PNormPushLoss": pnorm_push_loss,
     "AdaBoostLoss": adaboost_loss, "SmoothMarginLoss": smooth_margin_loss,
     "PairwiseHingeLoss": pairwise_hinge_loss, "QBRankLoss": qbrank_loss,
     "SquaredErrorLoss": squared_error_loss, "ListNetLoss": listnet_loss,
-    "ListMLELoss": listmle_loss, "RankNetLoss": ranknet_loss,
+    "ListMLELoss": listmle_loss, "RankNetLoss": ranknet_loss, "YetiRankLoss": yetirank_loss,
 }

@@ -143,6 +143,9 @@ _ENTRIES: List[Entry] = [
     Entry("loss", "ranknet", f"{_L}:RankNetLoss",
           "RankNet: sum over preferred pairs of log(1 + exp(-sigma (s_hi - s_lo))); "
           "O(sum n_q^2) time", aliases=("pairwise_logistic",)),
+    Entry("loss", "yetirank", f"{_L}:YetiRankLoss",
+          "YetiRank (CatBoost): pairwise logistic loss, pair weights from randomly perturbed "
+          "orderings (adjacent pairs, decay^position x |label difference|); seeded"),
     # algorithms -------------------------------------------------------------------------
     Entry("algorithm", "boost", f"{_B}.booster:Booster",
           "generic stagewise boosting: any loss (--loss) + any weak learner (--learner)",

@@ -84,6 +84,7 @@ from .evaluation import FitMonitor, FitState
 from .checkpoint import booster_resume, open_start
 from .inputs import count_eval_sets as _count_sets, fit_inputs
 from .objective import autograd_grad_hess, bind, initial_loss, scalar
+from .stochastic import refresh_round
 from ..params import describe, from_params
 from .steps import decreases, line_search, newton_from_values, shift_minimiser, summed_evaluate
 from .weights import FitWeights, fit_weights, prepare_learner, split_init_score
@@ -487,9 +488,8 @@ class Booster(FitState):
         """One boosting round; ``False`` when training stops. The sums that decide the round
         go through the fit's :class:`~torchrankboost.parallel.FitComm`: all-reduced (each
         carrying the failure flag) in a data-parallel fit, the local values in one process."""
-        comm = run.comm
-        W = comm.world_size
-        t0 = time.perf_counter()
+        comm, W, t0 = run.comm, run.comm.world_size, time.perf_counter()
+        refresh_round(self, run, rnd)  # a loss with per-round random state (YetiRank)
         g = h = ckind = rows = None
         with comm.local():
             g, h, ckind = self._grad_curv(run, rnd)

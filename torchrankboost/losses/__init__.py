@@ -21,3 +21,4 @@ from .margin import SmoothMarginLoss, smooth_margin  # noqa: F401
 from .hinge import PairwiseHingeLoss  # noqa: F401
 from .qbrank import QBRankLoss  # noqa: F401
 from .listwise import ListMLELoss, ListNetLoss, RankNetLoss  # noqa: F401
+from .yetirank import YetiRankLoss  # noqa: F401
