@@ -66,6 +66,11 @@ def make_booster(name: str):
         return Booster(SquaredErrorLoss(), RegressionTree(**tree), step="newton", **common)
     if name == "stumps":
         return Booster(ExponentialPairwiseLoss(), Stumps(criterion="least_squares"), **common)
+    if name == "oblivious":  # the level histograms and leaf sums of symmetric trees
+        from torchrankboost import ObliviousTree
+
+        return Booster(ExponentialPairwiseLoss(), ObliviousTree(depth=3, min_samples_leaf=2),
+                       **common)
     if name == "features":
         return Booster(ExponentialPairwiseLoss(), FeatureRankers(criterion="least_squares"),
                        **common)
@@ -73,7 +78,7 @@ def make_booster(name: str):
 
 
 BOOSTER_CONFIGS = ("exp", "exp-torch", "qbrank", "plain", "exp-subsample-ls",
-                   "squared-newton-auto-base", "stumps", "features")
+                   "squared-newton-auto-base", "stumps", "features", "oblivious")
 
 
 def summary(ranker, model, data) -> dict:

@@ -75,7 +75,8 @@ def assert_same_fit(one: dict, two: dict):
 def test_booster_on_two_processes_equals_one_process(two_process, name):
     """ExponentialPairwiseLoss (compiled and torch tree kernels), QBRankLoss (bound
     curvature, 'auto' base score), a plain-function loss (autograd curvature), the query
-    subsample with the line search, Newton steps, stumps and single features."""
+    subsample with the line search, Newton steps, stumps, single features and oblivious
+    trees."""
     assert_same_fit(S.fit_config(name, shard=False), two_process[name])
 
 

@@ -75,6 +75,7 @@ from .boosting import (  # noqa: F401
     FeatureRankers,
     HistoryCallback,
     PrintCallback,
+    ObliviousTree,
     RegressionTree,
     Stumps,
     line_search,

@@ -14,6 +14,7 @@ from .ensemble import Ensemble  # noqa: F401
 from .learners import (  # noqa: F401
     FeatureModel,
     FeatureRankers,
+    ObliviousTree,
     RegressionTree,
     StumpModel,
     Stumps,

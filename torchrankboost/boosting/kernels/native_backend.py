@@ -26,7 +26,7 @@ from .histogram import compact_reducer
 __all__ = ["NativeBackend", "library", "status", "SOURCE"]
 
 SOURCE = Path(__file__).with_name("trees.c")
-_ABI = 2
+_ABI = 3
 #: the C type of the data-parallel reduction callback ``reduce(double *buf, int64_t len)``
 REDUCE_FN = ctypes.CFUNCTYPE(None, ctypes.POINTER(ctypes.c_double), ctypes.c_int64)
 
@@ -65,6 +65,7 @@ def _declare(lib: ctypes.CDLL) -> None:
         "trb_grow_args_size": ([], i64),
         "trb_scatter_leaves": ([p, p, p, i64, p, p, i32], None),
         "trb_grow": ([ctypes.POINTER(GrowArgs)], i64),
+        "trb_oblivious_level": ([p, i64, i64, i64, p, p, p, i64, d, d, d, p, p, p], None),
     }
     for name, (args, res) in sig.items():
         fn = getattr(lib, name)

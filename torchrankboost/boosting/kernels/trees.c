@@ -26,7 +26,7 @@
 
 #define CH 3
 
-int trb_abi_version(void) { return 2; }
+int trb_abi_version(void) { return 3; }
 
 /* Work below this many (row, feature) updates runs on one thread: a parallel region costs
  * more than it saves on small nodes. */
@@ -225,6 +225,86 @@ void trb_best_split(const double *hist, int64_t F, int64_t S, const int64_t *num
     out[5] = (double)seen_nan;
     out[6] = bnl;
     out[7] = bnr;
+}
+
+/* The best question of one level of an oblivious tree from its B nodes' histograms hist
+ * (B, F, S, 3): for every candidate (f, t, side) in (feature, bin, NaN left / NaN right)
+ * order, the level gain is the sum over the nodes, in node order, of
+ * T(G_L, H_L) + T(G_R, H_R) - T(G, H) (T(g, h) = g^2 / (h + lam), 0 where h + lam <= 0; the
+ * node totals G, H of feature 0), allowed when every non-empty child has >= msl_half rows and
+ * >= mcw weight. cum: scratch of B * 256 * 3 doubles. out[0] = best level gain (NaN when a
+ * NaN gain was met, -inf when no candidate is allowed), out[1] = the sum of the nodes'
+ * parent terms, out[2..4] = feature, bin, default_left. The arithmetic is that of the torch
+ * reference (learners/oblivious.py), bit for bit. */
+static double obl_term(double g, double h, double lam)
+{
+    double d = h + lam;
+    return d > 0 ? g * g / d : 0.0;
+}
+
+void trb_oblivious_level(const double *hist, int64_t B, int64_t F, int64_t S,
+                         const int64_t *num_bins, const uint8_t *feat_ok, const uint8_t *miss_feat,
+                         int64_t Vm, double lam, double msl_half, double mcw, double *cum,
+                         double *parent, double *out)
+{
+    const int64_t V = S - 1;
+    double best = -INFINITY, psum = 0.0;
+    int64_t bf = 0, bt = 0, bdl = 1;
+    int seen_nan = 0;
+    for (int64_t j = 0; j < B; j++) { /* node totals of feature 0 (as the reference) */
+        const double *h0 = hist + (j * F) * S * CH;
+        int64_t nb = num_bins[0] < Vm ? num_bins[0] : Vm;
+        double c0 = 0.0, c1 = 0.0;
+        for (int64_t t = 0; t < Vm; t++) {
+            if (t < nb) { c0 += h0[t * CH]; c1 += h0[t * CH + 1]; }
+            else { c0 += 0.0; c1 += 0.0; }
+        }
+        parent[j] = obl_term(c0 + h0[V * CH], c1 + h0[V * CH + 1], lam);
+        psum = j == 0 ? parent[0] : psum + parent[j];
+    }
+    for (int64_t f = 0; f < F; f++) {
+        if (!feat_ok[f]) continue;
+        int64_t nb = num_bins[f] < Vm ? num_bins[f] : Vm;
+        if (nb > 256) nb = 256;
+        for (int64_t j = 0; j < B; j++) {
+            const double *hf = hist + (j * F + f) * S * CH;
+            double *cj = cum + j * 256 * 3;
+            double c0 = 0.0, c1 = 0.0, c2 = 0.0;
+            for (int64_t t = 0; t < nb; t++) {
+                c0 += hf[t * CH]; c1 += hf[t * CH + 1]; c2 += hf[t * CH + 2];
+                cj[3 * t] = c0; cj[3 * t + 1] = c1; cj[3 * t + 2] = c2;
+            }
+        }
+        int sides = miss_feat[f] ? 2 : 1;
+        for (int64_t t = 0; t < nb; t++) {
+            for (int side = 0; side < sides; side++) {
+                double acc = 0.0;
+                int ok = 1;
+                for (int64_t j = 0; j < B && ok; j++) {
+                    const double *hf = hist + (j * F + f) * S * CH;
+                    const double *cj = cum + j * 256 * 3;
+                    const double m0 = hf[V * CH], m1 = hf[V * CH + 1], m2 = hf[V * CH + 2];
+                    const double *ce = cj + 3 * (nb - 1);
+                    const double T0 = ce[0] + m0, T1 = ce[1] + m1, T2 = ce[2] + m2;
+                    double gl = cj[3 * t], hl = cj[3 * t + 1], nl = cj[3 * t + 2];
+                    if (side == 0) { gl = gl + m0; hl = hl + m1; nl = nl + m2; }
+                    double gr = T0 - gl, hr = T1 - hl, nr = T2 - nl;
+                    ok = (nl < 0.5 || (nl >= msl_half && hl >= mcw))
+                         && (nr < 0.5 || (nr >= msl_half && hr >= mcw));
+                    double g = obl_term(gl, hl, lam) + obl_term(gr, hr, lam) - parent[j];
+                    acc = j == 0 ? g : acc + g;
+                }
+                if (!ok) continue;
+                if (isnan(acc)) { seen_nan = 1; continue; }
+                if (acc > best) { best = acc; bf = f; bt = t; bdl = side == 0; }
+            }
+        }
+    }
+    out[0] = seen_nan ? NAN : best;
+    out[1] = psum;
+    out[2] = (double)bf;
+    out[3] = (double)bt;
+    out[4] = (double)bdl;
 }
 
 /* Leaf index of every row of raw features X (n, F) (float64, or float32 when is_f32): x <=

@@ -3,7 +3,8 @@
 Every learner follows :class:`~.base.WeakLearner` (``prepare(X, *, context)``, ``fit``,
 optional ``fit_predict``, ``supports_data_parallel``) and fits a weak model (see
 :class:`~.base.WeakModel`): ``RegressionTree`` (registry name ``"tree"``, :mod:`.tree`) fits
-a ``TreeModel``; ``Stumps`` (``"stump"``, :mod:`.stumps`) a ``StumpModel``;
+a ``TreeModel``, and so does ``ObliviousTree`` (``"oblivious"``, :mod:`.oblivious`, CatBoost's
+symmetric trees); ``Stumps`` (``"stump"``, :mod:`.stumps`) a ``StumpModel``;
 ``FeatureRankers`` (``"feature"``, :mod:`.features`) a ``FeatureModel``. A saved weak
 model's ``type`` is its model class name (files written with the older names
 ``"RegressionTree"``, ``"Stump"``, ``"FeatureRanker"`` still load).
@@ -14,12 +15,14 @@ from __future__ import annotations
 from .base import WeakLearner, WeakModel  # noqa: F401
 from .features import FeatureModel, FeatureRankers, ScaledFeatures  # noqa: F401
 from .stumps import StumpFeatures, StumpModel, Stumps  # noqa: F401
+from .oblivious import ObliviousTree  # noqa: F401
 from .tree import RegressionTree, TreeModel  # noqa: F401
 
 __all__ = [
     "WeakLearner",
     "WeakModel",
     "RegressionTree",
+    "ObliviousTree",
     "Stumps",
     "FeatureRankers",
     "TreeModel",
