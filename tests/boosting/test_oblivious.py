@@ -134,8 +134,19 @@ def test_boosted_oblivious_trees_save_load_and_export(tmp_path):
 
     to_lightgbm(model, tmp_path / "m.txt")
     ours = model.predict(X).double().numpy()
-    theirs = lgb.Booster(model_file=str(tmp_path / "m.txt")).predict(X.numpy())
+    booster = lgb.Booster(model_file=str(tmp_path / "m.txt"))
+    theirs = booster.predict(X.numpy())
     assert abs(ours - theirs).max() <= 1e-5 * (1 + abs(ours).max())
+    # SHAP as LightGBM's on the rounds without an empty leaf (LightGBM gives NaN for those)
+    shallow = Booster(ExponentialPairwiseLoss(), ObliviousTree(depth=2, min_samples_leaf=10),
+                      n_rounds=3, verbose=False).fit(X, d.labels, d.groups)
+    kept = [(m, w) for m, w in zip(shallow.models, shallow.weights) if bool((m.cover > 0).all())]
+    assert kept
+    full = Ensemble([m for m, _ in kept], [w for _, w in kept], base_score=shallow.base_score,
+                    num_features=X.shape[1])
+    to_lightgbm(full, tmp_path / "s.txt")
+    theirs = lgb.Booster(model_file=str(tmp_path / "s.txt")).predict(X.numpy(), pred_contrib=True)
+    assert abs(full.predict(X, contrib=True).numpy() - theirs).max() <= 1e-6
 
 
 def test_bad_depth_is_refused():
@@ -143,3 +154,18 @@ def test_bad_depth_is_refused():
         ObliviousTree(depth=0)
     with pytest.raises(ValueError, match="depth"):
         ObliviousTree(depth=11)
+
+
+def test_contributions_sum_to_the_prediction_with_empty_leaves():
+    """A deep oblivious tree on few rows leaves empty subtrees (cover 0): their leaves weigh
+    nothing in the expectations, and every row's contributions still sum to its score."""
+    d = make_letor(4, 6, 4, seed=7, dtype=torch.float64)
+    X = d.X.clone()
+    X[::3, 1] = float("nan")
+    model = Booster(ExponentialPairwiseLoss(), ObliviousTree(depth=6), n_rounds=3,
+                    verbose=False).fit(X, d.labels, d.groups)
+    covers = torch.cat([m.cover for m in model.models])
+    assert (covers == 0).any()  # the case this test is about
+    phi = model.predict(X, contrib=True)
+    assert phi.shape == (X.shape[0], X.shape[1] + 1)
+    assert torch.allclose(phi.sum(1), model.predict(X).double(), atol=1e-9)

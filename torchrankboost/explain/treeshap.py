@@ -133,10 +133,8 @@ def _elements(r: PlainRound, path) -> Tuple[List[int], List[float], List[int]]:
             z.append(1.0)
         e = feats.index(f)
         parent = r.cover[node]
-        if not parent > 0:
-            raise ValueError("predict(contrib=True): a node with zero cover (the covers are "
-                             "not row counts)")
-        z[e] *= r.cover[child if child >= 0 else K + ~child] / parent
+        # a node no training row reached (an oblivious tree's empty subtree): its leaves weigh 0
+        z[e] *= r.cover[child if child >= 0 else K + ~child] / parent if parent > 0 else 0.0
         elem.append(e)
     return feats, z, elem
 

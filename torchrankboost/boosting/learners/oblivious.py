@@ -40,7 +40,7 @@ from torch import Tensor
 from ..binning import BinnedFeatures
 from ..kernels import GrownTree, histogram, newton_values
 from .base import check_fit_inputs, check_int, out_dtype
-from .tree import RegressionTree, TreeModel
+from .tree import RegressionTree, TreeModel, node_covers
 
 __all__ = ["ObliviousTree"]
 
@@ -105,9 +105,9 @@ class ObliviousTree(RegressionTree):
         native = self._backend(prepared).name == "native"
         grower = _LevelGrower(prepared, wt, w, rows, native=native, reduce=prepared.context.sum_hook())
         levels = grower.grow(feat_ok, self)
-        leaf_sums = grower.leaf_sums(len(levels))
+        leaf_sums, leaf_count = grower.leaf_sums(len(levels))
         leaf_value = newton_values(leaf_sums, self.l2).to(out_dtype(target))
-        model = _tree_model(levels, prepared, leaf_value)
+        model = _tree_model(levels, prepared, leaf_value, leaf_count)
         node = grower.node_all
 
         def output(values: Tensor) -> Optional[Tensor]:
@@ -214,14 +214,17 @@ class _LevelGrower:
             levels.append((f, t, dleft, node_gain))
         return levels
 
-    def leaf_sums(self, D: int) -> Tensor:
-        """(2^D, 2) float64 ``(Σ w·t, Σ w)`` per leaf over the fit's rows (row order)."""
+    def leaf_sums(self, D: int):
+        """(2^D, 2) float64 ``(Σ w·t, Σ w)`` per leaf over the fit's rows (row order), and
+        (2^D,) float64 row counts per leaf (both summed over the ranks)."""
         L = 1 << D
-        out = torch.zeros((L, 2), dtype=torch.float64, device=self.codes.device)
-        out.index_add_(0, self.node_all[self.rows], self.values[self.rows])
+        leaf = self.node_all[self.rows]
+        out = torch.zeros((L, 3), dtype=torch.float64, device=self.codes.device)
+        out[:, :2].index_add_(0, leaf, self.values[self.rows])
+        out[:, 2] = torch.bincount(leaf, minlength=L).to(torch.float64)
         if self.sum_ is not None:
             self.sum_(out)
-        return out
+        return out[:, :2].contiguous(), out[:, 2].contiguous()
 
 
 def _side_sums(hists: Tensor, Vm: int, fs: Optional[Tensor], nan_left: bool):
@@ -338,11 +341,13 @@ def _torch_level(hists: Tensor, num_bins: Tensor, feat_ok, miss, Vm: int, parent
     return q // (2 * Vm), (q // 2) % Vm, q % 2
 
 
-def _tree_model(levels: List[tuple], prepared: BinnedFeatures, leaf_value: Tensor) -> TreeModel:
+def _tree_model(levels: List[tuple], prepared: BinnedFeatures, leaf_value: Tensor,
+                leaf_count: Tensor) -> TreeModel:
     """The complete binary :class:`TreeModel` of ``levels``: node ``2^d − 1 + j`` is node ``j``
     of level ``d``; its children are nodes ``2j`` and ``2j + 1`` of level ``d + 1`` (leaves
     ``~(2j)``, ``~(2j + 1)`` below the last level), so a row's leaf id is the binary number of
-    its answers."""
+    its answers. ``leaf_count`` (2^D,): the rows per leaf (the covers; a node whose rows all
+    went one way leaves an empty subtree of cover 0)."""
     dev = prepared.codes.device
     D = len(levels)
     K = (1 << D) - 1
@@ -360,9 +365,11 @@ def _tree_model(levels: List[tuple], prepared: BinnedFeatures, leaf_value: Tenso
         gains.append(node_gain.to("cpu", torch.float64))
     cat = (lambda xs, dt: torch.cat(xs).to(dev) if xs else torch.empty(0, dtype=dt, device=dev))
     sf_t, tb_t = cat(sf, torch.int64), cat(tb, torch.int64)
+    lc_t, rc_t = cat(lc, torch.int64), cat(rc, torch.int64)
     edges = prepared.edges.to(dev)
     thr = edges[sf_t, tb_t] if K else edges.new_empty(0)
     return TreeModel(split_feature=sf_t, threshold_bin=tb_t, threshold=thr,
-                     default_left=cat(dl, torch.bool), left_child=cat(lc, torch.int64),
-                     right_child=cat(rc, torch.int64), split_gain=cat(gains, torch.float64),
-                     leaf_value=leaf_value, depth=D, missing_code=prepared.missing_code)
+                     default_left=cat(dl, torch.bool), left_child=lc_t, right_child=rc_t,
+                     split_gain=cat(gains, torch.float64), leaf_value=leaf_value, depth=D,
+                     missing_code=prepared.missing_code,
+                     cover=node_covers(lc_t.tolist(), rc_t.tolist(), leaf_count).to(dev))
