@@ -345,8 +345,15 @@ class _RankNetPairs:
         sizes = self.groups.sizes
         self.keep = self.explicit or int((sizes * sizes).sum()) <= block_pairs
         self._kept = {}
+        self.plan = None
         if not self.explicit:
             _warn_quadratic(self.groups, self.labels, self.pairs)
+            lay = _layout(self.groups)
+            if lay is not None:  # (G, L) tables, upper triangles of label-sorted queries
+                y = self.labels
+                if isinstance(self.pairs, Bipartite):
+                    y = (y > self.pairs.threshold).to(torch.float64)
+                self.plan = _padded.RankNetPlan(lay, y, self.weights, block_pairs)
 
     def _weight(self, i: Tensor, j: Tensor, base: Optional[Tensor], dtype) -> Tensor:
         w = torch.ones(i.shape[0], dtype=dtype, device=i.device) if base is None else base.to(dtype)
@@ -386,6 +393,9 @@ class _RankNetPairs:
 def _ranknet_terms(s: Tensor, rp: _RankNetPairs, sigma: float, need_hess: bool):
     """Per-query losses ``(G,)``, per-document gradient and Hessian diagonal of the summed
     loss ``Σ c · softplus(σ (s_j − s_i))`` (``i`` preferred), and whether a query has pairs."""
+    if rp.plan is not None:
+        loss, grad, hdiag = _padded.ranknet_terms(rp.plan, s, sigma, need_hess)
+        return loss, grad, hdiag, rp.plan.has
     s = s.detach()
     g = rp.groups
     gi = g.group_index
@@ -410,6 +420,8 @@ def _ranknet_terms(s: Tensor, rp: _RankNetPairs, sigma: float, need_hess: bool):
 def _ranknet_hvp(s: Tensor, rp: _RankNetPairs, sigma: float, u: Tensor) -> Tensor:
     """``H u`` for the Hessian of the summed loss: each pair adds ``q (u_i − u_j)`` at ``i``
     and its negative at ``j``, ``q = σ² c p (1 − p)``."""
+    if rp.plan is not None:
+        return _padded.ranknet_hvp(rp.plan, s, sigma, u)
     s = s.detach()
     out = torch.zeros_like(s)
     for i, j, c in rp.blocks(s.dtype):
@@ -522,6 +534,8 @@ class RankNetLoss(_RepeatBind, RankingLoss):
         """``σ² c / 2`` summed over each document's pairs, ``(n,)`` (score independent)."""
         def build():
             rp = st.pairs
+            if rp.plan is not None:
+                return _padded.ranknet_bound(rp.plan, self.sigma, dtype)
             out = torch.zeros(rp.groups.num_docs, dtype=dtype, device=rp.groups.device)
             for i, j, c in rp.blocks(dtype):
                 q = c * (self.sigma ** 2 / 2.0)
