@@ -72,20 +72,28 @@ def our_losses():
         out["listnet"] = (lambda: L.ListNetLoss(), dense_listnet)
         out["listmle"] = (lambda: L.ListMLELoss(), dense_listmle)
         out["ranknet"] = (lambda: L.RankNetLoss(), dense_ranknet)
+    try:
+        from torchrankboost.losses.approx import ApproxNDCGLoss, NeuralNDCGLoss
+    except ImportError:
+        return out
+    out["approx_ndcg"] = (lambda: ApproxNDCGLoss(), dense_approx_ndcg)
+    out["neural_ndcg"] = (lambda: NeuralNDCGLoss(), dense_neural_ndcg)
     return out
 
 
 # Losses whose own cost is quadratic in the list length (no factorisation): run only up to
 # --max-quadratic documents per list, and never on the one-query case.
-QUADRATIC = {"ranknet"}
+QUADRATIC = {"ranknet", "approx_ndcg", "neural_ndcg"}
 # Losses whose padded twins (and peers) hold (B, L) tensors, not (B, L, L) pair tensors.
 LISTWISE = {"listnet", "listmle"}
 
 
 def padded_gb(name: str, B: int, L: int, live: int) -> float:
     """Estimated footprint of a padded implementation: ``live`` temporaries of ``(B, L, L)``
-    float32 pair tensors, or of ``(B, L)`` for the listwise losses."""
-    return B * L * (1 if name in LISTWISE else L) * 4 * live / 2 ** 30
+    float64 pair tensors (``(4 · 50 + 8)`` of them for NeuralNDCG's 50 Sinkhorn rounds), or
+    of ``(B, L)`` for the listwise losses."""
+    live = 208 if name == "neural_ndcg" else live
+    return B * L * (1 if name in LISTWISE else L) * 8 * live / 2 ** 30
 
 
 def _dense_pairs(sp, yp, mask):
@@ -158,6 +166,33 @@ def dense_listmle(sp, yp, mask):
     s = torch.gather(sp, 1, order)
     tail = torch.logcumsumexp(s.flip(1), dim=1).flip(1)
     return (tail - s).sum()
+
+
+def dense_approx_ndcg(sp, yp, mask, alpha=1.0):
+    """Padded ApproxNDCG as allRank writes it (full rows): (B, L, L) sigmoids, autograd."""
+    gain = 2.0 ** yp - 1
+    ideal = torch.sort(gain, 1, descending=True)[0]
+    disc = 1.0 / torch.log2(torch.arange(sp.shape[1], dtype=sp.dtype) + 2.0)
+    idcg = (ideal * disc).sum(1).clamp_min(1e-10)
+    pos = 0.5 + torch.sigmoid(alpha * (sp.unsqueeze(1) - sp.unsqueeze(2))).sum(2)
+    return -((gain / torch.log2(1 + pos)).sum(1) / idcg).sum()
+
+
+def dense_neural_ndcg(sp, yp, mask, tau=1.0, n_iter=50, tol=1e-6):
+    """Padded NeuralNDCG as allRank writes it (full rows): NeuralSort, Sinkhorn, autograd."""
+    B, L = sp.shape
+    A = (sp.unsqueeze(2) - sp.unsqueeze(1)).abs().sum(2)
+    scale = L + 1 - 2 * (torch.arange(L, dtype=sp.dtype) + 1)
+    P = torch.softmax((scale[None, :, None] * sp[:, None, :] - A[:, None, :]) / tau, -1)
+    for _ in range(n_iter):
+        P = P / P.sum(1, keepdim=True).clamp_min(1e-10)
+        P = P / P.sum(2, keepdim=True).clamp_min(1e-10)
+        if (P.sum(1) - 1).abs().max() < tol and (P.sum(2) - 1).abs().max() < tol:
+            break
+    gain = 2.0 ** yp - 1
+    disc = 1.0 / torch.log2(torch.arange(L, dtype=sp.dtype) + 2.0)
+    idcg = (torch.sort(gain, 1, descending=True)[0] * disc).sum(1)
+    return -(((P @ gain.unsqueeze(2)).squeeze(2) * disc).sum(1) / (idcg + 1e-10)).sum()
 
 
 # Peer implementations, run when importable: (peer label, impl key, which of our losses it
@@ -247,8 +282,8 @@ def maxrss_mb() -> float:
 def make_data(n_queries: int, length: int, grades: int, seed: int = 0):
     g = torch.Generator().manual_seed(seed)
     n = n_queries * length
-    s = torch.randn(n, generator=g)
-    y = torch.randint(0, grades, (n,), generator=g).float()
+    s = torch.randn(n, generator=g, dtype=torch.float64)
+    y = torch.randint(0, grades, (n,), generator=g).to(torch.float64)
     return s, y
 
 
@@ -324,12 +359,14 @@ def fmt_t(r):
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--total", type=int, default=100_000)
-    ap.add_argument("--sizes", type=int, nargs="+", default=[100, 1000, 10_000])
+    ap.add_argument("--sizes", type=int, nargs="+", default=[100, 1000])
     ap.add_argument("--grades", type=int, default=5)
     ap.add_argument("--big", type=int, default=1_000_000, help="single-query size (0: skip)")
     ap.add_argument("--repeats", type=int, default=5)
-    ap.add_argument("--threads", type=int, default=1)
-    ap.add_argument("--mem-cap-gb", type=float, default=6.0)
+    ap.add_argument("--threads", type=int, nargs="+", default=[1, 2],
+                    help="thread counts, each a full table in the same run (default 1 2)")
+    ap.add_argument("--losses", nargs="+", default=None, help="only these of our losses")
+    ap.add_argument("--mem-cap-gb", type=float, default=2.5)
     ap.add_argument("--max-quadratic", type=int, default=1000,
                     help="longest list for the O(L^2) losses (RankNet)")
     ap.add_argument("--quick", action="store_true", help="total 20k, big 200k, 3 repeats")
@@ -340,8 +377,17 @@ def main(argv=None):
         return
     if a.quick:
         a.total, a.big, a.repeats = 20_000, 200_000, 3
+    for t in list(a.threads):
+        a.threads = t
+        run_table(a)
+        print()
 
+
+def run_table(a):
+    """One table (all losses, sizes, peers) at ``a.threads`` threads."""
     losses = our_losses()
+    if a.losses:
+        losses = {k: v for k, v in losses.items() if k in a.losses}
     print(f"torch {torch.__version__}, threads={a.threads}, total={a.total} docs, "
           f"grades={a.grades}, repeats={a.repeats} (median of forward+backward)")
     peers_ok = peer_status()
@@ -350,7 +396,7 @@ def main(argv=None):
         print(f"peer {label} (against our {ours_name}): {why or 'importable - run'}")
     print(f"losses: {', '.join(losses)}\n")
     print(f"{'loss':16s} {'L':>7s} {'B':>6s} | {'torchrankboost':>24s} | "
-          f"{'dense (B,L,L)':>24s} | speed-up  mem ratio")
+          f"{'padded torch':>24s} | speed-up  mem ratio  ours/padded")
     rows = []
     for name, (_, dense) in losses.items():
         for L in a.sizes:
@@ -370,11 +416,13 @@ def main(argv=None):
                 else:
                     dn = child(dict(common, impl="dense",
                                     repeats=max(1, min(a.repeats, 3 if L >= 1000 else a.repeats))))
-            sp = mr = ""
+            sp = mr = rr = ""
             if "median_s" in ours and "median_s" in dn:
                 sp = f"{dn['median_s'] / ours['median_s']:8.1f}x"
                 mr = f"{dn['peak_mb'] / max(ours['peak_mb'], 1.0):8.1f}x"
-            print(f"{name:16s} {L:7d} {B:6d} | {fmt_t(ours):>24s} | {fmt_t(dn):>24s} | {sp} {mr}")
+                rr = f"{ours['median_s'] / dn['median_s']:8.2f}x"
+            print(f"{name:16s} {L:7d} {B:6d} | {fmt_t(ours):>24s} | {fmt_t(dn):>24s} | {sp} {mr} "
+                  f"{rr}")
             rows.append((name, L, ours, dn))
             for label, impl, ours_name in PEERS:
                 if ours_name != name or peers_ok[impl] is not None:

@@ -64,6 +64,7 @@ from .losses import f_skew, relative_f_skew, zero_skew_intercept, smooth_margin 
 from .losses import PairwiseHingeLoss, QBRankLoss  # noqa: F401
 from .losses import ListMLELoss, ListNetLoss, RankNetLoss  # noqa: F401
 from .losses import YetiRankLoss  # noqa: F401
+from .losses.approx import ApproxNDCGLoss, NeuralNDCGLoss  # noqa: F401
 
 # --- boosting ---
 from . import boosting  # noqa: F401

@@ -121,6 +121,28 @@ def yetirank_loss(scores, labels, groups=None, *, num_permutations=10, decay=0.8
         scores, labels, groups, weights=weights, mask=mask)
 
 
+from .losses.approx import ApproxNDCGLoss as _ApproxNDCGLoss  # noqa: E402
+from .losses.approx import NeuralNDCGLoss as _NeuralNDCGLoss  # noqa: E402
+
+
+def approx_ndcg_loss(scores, labels, groups=None, *, alpha=1.0, block_pairs=1 << 20,
+                     mask=None, reduction="sum"):
+    """Functional :class:`~torchrankboost.losses.approx.ApproxNDCGLoss`: minus NDCG at
+    sigmoid-smoothed ranks (listwise: no pairs, no weights)."""
+    return _ApproxNDCGLoss(alpha=alpha, block_pairs=block_pairs, reduction=reduction)(
+        scores, labels, groups, mask=mask)
+
+
+def neural_ndcg_loss(scores, labels, groups=None, *, temperature=1.0,
+                     powered_relevancies=True, k=None, n_iter=50, tol=1e-6,
+                     max_bytes=2 << 30, mask=None, reduction="sum"):
+    """Functional :class:`~torchrankboost.losses.approx.NeuralNDCGLoss`: minus NDCG@k under
+    the Sinkhorn-scaled NeuralSort matrix (listwise: no pairs, no weights)."""
+    return _NeuralNDCGLoss(temperature=temperature, powered_relevancies=powered_relevancies,
+                           k=k, n_iter=n_iter, tol=tol, max_bytes=max_bytes,
+                           reduction=reduction)(scores, labels, groups, mask=mask)
+
+
 #: every exported loss class (by name) → its functional twin
 TWINS = {
     "ExponentialPairwiseLoss": exponential_pairwise_loss, "PNormPushLoss": pnorm_push_loss,
@@ -128,4 +150,5 @@ TWINS = {
     "PairwiseHingeLoss": pairwise_hinge_loss, "QBRankLoss": qbrank_loss,
     "SquaredErrorLoss": squared_error_loss, "ListNetLoss": listnet_loss,
     "ListMLELoss": listmle_loss, "RankNetLoss": ranknet_loss, "YetiRankLoss": yetirank_loss,
+    "ApproxNDCGLoss": approx_ndcg_loss, "NeuralNDCGLoss": neural_ndcg_loss,
 }

@@ -146,6 +146,12 @@ _ENTRIES: List[Entry] = [
     Entry("loss", "yetirank", f"{_L}:YetiRankLoss",
           "YetiRank (CatBoost): pairwise logistic loss, pair weights from randomly perturbed "
           "orderings (adjacent pairs, decay^position x |label difference|); seeded"),
+    Entry("loss", "approx_ndcg", "torchrankboost.losses.approx:ApproxNDCGLoss",
+          "ApproxNDCG (Qin et al. 2010): minus NDCG at sigmoid-smoothed ranks; O(sum n_q^2) "
+          "time, neural rankers only (no grad_hess)", aliases=("approxndcg",)),
+    Entry("loss", "neural_ndcg", "torchrankboost.losses.approx:NeuralNDCGLoss",
+          "NeuralNDCG (Pobrotyn & Bialobrzeski 2021): minus NDCG under NeuralSort + Sinkhorn; "
+          "O(sum n_q^2 n_iter), neural rankers only (no grad_hess)", aliases=("neuralndcg",)),
     # algorithms -------------------------------------------------------------------------
     Entry("algorithm", "boost", f"{_B}.booster:Booster",
           "generic stagewise boosting: any loss (--loss) + any weak learner (--learner)",

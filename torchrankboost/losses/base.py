@@ -96,8 +96,16 @@ class BindState:
         return val
 
 
+def _all_finite(x: Tensor) -> bool:
+    """Whether every entry of ``x`` is finite: one sum (finite only when every term is;
+    an overflowing sum of finite values falls back to the elementwise test)."""
+    if x.numel() == 0 or bool(torch.isfinite(x.sum())):
+        return True
+    return bool(torch.isfinite(x).all())
+
+
 def _check_finite(x: Tensor, name: str) -> None:
-    if not bool(torch.isfinite(x).all()):
+    if not _all_finite(x):
         bad = "NaN" if bool(torch.isnan(x).any()) else "inf"
         raise ValueError(f"{name} contains {bad} values")
 
@@ -121,7 +129,7 @@ def _targets(n: int, device, labels: Optional[Tensor], groups: Groups, pairs: Pa
                 f"labels must have shape ({n},) like {like}, got {tuple(labels.shape)}"
             )
         labels = labels.to(device)
-        if labels.dtype.is_floating_point and not bool(torch.isfinite(labels).all()):
+        if labels.dtype.is_floating_point and not _all_finite(labels):
             _check_finite(labels, "labels")
     if isinstance(p, ExplicitPairs):
         p = p.validate(groups)

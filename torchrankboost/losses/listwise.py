@@ -19,6 +19,7 @@ exact Hessian diagonal (``hess="diag"``) or a diagonal upper bound (``hess="boun
 from __future__ import annotations
 
 import warnings
+import weakref
 from typing import Optional, Tuple
 
 import torch
@@ -26,11 +27,22 @@ from torch import Tensor
 
 from ..groups import Groups
 from ..pairs import Bipartite, ExplicitPairs, Graded
+from ..params import public_parameters
+from . import _padded
 from .base import BindState, Prepared, RankingLoss
 
 __all__ = ["ListNetLoss", "ListMLELoss", "RankNetLoss"]
 
 TARGETS = ("softmax", "gain")
+
+# padded (G, L) tables (:mod:`._padded`) only while the padding stays within this factor of
+# n (as the metrics' sort): memory O(n) either way
+_PAD_FACTOR, _PAD_MIN = 4, 1 << 20
+
+
+def _layout(g: Groups):
+    """The padded layout of ``g`` while padding is cheap, else ``None``."""
+    return _padded.pad_layout(g, _PAD_FACTOR, _PAD_MIN)
 
 
 def _no_pairs_no_weights(loss: RankingLoss, inp: Prepared) -> Tensor:
@@ -52,8 +64,41 @@ def _per_query_scale(loss: RankingLoss, has: Tensor) -> float:
     return 1.0
 
 
+class _RepeatBind:
+    """Mixin: an unbound call repeated with the same ``labels`` tensor (unchanged since: same
+    version counter), the same :class:`Groups` object, default pairs, no weights or mask and
+    the same options reuses the previous call's bound state (labels validated and targets
+    built once), as a training loop over fixed batches does. Only the scores are checked
+    again; anything else takes the ordinary path."""
+
+    def forward(self, scores: Tensor, labels: Optional[Tensor] = None,
+                groups: Optional[Groups] = None, *, pairs=None, weights: Optional[Tensor] = None,
+                mask: Optional[Tensor] = None) -> Tensor:
+        if pairs is None and weights is None and mask is None and isinstance(labels, Tensor):
+            key = (labels, groups, labels._version, self._option_key())
+            last = _LAST_BIND.get(self)
+            if (last is not None and last[0][0] is labels and last[0][1] is groups
+                    and last[0][2:] == key[2:]):
+                return last[1].value(scores)
+            inp = self._inputs(scores, labels, groups)
+            bound = self._bound(inp)
+            _LAST_BIND[self] = (key, bound)
+            return bound._value(inp.scores)
+        return super().forward(scores, labels, groups, pairs=pairs, weights=weights, mask=mask)
+
+    def _option_key(self):
+        names = _OPTION_NAMES.get(type(self))
+        if names is None:
+            names = _OPTION_NAMES[type(self)] = tuple(public_parameters(type(self)))
+        return tuple(getattr(self, n) for n in names)
+
+
+_LAST_BIND: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()
+_OPTION_NAMES: dict = {}
+
+
 # ============================================================================ ListNet
-class ListNetLoss(RankingLoss):
+class ListNetLoss(_RepeatBind, RankingLoss):
     r"""ListNet's top-one cross-entropy (Cao et al., 2007), summed over queries.
 
     .. math::
@@ -109,8 +154,15 @@ class ListNetLoss(RankingLoss):
         return P, has, g.broadcast(has).to(y.dtype), _per_query_scale(self, has)
 
     def per_group(self, inp: Prepared) -> Tuple[Tensor, Optional[Tensor]]:
-        P, has, _, _ = self._target(inp)
         g = inp.groups
+        lay = _layout(g)
+        if lay is not None:  # one (G, L) logsumexp, targets cached in the table
+            st = self._state(inp)
+            dt = inp.scores.dtype
+            P, Psum, has = st.cached(("padded", dt), lambda: _padded.listnet_targets(
+                lay, st.labels.to(dt), self.targets))
+            return _padded.listnet_per_group(lay, inp.scores, P, Psum, has), has
+        P, has, _, _ = self._target(inp)
         lse = g.segment_logsumexp(inp.scores)
         loss = g.segment_sum(P * (g.broadcast(lse) - inp.scores))
         return torch.where(has, loss, torch.zeros_like(loss)), has
@@ -128,9 +180,6 @@ class ListNetLoss(RankingLoss):
 
 
 # ============================================================================ ListMLE
-# padded (G, L) scans only while the padding stays within this factor of n (as the metrics'
-# sort): memory O(n) either way
-_PAD_FACTOR, _PAD_MIN = 4, 1 << 20
 
 
 def _suffix_logsumexp(x: Tensor, g: Groups) -> Tensor:
@@ -147,7 +196,7 @@ def _suffix_logsumexp(x: Tensor, g: Groups) -> Tensor:
     return torch.logcumsumexp(table.flip(1), 1).flip(1)[g.group_index, col]
 
 
-class ListMLELoss(RankingLoss):
+class ListMLELoss(_RepeatBind, RankingLoss):
     r"""ListMLE (Xia et al., 2008): the negative Plackett–Luce log-likelihood of the label
     order, summed over queries.
 
@@ -188,6 +237,13 @@ class ListMLELoss(RankingLoss):
         return perm, sp, _suffix_logsumexp(sp, g)
 
     def per_group(self, inp: Prepared) -> Tuple[Tensor, Optional[Tensor]]:
+        lay = _layout(inp.groups)
+        if lay is not None:  # one row sort and a row logcumsumexp (levels cached)
+            st = self._state(inp)
+            dt = inp.scores.dtype
+            lev = st.cached(("levels", dt), lambda: _padded.listmle_levels(
+                lay, st.labels.to(dt)))
+            return _padded.listmle_per_group(lay, inp.scores, *lev), st.has
         _, sp, lse = self._sorted(inp)
         return inp.groups.segment_sum(lse - sp), self._state(inp).has
 
@@ -289,8 +345,15 @@ class _RankNetPairs:
         sizes = self.groups.sizes
         self.keep = self.explicit or int((sizes * sizes).sum()) <= block_pairs
         self._kept = {}
+        self.plan = None
         if not self.explicit:
             _warn_quadratic(self.groups, self.labels, self.pairs)
+            lay = _layout(self.groups)
+            if lay is not None:  # (G, L) tables, upper triangles of label-sorted queries
+                y = self.labels
+                if isinstance(self.pairs, Bipartite):
+                    y = (y > self.pairs.threshold).to(torch.float64)
+                self.plan = _padded.RankNetPlan(lay, y, self.weights, block_pairs)
 
     def _weight(self, i: Tensor, j: Tensor, base: Optional[Tensor], dtype) -> Tensor:
         w = torch.ones(i.shape[0], dtype=dtype, device=i.device) if base is None else base.to(dtype)
@@ -330,6 +393,9 @@ class _RankNetPairs:
 def _ranknet_terms(s: Tensor, rp: _RankNetPairs, sigma: float, need_hess: bool):
     """Per-query losses ``(G,)``, per-document gradient and Hessian diagonal of the summed
     loss ``Σ c · softplus(σ (s_j − s_i))`` (``i`` preferred), and whether a query has pairs."""
+    if rp.plan is not None:
+        loss, grad, hdiag = _padded.ranknet_terms(rp.plan, s, sigma, need_hess)
+        return loss, grad, hdiag, rp.plan.has
     s = s.detach()
     g = rp.groups
     gi = g.group_index
@@ -354,6 +420,8 @@ def _ranknet_terms(s: Tensor, rp: _RankNetPairs, sigma: float, need_hess: bool):
 def _ranknet_hvp(s: Tensor, rp: _RankNetPairs, sigma: float, u: Tensor) -> Tensor:
     """``H u`` for the Hessian of the summed loss: each pair adds ``q (u_i − u_j)`` at ``i``
     and its negative at ``j``, ``q = σ² c p (1 − p)``."""
+    if rp.plan is not None:
+        return _padded.ranknet_hvp(rp.plan, s, sigma, u)
     s = s.detach()
     out = torch.zeros_like(s)
     for i, j, c in rp.blocks(s.dtype):
@@ -402,7 +470,7 @@ class _RankNetGrad(torch.autograd.Function):
         return d_scores, d_gout, None, None, None
 
 
-class RankNetLoss(RankingLoss):
+class RankNetLoss(_RepeatBind, RankingLoss):
     r"""RankNet's pairwise logistic loss (Burges et al., 2005), summed over preferred pairs.
 
     .. math::
@@ -466,6 +534,8 @@ class RankNetLoss(RankingLoss):
         """``σ² c / 2`` summed over each document's pairs, ``(n,)`` (score independent)."""
         def build():
             rp = st.pairs
+            if rp.plan is not None:
+                return _padded.ranknet_bound(rp.plan, self.sigma, dtype)
             out = torch.zeros(rp.groups.num_docs, dtype=dtype, device=rp.groups.device)
             for i, j, c in rp.blocks(dtype):
                 q = c * (self.sigma ** 2 / 2.0)
