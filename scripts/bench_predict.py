@@ -157,9 +157,9 @@ def as_numpy(s):
 def run(table: dict, ref, repeats: int, reference: str, n: int, title: str):
     rows = {}
     for name, fn in table.items():
-        fn()  # warm up (lazy compiles, first-touch allocations), and check the scores
+        s = fn()  # warm up (lazy compiles, first-touch allocations), and check the scores
         if ref is not None:
-            s = as_numpy(fn()).reshape(-1)
+            s = as_numpy(s).reshape(-1)
             err = float(np.abs(s - ref).max())
             assert err <= 1e-5 * (1 + float(np.abs(ref).max())), f"{name}: max error {err}"
         rows[name] = median_time(fn, repeats)[0]

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from torchrankboost import RankSVM
+from torchrankboost import LinearRanker
 from torchrankboost.boosting.ensemble import Ensemble
 from torchrankboost.boosting.learners import FeatureModel, TreeModel
 from torchrankboost.cli import main
@@ -82,10 +82,14 @@ def _ort_scores(path, X):
 
 @pytest.fixture(scope="module")
 def ranksvm():
-    X, y, g = make_letor(30, 10, 6, seed=0)
+    """A linear model as ``RankSVM`` fits it (``LinearRanker``: ``w·x + b``, float64), and
+    features with NaNs (counting as 0). Built directly: RankSVM's L-BFGS imports
+    ``torch._dynamo`` (seconds), and ``test_linear.py`` checks the fit."""
+    X, _, _ = make_letor(30, 10, 6, seed=0)
     X = X.clone()
     X[::4, 1] = float("nan")
-    return RankSVM(max_iter=50).fit(X, y, g), X
+    w = torch.linspace(-1.3, 2.1, 6, dtype=torch.float64) / 3.0
+    return LinearRanker(w, bias=-0.123456789, info={"algorithm": "ranksvm"}), X
 
 
 def test_ranksvm_linear_model_to_onnx(ranksvm, tmp_path):
