@@ -62,6 +62,9 @@ def _write(model, fmt: str, path: str) -> None:
 def _notes(model, args) -> list:
     """What the file does not carry, as notes for the user."""
     out = []
+    if args.format.strip().lower() == "xgboost" and not args.output.endswith(".json"):
+        out.append("XGBoost tells its formats by the file name: rename the file to *.json "
+                   "before xgboost.Booster(model_file=...) loads it")
     if model.info.get("normalize"):
         out.append("the model was trained with --normalize: scale each query's features "
                    "(per-query min-max) before scoring with the exported model")
