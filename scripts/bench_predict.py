@@ -155,20 +155,22 @@ def as_numpy(s):
 
 
 def run(table: dict, ref, repeats: int, reference: str, n: int, title: str):
+    """Time every method (the reference first), printing each row as it is measured."""
+    order = sorted(table, key=lambda name: name != reference)
+    print(f"\n{title}")
+    print(f"{'method':<24} {'median s':>10} {'ns/doc':>9} {'vs ' + reference:>16}", flush=True)
     rows = {}
-    for name, fn in table.items():
+    for name in order:
+        fn = table[name]
         s = fn()  # warm up (lazy compiles, first-touch allocations), and check the scores
         if ref is not None:
             s = as_numpy(s).reshape(-1)
             err = float(np.abs(s - ref).max())
             assert err <= 1e-5 * (1 + float(np.abs(ref).max())), f"{name}: max error {err}"
-        rows[name] = median_time(fn, repeats)[0]
-    base = rows.get(reference)
-    print(f"\n{title}")
-    print(f"{'method':<24} {'median s':>10} {'ns/doc':>9} {'vs ' + reference:>16}")
-    for name, sec in rows.items():
+        rows[name] = sec = median_time(fn, repeats)[0]
+        base = rows.get(reference)
         ratio = f"{sec / base:.2f}x" if base else "-"
-        print(f"{name:<24} {sec:>10.3f} {1e9 * sec / n:>9.1f} {ratio:>16}")
+        print(f"{name:<24} {sec:>10.3f} {1e9 * sec / n:>9.1f} {ratio:>16}", flush=True)
     return rows
 
 
