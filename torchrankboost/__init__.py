@@ -114,7 +114,7 @@ from .tensorboard import TensorBoardLogger  # noqa: F401
 from .progress import ProgressCallback  # noqa: F401
 from . import export  # noqa: F401
 from .export import (from_lightgbm, from_xgboost, to_lightgbm, to_onnx,  # noqa: F401
-                     to_torch, to_xgboost)
+                     to_torch, to_treelite, to_xgboost)
 
 
 def __getattr__(name):  # PEP 562: the estimator imports scikit-learn (~1 s), load it on use

@@ -7,6 +7,7 @@ Sub-commands::
     torchrankboost evaluate  MODEL FILE [--metric NAME ...]
     torchrankboost predict   MODEL FILE [--output OUT]
     torchrankboost list      [losses|algorithms|learners|metrics]
+    torchrankboost export    MODEL --format {lightgbm,xgboost,onnx,treelite} -o PATH
 
 ``torchrankboost train`` with no arguments trains the main job on built-in data (wdbc,
 bipartite) in seconds, logs to ``runs/<name>-<timestamp>`` and prints how to open
@@ -42,6 +43,7 @@ from typing import Dict, List, Optional, Sequence
 from ._errors import first_line
 from .contract import NumericalError
 from .data import load_file, pad_features
+from .export.cli import add_export_command, export_command
 from .factory import load_model, rounds_kept
 from .parallel import DistributedError
 from .parallel.launch import (end_process_group, relaunch, reports_failures, start_process_group,
@@ -129,6 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
                               "SVMlight/LETOR file")
     pr.add_argument("--output", "-o", default=None, metavar="PATH",
                     help="output file (default: standard output)")
+    add_export_command(sub)
     ls = sub.add_parser("list", help="list losses, algorithms, learners and metrics",
                         description="List the available names with a one-line description.")
     ls.add_argument("kind", nargs="?", default=None,
@@ -439,8 +442,13 @@ def _say(line: str, reporter: Optional[int] = None) -> None:
         print(line, file=sys.stderr)
 
 
+def cmd_export(args) -> int:
+    """``export``: :mod:`torchrankboost.export.cli` on the saved model."""
+    return export_command(args, lambda: _load_model(args.model, device("cpu")))
+
+
 COMMANDS = {"train": cmd_train, "evaluate": cmd_evaluate, "predict": cmd_predict,
-            "list": cmd_list}
+            "list": cmd_list, "export": cmd_export}
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

@@ -91,11 +91,14 @@ def _graph(base: float, F: int, trees: List[PlainTree]):
 
 
 def to_onnx(model, path) -> None:
-    r"""Write a fitted tree or stump ensemble as an ONNX model (needs the ``onnx`` package).
+    r"""Write a fitted tree or stump ensemble, or a linear ranker, as an ONNX model (needs
+    the ``onnx`` package).
 
     Args:
         model: an :class:`~torchrankboost.boosting.ensemble.Ensemble` of ``TreeModel`` /
-            ``StumpModel`` rounds (or a fitted ranker whose ``model_`` is one).
+            ``StumpModel`` rounds, a :class:`~torchrankboost.linear.LinearRanker` (what
+            ``RankSVM`` fits; see :mod:`.onnx_linear`), or a fitted ranker whose ``model_``
+            is one of these.
         path: the file to write (atomically; name it ``*.onnx``).
 
     ``onnxruntime.InferenceSession(path).run(["scores"], {"X": X})[0][:, 0]`` (``X`` float32
@@ -104,6 +107,15 @@ def to_onnx(model, path) -> None:
     Per-query normalisation of the features is not part of the file: apply it before
     predicting. Other weak models raise ``ValueError``.
     """
+    from ..linear import LinearRanker
+
+    linear = getattr(model, "model_", model)
+    if isinstance(linear, LinearRanker):
+        from .onnx_linear import linear_graph
+
+        data = linear_graph(linear, _ONNX_OPSET).SerializeToString()
+        atomic_write(os.fspath(path), lambda fh: fh.write(data), mode="wb")
+        return
     base, F, trees = plain_trees(model, "to_onnx")
     if not trees:  # the operator needs a tree: a single leaf of 0
         trees = [PlainTree([], [], [], [], [], [], [0.0], True)]
