@@ -141,9 +141,15 @@ class Ensemble:
         bs = n if not batch_size else int(batch_size)
         if bs < 1:
             raise ValueError(f"batch_size must be positive, got {batch_size}")
+        from .kernels.native_backend import predict_trees
+
+        if not hasattr(self, "_predict_cache"):
+            self._predict_cache = {}
         for start in range(0, n, max(bs, 1)):
             xb = X[start:start + bs]
             acc = out[start:start + bs]
+            if predict_trees(self.models[:T], self.weights[:T], xb, acc, self._predict_cache):
+                continue  # the compiled pass over all trees (the same sums as below)
             for t in range(T):
                 acc += self.weights[t] * self.models[t].predict(xb).to(torch.float64)
         return out

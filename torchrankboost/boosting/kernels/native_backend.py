@@ -26,7 +26,7 @@ from .histogram import compact_reducer
 __all__ = ["NativeBackend", "library", "status", "SOURCE"]
 
 SOURCE = Path(__file__).with_name("trees.c")
-_ABI = 3
+_ABI = 4
 #: the C type of the data-parallel reduction callback ``reduce(double *buf, int64_t len)``
 REDUCE_FN = ctypes.CFUNCTYPE(None, ctypes.POINTER(ctypes.c_double), ctypes.c_int64)
 
@@ -65,6 +65,7 @@ def _declare(lib: ctypes.CDLL) -> None:
         "trb_grow_args_size": ([], i64),
         "trb_scatter_leaves": ([p, p, p, i64, p, p, i32], None),
         "trb_grow": ([ctypes.POINTER(GrowArgs)], i64),
+        "trb_predict_trees": ([p, i32, i64, i64, i64, p, p, p, p, p, p, p, p, p, p, p, i32], None),
         "trb_oblivious_level": ([p, i64, i64, i64, p, p, p, i64, d, d, d, p, p, p], None),
     }
     for name, (args, res) in sig.items():
@@ -249,3 +250,57 @@ def _reduce_callback(reduce: Optional[Reduce]):
 
     call.error = None
     return call
+
+
+def _packed_trees(models) -> dict:
+    """The trees of ``models`` packed for ``trb_predict_trees`` (CPU, node and leaf offsets)."""
+    i64, f64 = torch.int64, torch.float64
+    K = [int(m.split_feature.numel()) for m in models]
+    L = [int(m.leaf_value.numel()) for m in models]
+    cat = lambda xs, dt: (torch.cat([x.detach().to("cpu", dt).reshape(-1) for x in xs])  # noqa: E731
+                          if xs else torch.empty(0, dtype=dt)).contiguous()
+    return {
+        "node_off": torch.tensor([0] + K, dtype=i64).cumsum(0).contiguous(),
+        "leaf_off": torch.tensor([0] + L, dtype=i64).cumsum(0).contiguous(),
+        "thr_f32": torch.tensor([m.threshold.dtype != f64 for m in models], dtype=torch.uint8),
+        "split_feature": cat([m.split_feature for m in models], i64),
+        "threshold": cat([m.threshold for m in models], f64),  # exact from float32
+        "default_left": cat([m.default_left for m in models], torch.uint8),
+        "left_child": cat([m.left_child for m in models], i64),
+        "right_child": cat([m.right_child for m in models], i64),
+        "value": cat([m.leaf_value for m in models], f64),
+    }
+
+
+def predict_trees(models, weights, X: Tensor, out: Tensor, cache: dict) -> bool:
+    """``out += Σ_t weights[t] · models[t].predict(X)`` (float64, in round order) in one pass
+    of the compiled kernel over the rows, every tree of a row before the next row — the sums
+    of the per-round loop bit for bit. ``False`` (nothing done) unless every model is a tree
+    on CPU, ``X`` is float32 / float64 on CPU and the kernels run here. ``cache``: where the
+    packed trees are kept between calls (keyed by the models' identities)."""
+    from ..learners.tree import TreeModel
+
+    if (X.device.type != "cpu" or X.dtype not in (torch.float32, torch.float64)
+            or not models or not all(type(m) is TreeModel for m in models)
+            or any(m.leaf_value.device.type != "cpu" for m in models)):
+        return False
+    if NativeBackend().unavailable(device=X.device, data_dtype=X.dtype, num_rows=X.shape[0]):
+        return False
+    # the models are held by the cache (their ids stay theirs); an in-place change of a
+    # tree's tensors bumps their versions and repacks
+    key = tuple((id(m), m.leaf_value._version, m.threshold._version, m.split_feature._version)
+                for m in models)
+    hit = cache.get("packed")
+    if hit is None or hit[0] != key:
+        hit = cache["packed"] = (key, _packed_trees(models), list(models))
+    packed = hit[1]
+    X = X.contiguous()
+    w = torch.tensor([float(v) for v in weights], dtype=torch.float64)
+    n, F = X.shape
+    library().trb_predict_trees(
+        X.data_ptr(), int(X.dtype == torch.float32), n, F, len(models),
+        *(packed[k].data_ptr() for k in ("node_off", "leaf_off", "thr_f32", "split_feature",
+                                          "threshold", "default_left", "left_child",
+                                          "right_child", "value")),
+        w.data_ptr(), out.data_ptr(), torch.get_num_threads())
+    return True

@@ -26,7 +26,7 @@
 
 #define CH 3
 
-int trb_abi_version(void) { return 3; }
+int trb_abi_version(void) { return 4; }
 
 /* Work below this many (row, feature) updates runs on one thread: a parallel region costs
  * more than it saves on small nodes. */
@@ -665,5 +665,41 @@ void trb_scatter_leaves(const int32_t *rows, const int64_t *leaf_begin, const in
         const int32_t *rk = rows + leaf_begin[k];
         double v = value[k];
         for (int64_t i = 0; i < leaf_count[k]; i++) out[rk[i]] = v;
+    }
+}
+
+/* Scores of an ensemble of trees on raw features X (n, F) (float64, or float32 when is_f32):
+ * out[i] += w[t] * value[leaf_t(x_i)] for t = 0..T-1 in round order (out holds the base
+ * score), every tree of a row before the next row (cache-friendly). Tree t's nodes are
+ * node_off[t] .. node_off[t+1) of the packed arrays (children local to the tree: >= 0
+ * internal node, < 0 leaf ~child, leaf values at leaf_off[t]); thr_f32[t]: the tree compares
+ * in float32 (x rounded to float32 first, as TreeModel.predict converts X to its thresholds'
+ * dtype). The arithmetic of Ensemble.predict's per-round loop, bit for bit. */
+void trb_predict_trees(const void *X, int is_f32, int64_t n, int64_t F, int64_t T,
+                       const int64_t *node_off, const int64_t *leaf_off, const uint8_t *thr_f32,
+                       const int64_t *split_feature, const double *threshold,
+                       const uint8_t *default_left, const int64_t *left_child,
+                       const int64_t *right_child, const double *value, const double *w,
+                       double *out, int nthreads)
+{
+    int nt = nthreads < 1 ? 1 : nthreads;
+    if (n * T < 65536) nt = 1;
+#pragma omp parallel for num_threads(nt) if (nt > 1) schedule(static)
+    for (int64_t i = 0; i < n; i++) {
+        double acc = out[i];
+        for (int64_t t = 0; t < T; t++) {
+            const int64_t o = node_off[t];
+            int64_t node = node_off[t + 1] > o ? 0 : -1; /* no internal node: leaf 0 */
+            while (node >= 0) {
+                int64_t k = o + node;
+                int64_t j = i * F + split_feature[k];
+                double x = is_f32 ? (double)((const float *)X)[j] : ((const double *)X)[j];
+                if (thr_f32[t] && !is_f32) x = (double)(float)x;
+                int go = isnan(x) ? default_left[k] : (x <= threshold[k]);
+                node = go ? left_child[k] : right_child[k];
+            }
+            acc += w[t] * value[leaf_off[t] + ~node];
+        }
+        out[i] = acc;
     }
 }
