@@ -63,6 +63,7 @@ from .losses import SmoothMarginLoss  # noqa: F401
 from .losses import f_skew, relative_f_skew, zero_skew_intercept, smooth_margin  # noqa: F401
 from .losses import PairwiseHingeLoss, QBRankLoss  # noqa: F401
 from .losses import ListMLELoss, ListNetLoss, RankNetLoss  # noqa: F401
+from .losses import LambdaLoss, LambdaRankExpLoss  # noqa: F401
 
 # --- boosting ---
 from . import boosting  # noqa: F401
