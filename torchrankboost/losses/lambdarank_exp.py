@@ -91,6 +91,11 @@ class LambdaRankExpLoss(RankingLoss):
     ``σ (L_k − U_k)``, exact Hessian diagonal ``σ² (U_k + L_k)``, bound twice the diagonal
     (each pair's Hessian ``q [[1, −1], [−1, 1]]`` is below ``2q I``). Autograd gives the same
     gradient and works to second order.
+
+    **Boosting.** Use ``Booster(..., step="fixed")`` (CLI ``-p step=fixed``): LambdaMART's
+    Newton leaf values times the learning rate. The value moves with the ranks (a better
+    order puts the relevant documents where the discount differences are larger), so the
+    default step's test that the loss decreases rejects the first step.
     """
 
     def __init__(self, *, sigma: float = 1.0, normalize: bool = True, reduction: str = "sum"):
