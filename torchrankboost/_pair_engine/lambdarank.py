@@ -129,15 +129,20 @@ def rank_order(s: Tensor, lev: Tensor, groups: Groups) -> Tensor:
     ordered), then input order. One stable integer sort of the score bits (plus one by query
     for several queries); the level pre-sort is added only when some scores tie."""
     key = -_sortable(s.detach())
-    gi = groups.group_index.to(s.device)
-    p = torch.argsort(key, stable=True)
-    if groups.num_groups > 1:
-        p = p[torch.argsort(gi[p], stable=True)]
-    ks = key[p]
-    if p.numel() > 1 and bool(((ks[1:] == ks[:-1]) & (gi[p][1:] == gi[p][:-1])).any()):
+    one = groups.num_groups <= 1
+    ks, p = torch.sort(key, stable=True)
+    if not one:
+        gi = groups.group_index.to(s.device)
+        q = torch.argsort(gi.index_select(0, p), stable=True)
+        p, ks = p.index_select(0, q), ks.index_select(0, q)
+    tied = ks[1:] == ks[:-1]
+    if not one:
+        gp = gi.index_select(0, p)
+        tied &= gp[1:] == gp[:-1]
+    if p.numel() > 1 and bool(tied.any()):
         p = torch.argsort(lev, stable=True)
         p = p[torch.argsort(key[p], stable=True)]
-        if groups.num_groups > 1:
+        if not one:
             p = p[torch.argsort(gi[p], stable=True)]
     return p
 
@@ -211,7 +216,6 @@ def _sweep_rows(lay: _RankLayout, st: "LambdaRankSetup", D: Tensor, lower_src: T
     n = D.shape[0]
     gain = st.level_gain.tolist()
     acc = {side: [D.new_zeros(at.numel()) for at in lay.at] for side in ("lo", "up")}
-    buf = D.new_zeros(n + 1)
     for m in range(K):
         if lay.at[m].numel() == 0:
             continue
@@ -224,7 +228,8 @@ def _sweep_rows(lay: _RankLayout, st: "LambdaRankSetup", D: Tensor, lower_src: T
             c = src * mask
             R = []
             for x in (c, c * D):
-                cse = buf.clone()
+                cse = D.new_empty(n + 1)
+                cse[0] = 0.0
                 torch.cumsum(x, 0, out=cse[1:])
                 R.append((cse, _query_ends(cse, st)))
             for k in readers:
