@@ -8,6 +8,10 @@
     * ``trb-exp-bound``  the same with the diagonal Hessian bound
     * ``trb-exp-ls``, ``trb-qbrank-ls``  the exact line search instead
     * ``trb-qbrank``  Booster(QBRankLoss, ..., curvature="bound") — the default step
+    * ``trb-lambdarank-exp``  Booster(LambdaRankExpLoss, ...): LambdaRank's |ΔNDCG| weights
+      over all pairs (no truncation) times the exponential pair loss, diag curvature,
+      ``step="fixed"`` (LambdaMART: Newton leaf values, no loss check — the weights move
+      with the ranks, so the loss is not a fixed function to descend)
     * ``lgb-lambdarank``  LightGBM ``objective="lambdarank"``
     * ``lgb-exp-custom``  LightGBM with ``objective=callable`` fed by our exponential loss's
       closed-form gradient and Hessian diagonal (same trees, LightGBM's fixed step)
@@ -241,6 +245,8 @@ def methods(args):
                                                    va, args, R, E),
         "trb-qbrank-ls": lambda tr, va, R, E: run_trb(L.QBRankLoss(), "line_search", "bound",
                                                       tr, va, args, R, E),
+        "trb-lambdarank-exp": lambda tr, va, R, E: run_trb(L.LambdaRankExpLoss(), "fixed",
+                                                           "diag", tr, va, args, R, E),
         "lgb-lambdarank": lambda tr, va, R, E: run_lgb(tr, va, args, R, E),
         "lgb-exp-custom": lambda tr, va, R, E: run_lgb(tr, va, args, R, E,
                                                        custom_loss=L.ExponentialPairwiseLoss()),

@@ -65,6 +65,7 @@ from .losses import PairwiseHingeLoss, QBRankLoss  # noqa: F401
 from .losses import ListMLELoss, ListNetLoss, RankNetLoss  # noqa: F401
 from .losses import YetiRankLoss  # noqa: F401
 from .losses.approx import ApproxNDCGLoss, NeuralNDCGLoss  # noqa: F401
+from .losses import LambdaLoss, LambdaRankExpLoss  # noqa: F401
 
 # --- boosting ---
 from . import boosting  # noqa: F401

@@ -152,3 +152,30 @@ TWINS = {
     "ListMLELoss": listmle_loss, "RankNetLoss": ranknet_loss, "YetiRankLoss": yetirank_loss,
     "ApproxNDCGLoss": approx_ndcg_loss, "NeuralNDCGLoss": neural_ndcg_loss,
 }
+
+
+# --- metric-weighted pairwise losses ---
+from .losses.lambda_loss import LambdaLoss as _LambdaLoss  # noqa: E402
+from .losses.lambdarank_exp import LambdaRankExpLoss as _LambdaRankExpLoss  # noqa: E402
+
+
+def lambda_loss(scores, labels, groups=None, *, scheme="ndcgLoss2++", sigma=1.0, mu=10.0,
+                k=None, log="binary", block_pairs=1 << 20, weights=None, mask=None,
+                reduction="sum"):
+    """Functional :class:`~torchrankboost.losses.LambdaLoss` (allRank's ``lambdaLoss``):
+    ``Σ_pairs ρ_ij · −log σ(σ (s_i − s_j))`` with the scheme's weights at the current
+    ranks."""
+    return _LambdaLoss(scheme=scheme, sigma=sigma, mu=mu, k=k, log=log,
+                       block_pairs=block_pairs, reduction=reduction)(
+        scores, labels, groups, weights=weights, mask=mask)
+
+
+def lambdarank_exp_loss(scores, labels, groups=None, *, sigma=1.0, normalize=True,
+                        weights=None, mask=None, reduction="sum"):
+    """Functional :class:`~torchrankboost.losses.LambdaRankExpLoss`:
+    ``Σ_{y_i > y_j} |ΔG| |ΔD| e^{−σ (s_i − s_j)} / Z`` over all pairs, O(n log n)."""
+    return _LambdaRankExpLoss(sigma=sigma, normalize=normalize, reduction=reduction)(
+        scores, labels, groups, weights=weights, mask=mask)
+
+
+TWINS.update({"LambdaLoss": lambda_loss, "LambdaRankExpLoss": lambdarank_exp_loss})

@@ -152,6 +152,13 @@ _ENTRIES: List[Entry] = [
     Entry("loss", "neural_ndcg", "torchrankboost.losses.approx:NeuralNDCGLoss",
           "NeuralNDCG (Pobrotyn & Bialobrzeski 2021): minus NDCG under NeuralSort + Sinkhorn; "
           "O(sum n_q^2 n_iter), neural rankers only (no grad_hess)", aliases=("neuralndcg",)),
+    Entry("loss", "lambdaloss", f"{_L}:LambdaLoss",
+          "LambdaLoss (Wang et al. 2018, allRank lambdaLoss): metric-weighted logistic pairs "
+          "(scheme ndcgLoss2++/ndcgLoss2/ndcgLoss1/lambdaRank, k); O(sum min(n_q, k)^2)",
+          aliases=("lambda_loss",)),
+    Entry("loss", "lambdarank_exp", f"{_L}:LambdaRankExpLoss",
+          "LambdaRank |delta NDCG| weights x exp(-(s_hi - s_lo)) over all pairs, exact, "
+          "O(n log n)", aliases=("lambdarank_exponential",)),
     # algorithms -------------------------------------------------------------------------
     Entry("algorithm", "boost", f"{_B}.booster:Booster",
           "generic stagewise boosting: any loss (--loss) + any weak learner (--learner)",

@@ -14,6 +14,8 @@ count pairs or levels (``torchrankboost.metrics``) and the RankBoost-family pape
   hinge / squared hinge terms, pair degrees).
 * :mod:`.hinge` — the score-independent setup of hinge-type losses built on those kernels.
 * :mod:`.margin` — the ranking margin per query.
+* :mod:`.lambdarank` — LambdaRank's |ΔNDCG| weights times the exponential pair function over
+  all pairs, by (label level × rank) dominance sums (``LambdaRankExpLoss``).
 
 Nothing here is public API; shapes are flat ragged tensors described by a
 :class:`~torchrankboost.groups.Groups`.

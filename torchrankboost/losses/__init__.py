@@ -22,3 +22,5 @@ from .hinge import PairwiseHingeLoss  # noqa: F401
 from .qbrank import QBRankLoss  # noqa: F401
 from .listwise import ListMLELoss, ListNetLoss, RankNetLoss  # noqa: F401
 from .yetirank import YetiRankLoss  # noqa: F401
+from .lambda_loss import LambdaLoss  # noqa: F401
+from .lambdarank_exp import LambdaRankExpLoss  # noqa: F401
