@@ -9,3 +9,11 @@ from .simulate import (  # noqa: F401
     relevance_click_prob,
     simulate_clicks,
 )
+from .debias import (  # noqa: F401
+    DEBIAS,
+    AdditivePositionLoss,
+    IPWLoss,
+    PositionDebiasLoss,
+    RegressionEMLoss,
+    make_debias,
+)

@@ -52,7 +52,7 @@ from ..pairs import ExplicitPairs
 from ..params import from_params
 
 __all__ = ["PositionDebiasLoss", "IPWLoss", "RegressionEMLoss", "AdditivePositionLoss",
-           "PositionBound", "click_pairs", "DEBIAS"]
+           "PositionBound", "click_pairs", "make_debias", "DEBIAS"]
 
 F64 = torch.float64
 DEBIAS = ("none", "ipw", "em", "additive")
@@ -404,3 +404,20 @@ class AdditivePositionLoss(PositionDebiasLoss):
         bound.offset_table = t
         self.last_state_ = bound.state()
         return True
+
+
+def make_debias(method: str, loss, *, propensity=None, **options):
+    """The debiasing wrapper named ``method`` (``"ipw"`` needs ``propensity``; ``"none"``
+    returns ``loss``): what the estimator's and the command line's ``debias`` build."""
+    if method not in DEBIAS:
+        raise ValueError(f"debias must be one of {DEBIAS}, got {method!r}")
+    if method == "none":
+        return loss
+    if method == "ipw":
+        if propensity is None:
+            raise ValueError("debias='ipw' needs the propensities of positions 1..K "
+                             "(propensity=...)")
+        return IPWLoss(loss, propensity, **options)
+    if method == "em":
+        return RegressionEMLoss(loss, **options)
+    return AdditivePositionLoss(loss, **options)
