@@ -41,16 +41,17 @@ def test_ipw_expected_gradient_equals_relevance_gradient(base):
     # the same loss on relevance: a_i = ρ_i on the shown documents (propensity 1)
     rel = torch.where(pos > 0, rho, torch.zeros_like(rho))
     g_rel, _ = IPWLoss(base, [1.0] * 4, clip=0.0).bind_position(rel, groups, pos).grad_hess(s)
-    torch.testing.assert_close(exp_g, g_rel, rtol=1e-10, atol=1e-12)
+    # (not torch.testing.assert_close: its first call imports torch.distributed.tensor, ~5 s)
+    assert float((exp_g - g_rel).abs().max()) <= 1e-12 + 1e-10 * float(g_rel.abs().max())
 
 
 def test_regression_em_recovers_propensities():
     g = torch.Generator().manual_seed(0)
-    G, L, k = 1500, 10, 10
+    G, L, k = 1000, 10, 10
     groups = Groups.from_sizes(torch.full((G,), L))
     y = torch.randint(0, 3, (G * L,), generator=g)
     log_s = y.to(F64) + 1.5 * torch.randn(G * L, generator=g, dtype=F64)
-    log = simulate_clicks(y, groups, log_s, n_sessions=300_000, eta=1.0, top_k=k, seed=1)
+    log = simulate_clicks(y, groups, log_s, n_sessions=200_000, eta=1.0, top_k=k, seed=1)
     rho = relevance_click_prob(y)
     score = torch.log(rho / (1 - rho).clamp_min(1e-3))  # a ranker that knows the relevance
     bound = RegressionEMLoss(ExponentialPairwiseLoss()).bind_position(log.ctr(), groups,
