@@ -139,9 +139,10 @@ def one_run(fold: int, eta: float, seed: int, args) -> dict:
     out["lightgbm_position"] = fit_lightgbm(tr, ctr, pos, te, args, seed)
     out["xgboost_unbiased"] = fit_xgboost(tr, ctr, pos, te, args, seed)
     for k, (v, s, info) in out.items():
-        extra = info.get("position_debias", {}).get("propensity")
-        prop = "" if not extra else " propensity " + " ".join(
-            f"{float.fromhex(x):.3f}" for x in extra)
+        state = info.get("position_debias", {})
+        key = "position_bias" if "position_bias" in state else "propensity"
+        prop = "" if not state else f" {key} " + " ".join(
+            f"{float.fromhex(x):.3f}" for x in state[key])
         print(f"fold {fold} eta {eta} seed {seed} {k:18s} ndcg@10 {v:.4f} fit {s:6.2f}s{prop}",
               flush=True)
     return {k: (v, s) for k, (v, s, _) in out.items()}

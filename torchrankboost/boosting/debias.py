@@ -48,7 +48,14 @@ def between_rounds(booster, run, rnd: int) -> None:
     update = getattr(run.bound, "update", None)
     if update is None:
         return
-    if update(run.scores, run.comm, rnd):
-        run.pending = None  # the fused gradient was the old loss's
-        run.loss = booster._loss_value(run.comm, run.bound, run.scores)
+    pending = run.pending if run.pending is not None and run.pending[0] is run.scores else None
+    if update(run.scores, run.comm, rnd, pending):
+        # the loss changed: its value, gradient and curvature at the scores again, in one call
+        kind = booster._curv_kind()
+        out = [0.0, None, None]
+        with run.comm.local():
+            v, out[1], out[2] = run.bound.value_grad_hess(run.scores, hess=kind)
+            out[0] = float(v)
+        run.loss = float(run.comm.sum(lambda: [out[0]], size=1)[0])
+        run.pending = (run.scores, out[1], out[2], kind)
     run.ensemble.info[KEY] = run.bound.state()

@@ -141,8 +141,10 @@ class PositionBound:
         return self._bound.value_grad_hess(self._s(scores), hess=hess)
 
     # -- between rounds, state ------------------------------------------------------------
-    def update(self, scores: Tensor, comm, rnd: int) -> bool:
-        return self.owner._update(self, scores, comm, rnd)
+    def update(self, scores: Tensor, comm, rnd: int, pending=None) -> bool:
+        """The method's update before round ``rnd`` (``pending``: ``(scores, g, h, kind)``
+        of this loss at ``scores`` when the booster has them)."""
+        return self.owner._update(self, scores, comm, rnd, pending)
 
     def state(self) -> dict:
         out = {"method": self.owner.method, "propensity": _hex(self.theta)}
@@ -241,7 +243,8 @@ class PositionDebiasLoss(RankingLoss):
     def _init_bound(self, bound: PositionBound) -> None:
         """Set up the method's state on a new bound (default: nothing)."""
 
-    def _update(self, bound: PositionBound, scores: Tensor, comm, rnd: int) -> bool:
+    def _update(self, bound: PositionBound, scores: Tensor, comm, rnd: int,
+                pending=None) -> bool:
         return False
 
     def round_diagnostics(self, scores=None, labels=None, groups=None):
@@ -309,7 +312,7 @@ class RegressionEMLoss(PositionDebiasLoss):
         # the EM's own (unnormalised) examination probabilities; θ = 1 would be a fixed point
         bound.extra["examination"] = torch.full((bound.K,), 0.5, dtype=F64)
 
-    def _update(self, bound, scores, comm, rnd):
+    def _update(self, bound, scores, comm, rnd, pending=None):
         if (rnd - 1) % self.every:
             return False
         for _ in range(self.em_steps):
@@ -383,13 +386,16 @@ class AdditivePositionLoss(PositionDebiasLoss):
     def _init_bound(self, bound):
         bound.offset_table = torch.zeros(bound.K + 1, dtype=F64)  # positions 0..K
 
-    def _update(self, bound, scores, comm, rnd):
+    def _update(self, bound, scores, comm, rnd, pending=None):
         if (rnd - 1) % self.every:
             return False
         K1 = bound.K + 1
 
         def per_position():
-            g, h = bound.grad_hess(scores.detach(), hess="diag")
+            if pending is not None and pending[3] == "diag":
+                g, h = pending[1], pending[2]  # this loss at these scores, computed already
+            else:
+                g, h = bound.grad_hess(scores.detach(), hess="diag")
             z = torch.zeros(2 * K1, dtype=F64)
             z.index_add_(0, bound.position, g.to(F64))
             z.index_add_(0, bound.position + K1, h.to(F64))
