@@ -26,7 +26,8 @@ learning rate 0.1):
 ``--quick``: fold 1, eta = 1, 10^5 sessions, seeds 0 and 1 (mean and std over the seeds);
 writes ``results/clicks/quick.json`` (``{method: {"ndcg@10", "std", "fit_s"}}``). Without
 ``--quick``: ``--folds`` (default 1..5) x ``--etas`` (default 0.5, 1, 2), one seed each,
-``results/clicks/full.json`` (``{eta: {method: {...}}}``; std over the folds).
+``results/clicks/<--name>.json`` (default ``full.json``; ``{eta: {method: {...}}}``; std over
+the folds).
 """
 
 from __future__ import annotations
@@ -170,6 +171,7 @@ def main(argv=None) -> int:
     ap.add_argument("--seeds", default=None, help="default: 0,1 with --quick, else 0")
     ap.add_argument("--sessions", type=int, default=100_000)
     ap.add_argument("--rounds", type=int, default=100)
+    ap.add_argument("--name", default="full", help="output file stem without --quick")
     args = ap.parse_args(argv)
     torch.set_num_threads(1)
     if not dataset_path("mq2008", "Fold1").is_dir():
@@ -188,7 +190,7 @@ def main(argv=None) -> int:
             runs = [one_run(int(f), eta, s, args) for f in args.folds.split(",") for s in seeds]
             res[str(eta)] = summarise(runs)
             print(f"eta {eta}\n{table(res[str(eta)])}", flush=True)
-        (OUT / "full.json").write_text(json.dumps(res, indent=1) + "\n")
+        (OUT / f"{args.name}.json").write_text(json.dumps(res, indent=1) + "\n")
     print(f"total {time.perf_counter() - t0:.1f}s")
     return 0
 
