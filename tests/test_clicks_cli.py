@@ -49,7 +49,8 @@ def test_cli_position_side_file(tmp_path, capsys):
     assert np.array_equal(read_positions(str(train) + ".position"), log.position.numpy())
     out = tmp_path / "m.safetensors"
     rc = main(["train", "--data", str(train), "--rounds", "2", "--debias", "ipw",
-               "--propensity", "1,0.5,0.33,0.25,0.2", "--quiet", "--logdir", str(tmp_path / "run"), "--output", str(out)])
+               "--propensity", "1,0.5,0.33,0.25,0.2", "--quiet", "--logdir",
+               str(tmp_path / "run"), "--output", str(out)])
     assert rc == 0, capsys.readouterr().err
     assert Ensemble.load(out).info["position_debias"]["method"] == "ipw"
     bad = tmp_path / "bad.position"

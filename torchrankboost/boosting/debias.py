@@ -45,7 +45,7 @@ def bind_position(fw, bind_fn, loss, labels, groups, position, comm, start):
 
 def between_rounds(booster, run, rnd: int) -> None:
     """The debiasing update at the start of round ``rnd`` (nothing for other losses)."""
-    update = getattr(run.bound, "update", None)
+    update = getattr(run.bound, "position_update", None)
     if update is None:
         return
     pending = run.pending if run.pending is not None and run.pending[0] is run.scores else None

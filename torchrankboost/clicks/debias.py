@@ -11,7 +11,8 @@ each click and every other document ``j`` of its query (shown or not), weighted 
 .. math:: L(s) = \sum_q \sum_{i \in q} a_i \sum_{j \in q,\, j \ne i} \ell(s_i - s_j)
 
 (:class:`~torchrankboost.pairs.ExplicitPairs` with weights :math:`a_i`; the propensity SVM-Rank
-form of Joachims et al., 2017), ``j`` over the shown documents by default (``negatives``). The weight is linear in the clicks, so with
+form of Joachims et al., 2017), ``j`` over the shown documents by default (``negatives``).
+The weight is linear in the clicks, so with
 :math:`a_i = c_i / \theta_{p_i}` its expectation over the clicks is the same loss with
 :math:`a_i = \rho_i`: **the expected gradient on clicks equals the gradient on relevance**
 (exactly for the losses linear in the pair weights: exponential, hinge, QBRank's pair part,
@@ -88,8 +89,8 @@ def _unhex(xs, name: str) -> Tensor:
 class PositionBound:
     """A position-debiased loss bound to clicks, groups and positions (the bound-loss
     interface the booster uses: ``value``, ``grad_hess``, ``value_grad_hess``), plus
-    ``update(scores, comm)`` between rounds (``True`` when the loss changed) and the exact
-    JSON ``state()`` / ``load_state(state)``."""
+    ``position_update(scores, comm, rnd)`` between rounds (``True`` when the loss changed)
+    and the exact JSON ``state()`` / ``load_state(state)``."""
 
     def __init__(self, owner: "PositionDebiasLoss", labels: Tensor, groups: Groups,
                  position: Tensor, weights: Optional[Tensor], n_positions: int):
@@ -141,7 +142,7 @@ class PositionBound:
         return self._bound.value_grad_hess(self._s(scores), hess=hess)
 
     # -- between rounds, state ------------------------------------------------------------
-    def update(self, scores: Tensor, comm, rnd: int, pending=None) -> bool:
+    def position_update(self, scores: Tensor, comm, rnd: int, pending=None) -> bool:
         """The method's update before round ``rnd`` (``pending``: ``(scores, g, h, kind)``
         of this loss at ``scores`` when the booster has them)."""
         return self.owner._update(self, scores, comm, rnd, pending)
