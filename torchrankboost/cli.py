@@ -40,6 +40,7 @@ import sys
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
+from ._cli_clicks import add_click_options
 from ._errors import first_line
 from .contract import NumericalError
 from .data import load_file, pad_features
@@ -172,6 +173,7 @@ def _add_train_data_options(tr) -> None:
                    help=_NUMBERING_HELP + "; decided once for every file of the run and "
                         "stored in the model")
     g.add_argument("--max-features", type=int, default=None, metavar="N", help=_MAX_FEATURES_HELP)
+    add_click_options(g)
 
 
 def _add_train_model_options(tr) -> None:

@@ -60,6 +60,7 @@ from . import _estimator_compat as compat
 from . import registry
 from ._threads import limit_threads, resolve_n_jobs
 from .boosting.checkpoint import warm_start_init
+from ._estimator_clicks import debias_fit_args
 from .factory import load_model, make_ranker, resolve_device, rounds_kept
 
 try:  # scikit-learn is a dependency; keep the import local to this module
@@ -194,6 +195,9 @@ class BoostedRanker(compat.TheirNames, BaseEstimator):
         verbose: show a progress bar (or lines, off a terminal) while fitting.
         warm_start: a second ``fit`` continues the fitted model up to ``n_rounds`` rounds in
             all (scikit-learn's convention; the algorithms that take ``init_model``).
+        debias, propensity: learning from clicks (labels = clicks, ``fit(..., position=...)``):
+            ``"none"``, ``"ipw"`` (with ``propensity``, positions ``1..K``), ``"em"`` or
+            ``"additive"`` (:mod:`torchrankboost.clicks`; the ``"boost"`` driver).
 
     Attributes after ``fit``: ``ranker_`` (the fitted algorithm, see
     :mod:`torchrankboost.contract`), ``model_`` (the fitted model, e.g. an ``Ensemble``),
@@ -212,7 +216,8 @@ class BoostedRanker(compat.TheirNames, BaseEstimator):
                  score_metric: str = "ndcg@10", qid_column: Optional[int] = None,
                  device: Optional[str] = None, seed: Optional[int] = None,
                  n_jobs: Optional[int] = None, importance_type: str = "gain",
-                 verbose: bool = False, warm_start: bool = False):
+                 verbose: bool = False, warm_start: bool = False, debias: str = "none",
+                 propensity=None):
         self.algorithm = algorithm
         self.loss = loss
         self.learner = learner
@@ -232,6 +237,7 @@ class BoostedRanker(compat.TheirNames, BaseEstimator):
         self.importance_type = importance_type
         self.verbose = verbose
         self.warm_start = warm_start
+        self.debias, self.propensity = debias, propensity  # clicks (fit's position=)
 
     # ------------------------------------------------------------------ helpers
     def _device(self):
@@ -285,7 +291,8 @@ class BoostedRanker(compat.TheirNames, BaseEstimator):
     # ------------------------------------------------------------------ API
     @compat.refusing_their_names(compat.THEIR_FIT, "BoostedRanker.fit")
     def fit(self, X, y, *, qid=None, group=None, eval_set=None, eval_qid=None,
-            eval_group=None, callbacks=None, sample_weight=None, group_weight=None):
+            eval_group=None, callbacks=None, sample_weight=None, group_weight=None,
+            position=None):
         """Fit on ``X (n, F)`` and relevance labels ``y (n,)``.
 
         Queries: ``qid`` (a query id per row, rows in any order), ``group`` (sizes of
@@ -296,7 +303,8 @@ class BoostedRanker(compat.TheirNames, BaseEstimator):
         ``callbacks``: callbacks of the contract (e.g. a
         :class:`~torchrankboost.tensorboard.TensorBoardLogger`). ``sample_weight`` ``(n,)``
         (per row) and ``group_weight`` (per query, in the order the queries first appear):
-        see :mod:`torchrankboost.boosting.weights`.
+        see :mod:`torchrankboost.boosting.weights`. ``position`` ``(n,)``: displayed ranks of
+        click labels ``y``, with ``debias`` (:mod:`torchrankboost.clicks`).
 
         A data frame's column names are kept in ``feature_names_in_``. Inside scikit-learn's
         cross-validation without metadata routing, ``qid``/``group`` are refused at once
@@ -334,6 +342,8 @@ class BoostedRanker(compat.TheirNames, BaseEstimator):
             learning_rate=self.learning_rate, max_leaves=self.max_leaves,
             loss_params=self.loss_params, learner_params=self.learner_params,
             params=params, seed=self.seed, n_threads=resolve_n_jobs(self.n_jobs))
+        weights.update(debias_fit_args(self, ranker, self._split_X(X, qid)[1], group, position,
+                                       Xt.shape[0], _groups_from))
         init = warm_start_init(ranker, getattr(self, "model_", None) if self.warm_start else None)
         init = {} if init is None else {"init_model": init}
         stopping = self.early_stopping_rounds if evals else None

@@ -28,6 +28,7 @@ from .parallel.launch import (check_distributed_algorithm, context, empty_split_
                               where_text)
 from .data import load_data
 from .data.sources import resolve_data_path
+from ._cli_clicks import click_positions
 from .data.svmlight import document_weights
 from .registry import parse_value
 
@@ -172,6 +173,7 @@ class RunPlan:
     logdir: str
     early_stopping: int  # patience, 0 = off
     weights: Any = None  # (n,) document weights of the training data (--weights, .weight)
+    position: Any = None  # (n,) displayed positions of click labels (--position, --debias)
 
 
 @dataclass
@@ -437,6 +439,8 @@ def _fit(ranker, splits: Dict[str, Any], run: RunPlan, callbacks: List[Any], **s
                       early_stopping_rounds=run.early_stopping or None)
     if run.weights is not None:
         kwargs["sample_weight"] = run.weights
+    if run.position is not None:
+        kwargs["position"] = run.position
     t0 = time.perf_counter()
     model = ranker.fit(tr.X, tr.labels, tr.groups, **kwargs)
     return model, time.perf_counter() - t0
@@ -530,6 +534,7 @@ def train(args) -> Optional[TrainResult]:
     splits = {"train": tr, "valid": va, "test": te}
     run, ranker = _prepare(args, ctx, options, splits, name)
     run.weights = weights
+    run.position = click_positions(args, ctx, tr, ranker)
     callbacks, logger = _callbacks(args, ctx, run)
     splits = {k: d.to(dev) for k, d in splits.items() if d is not None}
     _announce(args, ctx, run, tr, dev)

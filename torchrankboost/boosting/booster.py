@@ -82,6 +82,7 @@ from .ensemble import Ensemble, weak_summary
 from ..parallel import DistContext, FitComm, get_context, supports_data_parallel
 from .evaluation import FitMonitor, FitState
 from .checkpoint import booster_resume, open_start
+from .debias import between_rounds, bind_position
 from .inputs import count_eval_sets as _count_sets, fit_inputs
 from .objective import autograd_grad_hess, bind, initial_loss, scalar
 from .stochastic import refresh_round
@@ -328,7 +329,7 @@ class Booster(FitState):
     def fit(self, X, labels, groups=None, *, eval_set=None, eval_metric="ndcg@10",
             early_stopping_rounds: Optional[int] = None, callbacks: Sequence = (),
             init_score=None, sample_weight=None, group_weight=None, eval_init_score=None,
-            init_model=None, resume=None) -> Ensemble:
+            init_model=None, resume=None, position=None) -> Ensemble:
         """Boost for up to ``n_rounds`` rounds and return the :class:`Ensemble`.
 
         Args:
@@ -348,6 +349,7 @@ class Booster(FitState):
                 weights, the eval sets' offsets (:mod:`~torchrankboost.boosting.weights`).
             init_model, resume: continue an :class:`Ensemble` (or its path) by ``n_rounds``
                 rounds / resume a checkpoint exactly (:mod:`~.checkpoint`).
+            position: ``(n,)`` displayed ranks of click labels (a debiasing loss: :mod:`~.debias`).
 
         Raises:
             ValueError: lengths of ``X``/``labels``/``groups`` disagree, NaN labels, an empty
@@ -361,7 +363,7 @@ class Booster(FitState):
         """
         start = open_start(self._owner or self, init_model, resume, init_score=init_score)
         run = self._begin(X, labels, groups, eval_set, eval_metric, early_stopping_rounds,
-                          callbacks, init_score, (sample_weight, group_weight, eval_init_score), start)
+                          callbacks, init_score, (sample_weight, group_weight, eval_init_score, position), start)
         for rnd in run.rounds:
             if not self._round(run, rnd):
                 break
@@ -374,7 +376,7 @@ class Booster(FitState):
         return model
 
     def _begin(self, X, labels, groups, eval_set, eval_metric, early_stopping_rounds,
-               callbacks, init_score, more=(None, None, None), start=None) -> _Run:
+               callbacks, init_score, more=(None,) * 4, start=None) -> _Run:
         """Input checks, evaluation sets, base score, the initial loss, ``on_fit_start``."""
         t_fit = time.perf_counter()
         self._warned_unit = False
@@ -385,7 +387,7 @@ class Booster(FitState):
             fw = fit_weights(more[0], more[1], groups, context=comm.ctx)
             init_score, offsets = split_init_score(init_score, X.shape[0], device=X.device)
             self._check_distributable(comm)
-            bound = fw.bind(bind, self.loss, labels, groups)
+            bound = bind_position(fw, bind, self.loss, labels, groups, more[3], comm, start)
         comm.check()
         dev = X.device
         n, F = X.shape
@@ -400,7 +402,7 @@ class Booster(FitState):
             cbs.append(PrintCallback(10 if self.verbose is True else int(self.verbose)))
         base = start.base_score if start else self._base_score(
             0.0 if offsets is not None else init_score, n, labels, groups, dev, comm,
-            bound if fw.weighted else None)
+            bound if fw.weighted or more[3] is not None else None)
         # the ranker callbacks see and whose attributes the fit sets (``_owner``: QBRank, GBT)
         with comm.local():
             monitor = FitMonitor(self._owner or self, n_features=F, device=dev,
@@ -481,7 +483,7 @@ class Booster(FitState):
             return float(init_score)
         if isinstance(self.base_score, float):
             return self.base_score
-        fn = bound.value if bound is not None else (lambda x: self._value(x, labels, groups))
+        fn = bound.value if bound is not None else (lambda x: scalar(self.loss(x, labels, groups)))
         return shift_minimiser(comm, fn, n, dev, max_ratio=self.max_step_ratio)
 
     def _round(self, run: _Run, rnd: int) -> bool:
@@ -490,6 +492,7 @@ class Booster(FitState):
         carrying the failure flag) in a data-parallel fit, the local values in one process."""
         comm, W, t0 = run.comm, run.comm.world_size, time.perf_counter()
         refresh_round(self, run, rnd)  # a loss with per-round random state (YetiRank)
+        between_rounds(self, run, rnd)  # a debiasing loss's update (clicks)
         g = h = ckind = rows = None
         with comm.local():
             g, h, ckind = self._grad_curv(run, rnd)
@@ -534,9 +537,6 @@ class Booster(FitState):
         return not run.monitor.end_round(record, train_scores=run.scores)
 
     # ------------------------------------------------------------------ round pieces
-    def _value(self, s: Tensor, labels, groups) -> Tensor:
-        return scalar(self.loss(s, labels, groups))
-
     def _curv_kind(self) -> str:
         """The ``hess=`` asked of a loss with ``grad_hess``."""
         return "bound" if self.curvature == "bound" else "diag"
