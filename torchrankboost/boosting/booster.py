@@ -157,16 +157,15 @@ class Booster(FitState):
             ``FeatureRankers``); a data-parallel fit needs ``supports_data_parallel = True``.
         n_rounds: maximum number of boosting rounds ``T``.
         learning_rate: shrinkage ``ν`` applied after the step (``s += ν α f``).
-        step: ``"surrogate"`` (default: the minimiser of the quadratic model along the weak
-            model's output, ``α = −⟨g, f⟩ / Σ h f²``, which is ``α = 1`` — the per-leaf
-            Newton values that LightGBM and XGBoost use — for a least-squares learner
-            without L2; halved while ``L(s + ν α f) > L(s)``, at most 30 times; one loss
-            evaluation per round, fused with the next round's gradient when the loss has
-            ``bind``), ``"line_search"`` (exact line search of ``L(s + α f)``, see
-            :func:`~torchrankboost.boosting.steps.line_search`), ``"newton"`` (one Newton
-            step ``α = −φ'(0)/φ''(0)`` with the exact ``φ''(0) = fᵀ∇²L f`` by double
-            backward; halved until ``L(s + ν α f) ≤ L(s)``, at most 30 times) or
-            ``"fixed"`` (``α = 1``).
+        step: ``"auto"`` (default: the loss's ``preferred_step``, ``"fixed"`` for the LambdaRank
+            losses, else ``"surrogate"``), ``"surrogate"`` (the minimiser of the quadratic model
+            along the weak model's output, ``α = −⟨g, f⟩ / Σ h f²``, ``α = 1`` — LightGBM's and
+            XGBoost's per-leaf Newton values — for a least-squares learner without L2; halved
+            while ``L(s + ν α f) > L(s)``, at most 30 times; one loss evaluation per round, fused
+            with the next round's gradient when the loss has ``bind``), ``"line_search"``
+            (:func:`~torchrankboost.boosting.steps.line_search` of ``L(s + α f)``), ``"newton"``
+            (``α = −φ'(0)/φ''(0)``, the exact ``φ''(0) = fᵀ∇²L f`` by double backward; halved
+            until ``L(s + ν α f) ≤ L(s)``, at most 30 times) or ``"fixed"`` (``α = 1``).
         curvature: ``"diag"`` (Newton / Zheng Alg. 1: the exact Hessian diagonal from
             ``grad_hess(hess="diag")``, or the autograd fallback: the exact diagonal by
             Hessian-vector products — as many as the longest query has documents for a
@@ -238,7 +237,7 @@ class Booster(FitState):
     _continues = True  # init_model / resume (see torchrankboost.boosting.checkpoint)
 
     def __init__(self, loss: Callable, learner, *, n_rounds: int = 100,
-                 learning_rate: float = 0.1, step: str = "surrogate",
+                 learning_rate: float = 0.1, step: str = "auto",
                  curvature: str = "diag", subsample: float = 1.0, seed: int = 0,
                  callbacks: Sequence = (), device=None,
                  verbose: Union[bool, int, str] = "auto", n_threads: Optional[int] = 1,
@@ -259,8 +258,9 @@ class Booster(FitState):
             raise ValueError(f"n_rounds must be a non-negative integer, got {n_rounds}")
         if not (learning_rate > 0 and math.isfinite(learning_rate)):
             raise ValueError(f"learning_rate must be positive, got {learning_rate}")
+        step = getattr(loss, "preferred_step", "surrogate") if step == "auto" else step
         if step not in STEPS:
-            raise ValueError(f"step must be one of {STEPS}, got {step!r}")
+            raise ValueError(f"step must be one of {STEPS + ('auto',)}, got {step!r}")
         if curvature not in CURVATURES:
             raise ValueError(f"curvature must be one of {CURVATURES}, got {curvature!r}")
         if not (0.0 < subsample <= 1.0):

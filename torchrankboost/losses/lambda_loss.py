@@ -236,9 +236,11 @@ class LambdaLoss(RankingLoss):
     ``grad_hess`` (weights at fixed ranks): exact gradient; Hessian diagonal
     ``Σ σ² c p (1 − p)``, ``p = sigmoid(σ (s_j − s_i))``; bound ``σ² c / 2`` per pair and
     endpoint. Autograd works to second order (Hessian-vector products by one more pass).
-    Boost it with ``step="fixed"`` (CLI ``-p step=fixed``), as
-    :class:`~torchrankboost.LambdaRankExpLoss`: the weights move with the ranks.
+    The booster takes ``step="fixed"`` with it (``preferred_step``, under ``step="auto"``),
+    as with :class:`~torchrankboost.LambdaRankExpLoss`: the weights move with the ranks.
     """
+
+    preferred_step = "fixed"  # Booster(step="auto"): LambdaMART's Newton leaf values
 
     def __init__(self, *, scheme: Optional[str] = "ndcgLoss2++", sigma: float = 1.0,
                  mu: float = 10.0, k: Optional[int] = None, log: str = "binary",

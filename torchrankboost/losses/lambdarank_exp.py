@@ -92,11 +92,14 @@ class LambdaRankExpLoss(RankingLoss):
     (each pair's Hessian ``q [[1, −1], [−1, 1]]`` is below ``2q I``). Autograd gives the same
     gradient and works to second order.
 
-    **Boosting.** Use ``Booster(..., step="fixed")`` (CLI ``-p step=fixed``): LambdaMART's
-    Newton leaf values times the learning rate. The value moves with the ranks (a better
-    order puts the relevant documents where the discount differences are larger), so the
-    default step's test that the loss decreases rejects the first step.
+    **Boosting.** The booster takes ``step="fixed"`` with it (``preferred_step``, under the
+    default ``step="auto"``): LambdaMART's Newton leaf values times the learning rate. The
+    value moves with the ranks (a better order puts the relevant documents where the discount
+    differences are larger), so the surrogate step's test that the loss decreases would
+    reject the first step.
     """
+
+    preferred_step = "fixed"  # Booster(step="auto")
 
     def __init__(self, *, sigma: float = 1.0, normalize: bool = True, reduction: str = "sum"):
         super().__init__(reduction=reduction)

@@ -278,10 +278,8 @@ def predict_trees(models, weights, X: Tensor, out: Tensor, cache: dict) -> bool:
     of the per-round loop bit for bit. ``False`` (nothing done) unless every model is a tree
     on CPU, ``X`` is float32 / float64 on CPU and the kernels run here. ``cache``: where the
     packed trees are kept between calls (keyed by the models' identities)."""
-    from ..learners.tree import TreeModel
-
     if (X.device.type != "cpu" or X.dtype not in (torch.float32, torch.float64)
-            or not models or not all(type(m) is TreeModel for m in models)
+            or not models or not all(type(m).__name__ == "TreeModel" for m in models)
             or any(m.leaf_value.device.type != "cpu" for m in models)):
         return False
     if NativeBackend().unavailable(device=X.device, data_dtype=X.dtype, num_rows=X.shape[0]):
