@@ -7,6 +7,7 @@ Sub-commands::
     torchrankboost evaluate  MODEL FILE [--metric NAME ...]
     torchrankboost predict   MODEL FILE [--output OUT]
     torchrankboost list      [losses|algorithms|learners|metrics]
+    torchrankboost bin       DATA -o data.trbin   (then: train --data DATA --cache data.trbin)
 
 ``torchrankboost train`` with no arguments trains the main job on built-in data (wdbc,
 bipartite) in seconds, logs to ``runs/<name>-<timestamp>`` and prints how to open
@@ -39,6 +40,7 @@ import sys
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
+from ._cache_run import add_bin_command, cmd_bin, prepare_before_launch
 from ._errors import first_line
 from .contract import NumericalError
 from .data import load_file, pad_features
@@ -129,6 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
                               "SVMlight/LETOR file")
     pr.add_argument("--output", "-o", default=None, metavar="PATH",
                     help="output file (default: standard output)")
+    add_bin_command(sub)
     ls = sub.add_parser("list", help="list losses, algorithms, learners and metrics",
                         description="List the available names with a one-line description.")
     ls.add_argument("kind", nargs="?", default=None,
@@ -169,6 +172,8 @@ def _add_train_data_options(tr) -> None:
                    help=_NUMBERING_HELP + "; decided once for every file of the run and "
                         "stored in the model")
     g.add_argument("--max-features", type=int, default=None, metavar="N", help=_MAX_FEATURES_HELP)
+    g.add_argument("--cache", metavar="PATH", help="train on the bin cache PATH of --data "
+                   "(`torchrankboost bin`): built when missing, rebuilt when stale")
 
 
 def _add_train_model_options(tr) -> None:
@@ -440,7 +445,7 @@ def _say(line: str, reporter: Optional[int] = None) -> None:
 
 
 COMMANDS = {"train": cmd_train, "evaluate": cmd_evaluate, "predict": cmd_predict,
-            "list": cmd_list}
+            "list": cmd_list, "bin": cmd_bin}
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -456,6 +461,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         _check_before_launch(args)  # train --nproc: input errors here, before any rank
         if args.command == "train" and args.nproc is not None and not under_launcher():
             check_run_name(args.name)  # status 2 here, before any rank starts
+            prepare_before_launch(args)  # --cache: built once, the ranks map it
             return relaunch(raw, args.nproc)
         _set_threads(getattr(args, "threads", None))
         if under_launcher():

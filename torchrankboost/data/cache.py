@@ -230,6 +230,8 @@ def _map(path: Path):
             raise ValueError("header past the end")
         header = json.loads(bytes(mm[8:8 + hlen]))
         meta = header.pop("__metadata__", None) or {}
+        if "torchrankboost" not in meta:
+            raise ValueError("no bin-cache metadata")
         info = json.loads(meta["torchrankboost"])
         tensors = {}
         for name, e in header.items():
