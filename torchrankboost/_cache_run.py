@@ -100,7 +100,7 @@ def prepare_before_launch(args) -> None:
     from .training import _ranker_options
 
     if getattr(args, "cache", None):
-        _ensure(args, _spec(args, _ranker_options(args)), args.quiet)
+        _ensure(args, _spec(args, _ranker_options(args)), False)
 
 
 def _side_files(args):
@@ -131,7 +131,7 @@ def cached_splits(args, ctx, options):
                            "thresholds are not the cache's bin edges; train from the file")
         spec = _spec(args, options)
         if ctx.world_size == 1:
-            _ensure(args, spec, args.quiet or not ctx.is_main)
+            _ensure(args, spec, not ctx.is_main)
         cached = load_cache(args.cache, spec=spec, context=ctx)
     tr, F = cached.data, cached.data.X.shape[1]
     files = _side_files(args)
