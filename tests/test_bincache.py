@@ -19,7 +19,8 @@ from torchrankboost.boosting.learners import RegressionTree
 from torchrankboost.cli import main
 from torchrankboost.data import load_file
 from torchrankboost.data.cache import (BinSpec, CacheError, StaleCacheError, build_cache,
-                                       cache_status, load_cache, representatives)
+                                       cache_status, load_cache, realized,
+                                       representatives)
 from torchrankboost.losses import ExponentialPairwiseLoss
 
 
@@ -78,6 +79,18 @@ def test_representatives_score_like_raw_values_with_nans():
     assert torch.equal(m1.predict(X), m2.predict(X)) and torch.equal(m2.predict(X), m2.predict(R))
     with pytest.raises(ValueError, match="cached bins"):  # never a silent re-binning
         _fit(R, y, None, n_bins=32)
+
+
+def test_stand_in_features_fit_alike_and_realize(tmp_path):
+    f = _write_letor(tmp_path / "t.txt")
+    build_cache(tmp_path / "c.trbin", f, spec=BinSpec(n_bins=31))
+    full = load_cache(tmp_path / "c.trbin")
+    lean = load_cache(tmp_path / "c.trbin", values=False)
+    assert lean.data.X.stride() == (0, 0) and lean.data.X.shape == full.data.X.shape
+    m1, m2 = _fit(*full.data, n_bins=31), _fit(*lean.data, n_bins=31)
+    assert torch.equal(m1.predict(full.data.X), m2.predict(full.data.X))
+    assert torch.equal(realized(lean.data).X, full.data.X)
+    assert realized(full.data) is full.data
 
 
 def test_shards_per_rank_cover_the_queries(tmp_path):
@@ -149,12 +162,15 @@ def test_cli_bin_and_train_cache_same_model(tmp_path, capsys):
     common = ["--valid", str(v), "--rounds", "3", "--max-leaves", "4", "--no-tensorboard",
               "-q", "--learner-param", "n_bins=15"]
     assert main(["bin", str(f), "-o", str(c), "--max-bins", "15", "-q"]) == 0
+    capsys.readouterr()
     assert main(["train", "--data", str(f), "--cache", str(c), "-o", str(tmp_path / "a.st")]
                 + common) == 0
+    table_cache = capsys.readouterr().out.split(", ")[-1].splitlines()[1:-2]
     assert main(["train", "--data", str(f), "-o", str(tmp_path / "b.st")] + common) == 0
+    table_text = capsys.readouterr().out.split(", ")[-1].splitlines()[1:-2]
+    assert table_cache == table_text and any(r.startswith("valid") for r in table_text)
     a, b = _model_tensors(tmp_path / "a.st"), _model_tensors(tmp_path / "b.st")
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
-    capsys.readouterr()
     common[-1] = "n_bins=31"  # another binning: rebuilt with a message, then used
     assert main(["train", "--data", str(f), "--cache", str(c), "-o", str(tmp_path / "d.st")]
                 + common) == 0

@@ -40,7 +40,7 @@ import sys
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
-from ._cache_run import add_bin_command, cmd_bin, prepare_before_launch
+from ._cache_cli import add_bin_command, cmd_bin, prepare_before_launch
 from ._errors import first_line
 from .contract import NumericalError
 from .data import load_file, pad_features

@@ -542,6 +542,10 @@ def train(args) -> Optional[TrainResult]:
     _announce(args, ctx, run, tr, dev)
     try:
         model, seconds = _fit_or_save_partial(args, ctx, ranker, splits, run, callbacks)
+        if getattr(args, "cache", None):  # the final metrics score values, not a stand-in
+            from .data.cache import realized
+
+            splits["train"] = realized(splits["train"])
         rows, out_path = _finish(args, ctx, ranker, model, splits, run, logger, seconds)
     finally:  # a failed run (NumericalError...) still leaves readable event files
         if logger is not None:

@@ -63,7 +63,8 @@ from .dataset import RankingData, normalize_per_query
 from .sources import load_file, resolve_data_path
 
 __all__ = ["BinSpec", "CacheError", "StaleCacheError", "CachedData", "build_cache",
-           "load_cache", "cache_status", "bin_spec_of", "training_file"]
+           "load_cache", "cache_status", "bin_spec_of", "training_file", "realized",
+           "representatives"]
 
 FORMAT = "torchrankboost.bincache"
 VERSION = 1
@@ -72,6 +73,7 @@ _DTYPES = {"U8": torch.uint8, "I16": torch.int16, "I64": torch.int64, "F32": tor
            "BF16": torch.bfloat16}
 _HASH_CHUNK = 1 << 22
 _CHUNK = 1 << 16
+_REP_CHUNK = 1 << 20  # values per chunk of the stand-in features
 
 
 class CacheError(ValueError):
@@ -273,12 +275,17 @@ def _check_tensors(path, info: dict, t: Dict[str, Tensor]) -> None:
           and ("weights" not in t or t["weights"].shape == (n,)))
     if not ok:
         raise _bad(path, "inconsistent shapes")
-    miss, nb = int(info["missing_code"]), t["num_bins"]
-    for s in range(0, n, _CHUNK * 4):
-        c = t["codes"][s:s + _CHUNK * 4]
-        top = torch.where(c == miss, torch.zeros((), dtype=c.dtype), c).amax(0).to(torch.int64)
-        if bool((top >= nb).any()):
-            raise _bad(path, "a bin code out of range")
+    codes, miss, nb = t["codes"], int(info["missing_code"]), t["num_bins"]
+    if n == 0:
+        return
+    top = codes.amax(0).to(torch.int64)  # one pass; columns topped by NaN's code: a second
+    bad = (top >= nb) & (top != miss)
+    cols = torch.nonzero((top == miss) & (nb < miss)).reshape(-1)
+    for s in range(0, n if cols.numel() else 0, _CHUNK):
+        c = codes[s:s + _CHUNK].index_select(1, cols).to(torch.int64)
+        bad[cols] |= ((c >= nb[cols]) & (c != miss)).any(0)
+    if bool(bad.any()):
+        raise _bad(path, "a bin code out of range")
 
 
 def cache_status(path, spec: Optional[BinSpec] = None) -> Optional[str]:
@@ -339,19 +346,41 @@ def representatives(binned: BinnedFeatures) -> Tensor:
     last = torch.where(top > 0, torch.nextafter(below, torch.full_like(below, float("inf"))),
                        torch.zeros_like(below))
     table[torch.arange(F), top] = last
-    flat, base = table.reshape(-1), torch.arange(F, dtype=torch.int64) * width
+    flat, base = table.reshape(-1), torch.arange(F, dtype=torch.int32) * width
     codes = binned.codes
     out = torch.empty(codes.shape, dtype=e.dtype)
-    for s in range(0, codes.shape[0], _CHUNK):
-        out[s:s + _CHUNK] = flat[codes[s:s + _CHUNK].to(torch.int64) + base]
+    step = max(1, _REP_CHUNK // max(F, 1))  # rows per chunk: small int32 temporaries
+    for s in range(0, codes.shape[0], step):
+        idx = codes[s:s + step].to(torch.int32).add_(base)
+        torch.index_select(flat, 0, idx.reshape(-1), out=out[s:s + step].view(-1))
     return out
 
 
-def load_cache(path, *, spec: Optional[BinSpec] = None, context=None) -> CachedData:
+def _stand_in(binned: BinnedFeatures) -> Tensor:
+    """An (n, F) tensor of zeros that takes no memory (stride 0): the features of a fit
+    that needs only their bins; :func:`realized` turns it into the representatives."""
+    return torch.zeros((), dtype=binned.edges.dtype).expand(binned.codes.shape)
+
+
+def realized(data: RankingData) -> RankingData:
+    """``data`` with stand-in features (``load_cache(values=False)``) replaced by the
+    bins' representatives (:func:`representatives`), e.g. to score the training data
+    after the fit; any other data is returned as it is."""
+    found = getattr(data.X, "_torchrankboost_bins", None)
+    if found is None or data.X.stride() != (0, 0):
+        return data
+    X = attach_bins(representatives(found[0]), found[0], key=found[1])
+    return RankingData(X, data.labels, data.groups, data.qid, data.row, data.zero_based)
+
+
+def load_cache(path, *, spec: Optional[BinSpec] = None, context=None,
+               values: bool = True) -> CachedData:
     """The cache at ``path``, memory-mapped: this rank's rows (``context``: a
     :class:`~torchrankboost.parallel.DistContext`; ``None``: one process, all rows).
     ``spec``: the run's binning (a different one is :class:`StaleCacheError`, as are
-    changed source files); ``CacheError`` for a damaged file."""
+    changed source files); ``CacheError`` for a damaged file. ``values=False``: the
+    features are a stand-in that takes no memory (enough for a fit of the tree learner,
+    which uses the bins only; :func:`realized` gives values to score them)."""
     p = Path(path)
     info, t = _map(p)
     why = _stale_reason(info, spec)
@@ -366,7 +395,7 @@ def load_cache(path, *, spec: Optional[BinSpec] = None, context=None) -> CachedD
     binned = BinnedFeatures(codes=t["codes"][r0:r1], edges=t["edges"], num_bins=t["num_bins"],
                             has_missing=t["missing"], missing_code=int(info["missing_code"]),
                             n_bins=int(info["spec"]["n_bins"]))
-    X = attach_bins(representatives(binned), binned,
+    X = attach_bins(representatives(binned) if values else _stand_in(binned), binned,
                     key=(binned.n_bins, info["spec"]["sample_count"], info["spec"]["seed"]))
     groups = Groups(off[q0:q1 + 1] - r0)
     qid = torch.repeat_interleave(t["qid"][q0:q1], groups.sizes)
