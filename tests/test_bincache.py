@@ -20,7 +20,7 @@ from torchrankboost.cli import main
 from torchrankboost.data import load_file
 from torchrankboost.data.cache import (BinSpec, CacheError, StaleCacheError, build_cache,
                                        cache_status, load_cache, realized,
-                                       representatives)
+                                       representatives, run_sources)
 from torchrankboost.losses import ExponentialPairwiseLoss
 
 
@@ -120,6 +120,8 @@ def test_stale_cache_refused(tmp_path):
         load_cache(c)
     f.write_text(text + text.splitlines()[0] + "\n")
     assert "changed (size)" in cache_status(c)
+    other = _write_letor(tmp_path / "other.txt")  # built from another file: stale
+    assert "it was built from" in cache_status(c, BinSpec(), run_sources(other))
 
 
 @pytest.mark.parametrize("damage", ["truncate", "labels", "code", "not_a_cache"])

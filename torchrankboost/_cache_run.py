@@ -19,7 +19,8 @@ import sys
 from pathlib import Path
 from typing import Any, Dict
 
-from .data.cache import BinSpec, bin_spec_of, build_cache, cache_status, load_cache
+from .data.cache import (BinSpec, bin_spec_of, build_cache, cache_status, load_cache,
+                         run_sources)
 
 __all__ = ["cached_splits", "ensure_cache", "reading_options", "spec_for"]
 
@@ -44,7 +45,7 @@ def spec_for(args, options) -> BinSpec:
 def ensure_cache(args, spec: BinSpec, quiet: bool) -> None:
     """Build the cache when missing, rebuild it when stale (with a message); a damaged
     file (or not a cache at all) is :class:`CacheError` — never overwritten."""
-    why = cache_status(args.cache, spec)
+    why = cache_status(args.cache, spec, run_sources(args.data, getattr(args, "weights", None)))
     if why is None:
         return
     if not quiet:
@@ -87,7 +88,8 @@ def cached_splits(args, ctx, options):
         if ctx.world_size == 1:
             ensure_cache(args, spec, not ctx.is_main)
         # (a resumed fit scores its checkpoint's trees on the features: values then)
-        cached = load_cache(args.cache, spec=spec, context=ctx, values=bool(args.resume))
+        cached = load_cache(args.cache, spec=spec, context=ctx, values=bool(args.resume),
+                            sources=run_sources(args.data, getattr(args, "weights", None)))
     tr, F = cached.data, cached.data.X.shape[1]
     files = _side_files(args)
     splits = {"valid": None, "test": None}

@@ -63,7 +63,7 @@ from .dataset import RankingData, normalize_per_query
 from .sources import load_file, resolve_data_path
 
 __all__ = ["BinSpec", "CacheError", "StaleCacheError", "CachedData", "build_cache",
-           "load_cache", "cache_status", "bin_spec_of", "training_file", "realized",
+           "load_cache", "cache_status", "bin_spec_of", "training_file", "realized", "run_sources",
            "representatives"]
 
 FORMAT = "torchrankboost.bincache"
@@ -288,17 +288,29 @@ def _check_tensors(path, info: dict, t: Dict[str, Tensor]) -> None:
         raise _bad(path, "a bin code out of range")
 
 
-def cache_status(path, spec: Optional[BinSpec] = None) -> Optional[str]:
-    """Why the cache at ``path`` cannot be used for ``spec`` (missing, stale), or ``None``
-    when it is fresh. A corrupt file raises :class:`CacheError`."""
+def run_sources(data, weights=None) -> List[str]:
+    """The source files a cache of ``data`` (with ``weights``) records, resolved."""
+    from .svmlight import weights_path
+
+    train = training_file(data)
+    return [str(p.resolve()) for p in _source_paths(train, weights_path(train, weights))]
+
+
+def cache_status(path, spec: Optional[BinSpec] = None, sources=None) -> Optional[str]:
+    """Why the cache at ``path`` cannot be used for ``spec`` and the ``sources``
+    (:func:`run_sources`; ``None``: not compared) — missing, stale —, or ``None`` when it is
+    fresh. A corrupt file raises :class:`CacheError`."""
     p = Path(path)
     if not p.exists():
         return "it does not exist"
     info, _ = _map(p)
-    return _stale_reason(info, spec)
+    return _stale_reason(info, spec, sources)
 
 
-def _stale_reason(info: dict, spec: Optional[BinSpec]) -> Optional[str]:
+def _stale_reason(info: dict, spec: Optional[BinSpec], sources=None) -> Optional[str]:
+    recorded = [s["path"] for s in info["sources"]]
+    if sources is not None and list(sources) != recorded:
+        return f"it was built from {', '.join(recorded)}"
     if spec is not None and info["spec"] != spec.as_dict():
         diff = [f"{k}={info['spec'].get(k)!r} (run: {v!r})" for k, v in spec.as_dict().items()
                 if info["spec"].get(k) != v]
@@ -373,17 +385,18 @@ def realized(data: RankingData) -> RankingData:
     return RankingData(X, data.labels, data.groups, data.qid, data.row, data.zero_based)
 
 
-def load_cache(path, *, spec: Optional[BinSpec] = None, context=None,
+def load_cache(path, *, spec: Optional[BinSpec] = None, sources=None, context=None,
                values: bool = True) -> CachedData:
     """The cache at ``path``, memory-mapped: this rank's rows (``context``: a
     :class:`~torchrankboost.parallel.DistContext`; ``None``: one process, all rows).
     ``spec``: the run's binning (a different one is :class:`StaleCacheError`, as are
-    changed source files); ``CacheError`` for a damaged file. ``values=False``: the
+    changed source files, and other ``sources`` than recorded, see :func:`run_sources`);
+    ``CacheError`` for a damaged file. ``values=False``: the
     features are a stand-in that takes no memory (enough for a fit of the tree learner,
     which uses the bins only; :func:`realized` gives values to score them)."""
     p = Path(path)
     info, t = _map(p)
-    why = _stale_reason(info, spec)
+    why = _stale_reason(info, spec, sources)
     if why:
         raise StaleCacheError(f"{p}: stale bin cache: {why}; rebuild it with "
                               f"`torchrankboost bin` (or train with --cache to rebuild)")
