@@ -8,6 +8,7 @@ Sub-commands::
     torchrankboost predict   MODEL FILE [--output OUT]
     torchrankboost list      [losses|algorithms|learners|metrics]
     torchrankboost export    MODEL --format {lightgbm,xgboost,onnx,treelite} -o PATH
+    torchrankboost bin       DATA -o data.trbin   (then: train --data DATA --cache data.trbin)
 
 ``torchrankboost train`` with no arguments trains the main job on built-in data (wdbc,
 bipartite) in seconds, logs to ``runs/<name>-<timestamp>`` and prints how to open
@@ -41,6 +42,7 @@ from pathlib import Path
 from typing import Dict, List, Optional, Sequence
 
 from ._cli_clicks import add_click_options
+from ._cache_cli import add_bin_command, cmd_bin, prepare_before_launch
 from ._errors import first_line
 from .contract import NumericalError
 from .data import load_file, pad_features
@@ -133,6 +135,7 @@ def build_parser() -> argparse.ArgumentParser:
     pr.add_argument("--output", "-o", default=None, metavar="PATH",
                     help="output file (default: standard output)")
     add_export_command(sub)
+    add_bin_command(sub)
     ls = sub.add_parser("list", help="list losses, algorithms, learners and metrics",
                         description="List the available names with a one-line description.")
     ls.add_argument("kind", nargs="?", default=None,
@@ -174,6 +177,8 @@ def _add_train_data_options(tr) -> None:
                         "stored in the model")
     g.add_argument("--max-features", type=int, default=None, metavar="N", help=_MAX_FEATURES_HELP)
     add_click_options(g)
+    g.add_argument("--cache", metavar="PATH", help="train on the bin cache PATH of --data "
+                   "(`torchrankboost bin`): built when missing, rebuilt when stale")
 
 
 def _add_train_model_options(tr) -> None:
@@ -450,7 +455,7 @@ def cmd_export(args) -> int:
 
 
 COMMANDS = {"train": cmd_train, "evaluate": cmd_evaluate, "predict": cmd_predict,
-            "list": cmd_list, "export": cmd_export}
+            "list": cmd_list, "export": cmd_export, "bin": cmd_bin}
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -466,6 +471,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         _check_before_launch(args)  # train --nproc: input errors here, before any rank
         if args.command == "train" and args.nproc is not None and not under_launcher():
             check_run_name(args.name)  # status 2 here, before any rank starts
+            prepare_before_launch(args)  # --cache: built once, the ranks map it
             return relaunch(raw, args.nproc)
         _set_threads(getattr(args, "threads", None))
         if under_launcher():

@@ -326,12 +326,21 @@ def _start(args, ctx):
     return dev, options
 
 
-def _load_splits(args, ctx):
-    """``(train, valid, test, name)`` of this rank, checked (no empty split; validation
-    data when early stopping is asked for) and scaled per query with ``--normalize``."""
-    tr, va, te, name = load_data(args.data, valid=args.valid, test=args.test, seed=args.seed,
-                                 zero_based=ZERO_BASED[args.zero_based],
-                                 max_features=args.max_features, context=ctx)
+def _load_splits(args, ctx, options):
+    """``(train, valid, test, name, weights)`` of this rank, checked (no empty split;
+    validation data when early stopping is asked for) and scaled per query with
+    ``--normalize``; with ``--cache`` the training split comes from the bin cache."""
+    cached = bool(getattr(args, "cache", None))
+    if cached:
+        from ._cache_run import cached_splits
+
+        tr, va, te, name, weights = cached_splits(args, ctx, options)
+    else:
+        tr, va, te, name = load_data(args.data, valid=args.valid, test=args.test,
+                                     seed=args.seed, zero_based=ZERO_BASED[args.zero_based],
+                                     max_features=args.max_features, context=ctx)
+        weights = document_weights(resolve_data_path(args.data), getattr(args, "weights", None),
+                                   tr, context=ctx)
     with ctx.guard():
         for what, d, source in (("training", tr, args.data), ("validation", va, args.valid),
                                 ("test", te, args.test)):
@@ -341,9 +350,9 @@ def _load_splits(args, ctx):
             raise CLIError(f"--early-stopping {args.early_stopping} needs validation data "
                            f"(--valid FILE, or a LETOR fold / built-in data with a "
                            f"validation split)")
-        if args.normalize:
+        if args.normalize and not cached:  # (cached: the cache and its side files are)
             tr, va, te = (normalized(d) for d in (tr, va, te))
-    return tr, va, te, name
+    return tr, va, te, name, weights
 
 
 def _prepare(args, ctx, options, splits, name: str):
@@ -528,9 +537,7 @@ def train(args) -> Optional[TrainResult]:
     """
     ctx = context()
     dev, options = _start(args, ctx)
-    tr, va, te, name = _load_splits(args, ctx)
-    weights = document_weights(resolve_data_path(args.data), getattr(args, "weights", None), tr,
-                               context=ctx)
+    tr, va, te, name, weights = _load_splits(args, ctx, options)
     splits = {"train": tr, "valid": va, "test": te}
     run, ranker = _prepare(args, ctx, options, splits, name)
     run.weights = weights
@@ -540,6 +547,10 @@ def train(args) -> Optional[TrainResult]:
     _announce(args, ctx, run, tr, dev)
     try:
         model, seconds = _fit_or_save_partial(args, ctx, ranker, splits, run, callbacks)
+        if getattr(args, "cache", None):  # the final metrics score values, not a stand-in
+            from .data.cache import realized
+
+            splits["train"] = realized(splits["train"])
         rows, out_path = _finish(args, ctx, ranker, model, splits, run, logger, seconds)
     finally:  # a failed run (NumericalError...) still leaves readable event files
         if logger is not None:

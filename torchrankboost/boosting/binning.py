@@ -43,7 +43,8 @@ from torch import Tensor
 
 from ..parallel import get_context
 
-__all__ = ["BinnedFeatures", "bin_features", "apply_bins", "compute_bin_edges", "MAX_UINT8_BINS"]
+__all__ = ["BinnedFeatures", "bin_features", "apply_bins", "compute_bin_edges", "MAX_UINT8_BINS",
+           "attach_bins"]
 
 MAX_UINT8_BINS = 255
 _MAX_INT16_BINS = 32766
@@ -90,6 +91,31 @@ class BinnedFeatures:
     @property
     def device(self):
         return self.codes.device
+
+
+_ATTACHED = "_torchrankboost_bins"
+
+
+def attach_bins(X: Tensor, binned: BinnedFeatures, *, key) -> Tensor:
+    """Attach ready bins to ``X`` (the bin cache's stand-in features): :func:`bin_features`
+    of ``X`` then returns them instead of binning, when its ``(n_bins, sample_count,
+    seed)`` equal ``key`` (else ``ValueError``: never a silent re-binning). Returns ``X``."""
+    setattr(X, _ATTACHED, (binned, tuple(key)))
+    return X
+
+
+def _attached(X: Tensor, key, context) -> "BinnedFeatures | None":
+    found = getattr(X, _ATTACHED, None)
+    if found is None:
+        return None
+    binned, have = found
+    if have != tuple(key) or binned.codes.shape != X.shape:
+        raise ValueError(f"X carries cached bins made with (n_bins, sample_count, seed) = "
+                         f"{have}, the learner asks for {tuple(key)}; rebuild the bin cache")
+    ctx = get_context(False) if context is None else context
+    return BinnedFeatures(codes=binned.codes, edges=binned.edges, num_bins=binned.num_bins,
+                          has_missing=binned.has_missing, missing_code=binned.missing_code,
+                          n_bins=binned.n_bins, context=ctx)
 
 
 def _check_X(X) -> Tensor:
@@ -282,7 +308,8 @@ def bin_features(X: Tensor, *, n_bins: int = 255, sample_count: int = 200_000, s
             weight; ``None``: all): the edges of ``X[rows]`` alone, every row coded.
 
     Returns:
-        :class:`BinnedFeatures` (with the context).
+        :class:`BinnedFeatures` (with the context). Features of the bin cache carry their
+        bins (:func:`attach_bins`): those are returned as they are.
 
     **Data-parallel.** Every rank gets the edges of the whole data, ``N = Σ_r n_r`` rows with
     rank ``r``'s rows at global positions ``o_r .. o_r + n_r − 1`` (``o_r = Σ_{r' < r}
@@ -295,6 +322,9 @@ def bin_features(X: Tensor, *, n_bins: int = 255, sample_count: int = 200_000, s
     process the collectives are identities and this is the plain computation.
     """
     _check_X(X)
+    cached = _attached(X, (n_bins, sample_count, seed), context)
+    if cached is not None:  # the bin cache's features: binned already, from the same rows
+        return cached
     if rows is not None:
         return _bin_rows(X, rows, n_bins=n_bins, sample_count=sample_count, seed=seed,
                          max_bins=max_bins, context=context)
