@@ -279,7 +279,7 @@ static void scatter(trl_state *s, const trl_tmp *t, int64_t base) {
             double *row = (double *)s->X + (base + r) * w;
             memset(row, 0, w * sizeof(double));
             for (int64_t k = t->rp[r]; k < t->rp[r + 1]; k++) {
-                row[t->idx[k] - sh] = t->val[k];
+                row[t->idx[k] - sh] += t->val[k];  /* as scipy's toarray: -0 -> +0 */
                 inf |= isinf(t->val[k]);
             }
         } else {
@@ -287,7 +287,7 @@ static void scatter(trl_state *s, const trl_tmp *t, int64_t base) {
             memset(row, 0, w * sizeof(float));
             for (int64_t k = t->rp[r]; k < t->rp[r + 1]; k++) {
                 float f = (float)t->val[k];
-                row[t->idx[k] - sh] = f;
+                row[t->idx[k] - sh] += f;
                 inf |= isinf(f);
             }
         }
