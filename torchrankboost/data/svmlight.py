@@ -14,11 +14,13 @@ File format (SVMlight / LETOR, one document a line)::
     <label> [qid:<q>] <i>:<v> <i>:<v> ... [# comment]
 
 Blank lines and ``#`` comment lines are skipped; indices ascend within a line. Parsing is
-done by scikit-learn's compiled reader (:func:`sklearn.datasets.load_svmlight_files`), so
-the usual conventions hold: ``zero_based="auto"`` maps index ``i`` to column ``i - 1``
-unless some index is 0 in one of the files read together; ``.gz``/``.bz2`` files are read
-transparently. On any parse failure the file is re-scanned (only then) to raise a
-``ValueError("<path>:<line>: <problem>")`` naming the first offending line.
+done by the compiled multi-threaded reader (:mod:`.fastread`: text straight into the dense
+float matrix, byte ranges, ``.gz``/``.bz2`` decompressed on the way) with the values and
+conventions of scikit-learn's reader (:func:`sklearn.datasets.load_svmlight_files`), which
+reads whatever the compiled one declines (no C compiler, a malformed line, any check below
+failing): ``zero_based="auto"`` maps index ``i`` to column ``i - 1`` unless some index is
+0 in one of the files read together. On any parse failure the file is re-scanned (only
+then) to raise a ``ValueError("<path>:<line>: <problem>")`` naming the first offending line.
 
 Query structure, in order of preference:
 
