@@ -2,7 +2,7 @@
 why; line numbers as in the whole file, also for a byte range) and the query boundaries
 that cut a file into per-rank byte ranges.
 
-Reading itself is scikit-learn's compiled reader (:mod:`torchrankboost.data.svmlight`);
+Reading itself is compiled (:mod:`torchrankboost.data.fastread`, else scikit-learn's reader);
 these pure-Python scans run only on a parse failure, or over a few lines around each cut.
 """
 

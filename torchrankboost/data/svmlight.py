@@ -14,11 +14,13 @@ File format (SVMlight / LETOR, one document a line)::
     <label> [qid:<q>] <i>:<v> <i>:<v> ... [# comment]
 
 Blank lines and ``#`` comment lines are skipped; indices ascend within a line. Parsing is
-done by scikit-learn's compiled reader (:func:`sklearn.datasets.load_svmlight_files`), so
-the usual conventions hold: ``zero_based="auto"`` maps index ``i`` to column ``i - 1``
-unless some index is 0 in one of the files read together; ``.gz``/``.bz2`` files are read
-transparently. On any parse failure the file is re-scanned (only then) to raise a
-``ValueError("<path>:<line>: <problem>")`` naming the first offending line.
+done by the compiled multi-threaded reader (:mod:`.fastread`: text straight into the dense
+float matrix, byte ranges, ``.gz``/``.bz2`` decompressed on the way) with the values and
+conventions of scikit-learn's reader (:func:`sklearn.datasets.load_svmlight_files`), which
+reads whatever the compiled one declines (no C compiler, a malformed line, any check below
+failing): ``zero_based="auto"`` maps index ``i`` to column ``i - 1`` unless some index is
+0 in one of the files read together. On any parse failure the file is re-scanned (only
+then) to raise a ``ValueError("<path>:<line>: <problem>")`` naming the first offending line.
 
 Query structure, in order of preference:
 
@@ -54,7 +56,9 @@ import torch
 
 from ..groups import Groups
 from ..parallel.context import DistContext
+from . import fastread
 from .dataset import RankingData, normalize_per_query
+from .fastread import NativeMatrix
 from .lines import check_line_ends, data_line_number, locate_problem, rank_byte_range
 
 __all__ = ["DEFAULT_MAX_FEATURES", "MAX_DENSE_BYTES", "load_letor_fold", "load_svmlight",
@@ -313,7 +317,14 @@ def _numbering_evidence(parsed: list, n_files: int) -> Tuple[int, bool]:
     and whether some file uses feature index 0 (what ``zero_based="auto"`` decides on)."""
     mats = [parsed[3 * i] for i in range(n_files)]
     width = max((int(m.shape[1]) for m in mats), default=0)
-    return width, any(m.nnz > 0 and int(m.indices.min()) == 0 for m in mats)
+    return width, any(_has_zero(m) for m in mats)
+
+
+def _has_zero(m) -> bool:
+    """Some entry of a parsed matrix (sparse, or the compiled reader's) has index 0."""
+    if isinstance(m, NativeMatrix):
+        return m.has_zero
+    return m.nnz > 0 and int(m.indices.min()) == 0
 
 
 def _widen(parsed: list, n_files: int, width: int) -> None:
@@ -322,7 +333,9 @@ def _widen(parsed: list, n_files: int, width: int) -> None:
 
     for i in range(n_files):
         m = parsed[3 * i]
-        if m.shape[1] < width:
+        if isinstance(m, NativeMatrix):
+            m.shape = (m.shape[0], max(m.shape[1], width))
+        elif m.shape[1] < width:
             parsed[3 * i] = sp.csr_matrix((m.data, m.indices, m.indptr),
                                           shape=(m.shape[0], width))
 
@@ -467,10 +480,11 @@ def _file_queries(p: Path, q: np.ndarray, n: int, query_file, check_runs=None):
 
 
 def _read_files(paths: Sequence[PathLike], *, n_features: Optional[int], zero_based,
-                dtype: torch.dtype, ranges=None):
+                dtype: torch.dtype, ranges=None, max_features=None):
     """First stage of reading: check the options and parse the files (or their byte
-    ranges). Returns ``(paths, parsed, n_features, npdt)`` for :func:`_build_files`; the
-    feature numbering is not decided yet (ranks agree on it in between)."""
+    ranges): the compiled reader (:mod:`.fastread`) when it takes every file, else
+    scikit-learn's. Returns ``(paths, parsed, n_features, npdt)`` for :func:`_build_files`;
+    the feature numbering is not decided yet (ranks agree on it in between)."""
     paths = [Path(p) for p in paths]
     _check_paths(paths)
     if zero_based not in (True, False, "auto"):
@@ -480,8 +494,37 @@ def _read_files(paths: Sequence[PathLike], *, n_features: Optional[int], zero_ba
             raise ValueError(f"n_features must be a non-negative integer, got {n_features!r}")
         n_features = int(n_features)
     npdt = _np_dtype(dtype)
+    native = _read_native(paths, ranges, n_features, zero_based, npdt, max_features)
+    if native is not None:
+        return paths, native, n_features, npdt
     _check_line_ends(paths, ranges)
     return paths, _parse_svmlight(paths, n_features, npdt, zero_based, ranges), n_features, npdt
+
+
+def _read_native(paths: List[Path], ranges, n_features: Optional[int], zero_based, npdt,
+                 max_features) -> Optional[list]:
+    """``[matrix, y, qid]`` per file from the compiled reader (each matrix a
+    :class:`~.fastread.NativeMatrix` with scikit-learn's column count), or ``None`` when it
+    declines one of them (then scikit-learn's reader parses them all)."""
+    try:
+        limit = DEFAULT_MAX_FEATURES if max_features is None else int(max_features)
+    except (TypeError, ValueError):
+        return None
+    max_index = limit if n_features is None else min(limit, n_features)
+    parsed = []
+    for i, p in enumerate(paths):
+        got = fastread.read_part(p, _rng(ranges, i), npdt=npdt, zero_based=zero_based,
+                                 max_index=max_index, max_bytes=MAX_DENSE_BYTES)
+        if got is None:
+            return None
+        parsed.extend(got)
+    mats = parsed[0::3]
+    common = max((max(m.max_index, 0) for m in mats), default=0) + 1
+    for m in mats:  # scikit-learn's widths: n_features + 1, the files' or the range's
+        w = n_features + 1 if n_features is not None else (
+            common if ranges is None else max(m.max_index + 1, 1))
+        m.shape = (m.shape[0], w)
+    return parsed
 
 
 def _build_files(paths: List[Path], parsed: list, *, n_features: Optional[int], zero_based,
@@ -505,14 +548,71 @@ def _build_files(paths: List[Path], parsed: list, *, n_features: Optional[int], 
         if q.shape[0] not in (0, n):
             hit = locate_problem(p, zb, n_features, _rng(ranges, i))
             raise ValueError(f"{p}:{hit[0]}: {hit[1]}" if hit else f"{p}: some lines lack 'qid:'")
-        X = torch.from_numpy(Xs.toarray() if n else np.zeros((0, F), dtype=npdt)).to(dtype)
-        labels = torch.from_numpy(np.ascontiguousarray(y)).to(dtype)
-        groups, qid = _file_queries(p, q, n, query_files[i],
-                                    lambda: _check_runs(p, q, i, runs, part, ranges))
-        row = torch.arange(n, dtype=torch.long)
-        if normalize:
-            X = normalize_per_query(X, groups)
-        out.append(RankingData(X, labels, groups, qid, row, zero_based=zb))
+        X = Xs.toarray() if n else np.zeros((0, F), dtype=npdt)
+        out.append(_ranking_data(p, i, X, y, q, zb=zb, dtype=dtype, query_file=query_files[i],
+                                 normalize=normalize, runs=runs, part=part, ranges=ranges))
+    return out
+
+
+def _ranking_data(p: Path, i: int, X: np.ndarray, y: np.ndarray, q: np.ndarray, *, zb: bool,
+                  dtype: torch.dtype, query_file, normalize: bool, runs, part,
+                  ranges) -> RankingData:
+    """File ``i``'s :class:`RankingData` from its dense ``X (n, F)``, labels and qids
+    (queries checked by :func:`_file_queries`)."""
+    n = X.shape[0]
+    labels = torch.from_numpy(np.ascontiguousarray(y)).to(dtype)
+    groups, qid = _file_queries(p, q, n, query_file,
+                                lambda: _check_runs(p, q, i, runs, part, ranges))
+    Xt = torch.from_numpy(X).to(dtype)
+    if normalize:
+        Xt = normalize_per_query(Xt, groups)
+    return RankingData(Xt, labels, groups, qid, torch.arange(n, dtype=torch.long), zero_based=zb)
+
+
+def _native_columns(mats: list, n_features: Optional[int], zb: bool, npdt,
+                    max_features: Optional[int]) -> Optional[List[int]]:
+    """Each compiled-reader matrix's final column count ``F`` (as :func:`_apply_numbering`
+    cuts scikit-learn's), or ``None`` when the numbering, the width or the size limits
+    would raise (the Python path then names the line)."""
+    shift = 0 if zb else 1
+    if not zb and any(m.has_zero for m in mats):
+        return None
+    F = [n_features if n_features is not None else max(m.shape[1] - shift, 0) for m in mats]
+    if any(m.max_index >= 0 and m.max_index - shift >= f for m, f in zip(mats, F)):
+        return None
+    limit = DEFAULT_MAX_FEATURES if max_features is None else int(max_features)
+    widest, n = max(F, default=0), sum(m.shape[0] for m in mats)
+    if widest > limit or n * widest * np.dtype(npdt).itemsize > MAX_DENSE_BYTES:
+        return None
+    if all(m.shape[0] == 0 for m in mats):
+        F = [n_features or 0] * len(mats)
+    return F
+
+
+def _build_native(paths: List[Path], parsed: list, *, n_features: Optional[int], zb: bool,
+                  npdt, dtype: torch.dtype, query_files: Sequence, normalize: bool,
+                  max_features: Optional[int], ranges, runs, part) -> Optional[List[RankingData]]:
+    """:func:`_build_files` for the compiled reader's dense parts (no sparse copy; ``X``
+    kept as read when its columns are already the final ones): one :class:`RankingData`
+    per file, or ``None`` when a check of :func:`_build_files` would fail (non-finite
+    values, widths, numbering: the caller re-reads with the Python path, which raises)."""
+    mats = parsed[0::3]
+    F = _native_columns(mats, n_features, zb, npdt, max_features)
+    if F is None:
+        return None
+    for m, y in zip(mats, parsed[1::3]):
+        with np.errstate(over="ignore"):
+            if m.any_inf or not (np.isfinite(y).all() and np.isfinite(y.astype(npdt)).all()):
+                return None
+    out = []
+    for i, p in enumerate(paths):
+        m, y, q = parsed[3 * i], parsed[3 * i + 1], parsed[3 * i + 2]
+        X, off = m.X, m.shift - (0 if zb else 1)
+        if X.shape[1] != F[i] or off:
+            X = np.zeros((m.shape[0], F[i]), dtype=npdt)
+            X[:, off:off + m.X.shape[1]] = m.X
+        out.append(_ranking_data(p, i, X, y, q, zb=zb, dtype=dtype, query_file=query_files[i],
+                                 normalize=normalize, runs=runs, part=part, ranges=ranges))
     return out
 
 
@@ -578,7 +678,8 @@ def read_svmlight(paths: Sequence[PathLike], *, n_features: Optional[int] = None
     with ctx.guard():
         paths, ranges, qfiles = _plan_parts(paths, part, query_files)
         paths, parsed, nf, npdt = _read_files(paths, n_features=n_features,
-                                              zero_based=zero_based, dtype=dtype, ranges=ranges)
+                                              zero_based=zero_based, dtype=dtype, ranges=ranges,
+                                              max_features=max_features)
         _check_range_qids(paths, parsed, ranges)
         width, has_zero = _numbering_evidence(parsed, len(paths))
         runs = [qid_runs(parsed[3 * i + 2]) for i in range(len(paths))]
@@ -591,13 +692,23 @@ def read_svmlight(paths: Sequence[PathLike], *, n_features: Optional[int] = None
         gathered = None
     with ctx.guard():
         zb = has_zero if zero_based == "auto" else zero_based
-        if nf is None and ctx.world_size > 1:
+        given, widen = nf, nf is None and ctx.world_size > 1
+        if widen:
             _widen(parsed, len(paths), width)
             nf = max(width - (0 if zb else 1), 0)
-        return _build_files(paths, parsed, n_features=nf, zero_based=zb, npdt=npdt,
-                            dtype=dtype, query_files=qfiles, normalize=normalize,
-                            max_features=max_features, ranges=ranges, runs=gathered,
-                            part=part)
+        opts = dict(n_features=nf, npdt=npdt, dtype=dtype, query_files=qfiles,
+                    normalize=normalize, max_features=max_features, ranges=ranges,
+                    runs=gathered, part=part)
+        if parsed and isinstance(parsed[0], NativeMatrix):
+            out = _build_native(paths, parsed, zb=zb, **opts)
+            if out is not None:
+                return out
+            # a check fails: the Python path reads the same bytes and reports it
+            _check_line_ends(paths, ranges)
+            parsed = _parse_svmlight(paths, given, npdt, zero_based, ranges)
+            if widen:
+                _widen(parsed, len(paths), width)
+        return _build_files(paths, parsed, zero_based=zb, **opts)
 
 
 def load_svmlight(path: PathLike, *, n_features: Optional[int] = None,
