@@ -16,6 +16,7 @@
     * ``lgb-exp-custom``  LightGBM with ``objective=callable`` fed by our exponential loss's
       closed-form gradient and Hessian diagonal (same trees, LightGBM's fixed step)
     * ``xgb-pairwise``    XGBoost ``rank:pairwise``, ``tree_method="hist"``
+    * ``trb-lrexp-oblivious``  LambdaRankExpLoss on ObliviousTree(depth=6, l2=10), lr 0.05
     * ``trb-yetirank``    Booster(YetiRankLoss) — CatBoost's YetiRank pair weights (10
       perturbations, redrawn every round), the default step and curvature
     * ``trb-exp-qbag``    ``trb-exp`` with query bagging: half of the queries per round
@@ -61,7 +62,7 @@ import numpy as np
 import torch
 
 from torchrankboost import metrics as M
-from torchrankboost.boosting import Booster, HistoryCallback, RegressionTree
+from torchrankboost.boosting import Booster, HistoryCallback, ObliviousTree, RegressionTree
 from torchrankboost.data import data_root
 import torchrankboost.losses as L
 
@@ -83,10 +84,12 @@ def tree(args):
                           n_bins=255)
 
 
-def run_trb(loss, step, curvature, tr, va, args, rounds, early, subsample=1.0):
+def run_trb(loss, step, curvature, tr, va, args, rounds, early, subsample=1.0, learner=None,
+            lr=None):
     X, y, g = tr
     hist = HistoryCallback()
-    b = Booster(loss, tree(args), n_rounds=rounds, learning_rate=args.lr, step=step,
+    b = Booster(loss, learner or tree(args), n_rounds=rounds,
+                learning_rate=args.lr if lr is None else lr, step=step,
                 curvature=curvature, seed=0, n_threads=args.threads, subsample=subsample)
     t0 = time.perf_counter()
     kw = {"callbacks": [hist]}
@@ -247,6 +250,11 @@ def methods(args):
                                                       tr, va, args, R, E),
         "trb-lambdarank-exp": lambda tr, va, R, E: run_trb(L.LambdaRankExpLoss(), "fixed",
                                                            "diag", tr, va, args, R, E),
+        # LambdaRank-weighted exponential pairs on CatBoost-style symmetric trees (depth 6,
+        # L2 10), learning rate 0.05: the candidate that matched CatBoost's YetiRank on MQ2008
+        "trb-lrexp-oblivious": lambda tr, va, R, E: run_trb(
+            L.LambdaRankExpLoss(), "fixed", "diag", tr, va, args, R, E,
+            learner=ObliviousTree(depth=6, l2=10.0), lr=0.05),
         "lgb-lambdarank": lambda tr, va, R, E: run_lgb(tr, va, args, R, E),
         "lgb-exp-custom": lambda tr, va, R, E: run_lgb(tr, va, args, R, E,
                                                        custom_loss=L.ExponentialPairwiseLoss()),

@@ -35,7 +35,7 @@ from torch import Tensor
 
 __all__ = ["TreeShap", "round_trees", "PlainRound"]
 
-_BATCH_ELEMENTS = 1 << 22  # rows · paths · (m + 1) per batch: ~32 MB per float64 tensor
+_BATCH_ELEMENTS = 1 << 17  # rows · paths · (m + 1) per batch: ~32 MB per float64 tensor
 
 
 @dataclass
@@ -158,6 +158,8 @@ class _Group:
         self.value = torch.tensor([r[5] for r in rows], dtype=torch.float64, device=device)
         k = torch.arange(m, dtype=torch.float64)
         self.w = torch.exp(torch.lgamma(k + 1) + torch.lgamma(m - k) - math.lgamma(m + 1)).to(device)
+        self.w_list = [float(v) for v in self.w.tolist()]
+        self.z_safe = torch.where(self.z > 0, self.z, torch.ones_like(self.z))
 
 
 class TreeShap:
@@ -250,16 +252,16 @@ def _group_shap(g: _Group, gl: Tensor) -> Tensor:
     z = g.z
     q = torch.zeros((b, P, m + 1), dtype=torch.float64, device=gl.device)
     q[..., 0] = 1.0
-    for e in range(m):  # Q(t) ← Q(t) · (z_e + o_e t)
-        shifted = q[..., :-1] * o[..., e:e + 1]
-        q = q * z[:, e:e + 1]
-        q[..., 1:] += shifted
-    w = g.w
+    for e in range(m):  # Q(t) ← Q(t) · (z_e + o_e t): degrees 0..e+1 (the rest still 0)
+        low = q[..., :e + 1] * o[..., e:e + 1]
+        q[..., :e + 1].mul_(z[:, e:e + 1])
+        q[..., 1:e + 2].add_(low)
+    w = g.w_list
     r = q[..., m:m + 1].expand(b, P, m)  # r_{m-1} = q_m (o_i = 1: divide by z_i + t)
-    s1 = w[m - 1] * r
+    s1 = r * w[m - 1]
     for k in range(m - 1, 0, -1):
-        r = q[..., k:k + 1] - z * r  # r_{k-1} = q_k − z_i r_k
-        s1 = s1 + w[k - 1] * r
-    s0 = (q[..., :m] @ w).unsqueeze(-1) / torch.where(z > 0, z, torch.ones_like(z))
+        r = torch.addcmul(q[..., k:k + 1], z, r, value=-1.0)  # r_{k-1} = q_k − z_i r_k
+        s1.add_(r, alpha=w[k - 1])
+    s0 = (q[..., :m] @ g.w).unsqueeze(-1) / g.z_safe
     s = torch.where(o > 0, s1, s0)
     return (o - z) * s * g.value[:, None]
