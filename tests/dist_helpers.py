@@ -87,9 +87,12 @@ LR, MAX_DOCS, SEED = 0.002, 60, 3
 
 
 def loss_names():
+    """Every registered loss but the stochastic ones (YetiRank: each rank draws the noise of
+    its own documents, a valid fit but not the one-process draw)."""
     from torchrankboost import registry
 
-    return registry.names("loss")
+    return [n for n in registry.names("loss")
+            if not getattr(registry.lookup("loss", n).resolve(), "stochastic", False)]
 
 
 def make_loss(name):
