@@ -78,12 +78,18 @@ def our_losses():
         return out
     out["approx_ndcg"] = (lambda: ApproxNDCGLoss(), dense_approx_ndcg)
     out["neural_ndcg"] = (lambda: NeuralNDCGLoss(), dense_neural_ndcg)
+    # the metric-weighted pair losses (no dense twin here: their tests hold the oracles)
+    if hasattr(L, "LambdaRankExpLoss"):
+        out["lambdarank_exp"] = (lambda: L.LambdaRankExpLoss(), None)
+        out["lambdaloss"] = (lambda: L.LambdaLoss(), None)
+    if hasattr(L, "YetiRankLoss"):
+        out["yetirank"] = (lambda: L.YetiRankLoss(), None)
     return out
 
 
 # Losses whose own cost is quadratic in the list length (no factorisation): run only up to
 # --max-quadratic documents per list, and never on the one-query case.
-QUADRATIC = {"ranknet", "approx_ndcg", "neural_ndcg"}
+QUADRATIC = {"ranknet", "approx_ndcg", "neural_ndcg", "lambdaloss"}
 # Losses whose padded twins (and peers) hold (B, L) tensors, not (B, L, L) pair tensors.
 LISTWISE = {"listnet", "listmle"}
 

@@ -39,7 +39,10 @@ from bench_losses import make_data, our_losses  # scripts/ is on sys.path
 
 ROOT = Path(__file__).resolve().parents[1]
 LOSSES = {"exponential": "ExponentialPairwiseLoss", "pairwise_hinge": "PairwiseHingeLoss",
-          "qbrank_gd": "QBRankLoss", "listnet": "ListNetLoss", "ranknet": "RankNetLoss"}
+          "qbrank_gd": "QBRankLoss", "listnet": "ListNetLoss", "ranknet": "RankNetLoss",
+          "listmle": "ListMLELoss", "approx_ndcg": "ApproxNDCGLoss",
+          "neural_ndcg": "NeuralNDCGLoss", "lambdaloss": "LambdaLoss",
+          "lambdarank_exp": "LambdaRankExpLoss", "yetirank": "YetiRankLoss"}
 TINY = {"rows": 2000, "features": 8, "trees": 3, "lists": 4, "docs": 50, "repeats": 2}
 
 
