@@ -62,7 +62,7 @@ from .._pair_engine.levels import dense_levels
 from ..groups import Groups
 from ..pairs import Graded
 from .base import BindState, Prepared, RankingLoss
-from .listwise import _block_pairs, _doc_blocks, _per_query_scale
+from .listwise import _block_pairs, _doc_blocks, _per_query_scale, logistic_pair_sums
 
 __all__ = ["LambdaLoss", "LAMBDA_SCHEMES"]
 
@@ -147,17 +147,7 @@ def _terms(s: Tensor, lp: _LambdaPairs, sigma: float, need_hess: bool):
     if lp.diag is not None:
         loss.index_add_(0, gi, lp.diag * math.log(2.0))
         npairs.index_add_(0, gi, (lp.rank <= (lp.loss.k or math.inf)).to(torch.long))
-    for i, j, c in lp.blocks():
-        z = sigma * (x[j] - x[i])
-        loss.index_add_(0, gi[i], c * torch.nn.functional.softplus(z))
-        npairs.index_add_(0, gi[i], torch.ones_like(i))
-        p = torch.sigmoid(z) * c * sigma
-        grad.index_add_(0, i, -p)
-        grad.index_add_(0, j, p)
-        if need_hess:
-            q = sigma * p * torch.sigmoid(-z)
-            hdiag.index_add_(0, i, q)
-            hdiag.index_add_(0, j, q)
+    logistic_pair_sums(x, gi, lp.blocks(), sigma, loss, grad, hdiag, npairs)
     return loss, grad, hdiag, npairs > 0
 
 

@@ -403,18 +403,27 @@ def _ranknet_terms(s: Tensor, rp: _RankNetPairs, sigma: float, need_hess: bool):
     grad = torch.zeros_like(s)
     hdiag = torch.zeros_like(s) if need_hess else None
     npairs = torch.zeros(g.num_groups, dtype=torch.long, device=s.device)
-    for i, j, c in rp.blocks(s.dtype):
+    logistic_pair_sums(s, gi, rp.blocks(s.dtype), sigma, loss, grad, hdiag, npairs)
+    return loss, grad, hdiag, npairs > 0
+
+
+def logistic_pair_sums(s: Tensor, gi: Tensor, blocks, sigma: float, loss: Tensor, grad: Tensor,
+                       hdiag: Optional[Tensor], npairs: Tensor) -> None:
+    """Add, for every block ``(i, j, c)`` of pairs (``i`` preferred, weight ``c``), the pair
+    losses ``c · softplus(σ (s_j − s_i))`` to ``loss`` (per query ``gi``), their gradient to
+    ``grad``, their Hessian diagonal to ``hdiag`` (when not ``None``) and their count to
+    ``npairs``, in place (RankNet's and LambdaLoss's pair sums)."""
+    for i, j, c in blocks:
         z = sigma * (s[j] - s[i])
         loss.index_add_(0, gi[i], c * torch.nn.functional.softplus(z))
         npairs.index_add_(0, gi[i], torch.ones_like(i))
         p = torch.sigmoid(z) * c * sigma
         grad.index_add_(0, i, -p)
         grad.index_add_(0, j, p)
-        if need_hess:
+        if hdiag is not None:
             q = sigma * p * torch.sigmoid(-z)
             hdiag.index_add_(0, i, q)
             hdiag.index_add_(0, j, q)
-    return loss, grad, hdiag, npairs > 0
 
 
 def _ranknet_hvp(s: Tensor, rp: _RankNetPairs, sigma: float, u: Tensor) -> Tensor:

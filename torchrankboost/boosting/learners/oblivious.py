@@ -39,7 +39,7 @@ from torch import Tensor
 
 from ..binning import BinnedFeatures
 from ..kernels import GrownTree, histogram, newton_values
-from .base import check_fit_inputs, check_int, out_dtype
+from .base import check_int, out_dtype
 from .tree import RegressionTree, TreeModel, node_covers
 
 __all__ = ["ObliviousTree"]
@@ -94,14 +94,7 @@ class ObliviousTree(RegressionTree):
 
     # ------------------------------------------------------------------ growth
     def _grow(self, prepared, target, weight, rows, generator):
-        if not isinstance(prepared, BinnedFeatures):
-            raise ValueError("prepared: expected the output of ObliviousTree.prepare(X)")
-        n, F = prepared.codes.shape
-        dev = prepared.codes.device
-        target, weight, rows = check_fit_inputs(n, dev, target, weight, rows)
-        w = weight.double()
-        wt = w * target.double()
-        feat_ok = self._feature_mask(F, dev, generator)
+        target, wt, w, rows, feat_ok = self._channels(prepared, target, weight, rows, generator)
         native = self._backend(prepared).name == "native"
         grower = _LevelGrower(prepared, wt, w, rows, native=native, reduce=prepared.context.sum_hook())
         levels = grower.grow(feat_ok, self)

@@ -276,15 +276,20 @@ class RegressionTree(Params):
         f = grown.output(model.leaf_value) if rows is None else None
         return model, (f if f is not None else model.predict_prepared(prepared))
 
-    def _grow(self, prepared, target, weight, rows, generator):
+    def _channels(self, prepared, target, weight, rows, generator):
+        """The checked fit inputs as the growth's float64 channels: ``(target, wt = w·t, w,
+        rows, feat_ok)``."""
         if not isinstance(prepared, BinnedFeatures):
-            raise ValueError("prepared: expected the output of RegressionTree.prepare(X)")
+            raise ValueError(f"prepared: expected the output of {type(self).__name__}.prepare(X)")
         n, F = prepared.codes.shape
         dev = prepared.codes.device
         target, weight, rows = check_fit_inputs(n, dev, target, weight, rows)
         w = weight.double()
-        wt = w * target.double()
-        feat_ok = self._feature_mask(F, dev, generator)
+        return target, w * target.double(), w, rows, self._feature_mask(F, dev, generator)
+
+    def _grow(self, prepared, target, weight, rows, generator):
+        target, wt, w, rows, feat_ok = self._channels(prepared, target, weight, rows, generator)
+        dev = prepared.codes.device
         backend = self._backend(prepared)
         grown = backend.grow(prepared, wt, w, rows, feat_ok, params=self.params,
                              reduce=prepared.context.sum_hook())
