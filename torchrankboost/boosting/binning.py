@@ -281,6 +281,11 @@ def apply_bins(X: Tensor, edges: Tensor, *, missing_code: int = 255, dtype=torch
     if X.shape[1] != edges.shape[0]:
         raise ValueError(f"X: has {X.shape[1]} features, the bin edges have {edges.shape[0]}")
     X = X.to(edges.dtype)
+    from .kernels.native_backend import apply_bins_native  # noqa: WPS433 (late: the kernels)
+
+    fast = apply_bins_native(X, edges, missing_code, dtype)
+    if fast is not None:  # the compiled search: the same codes
+        return fast
     n, F = X.shape
     out = torch.empty((n, F), dtype=dtype, device=X.device)
     for s in range(0, n, _CODE_CHUNK):  # chunks bound the (F, chunk) int64 temporaries

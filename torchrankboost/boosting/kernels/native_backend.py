@@ -26,7 +26,7 @@ from .histogram import compact_reducer
 __all__ = ["NativeBackend", "library", "status", "SOURCE"]
 
 SOURCE = Path(__file__).with_name("trees.c")
-_ABI = 4
+_ABI = 5
 #: the C type of the data-parallel reduction callback ``reduce(double *buf, int64_t len)``
 REDUCE_FN = ctypes.CFUNCTYPE(None, ctypes.POINTER(ctypes.c_double), ctypes.c_int64)
 
@@ -65,6 +65,7 @@ def _declare(lib: ctypes.CDLL) -> None:
         "trb_grow_args_size": ([], i64),
         "trb_scatter_leaves": ([p, p, p, i64, p, p, i32], None),
         "trb_grow": ([ctypes.POINTER(GrowArgs)], i64),
+        "trb_apply_bins": ([p, p, i32, i64, i64, i64, i64, p, i32, i32], None),
         "trb_predict_trees": ([p, i32, i64, i64, i64, p, p, p, p, p, p, p, p, p, p, p, i32], None),
         "trb_oblivious_level": ([p, i64, i64, i64, p, p, p, i64, d, d, d, p, p, p], None),
     }
@@ -302,3 +303,25 @@ def predict_trees(models, weights, X: Tensor, out: Tensor, cache: dict) -> bool:
                                           "right_child", "value")),
         w.data_ptr(), out.data_ptr(), torch.get_num_threads())
     return True
+
+
+def apply_bins_native(X: Tensor, edges: Tensor, missing_code: int, dtype) -> Optional[Tensor]:
+    """:func:`~torchrankboost.boosting.binning.apply_bins` in the compiled kernel (a binary
+    search per value, rows across the threads; the same codes as ``torch.searchsorted``), or
+    ``None`` where it does not apply: not CPU, not float32 / float64 in the edges' dtype, NaN
+    in the edges, codes neither uint8 nor int16, or no compiled kernels here."""
+    if (X.device.type != "cpu" or edges.device.type != "cpu" or X.dtype != edges.dtype
+            or X.dtype not in (torch.float32, torch.float64)
+            or dtype not in (torch.uint8, torch.int16) or X.dim() != 2):
+        return None
+    if NativeBackend().unavailable(device=X.device, data_dtype=torch.uint8, num_rows=0):
+        return None
+    if bool(torch.isnan(edges).any()):
+        return None
+    X, E = X.contiguous(), edges.contiguous()
+    n, F = X.shape
+    out = torch.empty((n, F), dtype=dtype)
+    library().trb_apply_bins(X.data_ptr(), E.data_ptr(), int(X.dtype == torch.float32), n, F,
+                             E.shape[1], int(missing_code), out.data_ptr(),
+                             int(dtype == torch.int16), torch.get_num_threads())
+    return out

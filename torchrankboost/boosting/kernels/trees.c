@@ -26,7 +26,7 @@
 
 #define CH 3
 
-int trb_abi_version(void) { return 4; }
+int trb_abi_version(void) { return 5; }
 
 /* Work below this many (row, feature) updates runs on one thread: a parallel region costs
  * more than it saves on small nodes. */
@@ -701,5 +701,53 @@ void trb_predict_trees(const void *X, int is_f32, int64_t n, int64_t F, int64_t 
             acc += w[t] * value[leaf_off[t] + ~node];
         }
         out[i] = acc;
+    }
+}
+
+/* Bin codes of raw values X (n, F) with upper edges E (F, B), both float32 (is_f32) or both
+ * float64, row-major: code = #{b : E[f, b] < x} (a lower bound: torch.searchsorted(side=
+ * "left") on each feature's ascending, +inf-padded, NaN-free edges), NaN -> missing; out is
+ * (n, F) uint8, or int16 when out16. Rows are split across the threads. */
+#define TRB_BIN_ROWS(T)                                                              \
+    for (int64_t i = i0; i < i1; i++) {                                              \
+        const T *x = (const T *)X + i * F;                                           \
+        for (int64_t f = 0; f < F; f++) {                                            \
+            const T v = x[f];                                                        \
+            int64_t c;                                                               \
+            if (isnan(v)) {                                                          \
+                c = missing;                                                         \
+            } else {                                                                 \
+                const T *e = (const T *)E + f * B, *base = e;                        \
+                int64_t len = B;                                                     \
+                while (len > 1) { /* branchless lower bound (conditional moves) */   \
+                    int64_t half = len >> 1;                                         \
+                    base = (base[half] < v) ? base + half : base;                    \
+                    len -= half;                                                     \
+                }                                                                    \
+                c = (base - e) + (B > 0 && *base < v);                               \
+            }                                                                        \
+            if (out16) ((int16_t *)out)[i * F + f] = (int16_t)c;                     \
+            else ((uint8_t *)out)[i * F + f] = (uint8_t)c;                           \
+        }                                                                            \
+    }
+
+void trb_apply_bins(const void *X, const void *E, int is_f32, int64_t n, int64_t F, int64_t B,
+                    int64_t missing, void *out, int out16, int nthreads)
+{
+    int nt = nthreads < 1 ? 1 : nthreads;
+    if ((double)n * (double)F < 262144.0) nt = 1;
+#pragma omp parallel num_threads(nt) if (nt > 1)
+    {
+        int tid = 0, T = 1;
+#ifdef _OPENMP
+        tid = omp_get_thread_num();
+        T = omp_get_num_threads();
+#endif
+        int64_t i0 = n * tid / T, i1 = n * (tid + 1) / T;
+        if (is_f32) {
+            TRB_BIN_ROWS(float)
+        } else {
+            TRB_BIN_ROWS(double)
+        }
     }
 }
