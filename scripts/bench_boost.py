@@ -282,12 +282,35 @@ def load_fold(k):
     return [(d.X.float(), d.labels.double(), d.groups) for d in (tr, va, te)]
 
 
-def part_mq2008(args, chosen):
+def mslr_folds(folds):
+    """The MSLR-WEB10K sample (one training and one test file of 5k lines): fold ``k`` of 5
+    validates on the k-th fifth of the training queries (a seeded draw) and trains on the
+    rest; every fold tests on the test file."""
+    from torchrankboost.data import load_svmlight_files, take_queries
+
+    base = DATA / "mslr_web10k_rankeval_5k"
+    tr, te = load_svmlight_files([base / "msn1.fold1.train.5k.txt", base / "msn1.fold1.test.5k.txt"])
+    Q = tr.groups.num_groups
+    perm = torch.randperm(Q, generator=torch.Generator().manual_seed(0))
+    test = (te.X.float(), te.labels.double(), te.groups)
+    for k in folds:
+        va_q = perm[(k - 1) * Q // 5: k * Q // 5].sort().values
+        keep = torch.ones(Q, dtype=torch.bool)
+        keep[va_q] = False
+        parts = []
+        for q in (keep.nonzero().squeeze(1), va_q):
+            X, y, g = take_queries(tr.X, tr.labels, tr.groups, q)
+            parts.append((X.float(), y.double(), g))
+        yield k, parts[0], parts[1], test
+
+
+def part_mq2008(args, chosen, name="MQ2008"):
     folds = [int(f) for f in args.folds.split(",")]
     rows = {m: [] for m in chosen}
     info = {m: [] for m in chosen}
-    for k in folds:
-        tr, va, te = load_fold(k)
+    splits = (mslr_folds(folds) if name != "MQ2008"
+              else ((k, *load_fold(k)) for k in folds))
+    for k, tr, va, te in splits:
         for m in chosen:
             predict, fit_s, n_trees, best, extra = methods(args)[m](tr, va, args.mq_rounds, 30)
             res = evaluate(predict(te[0]), te[1], te[2], args.empty)
@@ -296,7 +319,7 @@ def part_mq2008(args, chosen):
             print(f"  fold {k} {m:16s} ndcg@10 {res['ndcg@10']:.4f} map {res['map']:.4f} "
                   f"trees {n_trees} (best {best}) fit {fit_s:.2f}s {fmt_extra(extra)}",
                   flush=True)
-    print(f"\nMQ2008, mean over folds {folds} (test set; {args.threads} threads; "
+    print(f"\n{name}, mean over folds {folds} (test set; {args.threads} threads; "
           f"empty-query NDCG/AP = {args.empty})")
     keys = ["ndcg@1", "ndcg@3", "ndcg@5", "ndcg@10", "map"]
     print(f"{'method':18s} " + " ".join(f"{k:>8s}" for k in keys) + "   best-trees  fit-s")
@@ -452,7 +475,7 @@ def part_synthetic(args, chosen):
 
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--only", choices=["mq2008", "synthetic", "lgb-example"], default=None)
+    ap.add_argument("--only", choices=["mq2008", "mslr", "synthetic", "lgb-example"], default=None)
     ap.add_argument("--sizes", default="80k,800k")
     ap.add_argument("--folds", default="1,2,3,4,5")
     ap.add_argument("--methods", default=None,
@@ -490,6 +513,10 @@ def main(argv=None):
                                     "trb-exp-qbag", "lgb-lambdarank", "lgb-exp-custom",
                                     "xgb-pairwise", "cb-yetirank", "cb-pairlogit") if m in avail]
         results["mq2008"] = part_mq2008(args, ch)
+    if args.only == "mslr":  # the MSLR-WEB10K sample, five validation folds of its queries
+        ch = chosen or [m for m in ("trb-exp", "trb-lambdarank-exp", "trb-lrexp-oblivious",
+                                    "lgb-lambdarank", "cb-yetirank", "cb-pairlogit") if m in avail]
+        results["mslr"] = part_mq2008(args, ch, name="MSLR-WEB10K sample")
     if args.only in (None, "lgb-example"):
         ch = chosen or [m for m in ("trb-exp", "trb-qbrank", "lgb-lambdarank", "xgb-pairwise")
                         if m in avail]
