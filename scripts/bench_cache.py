@@ -29,6 +29,7 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -114,7 +115,9 @@ def main() -> None:
     ap.add_argument("--docs", type=int, default=200_000)
     ap.add_argument("--repeat", type=int, default=5)
     ap.add_argument("--repeat-text", type=int, default=1)
-    ap.add_argument("--workdir", default="/tmp/trb_bench_cache")
+    ap.add_argument("--workdir", default=None,
+                    help="folder for the generated files (default: trb_bench_cache in the "
+                         "system's temporary folder; kept between runs)")
     ap.add_argument("--json", default=None)
     ap.add_argument("--modes", nargs="+", default=["bin", "text", "cache", "cache_values",
                                                    "lightgbm"])
@@ -123,7 +126,7 @@ def main() -> None:
     if a.child:
         print(json.dumps(child(*a.child)))
         return
-    wd = Path(a.workdir)
+    wd = Path(a.workdir) if a.workdir else Path(tempfile.gettempdir()) / "trb_bench_cache"
     wd.mkdir(parents=True, exist_ok=True)
     data, cache = wd / f"letor_{a.docs}.txt", wd / f"letor_{a.docs}.trbin"
     if not data.exists():

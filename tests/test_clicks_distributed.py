@@ -26,7 +26,7 @@ def test_debias_two_processes_equal_one(tmp_path):
     cmds = [[sys.executable, script, str(out)] for _ in range(2)]
     res = run_processes(cmds, [worker_env(r, 2, port) for r in range(2)], 120.0)
     assert all(r.returncode == 0 for r in res), explain(res)
-    got = torch.load(out)
+    got = torch.load(out, weights_only=True)
     X, ctr, groups, pos = S.click_data()
     for method in ("em", "additive"):
         m = S.fit(method, X, ctr, groups, pos, False)

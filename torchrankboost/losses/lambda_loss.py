@@ -62,7 +62,7 @@ from .._pair_engine.levels import dense_levels
 from ..groups import Groups
 from ..pairs import Graded
 from .base import BindState, Prepared, RankingLoss
-from .listwise import _block_pairs, _doc_blocks, _per_query_scale, logistic_pair_sums
+from .listwise import PairGrad, _block_pairs, _doc_blocks, _per_query_scale, logistic_pair_sums
 
 __all__ = ["LambdaLoss", "LAMBDA_SCHEMES"]
 
@@ -180,27 +180,9 @@ class _LambdaFunction(torch.autograd.Function):
     @staticmethod
     def backward(ctx, gout, _ghas):
         scores, grad = ctx.saved_tensors
-        return _LambdaGrad.apply(scores, gout, grad, *ctx.args), None, None
-
-
-class _LambdaGrad(torch.autograd.Function):
-    """``grad_i · gout[q(i)]``, differentiable once more (Hessian-vector products)."""
-
-    @staticmethod
-    def forward(ctx, scores, gout, grad, lp, sigma):
-        gi = lp.st.groups.group_index
-        ctx.save_for_backward(scores, gout, grad, gi)
-        ctx.args = (lp, sigma)
-        return grad * gout[gi]
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, v):
-        scores, gout, grad, gi = ctx.saved_tensors
         lp, sigma = ctx.args
-        d_scores = _hvp(scores, lp, sigma, v * gout[gi]).to(scores.dtype)
-        d_gout = lp.st.groups.segment_sum(v * grad)
-        return d_scores, d_gout, None, None, None
+        return PairGrad.apply(scores, gout, grad, lp.st.groups,
+                              lambda s, u: _hvp(s, lp, sigma, u)), None, None
 
 
 class LambdaLoss(RankingLoss):

@@ -31,7 +31,7 @@ from torch import Tensor
 from .._pair_engine.lambdarank import lambdarank_hvp, lambdarank_setup, lambdarank_terms
 from ..pairs import Graded
 from .base import BindState, Prepared, RankingLoss
-from .listwise import _per_query_scale
+from .listwise import PairGrad, _per_query_scale
 
 __all__ = ["LambdaRankExpLoss"]
 
@@ -50,26 +50,9 @@ class _Fn(torch.autograd.Function):
     @staticmethod
     def backward(ctx, gout):
         scores, grad = ctx.saved_tensors
-        return _Grad.apply(scores, gout, grad, *ctx.args), None, None
-
-
-class _Grad(torch.autograd.Function):
-    """``grad_i · gout[q(i)]``, differentiable once more (Hessian-vector products)."""
-
-    @staticmethod
-    def forward(ctx, scores, gout, grad, st, sigma):
-        gi = st.groups.group_index
-        ctx.save_for_backward(scores, gout, grad, gi)
-        ctx.args = (st, sigma)
-        return grad * gout[gi]
-
-    @staticmethod
-    @torch.autograd.function.once_differentiable
-    def backward(ctx, v):
-        scores, gout, grad, gi = ctx.saved_tensors
         st, sigma = ctx.args
-        d_scores = lambdarank_hvp(scores.detach(), st, sigma, v * gout[gi]).to(scores.dtype)
-        return d_scores, st.groups.segment_sum(v * grad), None, None, None
+        return PairGrad.apply(scores, gout, grad, st.groups,
+                              lambda s, u: lambdarank_hvp(s, st, sigma, u)), None, None
 
 
 class LambdaRankExpLoss(RankingLoss):

@@ -455,28 +455,30 @@ class _RankNetFunction(torch.autograd.Function):
     @staticmethod
     def backward(ctx, gout, _ghas):
         scores, grad = ctx.saved_tensors
-        return _RankNetGrad.apply(scores, gout, grad, *ctx.args), None, None
+        rp, sigma = ctx.args
+        return PairGrad.apply(scores, gout, grad, rp.groups,
+                              lambda s, u: _ranknet_hvp(s, rp, sigma, u)), None, None
 
 
-class _RankNetGrad(torch.autograd.Function):
-    """``grad_i · gout[q(i)]``, differentiable once more (Hessian-vector products), so
-    autograd Hessians and ``gradgradcheck`` work."""
+class PairGrad(torch.autograd.Function):
+    """``grad_i · gout[q(i)]`` of a pair loss whose gradient ``grad`` came from its own pass,
+    differentiable once more through ``hvp(scores, u) -> H u`` (the summed loss's Hessian), so
+    autograd Hessians and ``gradgradcheck`` work (RankNet, LambdaLoss, LambdaRankExp)."""
 
     @staticmethod
-    def forward(ctx, scores, gout, grad, rp, sigma):
-        gi = rp.groups.group_index
+    def forward(ctx, scores, gout, grad, groups, hvp):
+        gi = groups.group_index
         ctx.save_for_backward(scores, gout, grad, gi)
-        ctx.args = (rp, sigma)
+        ctx.args = (groups, hvp)
         return grad * gout[gi]
 
     @staticmethod
     @torch.autograd.function.once_differentiable
     def backward(ctx, v):
         scores, gout, grad, gi = ctx.saved_tensors
-        rp, sigma = ctx.args
-        d_scores = _ranknet_hvp(scores, rp, sigma, v * gout[gi])
-        d_gout = rp.groups.segment_sum(v * grad)
-        return d_scores, d_gout, None, None, None
+        groups, hvp = ctx.args
+        d_scores = hvp(scores.detach(), v * gout[gi]).to(scores.dtype)
+        return d_scores, groups.segment_sum(v * grad), None, None, None
 
 
 class RankNetLoss(_RepeatBind, RankingLoss):
