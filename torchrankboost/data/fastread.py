@@ -19,9 +19,7 @@ the caller reads the file with the Python path, which names the file and line of
 
 from __future__ import annotations
 
-import bz2
 import ctypes
-import gzip
 from pathlib import Path
 from typing import Optional, Tuple
 
@@ -29,6 +27,7 @@ import numpy as np
 import torch
 
 from .. import _native
+from .lines import open_text
 
 __all__ = ["BLOCK", "NativeMatrix", "available", "read_part", "SOURCE"]
 
@@ -110,21 +109,12 @@ class NativeMatrix:
         return self.min_index == 0
 
 
-def _open(path: Path):
-    suffix = path.suffix.lower()
-    if suffix == ".gz":
-        return gzip.open(path, "rb")
-    if suffix == ".bz2":
-        return bz2.open(path, "rb")
-    return open(path, "rb")
-
-
 def _feed_file(lib, state, path: Path, rng: Optional[Tuple[int, int]], nthreads: int) -> bool:
     """Stream the file (or its byte range) through ``trl_feed``; ``False`` on a parse
     failure (the caller falls back)."""
     buf = np.empty(BLOCK, dtype=np.uint8)
     filled = 0
-    with _open(path) as fh:
+    with open_text(path) as fh:
         left = None
         if rng is not None:
             fh.seek(rng[0])

@@ -17,8 +17,9 @@ from typing import Optional, Tuple
 
 __all__ = ["check_line_ends", "data_line_number", "locate_problem", "rank_byte_range"]
 
-def _open_text(path: Path):
-    """Open an SVMlight file for the (error-path) line scan, like scikit-learn does."""
+def open_text(path: Path):
+    """Open an SVMlight file as bytes, ``.gz`` / ``.bz2`` decompressed on the way (the line
+    scans of the error path and the compiled reader's blocks)."""
     suffix = path.suffix.lower()
     if suffix == ".gz":
         return gzip.open(path, "rb")
@@ -39,7 +40,7 @@ def check_line_ends(path: Path, rng: Optional[Tuple[int, int]] = None) -> None:
     the first). ``\\r\\n`` (Windows) line ends read fine. One pass over the bytes in
     blocks (``bytes.count``, so a plain or Windows file costs a fast read)."""
     start, end = (0, None) if rng is None else rng
-    with _open_text(path) as fh:
+    with open_text(path) as fh:
         if start:
             fh.seek(start)
         pos = start
@@ -61,7 +62,7 @@ def check_line_ends(path: Path, rng: Optional[Tuple[int, int]] = None) -> None:
 def _line_at(path: Path, offset: int) -> int:
     """1-based number of the line holding byte ``offset`` (error path only)."""
     lineno, pos = 1, 0
-    with _open_text(path) as fh:
+    with open_text(path) as fh:
         while pos < offset:
             chunk = fh.read(min(_CR_BLOCK, offset - pos))
             if not chunk:
@@ -131,7 +132,7 @@ def _numbered_lines(path: Path, rng: Optional[Tuple[int, int]] = None):
     """``(lineno, line)`` over a file (1-based numbers), or over the lines of the byte range
     ``rng = (start, end)`` of an uncompressed file (``start`` at a line start), numbered as
     in the whole file (error path only: the newlines before ``start`` are counted)."""
-    with _open_text(path) as fh:
+    with open_text(path) as fh:
         if rng is None:
             yield from enumerate(fh, 1)
             return
