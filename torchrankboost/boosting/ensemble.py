@@ -58,6 +58,7 @@ class Ensemble:
         self.base_score = float(base_score)
         self.num_features = int(num_features)
         self.info: dict = dict(info or {})
+        self._predict_cache: dict = {}  # the trees packed for the compiled predict pass
 
     # ------------------------------------------------------------------ basic
     @property
@@ -143,8 +144,6 @@ class Ensemble:
             raise ValueError(f"batch_size must be positive, got {batch_size}")
         from .kernels.native_backend import predict_trees
 
-        if not hasattr(self, "_predict_cache"):
-            self._predict_cache = {}
         for start in range(0, n, max(bs, 1)):
             xb = X[start:start + bs]
             acc = out[start:start + bs]
