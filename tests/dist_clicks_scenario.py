@@ -1,11 +1,15 @@
 """Worker of tests/test_clicks_distributed.py: a debiased fit on this rank's half of the
-queries (gloo process group); rank 0 saves the model's predictions and learned state."""
+queries (gloo process group); rank 0 saves the model's predictions and learned state. ``argv``: the output file and the
+comma-separated methods (default all)."""
 
 import sys
 from datetime import timedelta
 
 import torch
 import torch.distributed as dist
+
+
+METHODS = ("em", "dla", "additive")
 
 
 def click_data():
@@ -23,11 +27,11 @@ def click_data():
 
 def fit(method, X, ctr, groups, pos, distributed):
     from torchrankboost import Booster, RegressionTree
-    from torchrankboost.clicks import AdditivePositionLoss, RegressionEMLoss
+    from torchrankboost.clicks import AdditivePositionLoss, DualLearningLoss, RegressionEMLoss
     from torchrankboost.losses import ExponentialPairwiseLoss
 
-    loss = {"em": RegressionEMLoss, "additive": AdditivePositionLoss}[method](
-        ExponentialPairwiseLoss())
+    loss = {"em": lambda b: RegressionEMLoss(b), "additive": lambda b: AdditivePositionLoss(b),
+            "dla": lambda b: DualLearningLoss(b, warmup=1)}[method](ExponentialPairwiseLoss())
     return Booster(loss, RegressionTree(max_leaves=6), n_rounds=4, learning_rate=0.3,
                    verbose=False, distributed=distributed).fit(X, ctr, groups, position=pos)
 
@@ -44,7 +48,7 @@ def main():
     a, b = int(groups.offsets[r * G // 2]), int(groups.offsets[(r + 1) * G // 2])
     sub = Groups.from_sizes(groups.sizes[r * G // 2:(r + 1) * G // 2])
     res = {}
-    for method in ("em", "additive"):
+    for method in (sys.argv[2].split(",") if len(sys.argv) > 2 else METHODS):
         m = fit(method, X[a:b], ctr[a:b], sub, pos[a:b], True)
         res[method] = (m.predict(X), m.info["position_debias"])
     if r == 0:

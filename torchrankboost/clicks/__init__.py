@@ -12,6 +12,7 @@ from .simulate import (  # noqa: F401
 from .debias import (  # noqa: F401
     DEBIAS,
     AdditivePositionLoss,
+    DualLearningLoss,
     IPWLoss,
     PositionDebiasLoss,
     RegressionEMLoss,
