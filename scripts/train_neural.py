@@ -14,6 +14,7 @@ Examples::
     python scripts/train_neural.py --data data/mq2008/Fold1 --device cuda
     python scripts/train_neural.py --data data/mq2008/Fold1 --normalize -o mlp.safetensors
     python scripts/train_neural.py score mlp.safetensors data/mq2008/Fold1/test.txt -o scores.txt
+    python scripts/train_neural.py --clicks --debias dla --eta 1 --data data/mq2008/Fold1
 
 ``--data`` takes a built-in name (``synthetic``, the default, or ``wdbc``) or a LETOR fold
 folder (``train.txt``/``vali.txt``/``test.txt``); see :func:`torchrankboost.data.data_root`
@@ -21,6 +22,13 @@ for where the project keeps real data sets.
 
 Prints the test NDCG@10 of the untrained network and of the trained one (the epoch with the
 best validation NDCG@10), and where the TensorBoard logs are.
+
+**Clicks.** ``--clicks`` trains on simulated clicks (a production ranker on 1 % of the
+training queries, its ``--top-k`` shown in ``--sessions`` position-based sessions with
+examination ``(1/p)^--eta``) with the ``--debias`` correction (:mod:`torchrankboost.clicks.neural`:
+``naive``, ``ipw`` with the true propensities, ``em``/``dla`` propensities re-estimated each
+epoch, ``additive`` ``f(x) + g(position)``); validation and test use the true labels; the
+propensities are logged per epoch (``diagnostics/propensity_p<k>``) and printed. One process.
 
 **Saving and scoring.** ``-o PATH`` saves the kept network (the best epoch's) in the
 library's model-file format (:mod:`torchrankboost._modelfile`: safetensors, no pickle): the
@@ -298,6 +306,16 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--output", "-o", default=None, metavar="PATH",
                     help="save the kept network (safetensors + JSON metadata); score files "
                          "with: train_neural.py score PATH FILE")
+    ap.add_argument("--clicks", action="store_true",
+                    help="train on simulated clicks (position-based, a production ranker's "
+                         "top --top-k) instead of the labels; evaluate on the labels")
+    ap.add_argument("--debias", default="naive",
+                    choices=["naive", "ipw", "em", "dla", "additive"],
+                    help="with --clicks: no correction, known propensities, regression-EM or "
+                         "dual-learning propensities (per epoch), f(x) + g(position)")
+    ap.add_argument("--eta", type=float, default=1.0, help="--clicks: examination (1/p)^eta")
+    ap.add_argument("--sessions", type=int, default=20_000, help="--clicks: sessions")
+    ap.add_argument("--top-k", type=int, default=10, help="--clicks: positions shown")
     ap.add_argument("--logdir", default=None, help="default runs/neural-<loss>-<timestamp>")
     ap.add_argument("--no-tensorboard", action="store_true")
     ap.add_argument("--quiet", action="store_true")
@@ -415,7 +433,11 @@ def train_epochs(args, model, opt, loss_fn, train, valid, metrics, logger, best,
     step, t0 = 0, time.perf_counter()
     per_query = getattr(loss_fn, "reduction", "sum") == "mean"  # already a mean over queries
     stop = False
+    update = getattr(loss_fn, "epoch_update", None)  # --clicks em/dla: per epoch
     for epoch in range(args.epochs):
+        if update is not None and update(score(model, train.X), epoch) and logger is not None:
+            logger.log_step(step, {f"diagnostics/{k}": v
+                                   for k, v in loss_fn.diagnostics().items()})
         model.train()
         ep_loss, nb = 0.0, 0
         for Xb, yb, gb in batches(args, train, epoch, sampler):
@@ -457,6 +479,27 @@ def train_epochs(args, model, opt, loss_fn, train, valid, metrics, logger, best,
             break
     progress.finish()
     return best, step
+
+
+def click_training(args, train, loss_fn, ctx):
+    """``--clicks``: ``train`` with simulated clicks as its labels (``(n, 2)``: click-through
+    rate, position; :mod:`torchrankboost.clicks.neural`) and the debiased loss around
+    ``loss_fn``."""
+    from dataclasses import replace
+
+    from torchrankboost.clicks.neural import ClickLoss, simulate_training_clicks
+
+    if ctx is not None:
+        sys.exit("train_neural.py: error: --clicks runs in one process")
+    labels, prop = simulate_training_clicks(train, eta=args.eta, n_sessions=args.sessions,
+                                            top_k=args.top_k, seed=args.seed)
+    try:
+        click_loss = ClickLoss(loss_fn, args.debias, n_positions=args.top_k, propensity=prop)
+    except ValueError as exc:
+        sys.exit(f"train_neural.py: error: {exc}")
+    train = replace(train, labels=labels.to(train.X.dtype))
+    click_loss.bind_training(train.labels, train.groups)
+    return train, click_loss
 
 
 def shard_eval(data, ctx):
@@ -514,6 +557,8 @@ def run(args, entry, loss_params, loss_fn, device, ctx) -> dict:
         train = slice_queries(train, args.train_queries)
     if args.normalize:
         train, valid, test = (normalized(d) for d in (train, valid, test))
+    if args.clicks:
+        train, loss_fn = click_training(args, train, loss_fn, ctx)
     valid, test = shard_eval(valid, ctx), shard_eval(test, ctx)
     train, valid, test = (d.to(device) for d in (train, valid, test))
     loss_fn = loss_fn.to(device) if isinstance(loss_fn, nn.Module) else loss_fn
@@ -525,7 +570,11 @@ def run(args, entry, loss_params, loss_fn, device, ctx) -> dict:
 
         net = DistributedDataParallel(model, device_ids=[device.index]
                                       if device.type == "cuda" else None)
-    opt = torch.optim.Adam(model.parameters(), lr=args.lr, weight_decay=args.weight_decay)
+    params = list(model.parameters())
+    if args.clicks:  # the additive position term learns with the network (own step size)
+        params = [{"params": params}, {"params": list(loss_fn.parameters()),
+                                       "weight_decay": 0.0, "lr": max(args.lr, 0.01)}]
+    opt = torch.optim.Adam(params, lr=args.lr, weight_decay=args.weight_decay)
     ndcg10 = registry.metric("ndcg@10")
     metrics = [ndcg10, registry.metric("map"), registry.metric("ndcg@5")]
 
@@ -567,7 +616,11 @@ def run(args, entry, loss_params, loss_fn, device, ctx) -> dict:
     if logger is not None:
         print(f"TensorBoard logs in {logger.logdir}; view with: tensorboard --logdir "
               f"{Path(logger.logdir).parent}")
+    clicks = loss_fn.diagnostics() if args.clicks else None
+    if clicks and main_rank:
+        print("clicks: " + " ".join(f"{k} {v:.3f}" for k, v in clicks.items()))
     return {"loss": entry.name, "before": before["ndcg@10"], "after": after["ndcg@10"],
+            "clicks": clicks,
             "best_epoch": best[2], "steps": step, "seconds": seconds,
             "logdir": None if logger is None else logger.logdir,
             "world_size": 1 if ctx is None else ctx.world_size, "model": model,

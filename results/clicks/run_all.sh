@@ -1,0 +1,9 @@
+#!/bin/sh
+# The experiment chain of results/clicks (run from the repository root, one thread).
+set -e
+export OMP_NUM_THREADS=1
+PY=${PYTHON:-python}
+$PY scripts/exp_clicks.py --etas 1 --folds 1-5 --seeds 0-1 --name eta1_folds1-5 > results/clicks/eta1_folds1-5.log 2>&1
+$PY scripts/exp_clicks.py --dataset mslr --etas 1 --seeds 0-1 --name mslr_eta1 > results/clicks/mslr_eta1.log 2>&1
+$PY scripts/exp_clicks.py --etas 2 --folds 1-5 --seeds 0-1 --name eta2_folds1-5 > results/clicks/eta2_folds1-5.log 2>&1
+$PY scripts/exp_clicks.py --etas 0.5 --folds 1-5 --seeds 0-1 --name eta0.5_folds1-5 > results/clicks/eta0.5_folds1-5.log 2>&1
