@@ -1,5 +1,5 @@
 """The command line's side of learning from clicks: ``train --position FILE``,
-``--debias {none,ipw,em,additive}``, ``--propensity P1,P2,...``.
+``--debias {none,ipw,em,dla,additive}``, ``--propensity P1,P2,...``.
 
 The training labels are the clicks (counts, rates or 0/1); the positions come from
 ``--position`` or, when it exists, the training file's ``.position`` side file (LightGBM's
@@ -26,7 +26,8 @@ def add_click_options(g) -> None:
                         "training file's FILE.position beside it, with --debias)")
     g.add_argument("--debias", choices=DEBIAS, default="none",
                    help="learning from clicks: ipw (known --propensity), em (regression-EM "
-                        "propensities), additive (f(x) + g(position)); default none")
+                        "propensities), dla (dual-learning propensities), additive "
+                        "(f(x) + g(position)); default none")
     g.add_argument("--propensity", metavar="P1,P2,...",
                    help="examination probabilities of positions 1..K (for --debias ipw)")
 

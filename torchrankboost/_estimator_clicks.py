@@ -17,7 +17,7 @@ def debias_fit_args(est, ranker, qid, group, position, n: int, groups_from) -> d
     stable sort by query id of ``groups_from``)."""
     if est.debias == "none":
         if position is not None:
-            raise ValueError("position: set debias='ipw', 'em' or 'additive' to use it")
+            raise ValueError("position: set debias='ipw', 'em', 'dla' or 'additive' to use it")
         return {}
     if position is None:
         raise ValueError(f"debias={est.debias!r} needs fit(..., position=...)")

@@ -196,8 +196,8 @@ class BoostedRanker(compat.TheirNames, BaseEstimator):
         warm_start: a second ``fit`` continues the fitted model up to ``n_rounds`` rounds in
             all (scikit-learn's convention; the algorithms that take ``init_model``).
         debias, propensity: learning from clicks (labels = clicks, ``fit(..., position=...)``):
-            ``"none"``, ``"ipw"`` (with ``propensity``, positions ``1..K``), ``"em"`` or
-            ``"additive"`` (:mod:`torchrankboost.clicks`; the ``"boost"`` driver).
+            ``"none"``, ``"ipw"`` (with ``propensity``, positions ``1..K``), ``"em"``,
+            ``"dla"`` or ``"additive"`` (:mod:`torchrankboost.clicks`; the ``"boost"`` driver).
 
     Attributes after ``fit``: ``ranker_`` (the fitted algorithm, see
     :mod:`torchrankboost.contract`), ``model_`` (the fitted model, e.g. an ``Ensemble``),

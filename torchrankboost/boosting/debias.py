@@ -2,10 +2,10 @@
 
 With ``position`` (``(n,)`` 1-based displayed ranks, 0 = not shown) the loss must be a
 position-debiasing wrapper of :mod:`torchrankboost.clicks.debias` (``IPWLoss``,
-``RegressionEMLoss``, ``AdditivePositionLoss``): :func:`bind_position` binds it to the clicks
+``RegressionEMLoss``, ``DualLearningLoss``, ``AdditivePositionLoss``): :func:`bind_position` binds it to the clicks
 (the labels), the groups and the positions, restoring a continued or resumed fit's learned
 state from the model's ``info["position_debias"]``; :func:`between_rounds` runs at the start
-of every round: the wrapper's update (EM propensities, the position table; its sums
+of every round: the wrapper's update (EM or DLA propensities, the position table; its sums
 all-reduced on several processes through the fit's ``FitComm``), then the loss at the
 current scores again when it changed, and the state written into the ensemble's ``info``
 (exact float hex JSON, so it is saved with the model and with every checkpoint, and a
@@ -29,7 +29,7 @@ def bind_position(fw, bind_fn, loss, labels, groups, position, comm, start):
     if not callable(getattr(loss, "bind_position", None)):
         raise ValueError("position: needs a position-debiasing loss around the ranking loss "
                          "(torchrankboost.clicks: IPWLoss, RegressionEMLoss, "
-                         "AdditivePositionLoss)")
+                         "DualLearningLoss, AdditivePositionLoss)")
     if fw.group is not None:
         raise ValueError("position: group_weight is not supported with a debiasing loss; "
                          "use sample_weight")
