@@ -31,7 +31,8 @@ def fit(method, X, ctr, groups, pos, distributed):
     from torchrankboost.losses import ExponentialPairwiseLoss
 
     loss = {"em": lambda b: RegressionEMLoss(b), "additive": lambda b: AdditivePositionLoss(b),
-            "dla": lambda b: DualLearningLoss(b, warmup=1)}[method](ExponentialPairwiseLoss())
+            "dla": lambda b: DualLearningLoss(b, warmup=1, link="learn")  # + the link's sums
+            }[method](ExponentialPairwiseLoss())
     return Booster(loss, RegressionTree(max_leaves=6), n_rounds=4, learning_rate=0.3,
                    verbose=False, distributed=distributed).fit(X, ctr, groups, position=pos)
 

@@ -1,8 +1,8 @@
 """Debiased fits on 2 gloo processes (EM and DLA propensities and the position table are
 per-position sums all-reduced) equal the one-process fit (to 1e-9: the sums' order differs).
 
-Two process start-ups cost ~6 s of CPU: the default run checks DLA alone (its sums, the
-per-query scales and the link's, are the newest); all three methods (~25 s on a loaded
+Two process start-ups cost ~6 s of CPU: the default run checks DLA alone (its per-position
+and learned link's sums are the newest); all three methods (~25 s on a loaded
 machine) run when ``TORCHRANKBOOST_TEST_CLICKS_DIST=1`` is set.
 """
 
