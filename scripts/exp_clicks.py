@@ -1,4 +1,4 @@
-"""Learning to rank from simulated clicks (MQ2008, MSLR-WEB10K sample): debiasing vs LightGBM / XGBoost.
+"""Learning to rank from simulated clicks (MQ2008, MSLR sample): debiasing vs LightGBM, XGBoost.
 
 The protocol of the unbiased learning-to-rank literature: a production ranker trained on 1 %
 of the training queries (true labels) orders every training query; its top 10 are shown in
@@ -174,7 +174,8 @@ def one_run(fold: int, eta: float, seed: int, args) -> dict:
         key = "position_bias" if "position_bias" in state else "propensity"
         prop = "" if not state else f" {key} " + " ".join(
             f"{float.fromhex(x):.3f}" for x in state[key])
-        print(f"{args.dataset} fold {fold} eta {eta} seed {seed} {k:18s} ndcg@10 {v:.4f} fit {s:6.2f}s{prop}",
+        print(f"{args.dataset} fold {fold} eta {eta} seed {seed} {k:18s} ndcg@10 {v:.4f} "
+              f"fit {s:6.2f}s{prop}",
               flush=True)
     return {k: (v, s) for k, (v, s, _) in out.items()}
 
