@@ -282,34 +282,57 @@ def load_fold(k):
     return [(d.X.float(), d.labels.double(), d.groups) for d in (tr, va, te)]
 
 
-def mslr_folds(folds):
-    """The MSLR-WEB10K sample (one training and one test file of 5k lines): fold ``k`` of 5
-    validates on the k-th fifth of the training queries (a seeded draw) and trains on the
-    rest; every fold tests on the test file."""
-    from torchrankboost.data import load_svmlight_files, take_queries
+def query_folds(train, test, folds, seed=0):
+    """Five validation folds of one training file's queries: fold ``k`` validates on the k-th
+    fifth of the training queries (a seeded draw) and trains on the rest; every fold tests
+    on ``test``. Yields ``(k, train, valid, test)``, each part ``(X, labels, groups)``."""
+    from torchrankboost.data import take_queries
 
-    base = DATA / "mslr_web10k_rankeval_5k"
-    tr, te = load_svmlight_files([base / "msn1.fold1.train.5k.txt", base / "msn1.fold1.test.5k.txt"])
-    Q = tr.groups.num_groups
-    perm = torch.randperm(Q, generator=torch.Generator().manual_seed(0))
-    test = (te.X.float(), te.labels.double(), te.groups)
+    Q = train.groups.num_groups
+    perm = torch.randperm(Q, generator=torch.Generator().manual_seed(seed))
+    te = (test.X.float(), test.labels.double(), test.groups)
     for k in folds:
         va_q = perm[(k - 1) * Q // 5: k * Q // 5].sort().values
         keep = torch.ones(Q, dtype=torch.bool)
         keep[va_q] = False
         parts = []
         for q in (keep.nonzero().squeeze(1), va_q):
-            X, y, g = take_queries(tr.X, tr.labels, tr.groups, q)
+            X, y, g = take_queries(train.X, train.labels, train.groups, q)
             parts.append((X.float(), y.double(), g))
-        yield k, parts[0], parts[1], test
+        yield k, parts[0], parts[1], te
+
+
+def mslr_folds(folds):
+    """The MSLR-WEB10K sample (one training and one test file of 5k lines) in five
+    validation folds of its training queries (:func:`query_folds`)."""
+    from torchrankboost.data import load_svmlight_files
+
+    base = DATA / "mslr_web10k_rankeval_5k"
+    tr, te = load_svmlight_files([base / "msn1.fold1.train.5k.txt", base / "msn1.fold1.test.5k.txt"])
+    yield from query_folds(tr, te, folds)
+
+
+def lgb_example_folds(folds):
+    """LightGBM's lambdarank example (``rank.train`` / ``rank.test``) in five validation
+    folds of its training queries (:func:`query_folds`)."""
+    from torchrankboost.data import load_svmlight_files
+
+    folder = DATA / "lightgbm_lambdarank"
+    tr, te = load_svmlight_files([folder / "rank.train", folder / "rank.test"])
+    yield from query_folds(tr, te, folds)
+
+
+def mq2008_folds(folds):
+    """MQ2008's own folds: ``(k, train, valid, test)``."""
+    for k in folds:
+        yield (k, *load_fold(k))
 
 
 def part_mq2008(args, chosen, name="MQ2008"):
     folds = [int(f) for f in args.folds.split(",")]
     rows = {m: [] for m in chosen}
     info = {m: [] for m in chosen}
-    splits = (mslr_folds(folds) if name != "MQ2008"
-              else ((k, *load_fold(k)) for k in folds))
+    splits = mslr_folds(folds) if name != "MQ2008" else mq2008_folds(folds)
     for k, tr, va, te in splits:
         for m in chosen:
             predict, fit_s, n_trees, best, extra = methods(args)[m](tr, va, args.mq_rounds, 30)
