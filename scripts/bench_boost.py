@@ -19,6 +19,9 @@
     * ``trb-lrexp-oblivious``  LambdaRankExpLoss on ObliviousTree(depth=6, l2=10), lr 0.05
     * ``trb-yetirank``    Booster(YetiRankLoss) — CatBoost's YetiRank pair weights (10
       perturbations, redrawn every round), the default step and curvature
+    * ``trb-cv-best``     the best setting by validation in ``scripts/tune_defaults.py``:
+      15 leaves, L2 1 on leaves, early-stopping patience 60
+    * ``trb-cv-second``   the second: min 5 documents per leaf, 70 % of the queries per round
     * ``trb-exp-qbag``    ``trb-exp`` with query bagging: half of the queries per round
       (``subsample=0.5``, LightGBM's ``bagging_by_query``)
     * ``cb-yetirank``, ``cb-pairlogit``  CatBoost ``YetiRank`` / ``PairLogit`` as CatBoost
@@ -255,6 +258,15 @@ def methods(args):
         "trb-lrexp-oblivious": lambda tr, va, R, E: run_trb(
             L.LambdaRankExpLoss(), "fixed", "diag", tr, va, args, R, E,
             learner=ObliviousTree(depth=6, l2=10.0), lr=0.05),
+        # the two best settings by validation NDCG@10 in scripts/tune_defaults.py
+        "trb-cv-best": lambda tr, va, R, E: run_trb(
+            L.ExponentialPairwiseLoss(), "surrogate", "diag", tr, va, args, R, 60,
+            learner=RegressionTree(max_leaves=15, l2=1.0, min_samples_leaf=20,
+                                   min_child_weight=1e-3, n_bins=255)),
+        "trb-cv-second": lambda tr, va, R, E: run_trb(
+            L.ExponentialPairwiseLoss(), "surrogate", "diag", tr, va, args, R, E, subsample=0.7,
+            learner=RegressionTree(max_leaves=args.leaves, min_samples_leaf=5,
+                                   min_child_weight=1e-3, n_bins=255)),
         "lgb-lambdarank": lambda tr, va, R, E: run_lgb(tr, va, args, R, E),
         "lgb-exp-custom": lambda tr, va, R, E: run_lgb(tr, va, args, R, E,
                                                        custom_loss=L.ExponentialPairwiseLoss()),

@@ -78,7 +78,12 @@ def grids():
                setting(learner="oblivious", loss="yetirank", l2=3.0, lr=0.1, patience=60)]
     coarse += [setting(lr=0.05, patience=60), setting(lr=0.05, patience=60, subsample=0.7),
                setting(leaves=15, l2=1.0, patience=60)]
-    return {"coarse": coarse}
+    # around the coarse grid's leaders (smaller leaves, fewer documents per leaf, bagging)
+    fine = [setting(leaves=15, l2=1.0), setting(msl=5, leaves=15),
+            setting(leaves=15, l2=1.0, msl=5), setting(leaves=15, subsample=0.7),
+            setting(msl=5, subsample=0.7), setting(leaves=15, l2=1.0, subsample=0.7),
+            setting(msl=10), setting(msl=10, leaves=15), setting(loss="yetirank", leaves=15)]
+    return {"coarse": coarse, "fine": fine}
 
 
 def make_learner(cfg):
@@ -130,11 +135,23 @@ def summary(res):
             "test_mean": statistics.mean(p["test"] for p in per.values()), "per": per}
 
 
+def paired(results, name, ref="base"):
+    """Mean fold-wise difference of the validation NDCG@10 from ``ref`` (all folds of all
+    collections, each collection weighted equally) and its standard error."""
+    if ref not in results:
+        return float("nan"), float("nan")
+    diffs = []
+    for c, rows in results[name]["folds"].items():
+        base = {r["fold"]: r["val"] for r in results[ref]["folds"][c]}
+        diffs += [r["val"] - base[r["fold"]] for r in rows]
+    return statistics.mean(diffs), statistics.stdev(diffs) / len(diffs) ** 0.5
+
+
 def table(results):
     names = list(results)
     ref_fit = results.get("ref:lgb-lambdarank", {}).get("summary", {}).get("per")
     cols = list(next(iter(results.values()))["summary"]["per"])
-    head = ("| setting | score (val) | " + " | ".join(f"{c} val / test" for c in cols)
+    head = ("| setting | score (val) | val - base (SE) | " + " | ".join(f"{c} val / test" for c in cols)
             + " | fit s (" + ", ".join(cols) + ") | x LightGBM | best rounds (min) |")
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for n in sorted(names, key=lambda n: -results[n]["summary"]["score"]):
@@ -142,7 +159,8 @@ def table(results):
         per = s["per"]
         ratio = (statistics.mean(per[c]["fit_s"] / ref_fit[c]["fit_s"] for c in cols)
                  if ref_fit else float("nan"))
-        lines.append(f"| {n} | {s['score']:.4f} | "
+        d, se = paired(results, n)
+        lines.append(f"| {n} | {s['score']:.4f} | {d:+.4f} ({se:.4f}) | "
                      + " | ".join(f"{per[c]['val']:.4f} / {per[c]['test']:.4f}" for c in cols)
                      + " | " + ", ".join(f"{per[c]['fit_s']:.2f}" for c in cols)
                      + f" | {ratio:.2f} | "
