@@ -19,6 +19,9 @@
     * ``trb-lrexp-oblivious``  LambdaRankExpLoss on ObliviousTree(depth=6, l2=10), lr 0.05
     * ``trb-yetirank``    Booster(YetiRankLoss) — CatBoost's YetiRank pair weights (10
       perturbations, redrawn every round), the default step and curvature
+    * ``trb-cv-best``     the best setting by validation in ``scripts/tune_defaults.py``:
+      15 leaves, L2 1 on leaves, early-stopping patience 60
+    * ``trb-cv-second``   the second: min 5 documents per leaf, 70 % of the queries per round
     * ``trb-exp-qbag``    ``trb-exp`` with query bagging: half of the queries per round
       (``subsample=0.5``, LightGBM's ``bagging_by_query``)
     * ``cb-yetirank``, ``cb-pairlogit``  CatBoost ``YetiRank`` / ``PairLogit`` as CatBoost
@@ -255,6 +258,15 @@ def methods(args):
         "trb-lrexp-oblivious": lambda tr, va, R, E: run_trb(
             L.LambdaRankExpLoss(), "fixed", "diag", tr, va, args, R, E,
             learner=ObliviousTree(depth=6, l2=10.0), lr=0.05),
+        # the two best settings by validation NDCG@10 in scripts/tune_defaults.py
+        "trb-cv-best": lambda tr, va, R, E: run_trb(
+            L.ExponentialPairwiseLoss(), "surrogate", "diag", tr, va, args, R, 60,
+            learner=RegressionTree(max_leaves=15, l2=1.0, min_samples_leaf=20,
+                                   min_child_weight=1e-3, n_bins=255)),
+        "trb-cv-second": lambda tr, va, R, E: run_trb(
+            L.ExponentialPairwiseLoss(), "surrogate", "diag", tr, va, args, R, E, subsample=0.7,
+            learner=RegressionTree(max_leaves=args.leaves, min_samples_leaf=5,
+                                   min_child_weight=1e-3, n_bins=255)),
         "lgb-lambdarank": lambda tr, va, R, E: run_lgb(tr, va, args, R, E),
         "lgb-exp-custom": lambda tr, va, R, E: run_lgb(tr, va, args, R, E,
                                                        custom_loss=L.ExponentialPairwiseLoss()),
@@ -282,34 +294,57 @@ def load_fold(k):
     return [(d.X.float(), d.labels.double(), d.groups) for d in (tr, va, te)]
 
 
-def mslr_folds(folds):
-    """The MSLR-WEB10K sample (one training and one test file of 5k lines): fold ``k`` of 5
-    validates on the k-th fifth of the training queries (a seeded draw) and trains on the
-    rest; every fold tests on the test file."""
-    from torchrankboost.data import load_svmlight_files, take_queries
+def query_folds(train, test, folds, seed=0):
+    """Five validation folds of one training file's queries: fold ``k`` validates on the k-th
+    fifth of the training queries (a seeded draw) and trains on the rest; every fold tests
+    on ``test``. Yields ``(k, train, valid, test)``, each part ``(X, labels, groups)``."""
+    from torchrankboost.data import take_queries
 
-    base = DATA / "mslr_web10k_rankeval_5k"
-    tr, te = load_svmlight_files([base / "msn1.fold1.train.5k.txt", base / "msn1.fold1.test.5k.txt"])
-    Q = tr.groups.num_groups
-    perm = torch.randperm(Q, generator=torch.Generator().manual_seed(0))
-    test = (te.X.float(), te.labels.double(), te.groups)
+    Q = train.groups.num_groups
+    perm = torch.randperm(Q, generator=torch.Generator().manual_seed(seed))
+    te = (test.X.float(), test.labels.double(), test.groups)
     for k in folds:
         va_q = perm[(k - 1) * Q // 5: k * Q // 5].sort().values
         keep = torch.ones(Q, dtype=torch.bool)
         keep[va_q] = False
         parts = []
         for q in (keep.nonzero().squeeze(1), va_q):
-            X, y, g = take_queries(tr.X, tr.labels, tr.groups, q)
+            X, y, g = take_queries(train.X, train.labels, train.groups, q)
             parts.append((X.float(), y.double(), g))
-        yield k, parts[0], parts[1], test
+        yield k, parts[0], parts[1], te
+
+
+def mslr_folds(folds):
+    """The MSLR-WEB10K sample (one training and one test file of 5k lines) in five
+    validation folds of its training queries (:func:`query_folds`)."""
+    from torchrankboost.data import load_svmlight_files
+
+    base = DATA / "mslr_web10k_rankeval_5k"
+    tr, te = load_svmlight_files([base / "msn1.fold1.train.5k.txt", base / "msn1.fold1.test.5k.txt"])
+    yield from query_folds(tr, te, folds)
+
+
+def lgb_example_folds(folds):
+    """LightGBM's lambdarank example (``rank.train`` / ``rank.test``) in five validation
+    folds of its training queries (:func:`query_folds`)."""
+    from torchrankboost.data import load_svmlight_files
+
+    folder = DATA / "lightgbm_lambdarank"
+    tr, te = load_svmlight_files([folder / "rank.train", folder / "rank.test"])
+    yield from query_folds(tr, te, folds)
+
+
+def mq2008_folds(folds):
+    """MQ2008's own folds: ``(k, train, valid, test)``."""
+    for k in folds:
+        yield (k, *load_fold(k))
 
 
 def part_mq2008(args, chosen, name="MQ2008"):
     folds = [int(f) for f in args.folds.split(",")]
     rows = {m: [] for m in chosen}
     info = {m: [] for m in chosen}
-    splits = (mslr_folds(folds) if name != "MQ2008"
-              else ((k, *load_fold(k)) for k in folds))
+    splits = mslr_folds(folds) if name != "MQ2008" else mq2008_folds(folds)
     for k, tr, va, te in splits:
         for m in chosen:
             predict, fit_s, n_trees, best, extra = methods(args)[m](tr, va, args.mq_rounds, 30)
