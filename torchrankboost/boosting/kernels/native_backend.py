@@ -79,10 +79,17 @@ def _declare(lib: ctypes.CDLL) -> None:
         raise _native.NativeUnavailable("trb_grow_args differs from GrowArgs")
 
 
+_LOADED: list = []  # the library once loaded (load_library resolves paths on every call)
+
+
 def library() -> ctypes.CDLL:
     """The compiled tree kernels, or :class:`~torchrankboost._native.NativeUnavailable` with
     the reason (decided once per process)."""
-    return _native.load_library(SOURCE, declare=_declare)
+    if _LOADED:
+        return _LOADED[0]
+    lib = _native.load_library(SOURCE, declare=_declare)
+    _LOADED.append(lib)
+    return lib
 
 
 def status() -> str:
