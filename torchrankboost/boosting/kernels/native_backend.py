@@ -26,7 +26,7 @@ from .histogram import compact_reducer
 __all__ = ["NativeBackend", "library", "status", "SOURCE"]
 
 SOURCE = Path(__file__).with_name("trees.c")
-_ABI = 5
+_ABI = 6
 #: the C type of the data-parallel reduction callback ``reduce(double *buf, int64_t len)``
 REDUCE_FN = ctypes.CFUNCTYPE(None, ctypes.POINTER(ctypes.c_double), ctypes.c_int64)
 
@@ -68,6 +68,7 @@ def _declare(lib: ctypes.CDLL) -> None:
         "trb_apply_bins": ([p, p, i32, i64, i64, i64, i64, p, i32, i32], None),
         "trb_predict_trees": ([p, i32, i64, i64, i64, p, p, p, p, p, p, p, p, p, p, p, i32], None),
         "trb_oblivious_level": ([p, i64, i64, i64, p, p, p, i64, d, d, d, p, p, p], None),
+        "trb_oblivious_nodes": ([p, i64, i64, i64, p, i64, d, i64, i64, i32, p, p, p], None),
     }
     for name, (args, res) in sig.items():
         fn = getattr(lib, name)
