@@ -2,9 +2,10 @@
 
 A boosting fit evaluates the same validation labels every round; what depends only on the
 labels, the queries and the metric's options is computed once. Entries are keyed by the
-identity and version counter of the labels tensor (an in-place change recomputes) and the
-identity of the :class:`~torchrankboost.groups.Groups`; they hold both, so an identity
-cannot be reused while its entry lives.
+labels' memory (data pointer, shape, strides, dtype, device: the metrics see a fresh
+detached view each call) and version counter (shared with every view: an in-place change
+recomputes), and the identity of the :class:`~torchrankboost.groups.Groups`; they hold
+both, so neither the memory nor the identity can be reused while the entry lives.
 """
 
 from __future__ import annotations
@@ -23,9 +24,10 @@ def label_side(labels: Tensor, groups: Any, options: Hashable, fn: Callable[[], 
     last ``_SIZE`` keys). Tensors that track gradients are not cached."""
     if labels.requires_grad:
         return fn()
-    key = (id(labels), labels._version, id(groups), options)
+    key = (labels.data_ptr(), tuple(labels.shape), labels.stride(), labels.dtype,
+           labels.device, labels._version, id(groups), options)
     hit = _entries.get(key)
-    if hit is not None and hit[0] is labels and hit[1] is groups:
+    if hit is not None and hit[1] is groups:
         _entries.move_to_end(key)
         return hit[2]
     value = fn()
