@@ -10,7 +10,7 @@ the rounds kept, every round's loss and step, the evaluation history. Configurat
 default booster of ``bench_boost.py`` (exponential pairs, 31-leaf trees, early stopping on
 validation NDCG@10) and variants (query subsample, feature fraction, the bound curvature,
 stumps, oblivious trees on both kernels, QBRank's loss, the line search, YetiRank, no
-evaluation set).
+evaluation set, the fixed step with several losses).
 """
 
 import argparse
@@ -54,6 +54,11 @@ def configs(tr, va):
         "line_search": lambda: boost(exp(), tree(), step="line_search", R=40),
         "yetirank": lambda: boost(L.YetiRankLoss(), tree(), R=60),
         "no-eval": lambda: boost(exp(), tree(), R=30, eval_set=False),
+        "fixed-lambdaloss": lambda: boost(L.LambdaLoss(), tree(), step="fixed", R=40),
+        "fixed-listnet": lambda: boost(L.ListNetLoss(), tree(), step="fixed", R=40),
+        "fixed-ranknet": lambda: boost(L.RankNetLoss(), tree(), step="fixed", R=40),
+        "fixed-exp-bound": lambda: boost(exp(), tree(), step="fixed", curv="bound", R=40),
+        "fixed-yetirank": lambda: boost(L.YetiRankLoss(), tree(), step="fixed", R=30),
     }
 
 
