@@ -181,9 +181,9 @@ class _LevelGrower:
             built = out[build].contiguous()
             self.sum_(built)
             out[build] = built
-        if prev is not None:  # the larger children, all at once
-            built = torch.tensor(build, dtype=torch.int64, device=out.device)
-            out[built ^ 1] = prev - out[built]
+        if prev is not None:
+            for j, b in enumerate(build):
+                torch.sub(prev[j], out[b], out=out[b ^ 1])
         return out
 
     def grow(self, feat_ok: Tensor, learner: ObliviousTree) -> List[tuple]:
