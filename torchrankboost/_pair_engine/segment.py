@@ -64,6 +64,10 @@ def seg_lse(x: Tensor, index: Tensor, num: int) -> Tensor:
     m = torch.full(shape, NEG_INF, dtype=x.dtype, device=x.device)
     m = m.scatter_reduce(0, idx, xd, "amax", include_self=True)
     m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))
+    if not x.requires_grad:  # values only: the masks below change no value (see _lean)
+        s = torch.zeros(shape, dtype=x.dtype, device=x.device).index_add(
+            0, index, torch.exp(x - m[index]))
+        return torch.log(s) + m
     valid = xd != NEG_INF
     z = torch.where(valid, x, torch.zeros_like(x)) - m[index]
     e = torch.where(valid, torch.exp(torch.where(valid, z, torch.zeros_like(z))),
@@ -74,12 +78,21 @@ def seg_lse(x: Tensor, index: Tensor, num: int) -> Tensor:
                        torch.log(torch.where(empty, torch.ones_like(s), s)) + m)
 
 
+# _lean: without autograd the masks of the double-where trick change no value, so
+# seg_lse and safe_logaddexp skip them, bit for bit: a -inf input gives exp(-inf - m) = 0
+# where the mask gave 0, an empty (or all -inf) segment log(0) + 0 = -inf where the mask
+# gave -inf, and NaN / +inf inputs give NaN / +inf either way (the shift m is then NaN or
+# +inf, or 0 with an infinite exponential).
+
+
 def safe_logaddexp(a: Tensor, b: Tensor) -> Tensor:
     """``log(e^a + e^b)`` with finite gradients when both are ``-inf`` (result ``-inf``)."""
     m = torch.maximum(a, b).detach()
     both = m == NEG_INF
     zero = torch.zeros_like(m)
     m = torch.where(both, zero, m)
+    if not (a.requires_grad or b.requires_grad):  # values only (see _lean)
+        return torch.log(torch.exp(a - m) + torch.exp(b - m)) + m
     a0 = torch.where(a > NEG_INF, a, zero) - m
     b0 = torch.where(b > NEG_INF, b, zero) - m
     ea = torch.where(a > NEG_INF, torch.exp(torch.where(a > NEG_INF, a0, zero)), zero)

@@ -8,8 +8,7 @@ returning a differentiable scalar), each round
 2. fits the weak learner by weighted least squares to :math:`r = -g/h` with weights
    :math:`h` — this minimises the quadratic model
    :math:`L(s) + g^\top f + \tfrac12 f^\top \mathrm{diag}(h) f` over the learner's class
-   (with ``curvature="none"``: to :math:`-g` with unit weights, Friedman's gradient
-   boosting);
+   (with ``curvature="none"``: to :math:`-g` with unit weights, Friedman's boosting);
 3. picks a step :math:`\alpha` (by default the minimiser of the quadratic model along
    :math:`f`, :math:`\alpha = -g^\top f / f^\top \mathrm{diag}(h) f`, which is 1 — the
    per-leaf Newton values — for a least-squares tree; or the exact line search of
@@ -86,6 +85,7 @@ from .debias import between_rounds, bind_position
 from .inputs import count_eval_sets as _count_sets, fit_inputs
 from .objective import autograd_grad_hess, bind, initial_loss, scalar
 from .stochastic import refresh_round
+from .fixed_step import fixed_update
 from ..params import describe, from_params
 from .steps import decreases, line_search, newton_from_values, shift_minimiser, summed_evaluate
 from .weights import FitWeights, fit_weights, prepare_learner, split_init_score
@@ -642,8 +642,8 @@ class Booster(FitState):
         def phi(a):
             return scalar(run.bound.value(s + a.to(dev) * f))
 
-        if self.step == "fixed":
-            return _Step(1.0)
+        if self.step == "fixed":  # α = 1; L(s + ν f) fused with its gradient (fixed_step)
+            return _Step(1.0, *fixed_update(self, run, f))
         if self.step == "surrogate":
             gf, hff = sums if sums is not None else (float((g * f).sum()),
                                                      float((hc * f * f).sum()))

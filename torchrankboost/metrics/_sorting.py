@@ -36,7 +36,8 @@ def _order(s: Tensor, g: Groups, k: Optional[int] = None) -> Tuple[Tensor, Group
     kk = L if k is None else min(k, L)
     if n == 0:
         return torch.zeros(0, dtype=torch.long, device=s.device), g
-    gk = g if kk >= L else Groups.from_sizes(g.sizes.clamp(max=kk))
+    gk = g if kk >= L else g._cached(("top", kk),  # the groups of the top kk, made once
+                                      lambda: Groups.from_sizes(g.sizes.clamp(max=kk)))
     if G * L <= max(_PAD_FACTOR * n, _PAD_MIN):
         gi, pos = g.group_index, g.position
         if kk < L and s.dtype in _SORT32 and L < (1 << 30):

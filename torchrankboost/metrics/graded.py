@@ -16,6 +16,7 @@ from torch import Tensor
 from ..groups import Groups
 from ._common import (F64, _accepts_padding, _check_choice, _check_grades, _check_k, _prepare,
                       _reduce)
+from ._memo import label_side
 from ._sorting import _order, _Sorted
 
 def _discount_table(L: int, device) -> Tensor:
@@ -253,10 +254,17 @@ def ndcg_at_k(scores, labels, groups: Optional[Groups] = None, *, k: Optional[in
     example and MQ2008 (see the tests).
     """
     s, y, g, k, perm, order = _list_common(scores, labels, groups, k, ties)
-    _check_grades(y, "ndcg_at_k")
-    gains_all = _gain(gain, y, g)  # scaled per query for large labels: NDCG is a ratio
+
+    def labels_side():
+        _check_grades(y, "ndcg_at_k")
+        gains = _gain(gain, y, g)  # scaled per query for large labels: NDCG is a ratio
+        return gains, _ideal_dcg(gains, y, g, k)
+
+    if isinstance(gain, str):  # the same labels every round of a fit: computed once
+        gains_all, idcg = label_side(y, g, ("ndcg", gain, k), labels_side)
+    else:
+        gains_all, idcg = labels_side()
     dcg = _dcg(gains_all, perm, order)
-    idcg = _ideal_dcg(gains_all, y, g, k)
     ok = idcg > 0
     nd = torch.where(ok, dcg / torch.where(ok, idcg, torch.ones_like(idcg)), idcg.new_tensor(float(empty)))
     return _reduce(nd, reduction)

@@ -26,7 +26,7 @@ from .histogram import compact_reducer
 __all__ = ["NativeBackend", "library", "status", "SOURCE"]
 
 SOURCE = Path(__file__).with_name("trees.c")
-_ABI = 5
+_ABI = 6
 #: the C type of the data-parallel reduction callback ``reduce(double *buf, int64_t len)``
 REDUCE_FN = ctypes.CFUNCTYPE(None, ctypes.POINTER(ctypes.c_double), ctypes.c_int64)
 
@@ -68,6 +68,7 @@ def _declare(lib: ctypes.CDLL) -> None:
         "trb_apply_bins": ([p, p, i32, i64, i64, i64, i64, p, i32, i32], None),
         "trb_predict_trees": ([p, i32, i64, i64, i64, p, p, p, p, p, p, p, p, p, p, p, i32], None),
         "trb_oblivious_level": ([p, i64, i64, i64, p, p, p, i64, d, d, d, p, p, p], None),
+        "trb_oblivious_nodes": ([p, i64, i64, i64, p, i64, d, i64, i64, i32, p, p, p], None),
     }
     for name, (args, res) in sig.items():
         fn = getattr(lib, name)
@@ -79,10 +80,17 @@ def _declare(lib: ctypes.CDLL) -> None:
         raise _native.NativeUnavailable("trb_grow_args differs from GrowArgs")
 
 
+_LOADED: list = []  # the library once loaded (load_library resolves paths on every call)
+
+
 def library() -> ctypes.CDLL:
     """The compiled tree kernels, or :class:`~torchrankboost._native.NativeUnavailable` with
     the reason (decided once per process)."""
-    return _native.load_library(SOURCE, declare=_declare)
+    if _LOADED:
+        return _LOADED[0]
+    lib = _native.load_library(SOURCE, declare=_declare)
+    _LOADED.append(lib)
+    return lib
 
 
 def status() -> str:
@@ -102,9 +110,24 @@ def _buffers(lib, prepared, F: int, S: int, L: int) -> dict:
         bufs = {"pool": torch.empty((L + 1, F, S, 3), dtype=torch.float64),
                 "free": torch.empty(L + 1, dtype=torch.int64),
                 "leaves": torch.empty(lib.trb_leaf_struct_size() * (L + 1), dtype=torch.uint8),
-                "order": torch.empty(L + 1, dtype=torch.int64)}
+                "order": torch.empty(L + 1, dtype=torch.int64),
+                "num_bins": prepared.num_bins.to("cpu", torch.int64).contiguous()}
+        nb = bufs["num_bins"]
+        bufs["Vm"] = min(max(1, int(nb.max())) if F else 1, prepared.missing_code)
         prepared.cache[key] = bufs
     return bufs
+
+
+def _outputs(F: int, L: int) -> dict:
+    """Fresh output buffers of one ``trb_grow`` call (one allocation, cut into views)."""
+    u8 = torch.empty(F + L, dtype=torch.uint8)
+    i64 = torch.empty(7 * L + 1, dtype=torch.int64)
+    f64 = torch.empty(3 * L, dtype=torch.float64)
+    i = [i64[k * L:(k + 1) * L] for k in range(6)]
+    return dict(miss_feat=u8[:F], default_left=u8[F:], split_feature=i[0], threshold_bin=i[1],
+                left_child=i[2], right_child=i[3], leaf_begin=i[4], leaf_count=i[5],
+                depth_out=i64[6 * L:6 * L + 1].zero_(), split_gain=f64[:L],
+                leaf_sums=f64[L:].view(L, 2))
 
 
 class NativeBackend:
@@ -140,22 +163,15 @@ class NativeBackend:
         m = rows32.numel()
         if m == 0:  # no rows (a rank whose rows all weigh 0): a real buffer, not NULL = all
             rows32 = torch.zeros(1, dtype=torch.int32)
-        num_bins = prepared.num_bins.to("cpu", torch.int64).contiguous()
-        i64 = dict(dtype=torch.int64)
+        num_bins = bufs["num_bins"]
         t = dict(gh=torch.stack([wt, w], 1).contiguous(), rows=rows32,
                  scratch=torch.empty_like(rows32), num_bins=num_bins,
                  feat_ok=feat_ok.to("cpu", torch.uint8).contiguous(),
-                 miss_feat=torch.empty(F, dtype=torch.uint8),
-                 split_feature=torch.empty(L, **i64), threshold_bin=torch.empty(L, **i64),
-                 left_child=torch.empty(L, **i64), right_child=torch.empty(L, **i64),
-                 default_left=torch.empty(L, dtype=torch.uint8),
-                 split_gain=torch.empty(L, dtype=torch.float64), depth_out=torch.zeros(1, **i64),
-                 leaf_sums=torch.empty((L, 2), dtype=torch.float64),
-                 leaf_begin=torch.empty(L, **i64), leaf_count=torch.empty(L, **i64))
+                 **_outputs(F, L))
         hook = _reduce_callback(compact_reducer(prepared, "FS3", reduce))
         args = GrowArgs(
             codes=codes.data_ptr(), n=n, F=F, m=m, all_rows=int(rows is None), S=S,
-            Vm=min(max(1, int(num_bins.max())) if F else 1, prepared.missing_code),
+            Vm=bufs["Vm"],
             l2=params.l2, min_samples_leaf=params.min_samples_leaf,
             min_child_weight=params.min_child_weight, min_split_gain=params.min_split_gain,
             max_leaves=L, max_depth=params.max_depth if params.max_depth is not None else 1 << 62,

@@ -26,7 +26,7 @@
 
 #define CH 3
 
-int trb_abi_version(void) { return 5; }
+int trb_abi_version(void) { return 6; }
 
 /* Work below this many (row, feature) updates runs on one thread: a parallel region costs
  * more than it saves on small nodes. */
@@ -305,6 +305,34 @@ void trb_oblivious_level(const double *hist, int64_t B, int64_t F, int64_t S,
     out[2] = (double)bf;
     out[3] = (double)bt;
     out[4] = (double)bdl;
+}
+
+/* The per-node gains and left row counts of one candidate of an oblivious level: feature f,
+ * bin t (< its value bins), NaN left when dleft; gain[j] = T(G_L, H_L) + T(G_R, H_R) -
+ * parent[j] and left_count[j] = the left child's rows, for the B nodes of hist (B, F, S, 3):
+ * the terms trb_oblivious_level sums, with its arithmetic (and the torch reference's). */
+void trb_oblivious_nodes(const double *hist, int64_t B, int64_t F, int64_t S,
+                         const int64_t *num_bins, int64_t Vm, double lam, int64_t f, int64_t t,
+                         int dleft, const double *parent, double *gain, double *left_count)
+{
+    const int64_t V = S - 1;
+    int64_t nb = num_bins[f] < Vm ? num_bins[f] : Vm;
+    if (nb > 256) nb = 256;
+    for (int64_t j = 0; j < B; j++) {
+        const double *hf = hist + (j * F + f) * S * CH;
+        double c0 = 0.0, c1 = 0.0, c2 = 0.0, l0 = 0.0, l1 = 0.0, l2 = 0.0;
+        for (int64_t b = 0; b < nb; b++) {
+            c0 += hf[b * CH]; c1 += hf[b * CH + 1]; c2 += hf[b * CH + 2];
+            if (b == t) { l0 = c0; l1 = c1; l2 = c2; }
+        }
+        const double m0 = hf[V * CH], m1 = hf[V * CH + 1], m2 = hf[V * CH + 2];
+        const double T0 = c0 + m0, T1 = c1 + m1;
+        double gl = l0, hl = l1, nl = l2;
+        if (dleft) { gl = gl + m0; hl = hl + m1; nl = nl + m2; }
+        double gr = T0 - gl, hr = T1 - hl;
+        gain[j] = obl_term(gl, hl, lam) + obl_term(gr, hr, lam) - parent[j];
+        left_count[j] = nl;
+    }
 }
 
 /* Leaf index of every row of raw features X (n, F) (float64, or float32 when is_f32): x <=

@@ -273,10 +273,13 @@ def _best_level(raw: Tensor, hists: Tensor, prepared, feat_ok: Tensor, miss: Ten
     S = hists.shape[-1]
     T0 = torch.cumsum(hists[:, :2, 0, :Vm], -1)[..., Vm - 1] + hists[:, :2, 0, S - 1]  # (B, 2)
     parent = _term(T0[:, 0], T0[:, 1], learner.l2)
-    if native:
+    if native:  # the node gains of the best candidate come with it
         found = _native_level(raw, prepared, feat_ok, miss, Vm, parent, learner)
-    else:
-        found = _torch_level(hists, num_bins, feat_ok, miss, Vm, parent, learner)
+        if found is None:
+            return None
+        f, t, d, ng, nl = found
+        return f, t, d == 0, ng, nl
+    found = _torch_level(hists, num_bins, feat_ok, miss, Vm, parent, learner)
     if found is None:
         return None
     f, t, d = found
@@ -293,13 +296,15 @@ def _accept(bg: float, parent: Tensor, learner: ObliviousTree) -> bool:
 
 
 def _native_level(raw: Tensor, prepared, feat_ok, miss, Vm: int, parent: Tensor, learner):
-    """``(feature, bin, side)`` of the best allowed candidate from the compiled kernel, or
-    ``None``."""
+    """``(feature, bin, side, node gains (B,), left counts (B,))`` of the best allowed
+    candidate from the compiled kernels, or ``None``."""
     from ..kernels.native_backend import library
 
     B, F, S, _ = raw.shape
     raw = raw.contiguous()
-    nb = prepared.num_bins.to("cpu", torch.int64).contiguous()
+    nb = prepared.cache.get("num_bins_i64")
+    if nb is None:
+        nb = prepared.cache["num_bins_i64"] = prepared.num_bins.to("cpu", torch.int64).contiguous()
     fo = feat_ok.to("cpu", torch.uint8).contiguous()
     mf = miss.to("cpu", torch.uint8).contiguous()
     cum = torch.empty(B * 256 * 3, dtype=torch.float64)
@@ -312,7 +317,11 @@ def _native_level(raw: Tensor, prepared, feat_ok, miss, Vm: int, parent: Tensor,
     bg, _, f, t, dl = out.tolist()
     if not _accept(bg, parent, learner):
         return None
-    return int(f), int(t), 0 if dl == 1.0 else 1
+    ng, nl = torch.empty(B, dtype=torch.float64), torch.empty(B, dtype=torch.float64)
+    library().trb_oblivious_nodes(raw.data_ptr(), B, F, S, nb.data_ptr(), Vm, learner.l2, int(f),
+                                  int(t), int(dl == 1.0), par.data_ptr(), ng.data_ptr(),
+                                  nl.data_ptr())
+    return int(f), int(t), 0 if dl == 1.0 else 1, ng, nl
 
 
 def _torch_level(hists: Tensor, num_bins: Tensor, feat_ok, miss, Vm: int, parent: Tensor, learner):
