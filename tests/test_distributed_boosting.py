@@ -129,8 +129,10 @@ def test_bad_shard_stops_every_rank(kind, message):
     """A bad shard on rank 1 (NaN labels, a feature fewer, a loss turning NaN in round 2):
     every rank exits non-zero within seconds with the same message naming the rank."""
     t0 = time.monotonic()
-    res = launch("bad_shard", kind, timeout=60.0)
-    assert time.monotonic() - t0 < 30
+    res = launch("bad_shard", kind, timeout=90.0)
+    # well before the launch timeout: no rank waits on a peer that has given up (the margin
+    # is for process start-up on a loaded 2-core machine, where it has reached 33 s)
+    assert time.monotonic() - t0 < 60
     for r in res:
         assert r.returncode == 3, explain(res)
         assert message in r.err, explain(res)
