@@ -9,12 +9,14 @@ import torch
 
 from torchrankboost import Booster, Groups, RegressionTree
 from torchrankboost.boosting.checkpoint import Checkpoint
-from torchrankboost.clicks import pbm_propensity, relevance_click_prob, simulate_clicks
+from torchrankboost.clicks import pbm_propensity, relevance_click_prob
 from torchrankboost.clicks.debias import (AdditivePositionLoss, IPWLoss, RegressionEMLoss,
                                           em_step, PositionBound)
 from torchrankboost.losses import (ExponentialPairwiseLoss, PairwiseHingeLoss, QBRankLoss,
                                    RankNetLoss)
 from torchrankboost.parallel import FitComm, get_context
+
+from clicks_data import large_pbm_log, small_click_data
 
 F64 = torch.float64
 
@@ -46,12 +48,8 @@ def test_ipw_expected_gradient_equals_relevance_gradient(base):
 
 
 def test_regression_em_recovers_propensities():
-    g = torch.Generator().manual_seed(0)
-    G, L, k = 1000, 10, 10
-    groups = Groups.from_sizes(torch.full((G,), L))
-    y = torch.randint(0, 3, (G * L,), generator=g)
-    log_s = y.to(F64) + 1.5 * torch.randn(G * L, generator=g, dtype=F64)
-    log = simulate_clicks(y, groups, log_s, n_sessions=200_000, eta=1.0, top_k=k, seed=1)
+    y, groups, log = large_pbm_log()
+    k = 10
     rho = relevance_click_prob(y)
     score = torch.log(rho / (1 - rho).clamp_min(1e-3))  # a ranker that knows the relevance
     bound = RegressionEMLoss(ExponentialPairwiseLoss()).bind_position(log.ctr(), groups,
@@ -64,12 +62,7 @@ def test_regression_em_recovers_propensities():
 
 
 def _clicks(G=60, L=12, F=6, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    groups = Groups.from_sizes(torch.full((G,), L))
-    X = torch.randn(G * L, F, generator=g, dtype=F64)
-    y = (X[:, 0] > 0.5).long() + (X[:, 0] + X[:, 1] > 1.5).long()
-    log = simulate_clicks(y, groups, X[:, 1] + X[:, 2], n_sessions=20_000, top_k=8, seed=2)
-    return X, y, groups, log
+    return small_click_data(G, L, F, seed)
 
 
 def _booster(loss, n_rounds, **kw):

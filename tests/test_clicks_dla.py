@@ -6,25 +6,23 @@ import argparse
 import pytest
 import torch
 
-from torchrankboost import Booster, Groups, RegressionTree
+from torchrankboost import Booster, RegressionTree
 from torchrankboost.boosting.checkpoint import Checkpoint
 from torchrankboost.boosting.ensemble import Ensemble
 from torchrankboost.clicks import (DEBIAS, DualLearningLoss, make_debias, pbm_propensity,
-                                   relevance_click_prob, simulate_clicks)
+                                   relevance_click_prob)
 from torchrankboost.clicks.debias import dla_step
 from torchrankboost.losses import ExponentialPairwiseLoss, RankNetLoss
 from torchrankboost.parallel import FitComm, get_context
+
+from clicks_data import large_pbm_log, small_click_data
 
 F64 = torch.float64
 
 
 def test_dla_recovers_propensities_and_link():
-    g = torch.Generator().manual_seed(0)
-    G, L, k = 1000, 10, 10
-    groups = Groups.from_sizes(torch.full((G,), L))
-    y = torch.randint(0, 3, (G * L,), generator=g)
-    log_s = y.to(F64) + 1.5 * torch.randn(G * L, generator=g, dtype=F64)
-    log = simulate_clicks(y, groups, log_s, n_sessions=200_000, eta=1.0, top_k=k, seed=1)
+    y, groups, log = large_pbm_log()
+    k = 10
     # a ranker that knows the relevance, on the exponential loss's scale: s = ½ ln ρ (τ = 2)
     score = 0.5 * torch.log(relevance_click_prob(y))
     comm = FitComm(get_context(False))
@@ -39,11 +37,7 @@ def test_dla_recovers_propensities_and_link():
 
 
 def _clicks(G=60, L=12, F=6, seed=0):
-    g = torch.Generator().manual_seed(seed)
-    groups = Groups.from_sizes(torch.full((G,), L))
-    X = torch.randn(G * L, F, generator=g, dtype=F64)
-    y = (X[:, 0] > 0.5).long() + (X[:, 0] + X[:, 1] > 1.5).long()
-    log = simulate_clicks(y, groups, X[:, 1] + X[:, 2], n_sessions=20_000, top_k=8, seed=2)
+    X, _, groups, log = small_click_data(G, L, F, seed)
     return X, groups, log
 
 
