@@ -24,6 +24,7 @@ for a moment, and every error names the file and line as usual).
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import List, Optional, Tuple
@@ -162,7 +163,7 @@ def _parse(lib, chunk: bytes, shift: int, max_index: int, nthreads: int):
     if not state:
         raise _Decline
     try:
-        arr = np.frombuffer(chunk, dtype=np.uint8)
+        arr = chunk if isinstance(chunk, np.ndarray) else np.frombuffer(chunk, dtype=np.uint8)
         if lib.trl_feed(state, arr.ctypes.data, arr.size, nthreads, 1) < 0:
             raise _Decline
         info = np.zeros(7, dtype=np.int64)
@@ -197,14 +198,13 @@ def _widen(X: np.ndarray, w: int) -> np.ndarray:
 # ============================================================================ 2. sample
 def _sample(lib, p: Path, starts, ends, idx, shift, max_index, T) -> Tuple[np.ndarray, bool]:
     """The sampled lines' values ``(ns, w)`` and whether they carry qids."""
-    import mmap
-
     parts, has_q = [], None
-    with open(p, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+    with open(p, "rb") as fh:  # pread, not mmap: a mapping's fault-around maps the whole file
+        fd = fh.fileno()
         for b0 in range(0, idx.size, _SAMPLE_BATCH):
             rows = idx[b0:b0 + _SAMPLE_BATCH]
-            chunk = b"".join(mm[s:e] if mm[e - 1:e] == b"\n" else mm[s:e] + b"\n"
-                             for s, e in zip(starts[rows].tolist(), ends[rows].tolist()))
+            chunk = b"".join(_line(fd, s, e) for s, e in zip(starts[rows].tolist(),
+                                                            ends[rows].tolist()))
             X, _, q, _ = _parse(lib, chunk, shift, max_index, T)
             if X.shape[0] != rows.size or (has_q is not None and has_q != bool(q.size)):
                 raise _Decline
@@ -212,6 +212,11 @@ def _sample(lib, p: Path, starts, ends, idx, shift, max_index, T) -> Tuple[np.nd
             parts.append(X)
     w = max(x.shape[1] for x in parts)
     return np.concatenate([_widen(x, w) for x in parts]), bool(has_q)
+
+
+def _line(fd: int, start: int, end: int) -> bytes:
+    b = os.pread(fd, end - start, start)
+    return b if b.endswith(b"\n") else b + b"\n"
 
 
 # ============================================================================ 3. code
@@ -294,19 +299,37 @@ def _grow(codes: Tensor, w: int, rows: int) -> Tensor:
 
 
 def _blocks(p: Path):
-    """Whole-line blocks of about :data:`~.fastread.BLOCK` bytes."""
-    rest = b""
+    """Whole-line blocks of about :data:`~.fastread.BLOCK` bytes, as uint8 views of one
+    reused buffer (valid until the next block)."""
+    buf = np.empty(fastread.BLOCK, dtype=np.uint8)
+    filled = 0
     with open(p, "rb") as fh:
         while True:
-            data = fh.read(fastread.BLOCK)
-            if not data:
-                if rest:
-                    yield rest
+            got = fh.readinto(memoryview(buf)[filled:])
+            filled += got
+            if got == 0:
+                if filled:
+                    yield buf[:filled]
                 return
-            data = rest + data if rest else data
-            cut = data.rfind(b"\n") + 1
-            if cut == 0:
-                rest = data
+            if filled < buf.size:
                 continue
-            yield data[:cut]
-            rest = data[cut:]
+            cut = _after_last_newline(buf)
+            if cut < 0:  # a line longer than the buffer
+                buf = np.concatenate([buf, np.empty_like(buf)])
+                continue
+            yield buf[:cut]
+            rest = filled - cut
+            buf[:rest] = buf[cut:filled].copy()
+            filled = rest
+
+
+def _after_last_newline(buf: np.ndarray, window: int = 1 << 20) -> int:
+    """One past the last ``\\n`` of ``buf`` (searched backwards by windows), or -1."""
+    end = buf.size
+    while end > 0:
+        lo = max(0, end - window)
+        hit = np.flatnonzero(buf[lo:end] == 10)
+        if hit.size:
+            return lo + int(hit[-1]) + 1
+        end = lo
+    return -1
