@@ -94,3 +94,20 @@ def test_streamed_cache_equals_float_cache(tmp_path, small_blocks, monkeypatch):
     assert torch.equal(a.data.labels, b.data.labels)
     assert torch.equal(a.data.groups.offsets, b.data.groups.offsets)
     assert a.info == {**b.info}
+
+
+@pytest.mark.parametrize("sample_count", [30, 1000])
+def test_row_chunks_bin_like_the_whole_matrix(sample_count):
+    from torchrankboost.data.binned_read import bin_row_chunks
+
+    g = torch.Generator().manual_seed(0)
+    X = torch.randn(300, 6, generator=g)
+    X[:, 1] = X[:, 1].round()
+    X[::13, 2] = float("nan")
+    sizes = [70, 0, 100, 130]
+    cuts = np.cumsum([0] + sizes)
+    got = bin_row_chunks(lambda i: X[cuts[i]:cuts[i + 1]].numpy(), sizes,
+                         sample_count=sample_count, seed=4)
+    ref = bin_features(X, sample_count=sample_count, seed=4)
+    for name in ("codes", "edges", "num_bins", "has_missing"):
+        assert torch.equal(getattr(got, name), getattr(ref, name)), name

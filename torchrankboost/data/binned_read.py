@@ -38,7 +38,7 @@ from ..boosting.binning import (BinnedFeatures, _code_dtype, _edges_and_sample_c
 from . import fastread
 from .dataset import RankingData
 
-__all__ = ["load_svmlight_binned", "stream_binned", "BinnedLoad", "SCAN_BLOCK"]
+__all__ = ["load_svmlight_binned", "stream_binned", "bin_row_chunks", "BinnedLoad", "SCAN_BLOCK"]
 
 #: bytes per step of the line scan
 SCAN_BLOCK = 64 << 20
@@ -333,3 +333,47 @@ def _after_last_newline(buf: np.ndarray, window: int = 1 << 20) -> int:
             return lo + int(hit[-1]) + 1
         end = lo
     return -1
+
+
+# ============================================================================ row chunks
+def bin_row_chunks(chunk, sizes, *, n_bins: int = 255, sample_count: int = 200_000,
+                   seed: int = 0) -> BinnedFeatures:
+    """Bin a float matrix given as row chunks, never holding it whole.
+
+    Args:
+        chunk: ``chunk(i)`` returns chunk ``i``'s rows, a ``(sizes[i], F)`` float32 array or
+            tensor (called twice per chunk, in order: once for the sample, once to code it;
+            it must return the same values both times).
+        sizes: rows of each chunk.
+        n_bins, sample_count, seed: as :func:`~torchrankboost.boosting.binning.bin_features`.
+
+    Returns:
+        :class:`BinnedFeatures` equal to ``bin_features(cat(chunks), ...)``'s (the same
+        seeded sample of ``min(n, sample_count)`` rows places the edges; every row is coded
+        by them), at a peak of the ``(n, F)`` codes plus one chunk plus the sample.
+    """
+    sizes = [int(s) for s in sizes]
+    n = sum(sizes)
+    bounds = np.cumsum([0] + sizes)
+    idx = _sample_rows(n, sample_count, seed, "cpu")
+    idx = np.arange(n) if idx is None else idx.numpy()
+    parts = []
+    for i in range(len(sizes)):  # pass 1: the sampled rows
+        lo, hi = np.searchsorted(idx, bounds[i:i + 2])
+        if hi > lo:
+            parts.append(torch.as_tensor(chunk(i))[torch.from_numpy(idx[lo:hi] - bounds[i])])
+    S = torch.cat(parts)
+    del parts
+    dtype, missing = _code_dtype(n_bins)
+    edges, num_bins, _, _ = _edges_and_sample_codes(S, n_bins, max(S.shape[0], 2), seed,
+                                                    None, None)
+    F = S.shape[1]
+    del S
+    codes = torch.empty((n, F), dtype=dtype)
+    has_missing = torch.zeros(F, dtype=torch.bool)
+    for i in range(len(sizes)):  # pass 2: every row coded
+        X = torch.as_tensor(chunk(i))
+        codes[bounds[i]:bounds[i + 1]] = apply_bins(X, edges, missing_code=missing, dtype=dtype)
+        has_missing |= torch.isnan(X).any(0)
+    return BinnedFeatures(codes=codes, edges=edges, num_bins=num_bins, has_missing=has_missing,
+                          missing_code=missing, n_bins=n_bins)
