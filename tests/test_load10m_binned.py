@@ -111,3 +111,25 @@ def test_row_chunks_bin_like_the_whole_matrix(sample_count):
     ref = bin_features(X, sample_count=sample_count, seed=4)
     for name in ("codes", "edges", "num_bins", "has_missing"):
         assert torch.equal(getattr(got, name), getattr(ref, name)), name
+
+
+def test_a_rank_checks_only_its_own_codes(tmp_path):
+    from types import SimpleNamespace
+
+    from safetensors import safe_open
+    from safetensors.torch import save_file
+
+    from torchrankboost.data.cache import CacheError
+
+    p = _write(tmp_path / "train.txt")
+    c = build_cache(tmp_path / "c.trbin", p)
+    with safe_open(str(c), "pt") as fh:
+        t = {k: fh.get_tensor(k) for k in fh.keys()}
+        meta = fh.metadata()
+    t["codes"][-1, 0] = 254  # a code past feature 0's bins, in the last rank's rows
+    save_file(t, str(c), metadata=meta)
+    ranks = [SimpleNamespace(rank=r, world_size=2) for r in range(2)]
+    assert len(load_cache(c, context=ranks[0], values=False).data) > 0
+    for ctx in (ranks[1], None):
+        with pytest.raises(CacheError, match="a bin code out of range"):
+            load_cache(c, context=ctx, values=False)

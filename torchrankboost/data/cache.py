@@ -317,9 +317,11 @@ def _map(path: Path):
     return info, tensors
 
 
-def _check_tensors(path, info: dict, t: Dict[str, Tensor]) -> None:
-    """Shapes agree, offsets are a valid CSR, every code is a value bin or the missing
-    code (a damaged code would index past a histogram)."""
+def _check_tensors(path, info: dict, t: Dict[str, Tensor], rows_of=None) -> None:
+    """Shapes agree, offsets are a valid CSR, every code of the rows ``rows_of(offsets) =
+    (r0, r1)`` (default: all; a rank checks the rows it trains on, so it never touches the
+    other ranks' pages) is a value bin or the missing code (a damaged code would index past
+    a histogram)."""
     need = ("codes", "edges", "num_bins", "missing", "labels", "offsets", "qid")
     if any(k not in t for k in need):
         raise _bad(path, "missing tensors")
@@ -333,6 +335,10 @@ def _check_tensors(path, info: dict, t: Dict[str, Tensor]) -> None:
     if not ok:
         raise _bad(path, "inconsistent shapes")
     codes, miss, nb = t["codes"], int(info["missing_code"]), t["num_bins"]
+    if rows_of is not None:
+        r0, r1 = rows_of(off)
+        codes = codes[r0:r1]
+        n = codes.shape[0]
     if n == 0:
         return
     top = codes.amax(0).to(torch.int64)  # one pass; columns topped by NaN's code: a second
@@ -457,9 +463,14 @@ def load_cache(path, *, spec: Optional[BinSpec] = None, sources=None, context=No
     if why:
         raise StaleCacheError(f"{p}: stale bin cache: {why}; rebuild it with "
                               f"`torchrankboost bin` (or train with --cache to rebuild)")
-    _check_tensors(p, info, t)
-    off = t["offsets"]
     rank, world = (0, 1) if context is None else (context.rank, context.world_size)
+
+    def rows_of(off):
+        q0, q1 = _rank_rows(off, rank, world)
+        return int(off[q0]), int(off[q1])
+
+    _check_tensors(p, info, t, rows_of)
+    off = t["offsets"]
     q0, q1 = _rank_rows(off, rank, world)
     r0, r1 = int(off[q0]), int(off[q1])
     binned = BinnedFeatures(codes=t["codes"][r0:r1], edges=t["edges"], num_bins=t["num_bins"],
