@@ -475,6 +475,11 @@ def part_synthetic(args, chosen):
     out = {}
     for size in sizes:
         n = parse_size(size)
+        if args.istella or n >= 5_000_000:  # Istella-like, made in chunks: _bench_chunked.py
+            import _bench_chunked
+
+            out[size] = _bench_chunked.run(size, n, args)
+            continue
         isolate = args.isolate or n >= 2_000_000
         print(f"\nsynthetic {size}: ~{n} train docs, 136 features; test ~20k docs; "
               f"{args.rounds} trees x {args.leaves} leaves, {args.threads} threads"
@@ -526,9 +531,20 @@ def main(argv=None):
     ap.add_argument("--isolate", action="store_true",
                     help="run each synthetic method in its own process and report its peak RSS "
                          "(always on from 2M documents)")
+    ap.add_argument("--istella", action="store_true",
+                    help="the Istella-like synthetic data made in chunks (always from 5M "
+                         "documents): 220 features, ~300 documents a query")
+    ap.add_argument("--no-nproc2", dest="nproc2", action="store_false",
+                    help="(--istella) skip the 2-process run on the bin cache")
     ap.add_argument("--worker", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--chunked-worker", default=None, help=argparse.SUPPRESS)
+    ap.add_argument("--cache-path", default="", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     torch.set_num_threads(args.threads)
+    if args.chunked_worker:
+        import _bench_chunked
+
+        return _bench_chunked.worker_main(args.chunked_worker, args.sizes, args)
     if args.worker:  # one synthetic method in this process: print its result as JSON
         print(json.dumps(run_synthetic_method(args.worker, args.sizes, args)))
         return
@@ -560,8 +576,9 @@ def main(argv=None):
     if args.only in (None, "synthetic"):
         ch = chosen or [m for m in ("trb-exp", "trb-qbrank", "lgb-lambdarank",
                                     "lgb-exp-custom", "xgb-pairwise") if m in avail]
-        results["synthetic"] = {k: {m: {"fit_s": v[0], "trees": v[1], "ndcg@10": v[2]}
-                                    for m, v in r.items()}
+        results["synthetic"] = {k: r if "make_s" in r else
+                                {m: {"fit_s": v[0], "trees": v[1], "ndcg@10": v[2]}
+                                 for m, v in r.items()}
                                 for k, r in part_synthetic(args, ch).items()}
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))

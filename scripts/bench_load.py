@@ -1,7 +1,12 @@
 """SVMlight/LETOR file → ready-to-train data: torchrankboost against LightGBM and scikit-learn.
 
-* **ours**: ``load_svmlight(path)`` (the compiled reader, ``torch.set_num_threads(T)``) and
-  the binning a tree booster does first (``bin_features(X, n_bins=255)``: uint8 codes);
+* **ours**: ``load_svmlight_binned(path)`` (``torch.set_num_threads(T)``): the file read
+  straight into uint8 bin codes (the seeded edge sample parsed first, then every block parsed
+  and coded; no float matrix), the codes ``bin_features(load_svmlight(path).X)`` gives;
+  ``--float`` also times that float path;
+* **from the bin cache**: ``load_cache(path + ".trbin", values=False)`` of a cache built once
+  from the same file (``build_cache``; its build time is printed): mapped, every code
+  range-checked; one thread;
 * **LightGBM**: ``lightgbm.Dataset(path, params={"max_bin": 255, "num_threads": T}).construct()``,
   which reads and bins;
 * **scikit-learn**: ``load_svmlight_file(path)`` (reading only, one thread; run
@@ -17,8 +22,8 @@ of ``--repeat`` runs, ratios to LightGBM at the same thread count, all in one ru
     python scripts/bench_load.py                       # 200k and 2M documents, 1 and 2 threads
     python scripts/bench_load.py --sizes 200k,1M --repeat 3
 
-Memory: LightGBM holds the text in memory while it reads (peak ~1.7× the file), ours the
-dense float32 matrix plus one block (~1.3 GB at 1M × 136).
+Memory: LightGBM holds the text in memory while it reads (peak ~1.4× the file), ours the
+uint8 codes plus one block (670 MiB at 2M × 136; the float path ~1.8 GB).
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -56,33 +62,51 @@ def write_letor(path: Path, n: int, F: int, seed: int = 0, block: int = 5000) ->
             v = ints[:, j // 2] if j % 2 == 0 else decs[:, j // 2]
             cols[j] = [f" {j + 1}:{x}" for x in v.tolist()] if j % 2 == 0 else \
                       [f" {j + 1}:{x:.6f}" for x in v.tolist()]
-        tails.append([("".join(parts) + "\n").encode() for parts in zip(*cols)])
+        lines = [("0" + "".join(parts) + "\n").encode() for parts in zip(*cols)]
+        heads = np.cumsum([0] + [len(x) for x in lines[:-1]])  # where each label digit goes
+        tails.append((np.frombuffer(b"".join(lines), dtype=np.uint8), heads))
     sizes = rng.integers(20, 200, size=n // 20 + 2)
     qid = np.repeat(np.arange(sizes.size), sizes)[:n]
-    labels = rng.integers(0, 5, size=n)
-    with open(path, "wb") as fh:
+    labels = rng.integers(0, 5, size=n).astype(np.uint8)
+    with open(path, "wb") as fh:  # each block: a template with its label digits set (vectorised)
         for s in range(0, n, block):
-            t = tails[(s // block) % len(tails)]
-            fh.write(b"".join(str(labels[i]).encode() + t[i - s]
-                              for i in range(s, min(n, s + block))))
+            buf, heads = tails[(s // block) % len(tails)]
+            m = min(n, s + block) - s
+            out = buf[:heads[m] if m < len(heads) else buf.size].copy()
+            out[heads[:m]] = labels[s:s + m] + ord("0")
+            fh.write(out.tobytes())
     # LightGBM reads no qid: from LibSVM text; both read the .query side file of sizes
     np.savetxt(str(path) + ".query", np.bincount(qid), fmt="%d")
 
 
 def child(which: str, path: str, threads: int) -> None:
     """One timed load in this process; prints ``{"s": seconds, "rss_mb": peak}``."""
-    if which == "ours":
+    if which in ("ours", "float"):
         import torch
 
         from torchrankboost.boosting.binning import bin_features
         from torchrankboost.data import load_svmlight
+        from torchrankboost.data.binned_read import load_svmlight_binned
         torch.set_num_threads(threads)
         load_svmlight(path + ".warm")  # compiles the reader once (cached) outside the timing
         t = time.perf_counter()
-        data = load_svmlight(path)
-        b = bin_features(data.X, n_bins=255)
+        if which == "ours":  # straight into bin codes
+            b = load_svmlight_binned(path, n_bins=255).binned
+        else:  # the float matrix first, then its codes
+            b = bin_features(load_svmlight(path).X, n_bins=255)
         dt = time.perf_counter() - t
         shape = tuple(b.codes.shape)
+    elif which == "build":
+        from torchrankboost.data.cache import build_cache
+        t = time.perf_counter()
+        build_cache(path + ".trbin", path)
+        dt, shape = time.perf_counter() - t, ()
+    elif which == "cache":
+        from torchrankboost.data.cache import load_cache
+        t = time.perf_counter()
+        c = load_cache(path + ".trbin", values=False)  # mapped; every code range-checked
+        dt = time.perf_counter() - t
+        shape = tuple(c.binned.codes.shape)
     elif which == "lightgbm":
         import lightgbm as lgb
         t = time.perf_counter()
@@ -117,12 +141,23 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--sklearn-sizes", default="200k", help="sizes scikit-learn reads at")
     ap.add_argument("--keep", default=None, help="folder for the generated files (kept)")
+    ap.add_argument("--float", action="store_true",
+                    help="also time the float path (load_svmlight, then bin_features)")
     ap.add_argument("--child", nargs=3, metavar=("WHICH", "PATH", "THREADS"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
         return child(args.child[0], args.child[1], int(args.child[2]))
     folder = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="bench_load_"))
     folder.mkdir(parents=True, exist_ok=True)
+    try:
+        rows = _bench(args, folder)
+    finally:
+        if not args.keep:
+            shutil.rmtree(folder, ignore_errors=True)
+    print(json.dumps(rows))
+
+
+def _bench(args, folder: Path) -> list:
     sk_sizes = {_count(s) for s in args.sklearn_sizes.split(",") if s}
     threads = [int(t) for t in args.threads.split(",")]
     print(f"bench_load: {args.features} features, threads {threads}, median of {args.repeat}, "
@@ -141,9 +176,17 @@ def main() -> None:
         mib = path.stat().st_size / 2**20
         for th in threads:
             res = {}
-            for which in ("ours", "lightgbm", "sklearn"):
-                if which == "sklearn" and (size not in sk_sizes or th != threads[0]):
-                    continue  # one thread whatever T: read once per size
+            for which in ("ours", "lightgbm", "sklearn", "float", "cache"):
+                if which in ("sklearn", "cache", "float") and th != threads[0]:
+                    continue  # one thread whatever T (the cache: mapped): once per size
+                if which == "sklearn" and size not in sk_sizes:
+                    continue
+                if which == "float" and not args.float:
+                    continue
+                if which == "cache" and not Path(str(path) + ".trbin").is_file():
+                    built = _run("build", path, th)
+                    print(f"  built {path.name}.trbin in {built['s']:.1f} s "
+                          f"(peak {built['rss_mb']:,.0f} MB)", flush=True)
                 runs = [_run(which, path, th) for _ in range(args.repeat)]
                 res[which] = (statistics.median(r["s"] for r in runs),
                               max(r["rss_mb"] for r in runs))
@@ -151,13 +194,19 @@ def main() -> None:
             line = (f"{size:>9,} docs ({mib:,.0f} MiB) {th} thread(s): ours {res['ours'][0]:.2f} s "
                     f"(peak {res['ours'][1]:,.0f} MB), LightGBM {lg:.2f} s (peak "
                     f"{res['lightgbm'][1]:,.0f} MB), ours/LightGBM {res['ours'][0] / lg:.2f}x")
+            if "float" in res:
+                line += (f", ours via float X {res['float'][0]:.2f} s (peak "
+                         f"{res['float'][1]:,.0f} MB)")
+            if "cache" in res:
+                line += (f", from the bin cache {res['cache'][0]:.3f} s "
+                         f"({res['cache'][0] / lg:.3f}x, peak {res['cache'][1]:,.0f} MB)")
             if "sklearn" in res:
                 line += (f", scikit-learn {res['sklearn'][0]:.2f} s ({res['sklearn'][0] / lg:.2f}x, "
                          f"peak {res['sklearn'][1]:,.0f} MB)")
             print(line, flush=True)
             rows.append({"docs": size, "threads": th, **{k: v[0] for k, v in res.items()},
                          **{f"{k}_rss_mb": v[1] for k, v in res.items()}})
-    print(json.dumps(rows))
+    return rows
 
 
 if __name__ == "__main__":

@@ -59,12 +59,14 @@ from .._errors import first_line
 from .._io import atomic_path
 from ..boosting.binning import BinnedFeatures, attach_bins, bin_features
 from ..groups import Groups
+from .binned_read import stream_binned
 from .dataset import RankingData, normalize_per_query
 from .sources import load_file, resolve_data_path
+from .svmlight import weights_path
 
 __all__ = ["BinSpec", "CacheError", "StaleCacheError", "CachedData", "build_cache",
            "load_cache", "cache_status", "bin_spec_of", "training_file", "realized", "run_sources",
-           "representatives"]
+           "representatives", "write_cache"]
 
 FORMAT = "torchrankboost.bincache"
 VERSION = 1
@@ -178,12 +180,32 @@ def _digest(meta_text: str, tensors: Dict[str, Tensor]) -> str:
 def build_cache(out, data, *, spec: BinSpec = BinSpec(), weights=None) -> Path:
     """Read ``data`` (a file or a fold folder's ``train.txt``), bin it as ``spec`` says and
     write the cache to ``out`` atomically; returns the path. ``weights``: a weights file
-    (default: the data file's ``.weight`` side file when there is one)."""
-    from safetensors.torch import save_file
+    (default: the data file's ``.weight`` side file when there is one).
 
-    from .svmlight import document_weights, weights_path
+    Memory: a plain file of more than ``spec.sample_count`` rows is read straight into bin
+    codes (:func:`~.binned_read.stream_binned`: the codes plus one block; no float matrix),
+    unless ``spec.normalize`` or zero weights need the values; then it is read whole."""
+    from .svmlight import document_weights
 
     train = training_file(data)
+    got = None if spec.normalize else stream_binned(
+        train, n_bins=spec.n_bins, sample_count=spec.sample_count, seed=spec.seed,
+        zero_based=spec.zero_based, max_features=spec.max_features)
+    if got is not None:
+        d, b = got.data, got.binned
+        w = document_weights(train, weights, d)
+        if w is not None and not bool((w > 0).all()):
+            got = None  # the edges come from the rows of positive weight: read it whole
+    if got is None:
+        d, b, w = _read_and_bin(train, spec, weights)
+    return write_cache(out, b, d, w, spec=spec, sources=_source_paths(train, weights_path(
+        train, weights)))
+
+
+def _read_and_bin(train: Path, spec: BinSpec, weights):
+    """``(data, binned, weights)`` of the file read whole (float ``X``), then binned."""
+    from .svmlight import document_weights
+
     d = load_file(train, zero_based=spec.zero_based, max_features=spec.max_features)
     if d.X.shape[0] == 0:
         raise ValueError(f"{train}: no data rows to cache")
@@ -192,23 +214,58 @@ def build_cache(out, data, *, spec: BinSpec = BinSpec(), weights=None) -> Path:
     rows = None if w is None or bool((w > 0).all()) else torch.nonzero(w > 0).reshape(-1)
     b = bin_features(X, n_bins=spec.n_bins, sample_count=spec.sample_count, seed=spec.seed,
                      rows=rows)
-    del X
-    g = d.groups
+    return d, b, w
+
+
+def write_cache(out, binned: BinnedFeatures, data: RankingData, weights: Optional[Tensor], *,
+                spec: BinSpec, sources: List[Path]) -> Path:
+    """Write a cache of ``binned`` (the codes of ``data``'s rows), ``data``'s labels and
+    queries, ``weights`` ``(n,)`` or ``None``, binning ``spec`` and the fingerprints of the
+    ``sources`` files (e.g. data generated in chunks: the script that made it) to ``out``,
+    atomically; returns the path. The codes are written as they are (no copy)."""
+    b, g = binned, data.groups
     tensors = {"codes": b.codes.contiguous(), "edges": b.edges.contiguous(),
                "num_bins": b.num_bins, "missing": b.has_missing,
-               "labels": d.labels.contiguous(), "offsets": g.offsets.to(torch.int64),
-               "qid": d.qid[g.offsets[:-1]].contiguous()}
-    if w is not None:
-        tensors["weights"] = w.to(torch.float64).contiguous()
-    wpath = weights_path(train, weights)
+               "labels": data.labels.contiguous(), "offsets": g.offsets.to(torch.int64),
+               "qid": data.qid[g.offsets[:-1]].contiguous()}
+    if weights is not None:
+        tensors["weights"] = weights.to(torch.float64).contiguous()
     info = {"format": FORMAT, "version": VERSION, "spec": spec.as_dict(),
-            "missing_code": b.missing_code, "zero_based": d.zero_based,
-            "sources": [_fingerprint(p) for p in _source_paths(train, wpath)]}
+            "missing_code": b.missing_code, "zero_based": data.zero_based,
+            "sources": [_fingerprint(Path(p)) for p in sources]}
     text = json.dumps(info, sort_keys=True)
     with atomic_path(out) as tmp:
-        save_file(tensors, str(tmp), metadata={"torchrankboost": text,
-                                              "sha256": _digest(text, tensors)})
+        _save(tensors, tmp, {"torchrankboost": text, "sha256": _digest(text, tensors)})
     return Path(out)
+
+
+_ST_NAMES = {torch.uint8: "U8", torch.int16: "I16", torch.int64: "I64", torch.float32: "F32",
+             torch.float64: "F64", torch.bool: "BOOL", torch.float16: "F16",
+             torch.bfloat16: "BF16"}
+
+
+def _save(tensors: Dict[str, Tensor], path, metadata: Dict[str, str]) -> None:
+    """A safetensors file written tensor by tensor from the tensors' memory (the library's
+    ``save_file`` first copies every tensor into a ``bytes``)."""
+    header, pos = {"__metadata__": metadata}, 0
+    names = sorted(tensors)
+    for name in names:
+        t = tensors[name]
+        size = t.numel() * t.element_size()
+        header[name] = {"dtype": _ST_NAMES[t.dtype], "shape": list(t.shape),
+                        "data_offsets": [pos, pos + size]}
+        pos += size
+    text = json.dumps(header, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)
+    with open(path, "wb") as fh:
+        fh.write(struct.pack("<Q", len(text)) + text)
+        for name in names:
+            t = tensors[name].contiguous()
+            if t.numel():
+                flat = t.reshape(-1).view(torch.uint8) if t.dtype != torch.bool else \
+                    t.reshape(-1).to(torch.uint8)
+                for s in range(0, flat.numel(), _HASH_CHUNK * 16):
+                    fh.write(memoryview(flat[s:s + _HASH_CHUNK * 16].numpy()))
 
 
 # ============================================================================ reading
@@ -260,9 +317,11 @@ def _map(path: Path):
     return info, tensors
 
 
-def _check_tensors(path, info: dict, t: Dict[str, Tensor]) -> None:
-    """Shapes agree, offsets are a valid CSR, every code is a value bin or the missing
-    code (a damaged code would index past a histogram)."""
+def _check_tensors(path, info: dict, t: Dict[str, Tensor], rows_of=None) -> None:
+    """Shapes agree, offsets are a valid CSR, every code of the rows ``rows_of(offsets) =
+    (r0, r1)`` (default: all; a rank checks the rows it trains on, so it never touches the
+    other ranks' pages) is a value bin or the missing code (a damaged code would index past
+    a histogram)."""
     need = ("codes", "edges", "num_bins", "missing", "labels", "offsets", "qid")
     if any(k not in t for k in need):
         raise _bad(path, "missing tensors")
@@ -276,6 +335,10 @@ def _check_tensors(path, info: dict, t: Dict[str, Tensor]) -> None:
     if not ok:
         raise _bad(path, "inconsistent shapes")
     codes, miss, nb = t["codes"], int(info["missing_code"]), t["num_bins"]
+    if rows_of is not None:
+        r0, r1 = rows_of(off)
+        codes = codes[r0:r1]
+        n = codes.shape[0]
     if n == 0:
         return
     top = codes.amax(0).to(torch.int64)  # one pass; columns topped by NaN's code: a second
@@ -400,9 +463,14 @@ def load_cache(path, *, spec: Optional[BinSpec] = None, sources=None, context=No
     if why:
         raise StaleCacheError(f"{p}: stale bin cache: {why}; rebuild it with "
                               f"`torchrankboost bin` (or train with --cache to rebuild)")
-    _check_tensors(p, info, t)
-    off = t["offsets"]
     rank, world = (0, 1) if context is None else (context.rank, context.world_size)
+
+    def rows_of(off):
+        q0, q1 = _rank_rows(off, rank, world)
+        return int(off[q0]), int(off[q1])
+
+    _check_tensors(p, info, t, rows_of)
+    off = t["offsets"]
     q0, q1 = _rank_rows(off, rank, world)
     r0, r1 = int(off[q0]), int(off[q1])
     binned = BinnedFeatures(codes=t["codes"][r0:r1], edges=t["edges"], num_bins=t["num_bins"],
