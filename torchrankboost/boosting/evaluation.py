@@ -54,6 +54,7 @@ from .._errors import first_line
 from .. import registry
 from ..params import Params
 from .._threads import DEFAULT_THREADS, limit_threads
+from ..metrics._memo import new_label_memo, remembering_label_side
 from ..contract import FitInfo, NumericalError, RoundRecord
 from ..parallel import FitComm
 from .callbacks import BestTracker, EarlyStopping
@@ -237,6 +238,7 @@ class FitMonitor:
         self.offset = 0  # rounds of the model the fit continues (init_model), before round 1
         self.snapshot: Optional[Callable[[], tuple]] = None  # the fit's state (checkpoints)
         self.evals = eval_inputs(eval_set, n_features, device=device)
+        self._label_memo = new_label_memo()  # metrics' label side, once per fit
         self.train = train
         self.metrics = (resolve_metrics(eval_metric, loss)
                         if (self.evals or train is not None) else [])
@@ -379,7 +381,9 @@ class FitMonitor:
             for m in self.metrics:
                 keys.append((j, m.name))
                 jobs.append((m, self.scores[j], yv, gv))
-        return dict(zip(keys, self.comm.metrics(jobs, loss_combine=self.loss_combine)))
+        with remembering_label_side(self._label_memo):  # the same labels every round
+            values = self.comm.metrics(jobs, loss_combine=self.loss_combine)
+        return dict(zip(keys, values))
 
     @property
     def n_rounds(self) -> int:
