@@ -89,7 +89,7 @@ def main(argv=None):
         names = names or list(configs(tr, va))
         torch.save(run(names, tr, va, te), args.path)
         return
-    ref = torch.load(args.path, weights_only=False)
+    ref = torch.load(args.path, weights_only=True)  # plain tensors, numbers, lists, dicts
     names = names or list(ref)
     new, bad = run(names, tr, va, te), 0
     for k in names:
