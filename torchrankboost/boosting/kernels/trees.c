@@ -49,6 +49,19 @@ void trb_histogram(const uint8_t *codes, int64_t n, int64_t F, const int32_t *ro
 /* Zero the slots of a (F, S, 3) histogram that can hold rows: each feature's value bins
  * [0, num_bins[f]) and its missing slot S - 1 (all slots when num_bins is NULL). The other
  * slots are never written nor read by trb_grow: sparse features with few bins cost nothing. */
+/* This thread's share [lo, hi) of n items inside an OpenMP parallel region (all of them
+ * outside one or without OpenMP). */
+static inline void thread_slice(int64_t n, int64_t *lo, int64_t *hi)
+{
+    int64_t tid = 0, T = 1;
+#ifdef _OPENMP
+    tid = omp_get_thread_num();
+    T = omp_get_num_threads();
+#endif
+    *lo = n * tid / T;
+    *hi = n * (tid + 1) / T;
+}
+
 static void zero_used(double *hist, int64_t F, int64_t S, const int64_t *num_bins)
 {
     if (num_bins == NULL) {
@@ -90,12 +103,8 @@ static void histogram_impl(const uint8_t *codes, int64_t n, int64_t F, const int
     if (nt > F) nt = (int)F;
 #pragma omp parallel num_threads(nt) if (nt > 1)
     {
-        int tid = 0, T = 1;
-#ifdef _OPENMP
-        tid = omp_get_thread_num();
-        T = omp_get_num_threads();
-#endif
-        int64_t f0 = F * tid / T, f1 = F * (tid + 1) / T;
+        int64_t f0, f1;
+        thread_slice(F, &f0, &f1);
         int64_t i = 0;
         /* two rows at a time (more independent updates in flight; each bin still sums its
          * rows in row order, so the result is the same bit for bit) */
@@ -800,12 +809,8 @@ void trb_apply_bins(const void *X, const void *E, int is_f32, int64_t n, int64_t
     if ((double)n * (double)F < 262144.0) nt = 1;
 #pragma omp parallel num_threads(nt) if (nt > 1)
     {
-        int tid = 0, T = 1;
-#ifdef _OPENMP
-        tid = omp_get_thread_num();
-        T = omp_get_num_threads();
-#endif
-        int64_t i0 = n * tid / T, i1 = n * (tid + 1) / T;
+        int64_t i0, i1;
+        thread_slice(n, &i0, &i1);
         if (is_f32) {
             TRB_BIN_ROWS(float)
         } else {
