@@ -51,8 +51,13 @@ def check_no_inf(X: Tensor, name: str = "X") -> Tensor:
     one rule: an infinite feature has no place on a threshold grid, in a min–max scaling or in
     a linear score, so it is an input error rather than something to clamp silently."""
     chunk = max(1, _CHECK_CHUNK // max(1, X.shape[1])) if X.dim() == 2 else X.shape[0]
-    for s in range(0, X.shape[0], chunk):  # row chunks: no (n, F) boolean copy of X
-        bad = torch.isinf(X[s : s + chunk])
+    # an axis of stride 0 (an expanded tensor: the stand-in values of binned data, a
+    # broadcast row) repeats its first entry: checking that entry is checking all of them
+    V = X
+    if X.dim() == 2 and X.numel() and (X.stride(0) == 0 or X.stride(1) == 0):
+        V = X[:1 if X.stride(0) == 0 else None, :1 if X.stride(1) == 0 else None]
+    for s in range(0, V.shape[0], chunk):  # row chunks: no (n, F) boolean copy of X
+        bad = torch.isinf(V[s : s + chunk])
         if not bool(bad.any()):
             continue
         col = int(bad.any(0).nonzero()[0])

@@ -317,6 +317,20 @@ def _map(path: Path):
     return info, tensors
 
 
+def column_max(codes: Tensor, *, group: int = 64) -> Tensor:
+    """``codes.amax(0)`` of an ``(n, F)`` code matrix, the same values ~30x faster: torch
+    reduces the outer axis of a narrow row-major matrix one column at a time (21 s for 10M x
+    220 bytes here), so ``group`` rows are first taken as one wide row (a contiguous
+    ``(n / group, group·F)`` view, reduced with wide vector loads) and the ``group`` partial
+    maxima folded after; the ``n mod group`` last rows are folded in directly."""
+    n, F = codes.shape
+    m = n // group * group
+    if m == 0 or not codes.is_contiguous():
+        return codes.amax(0)
+    top = codes[:m].reshape(m // group, group * F).amax(0).view(group, F).amax(0)
+    return torch.maximum(top, codes[m:].amax(0)) if m < n else top
+
+
 def _check_tensors(path, info: dict, t: Dict[str, Tensor], rows_of=None) -> None:
     """Shapes agree, offsets are a valid CSR, every code of the rows ``rows_of(offsets) =
     (r0, r1)`` (default: all; a rank checks the rows it trains on, so it never touches the
@@ -341,7 +355,7 @@ def _check_tensors(path, info: dict, t: Dict[str, Tensor], rows_of=None) -> None
         n = codes.shape[0]
     if n == 0:
         return
-    top = codes.amax(0).to(torch.int64)  # one pass; columns topped by NaN's code: a second
+    top = column_max(codes).to(torch.int64)  # one pass; columns topped by NaN's code: a second
     bad = (top >= nb) & (top != miss)
     cols = torch.nonzero((top == miss) & (nb < miss)).reshape(-1)
     for s in range(0, n if cols.numel() else 0, _CHUNK):
