@@ -11,11 +11,13 @@ import math
 import numpy as np
 import pytest
 import torch
+from safetensors import safe_open
 
 from torchrankboost.boosting import Booster, Ensemble
 from torchrankboost.boosting.binning import bin_features
 from torchrankboost.boosting.kernels import native_backend
 from torchrankboost.boosting.learners import ObliviousTree, RegressionTree
+from torchrankboost.cli import main
 from torchrankboost.data import cache as cache_mod
 from torchrankboost.data import load_file
 from torchrankboost.data.binned_read import bin_row_chunks, load_svmlight_binned
@@ -194,3 +196,22 @@ def test_bad_n_bins_one_line_error(make):
     with pytest.raises(ValueError, match="n_bins") as e:
         make()
     assert "\n" not in str(e.value)
+
+
+def test_cli_bin_and_train_with_two_byte_codes(tmp_path, capsys):
+    f = _write_letor(tmp_path / "t.txt", seed=3)
+    c = tmp_path / "c.trbin"
+    common = ["--rounds", "3", "--max-leaves", "6", "--no-tensorboard", "-q",
+              "--learner-param", "n_bins=700"]
+    assert main(["bin", str(f), "-o", str(c), "--max-bins", "700", "-q"]) == 0
+    assert load_cache(c).binned.codes.dtype == torch.int16
+    assert main(["train", "--data", str(f), "--cache", str(c), "-o", str(tmp_path / "a.st")]
+                + common) == 0
+    assert main(["train", "--data", str(f), "-o", str(tmp_path / "b.st")] + common) == 0
+    capsys.readouterr()
+    tensors = []
+    for name in ("a.st", "b.st"):
+        with safe_open(str(tmp_path / name), "pt") as fh:
+            tensors.append({k: fh.get_tensor(k) for k in fh.keys()})
+    a, b = tensors
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
