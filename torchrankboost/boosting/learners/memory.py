@@ -71,7 +71,7 @@ def check_histogram_memory(num_features: int, max_leaves: int, device,
         f"the tree learner needs about {_gb(need)} for its histograms on {num_features} "
         f"features ((max_leaves + 1) x features x {slots} bins x 24 bytes, "
         f"max_leaves = {max_leaves}) but only {_gb(have)} of memory is available; lower "
-        f"max_leaves (--max-leaves)" + (", n_bins" if slots > HISTOGRAM_SLOTS else "")
-        + f", or the number of features (it is the largest feature "
-        f"index in the data: look for a stray index; --max-features caps it), or use "
-        f"another learner (--learner stump)")
+        "max_leaves (--max-leaves)" + (", n_bins" if slots > HISTOGRAM_SLOTS else "")
+        + ", or the number of features (it is the largest feature "
+        "index in the data: look for a stray index; --max-features caps it), or use "
+        "another learner (--learner stump)")
