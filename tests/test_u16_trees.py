@@ -227,3 +227,22 @@ def test_histogram_memory_counts_the_slots(monkeypatch):
     assert "\n" not in str(e.value)
     with pytest.raises(ValueError, match="32767 bins"):
         RegressionTree(n_bins=32766, max_leaves=31).prepare(torch.zeros(2, 100))
+
+
+@native_only
+def test_native_histogram16_equals_reference():
+    from torchrankboost.boosting.kernels.histogram import histogram
+
+    X, t, _, _ = _problem(9, n=5000)
+    p = RegressionTree(n_bins=900).prepare(X)
+    S = p.missing_code + 1
+    w = torch.rand(X.shape[0], dtype=torch.float64)
+    vals = torch.stack([w * t, w], 1).contiguous()
+    for r in (None, torch.arange(0, X.shape[0], 3)):
+        ref = histogram(p.codes, r, vals, slots=S, packed=torch.complex(vals[:, 0], vals[:, 1]))
+        out = torch.empty((X.shape[1], S, 3), dtype=torch.float64)
+        r32 = None if r is None else r.to(torch.int32)
+        native_backend.library().trb_histogram16(
+            p.codes.data_ptr(), X.shape[0], X.shape[1], None if r32 is None else r32.data_ptr(),
+            X.shape[0] if r is None else r.numel(), vals.data_ptr(), out.data_ptr(), S, 2)
+        assert torch.equal(out.permute(2, 0, 1), ref)
