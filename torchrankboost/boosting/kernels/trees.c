@@ -147,6 +147,19 @@ static void histogram_impl(const uint8_t *codes, int64_t n, int64_t F, const int
     counts_to_double(hist, F, S, num_bins);
 }
 
+/* out := a - b, elementwise over len doubles (the larger child's histogram). */
+void trb_subtract_mt(const double *a, const double *b, double *out, int64_t len, int nthreads)
+{
+    int nt = (nthreads > 1 && len >= PAR_MIN_WORK) ? nthreads : 1;
+#pragma omp parallel for num_threads(nt) if (nt > 1) schedule(static)
+    for (int64_t i = 0; i < len; i++) out[i] = a[i] - b[i];
+}
+
+void trb_subtract(const double *a, const double *b, double *out, int64_t len)
+{
+    trb_subtract_mt(a, b, out, len, 1);
+}
+
 /* histogram_impl on 2-byte codes (int16, n_bins > 255; codes in [0, S)): the same sums
  * in the same order (features split across threads, each bin's rows in row order), so the
  * same histogram bit for bit as the torch reference. A separate function so that the uint8
@@ -218,19 +231,6 @@ void trb_histogram16(const int16_t *codes, int64_t n, int64_t F, const int32_t *
                      const double *gh, double *hist, int64_t S, int nthreads)
 {
     histogram_impl16(codes, n, F, rows, m, gh, hist, S, nthreads, NULL);
-}
-
-/* out := a - b, elementwise over len doubles (the larger child's histogram). */
-void trb_subtract_mt(const double *a, const double *b, double *out, int64_t len, int nthreads)
-{
-    int nt = (nthreads > 1 && len >= PAR_MIN_WORK) ? nthreads : 1;
-#pragma omp parallel for num_threads(nt) if (nt > 1) schedule(static)
-    for (int64_t i = 0; i < len; i++) out[i] = a[i] - b[i];
-}
-
-void trb_subtract(const double *a, const double *b, double *out, int64_t len)
-{
-    trb_subtract_mt(a, b, out, len, 1);
 }
 
 /* a - b over the used slots of (F, S, 3) histograms (see zero_used). */
