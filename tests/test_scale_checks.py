@@ -16,9 +16,12 @@ from torchrankboost.data.cache import column_max
 def test_column_max_equals_amax(n, F, dtype):
     g = torch.Generator().manual_seed(n * 31 + F)
     hi = 256 if dtype == torch.uint8 else 4000
-    x = torch.randint(0, hi, (n, F), generator=g).to(dtype)
+    lo = 0 if dtype == torch.uint8 else -4000
+    x = torch.randint(lo, hi, (n, F), generator=g).to(dtype)
     assert torch.equal(column_max(x), x.amax(0))
     assert torch.equal(column_max(x, group=3), x.amax(0))
+    assert torch.equal(column_max(x, reduce=torch.amin), x.amin(0))
+    assert torch.equal(column_max(x, group=3, reduce=torch.amin), x.amin(0))
 
 
 def test_column_max_of_a_strided_view():

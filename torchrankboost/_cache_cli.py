@@ -26,7 +26,8 @@ def add_bin_command(sub) -> None:
     p.add_argument("data", help="SVMlight/LETOR training file (or a LETOR fold folder)")
     p.add_argument("--output", "-o", required=True, metavar="PATH", help="the cache file")
     p.add_argument("--max-bins", type=int, default=None, metavar="N",
-                   help="value bins per feature (the tree learner's n_bins; default 255)")
+                   help="value bins per feature (the tree learner's n_bins; default 255; "
+                        "above 255 the codes take 2 bytes)")
     p.add_argument("--learner-param", action="append", default=[], metavar="KEY=VALUE",
                    help="tree learner parameters as given to train (n_bins, "
                         "bin_sample_count, seed decide the bins)")

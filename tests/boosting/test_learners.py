@@ -270,7 +270,7 @@ def test_tree_validation():
     with pytest.raises(ValueError, match="max_leaves"):
         RegressionTree(max_leaves=1)
     with pytest.raises(ValueError, match="n_bins"):
-        RegressionTree(n_bins=300)
+        RegressionTree(n_bins=32767)  # int16 codes: at most 32766 bins
     with pytest.raises(ValueError, match="X"):
         tree.prepare(torch.randn(5))
     with pytest.raises(ValueError, match="prepared"):

@@ -44,10 +44,12 @@ from torch import Tensor
 from ..parallel import get_context
 
 __all__ = ["BinnedFeatures", "bin_features", "apply_bins", "compute_bin_edges", "MAX_UINT8_BINS",
-           "attach_bins"]
+           "MAX_INT16_BINS", "attach_bins", "code_slots"]
 
 MAX_UINT8_BINS = 255
-_MAX_INT16_BINS = 32766
+#: the most value bins of 2-byte codes: int16 codes 0..n_bins-1 and the missing code n_bins
+MAX_INT16_BINS = 32766
+_MAX_INT16_BINS = MAX_INT16_BINS
 _CODE_CHUNK = 1 << 16
 _EDGE_BLOCK = 1 << 22  # features x sample rows per vectorised edge block
 
@@ -263,6 +265,12 @@ def _edges_and_sample_codes(X: Tensor, n_bins: int, sample_count: int, seed: int
 
 def _code_dtype(n_bins: int):
     return (torch.uint8, 255) if n_bins <= MAX_UINT8_BINS else (torch.int16, n_bins)
+
+
+def code_slots(n_bins: int) -> int:
+    """Histogram slots per feature of codes binned with ``n_bins``: the missing code + 1
+    (256 for uint8 codes, ``n_bins + 1`` for int16 ones)."""
+    return _code_dtype(n_bins)[1] + 1
 
 
 def apply_bins(X: Tensor, edges: Tensor, *, missing_code: int = 255, dtype=torch.uint8) -> Tensor:

@@ -1,8 +1,8 @@
 """An SVMlight/LETOR file read straight into bin codes: no float copy of the whole ``X``.
 
 :func:`load_svmlight_binned` gives what ``bin_features(load_svmlight(path).X, ...)`` gives —
-the same edges, the same ``uint8`` codes, labels, queries — with a peak memory of the codes
-(``n · F`` bytes) plus one block, instead of the float32 matrix (``4 · n · F`` bytes) beside
+the same edges, the same ``uint8`` codes (``int16`` above 255 bins), labels, queries — with a
+peak memory of the codes (``n · F`` bytes, twice that for int16) plus one block, instead of the float32 matrix (``4 · n · F`` bytes) beside
 the codes. Three steps over a plain (uncompressed) file, with the compiled reader
 (:mod:`.fastread`):
 
@@ -33,8 +33,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ..boosting.binning import (BinnedFeatures, _code_dtype, _edges_and_sample_codes,
-                                _sample_rows, apply_bins, attach_bins, bin_features)
+from ..boosting.binning import (MAX_INT16_BINS, BinnedFeatures, _check_n_bins, _code_dtype,
+                                _edges_and_sample_codes, _sample_rows, apply_bins, attach_bins,
+                                bin_features)
 from . import fastread
 from .dataset import RankingData
 
@@ -87,7 +88,8 @@ def load_svmlight_binned(path, *, n_bins: int = 255, sample_count: int = 200_000
     from .svmlight import load_svmlight
 
     d = load_svmlight(p, zero_based=zero_based, max_features=max_features, query_file=query_file)
-    b = bin_features(d.X, n_bins=n_bins, sample_count=sample_count, seed=seed)
+    b = bin_features(d.X, n_bins=n_bins, sample_count=sample_count, seed=seed,
+                     max_bins=MAX_INT16_BINS)
     data = RankingData(_stand_in(b, key), d.labels, d.groups, d.qid, d.row, d.zero_based)
     return BinnedLoad(data, b, False)
 
@@ -96,7 +98,8 @@ def stream_binned(path, *, n_bins: int = 255, sample_count: int = 200_000, seed:
                   zero_based="auto", max_features: Optional[int] = None,
                   query_file=None) -> Optional[BinnedLoad]:
     """:func:`load_svmlight_binned` by the streaming path alone, or ``None`` when that path
-    declines the file (see the module docstring)."""
+    declines the file (see the module docstring). ``n_bins`` in [2, 32766]."""
+    _check_n_bins(n_bins, MAX_INT16_BINS)
     p, key = Path(path), (n_bins, sample_count, seed)
     try:
         got = _streamed(p, n_bins, sample_count, seed, zero_based, max_features, query_file)
@@ -230,7 +233,7 @@ def _streamed(p: Path, n_bins, sample_count, seed, zero_based, max_features, que
         return None
     starts, ends = _scan(p)
     n = starts.size
-    if n <= sample_count or isinstance(sample_count, bool) or n_bins > 255:
+    if n <= sample_count or isinstance(sample_count, bool):
         return None  # the sample is the whole file: nothing to save
     limit = DEFAULT_MAX_FEATURES if max_features is None else int(max_features)
     shift = 0 if zero_based is True else 1  # "auto" with an index 0 declines (-> 0-based)
@@ -345,13 +348,15 @@ def bin_row_chunks(chunk, sizes, *, n_bins: int = 255, sample_count: int = 200_0
             tensor (called twice per chunk, in order: once for the sample, once to code it;
             it must return the same values both times).
         sizes: rows of each chunk.
-        n_bins, sample_count, seed: as :func:`~torchrankboost.boosting.binning.bin_features`.
+        n_bins, sample_count, seed: as :func:`~torchrankboost.boosting.binning.bin_features`
+            (``n_bins`` in [2, 32766]: int16 codes above 255).
 
     Returns:
         :class:`BinnedFeatures` equal to ``bin_features(cat(chunks), ...)``'s (the same
         seeded sample of ``min(n, sample_count)`` rows places the edges; every row is coded
         by them), at a peak of the ``(n, F)`` codes plus one chunk plus the sample.
     """
+    _check_n_bins(n_bins, MAX_INT16_BINS)
     sizes = [int(s) for s in sizes]
     n = sum(sizes)
     bounds = np.cumsum([0] + sizes)

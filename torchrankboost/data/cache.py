@@ -21,7 +21,9 @@ tensor        shape, dtype       content
 ============  =================  ===================================================
 
 The metadata holds the format and version, the binning parameters (``n_bins``,
-``sample_count``, ``seed``) and reading options (``zero_based``, ``max_features``,
+``sample_count``, ``seed``), the codes' ``code_dtype`` (``"uint8"`` / ``"int16"``; caches
+written before it was recorded hold uint8 codes or say so by the tensor's dtype) and
+``missing_code``, the reading options (``zero_based``, ``max_features``,
 ``normalize``), and for every source file (the data file, its ``.query`` and ``.weight``
 side files) its size, modification time and SHA-256, plus a SHA-256 over the metadata and
 every tensor but ``codes`` (whose values are range-checked on load instead).
@@ -57,7 +59,7 @@ from torch import Tensor
 
 from .._errors import first_line
 from .._io import atomic_path
-from ..boosting.binning import BinnedFeatures, attach_bins, bin_features
+from ..boosting.binning import MAX_INT16_BINS, BinnedFeatures, attach_bins, bin_features
 from ..groups import Groups
 from .binned_read import stream_binned
 from .dataset import RankingData, normalize_per_query
@@ -73,6 +75,8 @@ VERSION = 1
 _DTYPES = {"U8": torch.uint8, "I16": torch.int16, "I64": torch.int64, "F32": torch.float32,
            "F64": torch.float64, "BOOL": torch.bool, "F16": torch.float16,
            "BF16": torch.bfloat16}
+#: the stored codes' dtype, named in the metadata (``code_dtype``; absent in older caches)
+_CODE_NAMES = {torch.uint8: "uint8", torch.int16: "int16"}
 _HASH_CHUNK = 1 << 22
 _CHUNK = 1 << 16
 _REP_CHUNK = 1 << 20  # values per chunk of the stand-in features
@@ -213,7 +217,7 @@ def _read_and_bin(train: Path, spec: BinSpec, weights):
     w = document_weights(train, weights, d)
     rows = None if w is None or bool((w > 0).all()) else torch.nonzero(w > 0).reshape(-1)
     b = bin_features(X, n_bins=spec.n_bins, sample_count=spec.sample_count, seed=spec.seed,
-                     rows=rows)
+                     max_bins=MAX_INT16_BINS, rows=rows)
     return d, b, w
 
 
@@ -231,7 +235,8 @@ def write_cache(out, binned: BinnedFeatures, data: RankingData, weights: Optiona
     if weights is not None:
         tensors["weights"] = weights.to(torch.float64).contiguous()
     info = {"format": FORMAT, "version": VERSION, "spec": spec.as_dict(),
-            "missing_code": b.missing_code, "zero_based": data.zero_based,
+            "missing_code": b.missing_code, "code_dtype": _CODE_NAMES[b.codes.dtype],
+            "zero_based": data.zero_based,
             "sources": [_fingerprint(Path(p)) for p in sources]}
     text = json.dumps(info, sort_keys=True)
     with atomic_path(out) as tmp:
@@ -317,18 +322,19 @@ def _map(path: Path):
     return info, tensors
 
 
-def column_max(codes: Tensor, *, group: int = 64) -> Tensor:
-    """``codes.amax(0)`` of an ``(n, F)`` code matrix, the same values ~30x faster: torch
-    reduces the outer axis of a narrow row-major matrix one column at a time (21 s for 10M x
-    220 bytes here), so ``group`` rows are first taken as one wide row (a contiguous
-    ``(n / group, group·F)`` view, reduced with wide vector loads) and the ``group`` partial
-    maxima folded after; the ``n mod group`` last rows are folded in directly."""
+def column_max(codes: Tensor, *, group: int = 64, reduce=torch.amax) -> Tensor:
+    """``codes.amax(0)`` of an ``(n, F)`` code matrix (``reduce=torch.amin``: the minima),
+    the same values ~30x faster: torch reduces the outer axis of a narrow row-major matrix
+    one column at a time (21 s for 10M x 220 bytes here), so ``group`` rows are first taken
+    as one wide row (a contiguous ``(n / group, group·F)`` view, reduced with wide vector
+    loads) and the ``group`` partial results folded after; the ``n mod group`` last rows are
+    folded in directly."""
     n, F = codes.shape
     m = n // group * group
     if m == 0 or not codes.is_contiguous():
-        return codes.amax(0)
-    top = codes[:m].reshape(m // group, group * F).amax(0).view(group, F).amax(0)
-    return torch.maximum(top, codes[m:].amax(0)) if m < n else top
+        return reduce(codes, 0)
+    top = reduce(reduce(codes[:m].reshape(m // group, group * F), 0).view(group, F), 0)
+    return reduce(torch.stack([top, reduce(codes[m:], 0)]), 0) if m < n else top
 
 
 def _check_tensors(path, info: dict, t: Dict[str, Tensor], rows_of=None) -> None:
@@ -349,14 +355,21 @@ def _check_tensors(path, info: dict, t: Dict[str, Tensor], rows_of=None) -> None
     if not ok:
         raise _bad(path, "inconsistent shapes")
     codes, miss, nb = t["codes"], int(info["missing_code"]), t["num_bins"]
+    if (codes.dtype not in _CODE_NAMES or info.get("code_dtype", _CODE_NAMES.get(codes.dtype))
+            != _CODE_NAMES.get(codes.dtype) or not 0 <= miss <= torch.iinfo(codes.dtype).max):
+        raise _bad(path, f"bin codes of dtype {codes.dtype} (missing code {miss})")
     if rows_of is not None:
         r0, r1 = rows_of(off)
         codes = codes[r0:r1]
         n = codes.shape[0]
     if n == 0:
         return
+    if codes.dtype.is_signed:  # int16: the low end too (a negative code is damage)
+        bad = column_max(codes, reduce=torch.amin) < 0
+    else:
+        bad = torch.zeros(F, dtype=torch.bool)
     top = column_max(codes).to(torch.int64)  # one pass; columns topped by NaN's code: a second
-    bad = (top >= nb) & (top != miss)
+    bad |= (top >= nb) & (top != miss)
     cols = torch.nonzero((top == miss) & (nb < miss)).reshape(-1)
     for s in range(0, n if cols.numel() else 0, _CHUNK):
         c = codes[s:s + _CHUNK].index_select(1, cols).to(torch.int64)

@@ -1,5 +1,6 @@
 """The compiled CPU tree backend: ``trees.c`` beside this file (C99 + OpenMP through ctypes,
-built on first use by :func:`torchrankboost._native.load_library`), on uint8 bin codes.
+built on first use by :func:`torchrankboost._native.load_library`), on uint8 bin codes
+(int16 above 255 bins: the same kernels instantiated for 2-byte codes).
 
 ``trb_grow`` grows a whole tree in one call, the same best-first growth as
 :mod:`.torch_backend` and the same tree bit for bit: root histogram, split search, in-place
@@ -26,7 +27,7 @@ from .histogram import compact_reducer
 __all__ = ["NativeBackend", "library", "status", "SOURCE"]
 
 SOURCE = Path(__file__).with_name("trees.c")
-_ABI = 6
+_ABI = 7
 #: the C type of the data-parallel reduction callback ``reduce(double *buf, int64_t len)``
 REDUCE_FN = ctypes.CFUNCTYPE(None, ctypes.POINTER(ctypes.c_double), ctypes.c_int64)
 
@@ -46,7 +47,7 @@ class GrowArgs(ctypes.Structure):
         ("leaves", _p), ("order", _p),
         ("split_feature", _p), ("threshold_bin", _p), ("default_left", _p), ("left_child", _p),
         ("right_child", _p), ("split_gain", _p), ("depth_out", _p), ("leaf_sums", _p),
-        ("leaf_begin", _p), ("leaf_count", _p),
+        ("leaf_begin", _p), ("leaf_count", _p), ("code_bytes", _i64), ("cum", _p),
     ]
 
 
@@ -60,6 +61,8 @@ def _declare(lib: ctypes.CDLL) -> None:
         "trb_partition": ([p, i64, p, i64, i64, i64, i32, i32, p], i64),
         "trb_leaf_sums": ([p, p, p, i64, p, p], None),
         "trb_tree_leaves": ([p, i64, i64, p, p, p, p, p, i64, i32, p, i32], None),
+        "trb_tree_leaves16": ([p, i64, i64, p, p, p, p, p, i64, i32, p, i32], None),
+        "trb_histogram16": ([p, i64, i64, p, i64, p, p, i64, i32], None),
         "trb_tree_leaves_raw": ([p, i32, i64, i64, p, p, p, p, p, i64, p, i32], None),
         "trb_leaf_struct_size": ([], i64),
         "trb_grow_args_size": ([], i64),
@@ -111,6 +114,7 @@ def _buffers(lib, prepared, F: int, S: int, L: int) -> dict:
                 "free": torch.empty(L + 1, dtype=torch.int64),
                 "leaves": torch.empty(lib.trb_leaf_struct_size() * (L + 1), dtype=torch.uint8),
                 "order": torch.empty(L + 1, dtype=torch.int64),
+                "cum": torch.empty(3 * max(S - 1, 1), dtype=torch.float64),
                 "num_bins": prepared.num_bins.to("cpu", torch.int64).contiguous()}
         nb = bufs["num_bins"]
         bufs["Vm"] = min(max(1, int(nb.max())) if F else 1, prepared.missing_code)
@@ -130,8 +134,12 @@ def _outputs(F: int, L: int) -> dict:
                 leaf_sums=f64[L:].view(L, 2))
 
 
+#: the data the compiled kernels take: bin codes (1 or 2 bytes) and raw features
+_DTYPES = (torch.uint8, torch.int16, torch.float32, torch.float64)
+
+
 class NativeBackend:
-    """Tree growth and traversal in the compiled kernels (CPU; uint8 codes for the growth)."""
+    """Tree growth and traversal in the compiled kernels (CPU; uint8 or int16 bin codes)."""
 
     name = "native"
 
@@ -139,8 +147,8 @@ class NativeBackend:
                     num_rows: int) -> Optional[Unavailable]:
         if device.type != "cpu":
             return Unavailable(f"the data are on {device.type}")
-        if data_dtype not in (torch.uint8, torch.float32, torch.float64):
-            return Unavailable("the bin codes are not uint8 (more than 255 bins)"
+        if data_dtype not in _DTYPES:
+            return Unavailable(f"the bin codes are {data_dtype}, not uint8 / int16"
                                if not data_dtype.is_floating_point
                                else f"the features are {data_dtype}, not float32 / float64")
         if num_rows >= 2 ** 31 - 1:
@@ -179,6 +187,7 @@ class NativeBackend:
             reduce=REDUCE_FN(0) if hook is None else REDUCE_FN(hook),
             pool=bufs["pool"].data_ptr(), pool_size=L + 1, free_list=bufs["free"].data_ptr(),
             leaves=bufs["leaves"].data_ptr(), order=bufs["order"].data_ptr(),
+            code_bytes=codes.element_size(), cum=bufs["cum"].data_ptr(),
             **{k: v.data_ptr() for k, v in t.items()})
         if hook is None:
             nleaves = lib.trb_grow(ctypes.byref(args))
@@ -198,10 +207,11 @@ class NativeBackend:
                (tree.split_feature, tree.threshold_bin, tree.left_child, tree.right_child)]
         dl = tree.default_left.to("cpu", torch.uint8).contiguous()
         leaf = torch.empty(n, dtype=torch.int64)
-        library().trb_tree_leaves(codes.data_ptr(), n, F, cpu[0].data_ptr(), cpu[1].data_ptr(),
-                                  dl.data_ptr(), cpu[2].data_ptr(), cpu[3].data_ptr(),
-                                  tree.split_feature.numel(), tree.missing_code, leaf.data_ptr(),
-                                  torch.get_num_threads())
+        lib = library()
+        fn = lib.trb_tree_leaves16 if codes.dtype == torch.int16 else lib.trb_tree_leaves
+        fn(codes.data_ptr(), n, F, cpu[0].data_ptr(), cpu[1].data_ptr(), dl.data_ptr(),
+           cpu[2].data_ptr(), cpu[3].data_ptr(), tree.split_feature.numel(), tree.missing_code,
+           leaf.data_ptr(), torch.get_num_threads())
         return leaf
 
     def leaves_from_raw(self, tree, X: Tensor) -> Tensor:

@@ -12,7 +12,8 @@
  *   - leaf sums are sequential in row order (as index_add_ is).
  * Build flags keep IEEE semantics: -O2 -ffp-contract=off, never -ffast-math.
  *
- * Layouts: codes (n, F) uint8 row-major; gh (n, 2) float64 = (w·target, w) per row;
+ * Layouts: codes (n, F) uint8 row-major (int16 above 255 bins: the *16 variants, and
+ * trb_grow with code_bytes = 2); gh (n, 2) float64 = (w·target, w) per row;
  * hist (F, S, 3) float64 = (Σ w·t, Σ w, row count) per (feature, slot), S = missing code + 1
  * (the last slot holds NaNs); rows int32.
  */
@@ -26,7 +27,7 @@
 
 #define CH 3
 
-int trb_abi_version(void) { return 6; }
+int trb_abi_version(void) { return 7; }
 
 /* Work below this many (row, feature) updates runs on one thread: a parallel region costs
  * more than it saves on small nodes. */
@@ -163,6 +164,79 @@ void trb_subtract(const double *a, const double *b, double *out, int64_t len)
     trb_subtract_mt(a, b, out, len, 1);
 }
 
+/* histogram_impl on 2-byte codes (int16, n_bins > 255; codes in [0, S)): the same sums
+ * in the same order (features split across threads, each bin's rows in row order), so the
+ * same histogram bit for bit as the torch reference. A separate function so that the uint8
+ * loop above stays as it is. */
+static void histogram_impl16(const int16_t *codes, int64_t n, int64_t F, const int32_t *rows,
+                             int64_t m, const double *gh, double *hist, int64_t S, int nthreads,
+                             const int64_t *num_bins)
+{
+    zero_used(hist, F, S, num_bins);
+    if (rows == NULL) m = n;
+    int nt = nthreads;
+    if (nt < 1 || (double)m * (double)F < PAR_MIN_WORK) nt = 1;
+    if (nt > F) nt = (int)F;
+#pragma omp parallel num_threads(nt) if (nt > 1)
+    {
+        int64_t f0, f1;
+        thread_slice(F, &f0, &f1);
+        int64_t i = 0;
+        for (; i + 1 < m; i += 2) {
+            int64_t r = rows ? (int64_t)rows[i] : i, r2 = rows ? (int64_t)rows[i + 1] : i + 1;
+            if (rows && i + PREFETCH_AHEAD + 1 < m) {
+                const int16_t *q = codes + (int64_t)rows[i + PREFETCH_AHEAD] * F + f0;
+                const int16_t *q2 = codes + (int64_t)rows[i + PREFETCH_AHEAD + 1] * F + f0;
+                for (int64_t o = 0; o < f1 - f0; o += 32) { /* 32 codes = 64 bytes */
+                    __builtin_prefetch(q + o);
+                    __builtin_prefetch(q2 + o);
+                }
+            }
+            const int16_t *c = codes + r * F, *c2 = codes + r2 * F;
+            double g = gh[2 * r], h = gh[2 * r + 1], g2 = gh[2 * r2], h2 = gh[2 * r2 + 1];
+            for (int64_t f = f0; f < f1; f++) {
+                double *p = hist + (f * S + c[f]) * CH;
+                p[0] += g;
+                p[1] += h;
+                *(count_t *)(p + 2) += 1;
+                double *p2 = hist + (f * S + c2[f]) * CH;
+                p2[0] += g2;
+                p2[1] += h2;
+                *(count_t *)(p2 + 2) += 1;
+            }
+        }
+        for (; i < m; i++) {
+            int64_t r = rows ? (int64_t)rows[i] : i;
+            const int16_t *c = codes + r * F;
+            double g = gh[2 * r], h = gh[2 * r + 1];
+            for (int64_t f = f0; f < f1; f++) {
+                double *p = hist + (f * S + c[f]) * CH;
+                p[0] += g;
+                p[1] += h;
+                *(count_t *)(p + 2) += 1;
+            }
+        }
+    }
+    counts_to_double(hist, F, S, num_bins);
+}
+
+/* The node histogram on codes of either width (wide: int16, else uint8). */
+static void node_histogram(const void *codes, int wide, int64_t n, int64_t F, const int32_t *rows,
+                           int64_t m, const double *gh, double *hist, int64_t S, int nthreads,
+                           const int64_t *num_bins)
+{
+    if (wide)
+        histogram_impl16((const int16_t *)codes, n, F, rows, m, gh, hist, S, nthreads, num_bins);
+    else
+        histogram_impl((const uint8_t *)codes, n, F, rows, m, gh, hist, S, nthreads, num_bins);
+}
+
+void trb_histogram16(const int16_t *codes, int64_t n, int64_t F, const int32_t *rows, int64_t m,
+                     const double *gh, double *hist, int64_t S, int nthreads)
+{
+    histogram_impl16(codes, n, F, rows, m, gh, hist, S, nthreads, NULL);
+}
+
 /* a - b over the used slots of (F, S, 3) histograms (see zero_used). */
 static void subtract_used(const double *a, const double *b, double *out, int64_t F, int64_t S,
                           const int64_t *num_bins, int nthreads)
@@ -189,9 +263,9 @@ static void subtract_used(const double *a, const double *b, double *out, int64_t
  * out[0] = best raw gain (-inf when none), out[1] = the parent term G²/(H+λ) of feature 0's
  * totals, out[2] = feature, out[3] = bin, out[4] = default_left (1/0), out[5] = 1 if a NaN
  * gain was met, out[6], out[7] = the row counts of the best split's left and right child. */
-void trb_best_split(const double *hist, int64_t F, int64_t S, const int64_t *num_bins,
-                    const uint8_t *feat_ok, const uint8_t *miss_feat, int64_t Vm, double lam,
-                    double msl_half, double mcw, double *out)
+static void best_split_impl(const double *hist, int64_t F, int64_t S, const int64_t *num_bins,
+                            const uint8_t *feat_ok, const uint8_t *miss_feat, int64_t Vm,
+                            double lam, double msl_half, double mcw, double *cum, double *out)
 {
     const int64_t V = S - 1;
     double best = -INFINITY;
@@ -200,14 +274,13 @@ void trb_best_split(const double *hist, int64_t F, int64_t S, const int64_t *num
     int seen_nan = 0;
     int check_den = !(mcw > 0);
     double parent = 0.0;
-    double cum[3 * 256];
     for (int64_t f = 0; f < F; f++) {
         const double *hf = hist + f * S * CH;
         if (f > 0 && !feat_ok[f]) continue;
         /* cumulative sums of the value bins (bins at or beyond num_bins[f] are empty: adding
          * their zeros would not change the totals) */
         int64_t nb = num_bins[f] < Vm ? num_bins[f] : Vm;
-        if (nb > 256) nb = 256;
+        if (nb > V) nb = V; /* cum holds 3 * V doubles */
         double c0 = 0.0, c1 = 0.0, c2 = 0.0;
         for (int64_t t = 0; t < nb; t++) {
             c0 += hf[t * CH];
@@ -255,6 +328,24 @@ void trb_best_split(const double *hist, int64_t F, int64_t S, const int64_t *num
     out[5] = (double)seen_nan;
     out[6] = bnl;
     out[7] = bnr;
+}
+
+/* best_split_impl with its scratch: cum holds the cumulative sums of one feature's value
+ * bins, 3 * (S - 1) doubles (on the stack up to 256 value bins, else allocated; out[5] = 1,
+ * "no split", when that allocation fails). */
+void trb_best_split(const double *hist, int64_t F, int64_t S, const int64_t *num_bins,
+                    const uint8_t *feat_ok, const uint8_t *miss_feat, int64_t Vm, double lam,
+                    double msl_half, double mcw, double *out)
+{
+    double stack[3 * 256];
+    double *cum = S - 1 <= 256 ? stack : (double *)malloc(sizeof(double) * 3 * (size_t)(S - 1));
+    if (cum == NULL) {
+        out[0] = -INFINITY;
+        out[5] = 1.0;
+        return;
+    }
+    best_split_impl(hist, F, S, num_bins, feat_ok, miss_feat, Vm, lam, msl_half, mcw, cum, out);
+    if (cum != stack) free(cum);
 }
 
 /* The best question of one level of an oblivious tree from its B nodes' histograms hist
@@ -388,20 +479,49 @@ void trb_tree_leaves_raw(const void *X, int is_f32, int64_t n, int64_t F,
     }
 }
 
+/* One block rows[i0..i1) of a partition by the split (f, t, default_left): its left rows
+ * to left[0..), its right rows to right[0..), each in their original order (left may be
+ * rows + i0 itself: it is written behind the reads). Returns the number of left rows and
+ * sets *n_right. Instantiated for uint8 and int16 codes. */
+#define TRB_PART_BLOCK(NAME, T)                                                           \
+    static inline int64_t NAME(const T *codes, int64_t F, const int32_t *rows, int64_t i0,  \
+                               int64_t i1, int64_t f, int64_t t, int dleft, int miss,       \
+                               int32_t *left, int32_t *right, int64_t *n_right)             \
+    {                                                                                       \
+        int64_t nl = 0, nr = 0;                                                             \
+        for (int64_t i = i0; i < i1; i++) {                                                 \
+            int32_t r = rows[i];                                                            \
+            if (i + 2 * PREFETCH_AHEAD < i1)                                                \
+                __builtin_prefetch(codes + (int64_t)rows[i + 2 * PREFETCH_AHEAD] * F + f);  \
+            int c = codes[(int64_t)r * F + f];                                              \
+            int go = (c == miss) ? dleft : (c <= t);                                        \
+            if (go) left[nl++] = r;                                                         \
+            else right[nr++] = r;                                                           \
+        }                                                                                   \
+        *n_right = nr;                                                                      \
+        return nl;                                                                          \
+    }
+TRB_PART_BLOCK(part_block8, uint8_t)
+TRB_PART_BLOCK(part_block16, int16_t)
+
+static inline int64_t part_block(const void *codes, int wide, int64_t F, const int32_t *rows,
+                                 int64_t i0, int64_t i1, int64_t f, int64_t t, int dleft,
+                                 int miss, int32_t *left, int32_t *right, int64_t *n_right)
+{
+    return wide ? part_block16((const int16_t *)codes, F, rows, i0, i1, f, t, dleft, miss, left,
+                               right, n_right)
+                : part_block8((const uint8_t *)codes, F, rows, i0, i1, f, t, dleft, miss, left,
+                              right, n_right);
+}
+
 /* Stable partition of rows[0..m) by the split (f, t, default_left): left rows first, then
- * right rows, each in their original order. Returns the number of left rows. */
-static int64_t partition_serial(const uint8_t *codes, int64_t F, int32_t *rows, int64_t m,
+ * right rows, each in their original order. Returns the number of left rows. codes: uint8,
+ * or int16 when wide. */
+static int64_t partition_serial(const void *codes, int wide, int64_t F, int32_t *rows, int64_t m,
                                 int64_t f, int64_t t, int dleft, int miss, int32_t *scratch)
 {
-    int64_t nl = 0, nr = 0;
-    for (int64_t i = 0; i < m; i++) {
-        int32_t r = rows[i];
-        if (i + 2 * PREFETCH_AHEAD < m) __builtin_prefetch(codes + (int64_t)rows[i + 2 * PREFETCH_AHEAD] * F + f);
-        int c = codes[(int64_t)r * F + f];
-        int go = (c == miss) ? dleft : (c <= t);
-        if (go) rows[nl++] = r;
-        else scratch[nr++] = r;
-    }
+    int64_t nr;
+    int64_t nl = part_block(codes, wide, F, rows, 0, m, f, t, dleft, miss, rows, scratch, &nr);
     memcpy(rows + nl, scratch, sizeof(int32_t) * (size_t)nr);
     return nl;
 }
@@ -412,15 +532,17 @@ static int64_t partition_serial(const uint8_t *codes, int64_t F, int32_t *rows, 
  * block's rows into its left rows (in scratch) and right rows (in a temporary buffer), pass 2
  * copies them to their offsets (prefix sums of the blocks' counts). The result is the serial
  * one. */
-int64_t trb_partition_mt(const uint8_t *codes, int64_t F, int32_t *rows, int64_t m, int64_t f,
-                         int64_t t, int dleft, int miss, int32_t *scratch, int nthreads)
+static int64_t partition_mt(const void *codes, int wide, int64_t F, int32_t *rows, int64_t m,
+                            int64_t f, int64_t t, int dleft, int miss, int32_t *scratch,
+                            int nthreads)
 {
     int nt = nthreads;
     if (nt > MAX_THREADS) nt = MAX_THREADS;
-    if (nt <= 1 || m < 65536) return partition_serial(codes, F, rows, m, f, t, dleft, miss, scratch);
+    if (nt <= 1 || m < 65536)
+        return partition_serial(codes, wide, F, rows, m, f, t, dleft, miss, scratch);
     int32_t *tmp = (int32_t *)malloc(sizeof(int32_t) * (size_t)m);
-    if (tmp == NULL) return partition_serial(codes, F, rows, m, f, t, dleft, miss, scratch);
-    int64_t nls[MAX_THREADS + 1], starts[MAX_THREADS + 1];
+    if (tmp == NULL) return partition_serial(codes, wide, F, rows, m, f, t, dleft, miss, scratch);
+    int64_t nls[MAX_THREADS + 1];
     int64_t total_left = 0;
 #pragma omp parallel num_threads(nt)
     {
@@ -429,18 +551,10 @@ int64_t trb_partition_mt(const uint8_t *codes, int64_t F, int32_t *rows, int64_t
         tid = omp_get_thread_num();
         T = omp_get_num_threads();
 #endif
-        int64_t i0 = m * tid / T, i1 = m * (tid + 1) / T, nl = 0, nr = 0;
-        for (int64_t i = i0; i < i1; i++) {
-            int32_t r = rows[i];
-            if (i + 2 * PREFETCH_AHEAD < i1)
-                __builtin_prefetch(codes + (int64_t)rows[i + 2 * PREFETCH_AHEAD] * F + f);
-            int c = codes[(int64_t)r * F + f];
-            int go = (c == miss) ? dleft : (c <= t);
-            if (go) scratch[i0 + nl++] = r;
-            else tmp[i0 + nr++] = r;
-        }
+        int64_t i0 = m * tid / T, i1 = m * (tid + 1) / T, nr;
+        int64_t nl = part_block(codes, wide, F, rows, i0, i1, f, t, dleft, miss, scratch + i0,
+                                tmp + i0, &nr);
         nls[tid] = nl;
-        starts[tid] = i0;
 #pragma omp barrier
 #pragma omp single
         {
@@ -452,15 +566,20 @@ int64_t trb_partition_mt(const uint8_t *codes, int64_t F, int32_t *rows, int64_t
         memcpy(rows + nls[tid], scratch + i0, sizeof(int32_t) * (size_t)nl);
         memcpy(rows + total_left + (i0 - nls[tid]), tmp + i0, sizeof(int32_t) * (size_t)nr);
     }
-    (void)starts;
     free(tmp);
     return total_left;
+}
+
+int64_t trb_partition_mt(const uint8_t *codes, int64_t F, int32_t *rows, int64_t m, int64_t f,
+                         int64_t t, int dleft, int miss, int32_t *scratch, int nthreads)
+{
+    return partition_mt(codes, 0, F, rows, m, f, t, dleft, miss, scratch, nthreads);
 }
 
 int64_t trb_partition(const uint8_t *codes, int64_t F, int32_t *rows, int64_t m, int64_t f,
                       int64_t t, int dleft, int miss, int32_t *scratch)
 {
-    return partition_serial(codes, F, rows, m, f, t, dleft, miss, scratch);
+    return partition_serial(codes, 0, F, rows, m, f, t, dleft, miss, scratch);
 }
 
 /* Per-leaf sums (Σ w·t, Σ w) in row order over the leaves' row ranges
@@ -492,27 +611,31 @@ void trb_leaf_sums(const int32_t *rows, const int64_t *begin, const int64_t *cou
 }
 
 /* Leaf index of every row of codes (n, F) in a tree (internal nodes 0..K-1, children >= 0
- * internal, < 0 leaf ~child); K == 0: leaf 0. */
-void trb_tree_leaves(const uint8_t *codes, int64_t n, int64_t F, const int64_t *split_feature,
-                     const int64_t *threshold_bin, const uint8_t *default_left,
-                     const int64_t *left_child, const int64_t *right_child, int64_t K, int miss,
-                     int64_t *leaf, int nthreads)
-{
-    int nt = nthreads < 1 ? 1 : nthreads;
-    if (n < 65536) nt = 1;
-#pragma omp parallel for num_threads(nt) if (nt > 1) schedule(static)
-    for (int64_t i = 0; i < n; i++) {
-        if (K == 0) { leaf[i] = 0; continue; }
-        int64_t node = 0;
-        const uint8_t *c = codes + i * F;
-        while (node >= 0) {
-            int code = c[split_feature[node]];
-            int go = (code == miss) ? default_left[node] : (code <= threshold_bin[node]);
-            node = go ? left_child[node] : right_child[node];
-        }
-        leaf[i] = ~node;
+ * internal, < 0 leaf ~child); K == 0: leaf 0. trb_tree_leaves: uint8 codes;
+ * trb_tree_leaves16: int16 codes (more than 255 bins). */
+#define TRB_TREE_LEAVES(NAME, T)                                                           \
+    void NAME(const T *codes, int64_t n, int64_t F, const int64_t *split_feature,            \
+              const int64_t *threshold_bin, const uint8_t *default_left,                     \
+              const int64_t *left_child, const int64_t *right_child, int64_t K, int miss,    \
+              int64_t *leaf, int nthreads)                                                   \
+    {                                                                                        \
+        int nt = nthreads < 1 ? 1 : nthreads;                                                \
+        if (n < 65536) nt = 1;                                                               \
+        _Pragma("omp parallel for num_threads(nt) if (nt > 1) schedule(static)")             \
+        for (int64_t i = 0; i < n; i++) {                                                    \
+            if (K == 0) { leaf[i] = 0; continue; }                                           \
+            int64_t node = 0;                                                                \
+            const T *c = codes + i * F;                                                      \
+            while (node >= 0) {                                                              \
+                int code = c[split_feature[node]];                                           \
+                int go = (code == miss) ? default_left[node] : (code <= threshold_bin[node]); \
+                node = go ? left_child[node] : right_child[node];                            \
+            }                                                                                \
+            leaf[i] = ~node;                                                                 \
+        }                                                                                    \
     }
-}
+TRB_TREE_LEAVES(trb_tree_leaves, uint8_t)
+TRB_TREE_LEAVES(trb_tree_leaves16, int16_t)
 
 /* ---------------------------------------------------------------------------- whole tree
  *
@@ -546,13 +669,13 @@ static double node_count(const double *hist, int64_t S, int64_t nb0)
 static void evaluate_leaf(leaf_t *lf, const double *hist, int64_t F, int64_t S,
                           const int64_t *num_bins, const uint8_t *feat_ok, const uint8_t *miss_feat,
                           int64_t Vm, double lam, int64_t msl, double mcw, double min_split_gain,
-                          int64_t max_depth, int any_ok)
+                          int64_t max_depth, int any_ok, double *cum)
 {
     lf->has_best = 0;
     if (lf->depth >= max_depth || !any_ok || F == 0 || Vm < 1) return;
     if (node_count(hist, S, num_bins[0]) < 2.0 * (double)msl) return;
     double out[8];
-    trb_best_split(hist, F, S, num_bins, feat_ok, miss_feat, Vm, lam, msl - 0.5, mcw, out);
+    best_split_impl(hist, F, S, num_bins, feat_ok, miss_feat, Vm, lam, msl - 0.5, mcw, cum, out);
     double bg = out[0], pa = out[1];
     if (out[5] != 0.0 || !isfinite(bg)) return;
     double gain_b = bg - pa;
@@ -570,9 +693,10 @@ static void evaluate_leaf(leaf_t *lf, const double *hist, int64_t F, int64_t S,
 /* The arguments of trb_grow (one struct instead of three dozen positional arguments; the
  * ctypes Structure GrowArgs of native_backend.py mirrors it field for field). */
 typedef struct {
-    /* the data: codes (n, F), the fit's rows[0..m) (partitioned in place; all_rows: rows
-     * holds 0..n-1 and the root histogram skips the gather), gh (n, 2) = (w·t, w) */
-    const uint8_t *codes;
+    /* the data: codes (n, F) (uint8, or int16 when code_bytes == 2), the fit's rows[0..m)
+     * (partitioned in place; all_rows: rows holds 0..n-1 and the root histogram skips the
+     * gather), gh (n, 2) = (w·t, w) */
+    const void *codes;
     int64_t n, F;
     int32_t *rows;
     int64_t m, all_rows;
@@ -605,6 +729,10 @@ typedef struct {
     int64_t *depth_out;
     double *leaf_sums;
     int64_t *leaf_begin, *leaf_count;
+    /* the width of a code (1: uint8, 2: int16) and the split search's scratch: 3 * (S - 1)
+     * doubles */
+    int64_t code_bytes;
+    double *cum;
 } trb_grow_args;
 
 int64_t trb_grow_args_size(void) { return (int64_t)sizeof(trb_grow_args); }
@@ -615,7 +743,9 @@ int64_t trb_grow_args_size(void) { return (int64_t)sizeof(trb_grow_args); }
  * Σ w) (reduced), leaf_begin / leaf_count into rows (the rank's own rows). */
 int64_t trb_grow(const trb_grow_args *a)
 {
-    const uint8_t *codes = a->codes;
+    const void *codes = a->codes;
+    const int wide = a->code_bytes == 2;
+    double *cum = a->cum;
     const int64_t n = a->n, F = a->F, m = a->m, S = a->S, Vm = a->Vm;
     int32_t *rows = a->rows, *scratch = a->scratch;
     const int all_rows = a->all_rows != 0;
@@ -637,7 +767,9 @@ int64_t trb_grow(const trb_grow_args *a)
     double *split_gain = a->split_gain, *leaf_sums = a->leaf_sums;
     int64_t *leaf_begin = a->leaf_begin, *leaf_count = a->leaf_count;
     const int64_t HS = F * S * CH;
-    if (max_leaves > pool_size || max_leaves < 1) return -1;
+    if (max_leaves > pool_size || max_leaves < 1 || (a->code_bytes != 1 && a->code_bytes != 2)
+        || cum == NULL)
+        return -1;
     int64_t n_free = pool_size;
     for (int64_t i = 0; i < pool_size; i++) free_list[i] = pool_size - 1 - i;
     int any_ok = 0;
@@ -648,12 +780,12 @@ int64_t trb_grow(const trb_grow_args *a)
     root->id = 0; root->begin = 0; root->count = m; root->depth = 0; root->parent = -1;
     root->is_left = 1; root->hist = free_list[--n_free];
     double *rh = pool + root->hist * HS;
-    histogram_impl(codes, n, F, all_rows ? NULL : rows, m, gh, rh, S, nthreads, num_bins);
+    node_histogram(codes, wide, n, F, all_rows ? NULL : rows, m, gh, rh, S, nthreads, num_bins);
     if (reduce) reduce(rh, HS);
     for (int64_t f = 0; f < F; f++) miss_feat[f] = rh[(f * S + S - 1) * CH + 2] > 0;
     order[0] = 0;
     evaluate_leaf(root, rh, F, S, num_bins, feat_ok, miss_feat, Vm, lam, msl, mcw, min_split_gain,
-                  max_depth, any_ok);
+                  max_depth, any_ok, cum);
     while (L < max_leaves) {
         int64_t pos = -1;
         double bestg = 0.0;
@@ -663,8 +795,8 @@ int64_t trb_grow(const trb_grow_args *a)
         }
         if (pos < 0) break;
         leaf_t *lf = &leaves[order[pos]];
-        int64_t nl = trb_partition_mt(codes, F, rows + lf->begin, lf->count, lf->f, lf->t,
-                                      (int)lf->dl, miss_code, scratch, nthreads);
+        int64_t nl = partition_mt(codes, wide, F, rows + lf->begin, lf->count, lf->f, lf->t,
+                                  (int)lf->dl, miss_code, scratch, nthreads);
         int64_t nr = lf->count - nl;
         int64_t k = K++;
         split_feature[k] = lf->f; threshold_bin[k] = lf->t; default_left[k] = (uint8_t)lf->dl;
@@ -689,9 +821,10 @@ int64_t trb_grow(const trb_grow_args *a)
                     || (nlg < 2.0 * (double)msl && nrg < 2.0 * (double)msl);
         if (!final) {
             if (small_left)
-                histogram_impl(codes, n, F, rows + lf->begin, nl, gh, hs, S, nthreads, num_bins);
+                node_histogram(codes, wide, n, F, rows + lf->begin, nl, gh, hs, S, nthreads,
+                               num_bins);
             else
-                histogram_impl(codes, n, F, rows + lf->begin + nl, nr, gh, hs, S, nthreads,
+                node_histogram(codes, wide, n, F, rows + lf->begin + nl, nr, gh, hs, S, nthreads,
                                num_bins);
             if (reduce) reduce(hs, HS);
             subtract_used(hp, hs, hp, F, S, num_bins, nthreads);
@@ -711,9 +844,9 @@ int64_t trb_grow(const trb_grow_args *a)
             continue;
         }
         evaluate_leaf(left, pool + left->hist * HS, F, S, num_bins, feat_ok, miss_feat, Vm, lam,
-                      msl, mcw, min_split_gain, max_depth, any_ok);
+                      msl, mcw, min_split_gain, max_depth, any_ok, cum);
         evaluate_leaf(right, pool + right->hist * HS, F, S, num_bins, feat_ok, miss_feat, Vm,
-                      lam, msl, mcw, min_split_gain, max_depth, any_ok);
+                      lam, msl, mcw, min_split_gain, max_depth, any_ok, cum);
     }
     for (int64_t id = 0; id < L; id++) {
         leaf_begin[id] = leaves[id].begin;

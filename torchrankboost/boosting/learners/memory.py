@@ -2,8 +2,9 @@ r"""The memory a tree learner's histograms need, checked before a fit starts.
 
 Both tree kernels keep one histogram per leaf of the tree being grown (plus one being
 built): ``(max_leaves + 1) × F × S × 3`` float64 numbers, with ``F`` the feature count
-(the width of ``X``: the largest feature index of the data) and ``S = 256`` slots per
-feature (255 value bins and the missing-value code; uint8 codes whatever ``n_bins``). One
+(the width of ``X``: the largest feature index of the data) and ``S`` slots per feature
+(the value bins and the missing-value code: 256 for uint8 codes, ``n_bins + 1`` for the
+int16 codes of ``n_bins > 255``). One
 stray feature index of 99,999 in an SVMlight file therefore asks ``32 × 100000 × 256 × 24``
 bytes ≈ 19.7 GB of the default 31-leaf tree. :func:`check_histogram_memory` refuses such a
 fit before anything is allocated, in one ``ValueError`` naming the options that shrink it.
@@ -57,18 +58,20 @@ def _gb(n: float) -> str:
     return f"{n / 1e9:.3g} GB"
 
 
-def check_histogram_memory(num_features: int, max_leaves: int, device) -> None:
+def check_histogram_memory(num_features: int, max_leaves: int, device,
+                           slots: int = HISTOGRAM_SLOTS) -> None:
     """Raise a one-line ``ValueError`` when the histograms of one tree growth
-    (:func:`histogram_bytes`) would not fit in the memory available on ``device``
-    (:func:`available_memory`); nothing when they fit or the memory is unknown."""
-    need = histogram_bytes(num_features, max_leaves)
+    (:func:`histogram_bytes`, ``slots`` per feature) would not fit in the memory available on
+    ``device`` (:func:`available_memory`); nothing when they fit or the memory is unknown."""
+    need = histogram_bytes(num_features, max_leaves, slots)
     have = available_memory(device)
     if have is None or need <= have:
         return
     raise ValueError(
         f"the tree learner needs about {_gb(need)} for its histograms on {num_features} "
-        f"features ((max_leaves + 1) x features x {HISTOGRAM_SLOTS} bins x 24 bytes, "
+        f"features ((max_leaves + 1) x features x {slots} bins x 24 bytes, "
         f"max_leaves = {max_leaves}) but only {_gb(have)} of memory is available; lower "
-        f"max_leaves (--max-leaves), or the number of features (it is the largest feature "
-        f"index in the data: look for a stray index; --max-features caps it), or use "
-        f"another learner (--learner stump)")
+        "max_leaves (--max-leaves)" + (", n_bins" if slots > HISTOGRAM_SLOTS else "")
+        + ", or the number of features (it is the largest feature "
+        "index in the data: look for a stray index; --max-features caps it), or use "
+        "another learner (--learner stump)")

@@ -64,7 +64,8 @@ class ObliviousTree(RegressionTree):
         l2: λ, L2 penalty on leaf values (``value = G / (H + λ)``); CatBoost's ``l2_leaf_reg``.
         min_split_gain: a level is added only if its gain exceeds this.
         n_bins, feature_fraction, bin_sample_count, seed: as for
-            :class:`~.tree.RegressionTree` (the binning is the same).
+            :class:`~.tree.RegressionTree` (the binning is the same), ``n_bins`` in [2, 255]
+            (uint8 codes only).
         kernel: ``"auto"``, ``"native"`` or ``"torch"``: where the level histograms are built
             (the same trees bit for bit); ``kernel_`` says which one the last fit used.
 
@@ -79,6 +80,7 @@ class ObliviousTree(RegressionTree):
                  feature_fraction: float = 1.0, bin_sample_count: int = 200_000, seed: int = 0,
                  kernel: str = "auto"):
         self.depth = check_int(depth, "depth", 1, 10)
+        check_int(n_bins, "n_bins", 2, 255)  # uint8 codes only (its level kernels)
         super().__init__(max_leaves=2 ** self.depth, max_depth=self.depth,
                          min_child_weight=min_child_weight, min_samples_leaf=min_samples_leaf,
                          l2=l2, min_split_gain=min_split_gain, n_bins=n_bins,

@@ -23,7 +23,7 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from ..binning import BinnedFeatures, _check_X, bin_features
+from ..binning import MAX_INT16_BINS, BinnedFeatures, _check_X, bin_features, code_slots
 from ..kernels import KERNELS, GrownTree, TreeParams, choose_backend, newton_values
 from ...params import Params
 from .base import check_fit_inputs, check_float, check_int, fit_context, out_dtype
@@ -94,8 +94,8 @@ class TreeModel:
         return self.leaf_value.to(leaf.device)[leaf]
 
     def predict_prepared(self, prepared: BinnedFeatures, *, kernel: str = "auto") -> Tensor:
-        """(n,) predictions from the training bin codes (the compiled traversal on CPU uint8
-        codes unless ``kernel="torch"``; the same values)."""
+        """(n,) predictions from the training bin codes (the compiled traversal on CPU uint8 /
+        int16 codes unless ``kernel="torch"``; the same values)."""
         codes = prepared.codes
         backend = choose_backend(kernel, device=codes.device, data_dtype=codes.dtype,
                                  num_rows=codes.shape[0], announce=False)
@@ -175,7 +175,9 @@ class RegressionTree(Params):
         min_samples_leaf: minimum number of rows in each child (>= 1).
         l2: λ, L2 penalty on leaf values (``value = G / (H + λ)``).
         min_split_gain: a split is made only if its gain exceeds this.
-        n_bins: value bins per feature, in [2, 255] (uint8 codes, NaN → code 255).
+        n_bins: value bins per feature, in [2, 32766]: uint8 codes up to 255 (NaN → code
+            255), 2-byte int16 codes above (NaN → code ``n_bins``; histograms of
+            ``n_bins + 1`` slots per feature, so memory and split search grow with it).
         feature_fraction: fraction of features (at least one) considered per tree, drawn with
             the ``generator`` passed to ``fit`` (or a generator seeded from ``seed`` and the
             number of previous fits).
@@ -212,7 +214,7 @@ class RegressionTree(Params):
         self.min_samples_leaf = check_int(min_samples_leaf, "min_samples_leaf", 1)
         self.l2 = check_float(l2, "l2", 0.0)
         self.min_split_gain = check_float(min_split_gain, "min_split_gain", 0.0)
-        self.n_bins = check_int(n_bins, "n_bins", 2, 255)
+        self.n_bins = check_int(n_bins, "n_bins", 2, MAX_INT16_BINS)
         self.feature_fraction = check_float(feature_fraction, "feature_fraction", 0.0, 1.0, lo_open=True)
         self.bin_sample_count = check_int(bin_sample_count, "bin_sample_count", 2)
         self.seed = check_int(seed, "seed", 0)
@@ -227,7 +229,8 @@ class RegressionTree(Params):
 
     def prepare(self, X: Tensor, *, context=None, rows: Optional[Tensor] = None
                 ) -> BinnedFeatures:
-        """Bin X (n, F) once: uint8 codes, NaN → 255. ``context``: the
+        """Bin X (n, F) once: uint8 codes, NaN → 255 (int16 codes, NaN → ``n_bins``, above
+        255 bins). ``context``: the
         :class:`~torchrankboost.parallel.DistContext` of the fit (``None``: one process);
         data-parallel, ``X`` is this rank's shard, the edges are those of all ranks' rows and
         the fits sum their histograms over the ranks. ``rows``: the rows that place the
@@ -235,9 +238,10 @@ class RegressionTree(Params):
         the memory available is refused here, before anything is allocated
         (:func:`~torchrankboost.boosting.learners.memory.check_histogram_memory`)."""
         if isinstance(X, Tensor) and X.dim() == 2:
-            check_histogram_memory(X.shape[1], self.max_leaves, X.device)
+            check_histogram_memory(X.shape[1], self.max_leaves, X.device, code_slots(self.n_bins))
         return bin_features(X, n_bins=self.n_bins, sample_count=self.bin_sample_count,
-                            seed=self.seed, context=fit_context(context), rows=rows)
+                            seed=self.seed, max_bins=MAX_INT16_BINS,
+                            context=fit_context(context), rows=rows)
 
     @property
     def params(self) -> TreeParams:
