@@ -191,6 +191,8 @@ static void histogram_impl16(const int16_t *codes, int64_t n, int64_t F, const i
                     __builtin_prefetch(q + o);
                     __builtin_prefetch(q2 + o);
                 }
+                __builtin_prefetch(gh + 2 * (int64_t)rows[i + PREFETCH_AHEAD]);
+                __builtin_prefetch(gh + 2 * (int64_t)rows[i + PREFETCH_AHEAD + 1]);
             }
             const int16_t *c = codes + r * F, *c2 = codes + r2 * F;
             double g = gh[2 * r], h = gh[2 * r + 1], g2 = gh[2 * r2], h2 = gh[2 * r2 + 1];
