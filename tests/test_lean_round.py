@@ -203,11 +203,12 @@ def test_round_sums_match_the_plain_expressions():
     g, h, f, s = (torch.randn(n, generator=gen, dtype=torch.float64) for _ in range(4))
     g[::7], h[::5], f[::3] = -0.0, -0.0, 0.0
     out = torch.zeros(5, dtype=torch.float64)
-    gradient_stats(g, h, out, 4)
+    work = gradient_stats(g, h, out, 4)
     assert torch.equal(out[[0, 2, 4]], torch.stack([h.abs().sum(), (g * g).sum(), g.abs().max()]))
-    t, hc = newton_target(g, h, 0.3)
-    same_bits(hc, h.clamp_min(0.3))
-    same_bits(t, -g / h.clamp_min(0.3))
+    for w in (None, work):
+        t, hc = newton_target(g, h, 0.3, w)
+        same_bits(hc, h.clamp_min(0.3))
+        same_bits(t, -g / h.clamp_min(0.3))
     ref = torch.stack([(g * f).sum(), (hc * f * f).sum(), (hc * hc).sum(), hc.sum(),
                        torch.tensor(float(n), dtype=torch.float64)])
     same_bits(step_sums(g, hc, f, n), ref)

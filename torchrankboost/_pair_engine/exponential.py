@@ -34,7 +34,8 @@ from torch import Tensor
 from ..groups import Groups
 from ..pairs import ExplicitPairs
 from .levels import Levels, levels_for
-from .segment import NEG_INF, mask_inf, seg_lse, seg_lse_into, seg_scan_lse, signed_exp_diff
+from .segment import (NEG_INF, mask_inf, seg_lse, seg_lse_into, seg_scan_lse, signed_exp_diff,
+                      signed_exp_diff_into)
 
 __all__ = ["level_terms", "explicit_terms", "pair_terms", "FamilyConfig", "family_levels",
            "make_config", "family_value", "FamilyFn", "family_grad_hess",
@@ -69,6 +70,7 @@ def level_terms(s: Tensor, lw: Optional[Tensor], lev: Levels, groups: Groups, p:
     """
     if not _needs_graph(s, lw):
         out = _level_terms_lean(s, lw, lev, groups, p, parts)
+        out.pop("spare", None)
         if parts == "diag" and out["hi2"] is None:
             out["hi2"] = torch.full_like(s, NEG_INF)
         return out
@@ -113,8 +115,9 @@ def _level_terms_lean(s: Tensor, lw: Optional[Tensor], lev: Levels, groups: Grou
                       parts: str) -> Dict[str, Optional[Tensor]]:
     """:func:`level_terms` without autograd, bit for bit, in three ``(n,)`` buffers (``y``,
     ``work``, ``buf``; four for ``p ≠ 1`` with ``"diag"``): the same kernels, written in place
-    or through ``out=``, in the same order. ``hi2`` is ``None`` for ``p = 1`` (all ``-inf``).
-    Skipped: ``· p`` at ``p = 1`` (``x · 1 = x`` exactly, NaN included)."""
+    or through ``out=``, in the same order. ``hi2`` is ``None`` for ``p = 1`` (all ``-inf``);
+    ``spare``: the dead ``(n,)`` scratch, free to overwrite. Skipped: ``· p`` at ``p = 1``
+    (``x · 1 = x`` exactly, NaN included)."""
     B, bk = lev.num_buckets, lev.bucket
     x = s if lw is None else s + lw          # log(w e^{s})
     y = -s if lw is None else lw - s         # log(w e^{-s})
@@ -149,6 +152,7 @@ def _level_terms_lean(s: Tensor, lw: Optional[Tensor], lev: Levels, groups: Grou
         torch.index_select(logR, 0, bk, out=buf)
         y.mul_(2).add_(_log(p * (p - 1)))
         out["hi2"] = torch.add(y, buf, out=y)
+    out["spare"] = buf
     return out
 
 
@@ -380,13 +384,16 @@ def _log_shares_lean(lo: Tensor, hi: Tensor, has: Tensor, gi: Tensor, G: int, p:
 def _grad_curv_lean(t: Dict[str, Optional[Tensor]], s: Tensor, cfg: FamilyConfig, hess: str,
                     reduction: str):
     """:func:`_grad_curv` without autograd, bit for bit, in place on the terms of ``t`` (made
-    by :func:`pair_terms`, owned here; ``t["hi2"]`` ``None``: all ``-inf``). Skipped, as
+    by :func:`pair_terms`, owned here; ``t["hi2"]`` ``None``: all ``-inf``; ``t["spare"]``:
+    a scratch, if any). Skipped, as
     exact: ``- 0`` (``c = 0`` without ``log`` / ``normalize``: ``x - 0 = x``, ``-0.0``
     included); the ``log=True`` shares ``t["lo"] - c``, ``t["hi"] - c`` (overwritten by
     :func:`_log_shares`); ``+ log p`` at ``p = 1`` before ``exp`` (``exp(-0.0) = exp(0.0)``);
     ``+ exp(hi2 - c)`` for an all ``-inf`` ``hi2`` (``c`` is finite or ``+inf``, so the term
     is ``+0.0``, and ``h + 0.0 = h`` for ``h = e^a + e^b``, never ``-0.0``)."""
-    logF, lo, hi, hi2 = t["logF"], t["lo"], t["hi"], t.get("hi2")
+    logF, lo, hi, hi2, spare = t["logF"], t["lo"], t["hi"], t.get("hi2"), t.get("spare")
+    if spare is None:
+        spare = torch.empty_like(lo)
     has = logF > NEG_INF
     zero = torch.zeros_like(logF)
     gi = cfg.groups.group_index.to(s.device)
@@ -395,11 +402,11 @@ def _grad_curv_lean(t: Dict[str, Optional[Tensor]], s: Tensor, cfg: FamilyConfig
     if cfg.log or cfg.normalize:
         c = torch.where(has, logF if cfg.log else cfg.logN, zero)[gi]
     if cfg.log:
-        _log_shares_lean(lo, hi, has, gi, logF.shape[0], p, torch.empty_like(lo))
+        _log_shares_lean(lo, hi, has, gi, logF.shape[0], p, spare)
     elif c is not None:
         torch.sub(lo, c, out=lo)
         torch.sub(hi, c, out=hi)
-    grad = signed_exp_diff(lo, hi)
+    grad = signed_exp_diff_into(lo, hi, spare)
     if hess == "diag":
         if p != 1:
             lo.add_(math.log(p))

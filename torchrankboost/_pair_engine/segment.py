@@ -26,7 +26,8 @@ import torch
 from torch import Tensor
 
 __all__ = ["NEG_INF", "acc_dtype", "seg_lse", "safe_logaddexp", "lse_n", "mask_inf",
-           "seg_scan_lse", "seg_lse_into", "signed_exp_diff", "excl_logcumsumexp", "excl_cumsum"]
+           "seg_scan_lse", "seg_lse_into", "signed_exp_diff", "signed_exp_diff_into",
+           "excl_logcumsumexp", "excl_cumsum"]
 
 NEG_INF = float("-inf")
 
@@ -85,10 +86,10 @@ def seg_lse(x: Tensor, index: Tensor, num: int) -> Tensor:
 
 def _seg_lse_values(x: Tensor, index: Tensor, m: Tensor, work: Optional[Tensor] = None
                     ) -> Tensor:
-    """The values-only tail of :func:`seg_lse` (``m``: the finite segment maxima ``(num, *rest)``):
-    ``log Σ exp(x - m[index]) + m`` with ``x - m[index]`` and its exponential in one buffer,
-    ``work`` (shaped like ``x``, overwritten; ``None``: a new one). The same kernels as
-    ``torch.exp(x - m[index])``, in place: the same bits."""
+    """The values-only tail of :func:`seg_lse` (``m``: the finite segment maxima
+    ``(num, *rest)``): ``log Σ exp(x - m[index]) + m`` with ``x - m[index]`` and its
+    exponential in one buffer, ``work`` (shaped like ``x``, overwritten; ``None``: a new
+    one). The same kernels as ``torch.exp(x - m[index])``, in place: the same bits."""
     buf = m[index] if work is None else torch.index_select(m, 0, index, out=work)
     torch.sub(x, buf, out=buf)
     buf.exp_()
@@ -169,11 +170,17 @@ def signed_exp_diff(lo: Tensor, hi: Tensor) -> Tensor:
     """
     if torch.is_grad_enabled() and (lo.requires_grad or hi.requires_grad):
         return torch.exp(lo) - torch.exp(hi)
-    # two (n,) buffers, each op in place (or out=) on them: the same kernels as
-    # m0 = where(fin, m, 0); mn0 = where(fin, mn, 0); mag = exp(m0 + log1p(-exp(mn0 - m0)));
-    # mag = where(fin, mag, 0); where(lo >= hi, mag, -mag)
+    return signed_exp_diff_into(lo, hi, None)
+
+
+def signed_exp_diff_into(lo: Tensor, hi: Tensor, work: Optional[Tensor]) -> Tensor:
+    """:func:`signed_exp_diff` without autograd in two buffers: the result (new) and
+    ``work`` (shaped like the result, not ``lo`` or ``hi``; overwritten; ``None``: a new one),
+    each op in place or through ``out=``: the same kernels as ``m0 = where(fin, m, 0)``,
+    ``mn0 = where(fin, mn, 0)``, ``mag = where(fin, exp(m0 + log1p(-exp(mn0 - m0))), 0)``,
+    ``where(lo >= hi, mag, -mag)``, so the same bits."""
     m = torch.maximum(lo, hi)
-    mn = torch.minimum(lo, hi)
+    mn = torch.minimum(lo, hi) if work is None else torch.minimum(lo, hi, out=work)
     fin = m > NEG_INF
     zero = m.new_zeros(())
     torch.where(fin, m, zero, out=m)

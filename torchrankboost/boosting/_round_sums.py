@@ -9,7 +9,7 @@ test finiteness through one sum before any elementwise pass. Shapes: ``g``, ``h`
 
 from __future__ import annotations
 
-from typing import Tuple
+from typing import Optional, Tuple
 
 import torch
 from torch import Tensor
@@ -25,19 +25,23 @@ def all_finite(x: Tensor) -> bool:
     return _all_finite(x)
 
 
-def gradient_stats(g: Tensor, h: Tensor, out: Tensor, slot: int) -> None:
+def gradient_stats(g: Tensor, h: Tensor, out: Tensor, slot: int) -> Tensor:
     """``out[0] = Σ|h|``, ``out[2] = Σ g²``, ``out[slot] = max |g|`` (``g`` non-empty) in one
-    temporary: ``h.abs().sum()``, ``(g * g).sum()``, ``g.abs().max()``."""
+    temporary: ``h.abs().sum()``, ``(g * g).sum()``, ``g.abs().max()``; returns that
+    temporary (dead, free to overwrite)."""
     buf = torch.abs(h)
     out[0] = buf.sum()
     out[2] = torch.mul(g, g, out=buf).sum()
     out[slot] = torch.abs(g, out=buf).max()
+    return buf
 
 
-def newton_target(g: Tensor, h: Tensor, floor: float) -> Tuple[Tensor, Tensor]:
-    """``(-g / hc, hc)`` with ``hc = h.clamp_min(floor)``, the quotient in ``-g``'s buffer."""
+def newton_target(g: Tensor, h: Tensor, floor: float, work: Optional[Tensor] = None
+                  ) -> Tuple[Tensor, Tensor]:
+    """``(-g / hc, hc)`` with ``hc = h.clamp_min(floor)``, the quotient in ``-g``'s buffer:
+    ``work`` (like ``g``, overwritten; ``None``: a new one)."""
     hc = h.clamp_min(floor)
-    target = torch.neg(g)
+    target = torch.neg(g) if work is None else torch.neg(g, out=work)
     return torch.div(target, hc, out=target), hc
 
 

@@ -499,16 +499,17 @@ class Booster(FitState):
             g, h, ckind = self._grad_curv(run, rnd)
             rows = run.weights.subset(self._subsample(run))
 
+        spare = []  # the stats' (n,) scratch, then the learner's target
         def first():  # Σ|h|, n, Σ g², each rank's max |g| in its own slot
             out = torch.zeros(3 + W, dtype=F64)
             if g.numel():
-                gradient_stats(g, h, out, 3 + comm.rank)
+                spare[:] = [gradient_stats(g, h, out, 3 + comm.rank)]
             out[1] = run.weights.count(g.numel())
             return out
 
         st = comm.sum(first, size=3 + W)
         mean_h = float(st[0]) / float(st[1]) if float(st[1]) > 0 else 0.0
-        target, weight, hc, ckind = self._targets(g, h, ckind, mean_h=mean_h)
+        target, weight, hc, ckind = self._targets(g, h, ckind, mean_h, *spare)
         target, weight, hc = run.weights.mask(target, weight, hc)
         run.sync()
         t1 = time.perf_counter()
@@ -579,7 +580,7 @@ class Booster(FitState):
             raise self._failure(run, rnd, "the loss curvature has NaN/inf entries")
         return g, h, kind
 
-    def _targets(self, g: Tensor, h: Tensor, kind: str, mean_h: Optional[float] = None):
+    def _targets(self, g: Tensor, h: Tensor, kind: str, mean_h=None, work=None):
         """``(target, weight, curvature used, kind)`` for the learner's least-squares fit;
         ``mean_h``: the mean of ``|h|`` over every rank's documents (data-parallel)."""
         if self.curvature == "none":
@@ -588,7 +589,7 @@ class Booster(FitState):
             mean_h = float(h.abs().mean()) if h.numel() else 0.0
         if not mean_h > 0:
             return -g, None, torch.ones_like(g), "unit"
-        target, hc = newton_target(g, h, self.hess_floor * mean_h)
+        target, hc = newton_target(g, h, self.hess_floor * mean_h, work)
         return target, hc, hc, kind
 
     def _subsample(self, run: _Run) -> Optional[Tensor]:
