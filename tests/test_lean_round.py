@@ -12,6 +12,7 @@ from torchrankboost._pair_engine import exponential as K
 from torchrankboost._pair_engine.levels import levels_for
 from torchrankboost._pair_engine.segment import NEG_INF, seg_lse, seg_scan_lse, signed_exp_diff
 from torchrankboost.losses.base import prepare_inputs
+from torchrankboost.pairs import ExplicitPairs
 
 
 # ------------------------------------------------------------- reference (the plain formulas)
@@ -107,7 +108,7 @@ def same_bits(a, b):
     assert torch.equal(a[~nan].view(bits), b[~nan].view(bits))
 
 
-def problem(seed, *, weighted, extreme):
+def problem(seed, *, weighted, extreme, explicit=False):
     """Ragged queries with ties, one-document and single-label queries; scores with exact
     ties, ±0.0 and (``extreme``) ±inf and ±1e300."""
     g = torch.Generator().manual_seed(seed)
@@ -125,7 +126,15 @@ def problem(seed, *, weighted, extreme):
     if weighted:
         w = torch.rand(n, generator=g).double() * 2
         w[torch.rand(n, generator=g) < 0.1] = 0.0
-    inp = prepare_inputs(s, labels, groups, weights=w)
+    pairs = None
+    if explicit:  # label pairs of a few queries, some twice, with pair weights
+        gi = groups.group_index
+        hi, lo = torch.nonzero((gi[:, None] == gi[None, :])
+                               & (labels[:, None] > labels[None, :]), as_tuple=True)
+        keep = torch.rand(hi.numel(), generator=g) < 0.6
+        hi, lo = torch.cat([hi[keep], hi[:5]]), torch.cat([lo[keep], lo[:5]])
+        pairs = ExplicitPairs(hi, lo, torch.rand(hi.numel(), generator=g).double() + 0.5)
+    inp = prepare_inputs(s, labels, groups, weights=w, pairs=pairs)
     if extreme:
         s = s.clone()
         r = torch.rand(n, generator=g)
@@ -136,8 +145,7 @@ def problem(seed, *, weighted, extreme):
     return inp, s
 
 
-CASES = [(seed, weighted, extreme) for seed in (0, 1) for weighted in (False, True)
-         for extreme in (False, True)]
+CASES = [(0, False, False), (0, True, True), (1, False, True), (1, True, False)]
 
 
 @pytest.mark.parametrize("seed,weighted,extreme", CASES)
@@ -159,9 +167,11 @@ def test_level_terms_and_segments(seed, weighted, extreme):
     same_bits(signed_exp_diff(lo, lo), ref_signed_exp_diff(lo, lo))
 
 
-@pytest.mark.parametrize("seed,weighted,extreme", CASES)
-def test_family_value_grad_hess(seed, weighted, extreme):
-    inp, s = problem(seed, weighted=weighted, extreme=extreme)
+@pytest.mark.parametrize("seed,weighted,extreme,explicit",
+                         [c + (False,) for c in CASES] + [(2, True, False, True),
+                                                          (3, False, True, True)])
+def test_family_value_grad_hess(seed, weighted, extreme, explicit):
+    inp, s = problem(seed, weighted=weighted, extreme=extreme, explicit=explicit)
     for p in (1.0, 2.0, 4.0):
         for log in (False, True):
             for normalize in (False, True):
@@ -171,7 +181,9 @@ def test_family_value_grad_hess(seed, weighted, extreme):
                     parts = "diag" if hess == "diag" else "grad"
                     for red in ("sum", "mean"):
                         v, has, g, h = K.family_value_grad_hess(s, cfg, hess, red)
-                        t = ref_level_terms(s, cfg.lw, cfg.levels, cfg.groups, p, parts)
+                        t = (K.explicit_terms(s, cfg.lw, cfg.pairs, cfg.groups, p,
+                                              parts=parts) if explicit else
+                             ref_level_terms(s, cfg.lw, cfg.levels, cfg.groups, p, parts))
                         rv, rhas, _ = K._values(t["logF"], cfg)
                         rg, rh = ref_grad_curv(t, s, cfg, hess, red)
                         same_bits(v, rv)

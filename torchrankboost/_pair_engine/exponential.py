@@ -385,12 +385,12 @@ def _grad_curv_lean(t: Dict[str, Optional[Tensor]], s: Tensor, cfg: FamilyConfig
                     reduction: str):
     """:func:`_grad_curv` without autograd, bit for bit, in place on the terms of ``t`` (made
     by :func:`pair_terms`, owned here; ``t["hi2"]`` ``None``: all ``-inf``; ``t["spare"]``:
-    a scratch, if any). Skipped, as
-    exact: ``- 0`` (``c = 0`` without ``log`` / ``normalize``: ``x - 0 = x``, ``-0.0``
-    included); the ``log=True`` shares ``t["lo"] - c``, ``t["hi"] - c`` (overwritten by
-    :func:`_log_shares`); ``+ log p`` at ``p = 1`` before ``exp`` (``exp(-0.0) = exp(0.0)``);
-    ``+ exp(hi2 - c)`` for an all ``-inf`` ``hi2`` (``c`` is finite or ``+inf``, so the term
-    is ``+0.0``, and ``h + 0.0 = h`` for ``h = e^a + e^b``, never ``-0.0``)."""
+    a scratch, if any), the shift ``c`` in the scratch. Skipped, as exact: ``- 0`` (``c = 0``
+    without ``log`` / ``normalize``: ``x - 0 = x``, ``-0.0`` included); the ``log=True``
+    shares ``t["lo"] - c``, ``t["hi"] - c`` (overwritten by :func:`_log_shares`); ``+ log p``
+    at ``p = 1`` before ``exp`` (``exp(-0.0) = exp(0.0)``); ``+ exp(hi2 - c)`` for an all
+    ``-inf`` ``hi2`` (``c`` is finite or ``+inf``, so the term is ``+0.0``, and
+    ``h + 0.0 = h`` for ``h = e^a + e^b``, never ``-0.0``)."""
     logF, lo, hi, hi2, spare = t["logF"], t["lo"], t["hi"], t.get("hi2"), t.get("spare")
     if spare is None:
         spare = torch.empty_like(lo)
@@ -398,22 +398,22 @@ def _grad_curv_lean(t: Dict[str, Optional[Tensor]], s: Tensor, cfg: FamilyConfig
     zero = torch.zeros_like(logF)
     gi = cfg.groups.group_index.to(s.device)
     p = cfg.p
-    c = None
-    if cfg.log or cfg.normalize:
-        c = torch.where(has, logF if cfg.log else cfg.logN, zero)[gi]
+    if cfg.log or cfg.normalize:  # c = where(has, logF or logN, 0)[gi]
+        c = torch.index_select(torch.where(has, logF if cfg.log else cfg.logN, zero), 0, gi,
+                               out=spare)
+        if hi2 is not None:
+            torch.sub(hi2, c, out=hi2)
+        if not cfg.log:
+            torch.sub(lo, c, out=lo)
+            torch.sub(hi, c, out=hi)
     if cfg.log:
         _log_shares_lean(lo, hi, has, gi, logF.shape[0], p, spare)
-    elif c is not None:
-        torch.sub(lo, c, out=lo)
-        torch.sub(hi, c, out=hi)
     grad = signed_exp_diff_into(lo, hi, spare)
     if hess == "diag":
         if p != 1:
             lo.add_(math.log(p))
         h = torch.add(lo.exp_(), hi.exp_(), out=lo)
         if hi2 is not None:
-            if c is not None:
-                torch.sub(hi2, c, out=hi2)
             h.add_(hi2.exp_())
         if cfg.log:
             h.sub_(torch.mul(grad, grad, out=hi)).clamp_min_(0)
