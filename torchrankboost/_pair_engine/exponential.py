@@ -34,7 +34,8 @@ from torch import Tensor
 from ..groups import Groups
 from ..pairs import ExplicitPairs
 from .levels import Levels, levels_for
-from .segment import NEG_INF, mask_inf, seg_lse, seg_scan_lse, signed_exp_diff
+from .segment import (NEG_INF, mask_inf, seg_lse, seg_lse_into, seg_scan_lse, signed_exp_diff,
+                      signed_exp_diff_into)
 
 __all__ = ["level_terms", "explicit_terms", "pair_terms", "FamilyConfig", "family_levels",
            "make_config", "family_value", "FamilyFn", "family_grad_hess",
@@ -67,6 +68,12 @@ def level_terms(s: Tensor, lw: Optional[Tensor], lev: Levels, groups: Groups, p:
     ``R_< = Σ_{j below d} L_j^{p-2} w_j^2 e^{2 s_j}`` (from
     ``∂²(L_j^p) = p(p-1) L_j^{p-2} (∂L_j)^2 + p L_j^{p-1} ∂²L_j``).
     """
+    if not _needs_graph(s, lw):
+        out = _level_terms_lean(s, lw, lev, groups, p, parts)
+        out.pop("spare", None)
+        if parts == "diag" and out["hi2"] is None:
+            out["hi2"] = torch.full_like(s, NEG_INF)
+        return out
     B = lev.num_buckets
     bk = lev.bucket
     x = s if lw is None else s + lw          # log(w e^{s})
@@ -95,6 +102,57 @@ def level_terms(s: Tensor, lw: Optional[Tensor], lev: Levels, groups: Groups, p:
             r_b = mask_inf(logG + (p - 2) * logE, hasE)
             logR = seg_scan_lse(r_b, lev.bgroups)
             out["hi2"] = _log(p * (p - 1)) + 2 * y + logR[bk]
+    return out
+
+
+def _needs_graph(s: Tensor, lw: Optional[Tensor]) -> bool:
+    """Whether the terms at ``s`` must record an autograd graph (else the lean path)."""
+    return torch.is_grad_enabled() and (s.requires_grad
+                                        or (lw is not None and lw.requires_grad))
+
+
+def _level_terms_lean(s: Tensor, lw: Optional[Tensor], lev: Levels, groups: Groups, p: float,
+                      parts: str) -> Dict[str, Optional[Tensor]]:
+    """:func:`level_terms` without autograd, bit for bit, in three ``(n,)`` buffers (``y``,
+    ``work``, ``buf``; four for ``p ≠ 1`` with ``"diag"``): the same kernels, written in place
+    or through ``out=``, in the same order. ``hi2`` is ``None`` for ``p = 1`` (all ``-inf``);
+    ``spare``: the dead ``(n,)`` scratch, free to overwrite. Skipped: ``· p`` at ``p = 1``
+    (``x · 1 = x`` exactly, NaN included)."""
+    B, bk = lev.num_buckets, lev.bucket
+    x = s if lw is None else s + lw          # log(w e^{s})
+    y = -s if lw is None else lw - s         # log(w e^{-s})
+    work = torch.empty_like(s)
+    logA = seg_lse_into(y, bk, B, work)
+    logE = seg_scan_lse(logA, lev.bgroups, reverse=True)
+    logG = seg_lse_into(x if p == 1 else p * x, bk, B, work)
+    hasE = logE > NEG_INF
+    termb = mask_inf(logG + (logE if p == 1 else p * logE), hasE)
+    bgi = lev.bgroups.group_index.to(s.device)
+    out: Dict[str, Optional[Tensor]] = {"logF": seg_lse(termb, bgi, groups.num_groups)}
+    if parts == "value":
+        return out
+    ninf, lp = s.new_full((), NEG_INF), _log(p)
+    lo = torch.index_select(logE, 0, bk, out=work)       # lp + (x + logE[bk]) * p, masked
+    torch.add(x, lo, out=lo)
+    if p != 1:
+        lo.mul_(p)
+    lo.add_(lp)
+    out["lo"] = torch.where(hasE[bk], lo, ninf, out=lo)
+    q_b = mask_inf(logG + (p - 1) * logE, hasE) if p != 1 else mask_inf(logG, hasE)
+    logQ = seg_scan_lse(q_b, lev.bgroups)
+    buf = torch.index_select(logQ, 0, bk, out=x if lw is not None else torch.empty_like(s))
+    last = parts != "diag" or p == 1         # y is not needed after hi
+    hi = y.add_(lp) if last else torch.add(y, lp)
+    out["hi"] = torch.add(hi, buf, out=hi)   # lp + y + logQ[bk]
+    if parts == "diag":
+        out["hi2"] = None
+    if not last:                             # _log(p (p - 1)) + 2 y + logR[bk]
+        r_b = mask_inf(logG + (p - 2) * logE, hasE)
+        logR = seg_scan_lse(r_b, lev.bgroups)
+        torch.index_select(logR, 0, bk, out=buf)
+        y.mul_(2).add_(_log(p * (p - 1)))
+        out["hi2"] = torch.add(y, buf, out=y)
+    out["spare"] = buf
     return out
 
 
@@ -282,6 +340,8 @@ def _grad_curv(t: Dict[str, Tensor], s: Tensor, cfg: FamilyConfig, hess: str,
                reduction: str):
     """Gradient and curvature of the reduced family loss from the pieces of
     :func:`pair_terms` (``parts="diag"`` for ``hess="diag"``, else ``"grad"``)."""
+    if not _needs_graph(s, cfg.lw):
+        return _grad_curv_lean(t, s, cfg, hess, reduction)
     logF = t["logF"]
     has = logF > NEG_INF
     zero = torch.zeros_like(logF)
@@ -310,10 +370,77 @@ def _grad_curv(t: Dict[str, Tensor], s: Tensor, cfg: FamilyConfig, hess: str,
     return grad, h
 
 
+def _log_shares_lean(lo: Tensor, hi: Tensor, has: Tensor, gi: Tensor, G: int, p: float,
+                     work: Tensor) -> None:
+    """:func:`_log_shares` in place on ``lo`` and ``hi`` (``work``: an ``(n,)`` scratch)."""
+    lp, zero = _log(p), torch.zeros(G, dtype=lo.dtype, device=lo.device)
+    c_lo = torch.where(has, seg_lse_into(lo, gi, G, work), zero)
+    c_hi = torch.where(has, seg_lse_into(hi, gi, G, work), zero)
+    for v, c in ((lo, c_lo), (hi, c_hi)):
+        torch.sub(v, torch.index_select(c, 0, gi, out=work), out=v)
+        v.add_(lp)
+
+
+def _grad_curv_lean(t: Dict[str, Optional[Tensor]], s: Tensor, cfg: FamilyConfig, hess: str,
+                    reduction: str):
+    """:func:`_grad_curv` without autograd, bit for bit, in place on the terms of ``t`` (made
+    by :func:`pair_terms`, owned here; ``t["hi2"]`` ``None``: all ``-inf``; ``t["spare"]``:
+    a scratch, if any), the shift ``c`` in the scratch. Skipped, as exact: ``- 0`` (``c = 0``
+    without ``log`` / ``normalize``: ``x - 0 = x``, ``-0.0`` included); the ``log=True``
+    shares ``t["lo"] - c``, ``t["hi"] - c`` (overwritten by :func:`_log_shares`); ``+ log p``
+    at ``p = 1`` before ``exp`` (``exp(-0.0) = exp(0.0)``); ``+ exp(hi2 - c)`` for an all
+    ``-inf`` ``hi2`` (``c`` is finite or ``+inf``, so the term is ``+0.0``, and
+    ``h + 0.0 = h`` for ``h = e^a + e^b``, never ``-0.0``)."""
+    logF, lo, hi, hi2, spare = t["logF"], t["lo"], t["hi"], t.get("hi2"), t.get("spare")
+    if spare is None:
+        spare = torch.empty_like(lo)
+    has = logF > NEG_INF
+    zero = torch.zeros_like(logF)
+    gi = cfg.groups.group_index.to(s.device)
+    p = cfg.p
+    if cfg.log or cfg.normalize:  # c = where(has, logF or logN, 0)[gi]
+        c = torch.index_select(torch.where(has, logF if cfg.log else cfg.logN, zero), 0, gi,
+                               out=spare)
+        if hi2 is not None:
+            torch.sub(hi2, c, out=hi2)
+        if not cfg.log:
+            torch.sub(lo, c, out=lo)
+            torch.sub(hi, c, out=hi)
+    if cfg.log:
+        _log_shares_lean(lo, hi, has, gi, logF.shape[0], p, spare)
+    grad = signed_exp_diff_into(lo, hi, spare)
+    if hess == "diag":
+        if p != 1:
+            lo.add_(math.log(p))
+        h = torch.add(lo.exp_(), hi.exp_(), out=lo)
+        if hi2 is not None:
+            h.add_(hi2.exp_())
+        if cfg.log:
+            h.sub_(torch.mul(grad, grad, out=hi)).clamp_min_(0)
+    else:
+        h = torch.add(lo.exp_(), hi.exp_(), out=lo).mul_(2 * p)
+    if reduction == "mean":
+        k = has.sum().clamp_min(1).to(s.dtype)
+        grad.div_(k)
+        h.div_(k)
+    return grad, h
+
+
+def _terms(s: Tensor, cfg: FamilyConfig, parts: str) -> Dict[str, Optional[Tensor]]:
+    """:func:`pair_terms` of the config; without autograd, ``hi2`` of ``p = 1`` label pairs
+    is ``None`` (all ``-inf``, never built)."""
+    if isinstance(cfg.pairs, ExplicitPairs) or _needs_graph(s, cfg.lw):
+        return pair_terms(s, cfg.lw, cfg.pairs, cfg.labels, cfg.groups, cfg.p, parts=parts,
+                          levels=cfg.levels)
+    levels = cfg.levels
+    if levels is None:
+        levels = levels_for(cfg.pairs, cfg.labels, cfg.groups)
+    return _level_terms_lean(s, cfg.lw, levels, cfg.groups, cfg.p, parts)
+
+
 def family_grad_hess(s: Tensor, cfg: FamilyConfig, hess: str, reduction: str):
     """Closed-form gradient and curvature of the reduced family loss (see losses' docs)."""
-    t = pair_terms(s, cfg.lw, cfg.pairs, cfg.labels, cfg.groups, cfg.p,
-                   parts="diag" if hess == "diag" else "grad", levels=cfg.levels)
+    t = _terms(s, cfg, "diag" if hess == "diag" else "grad")
     return _grad_curv(t, s, cfg, hess, reduction)
 
 
@@ -321,8 +448,7 @@ def family_value_grad_hess(s: Tensor, cfg: FamilyConfig, hess: str, reduction: s
     """Per-query values ``(G,)``, ``has_pairs``, gradient and curvature ``(n,)`` from one
     evaluation of the log-space scans (the value is their ``log F_p``): what
     :func:`family_value` and :func:`family_grad_hess` return, computed together."""
-    t = pair_terms(s, cfg.lw, cfg.pairs, cfg.labels, cfg.groups, cfg.p,
-                   parts="diag" if hess == "diag" else "grad", levels=cfg.levels)
+    t = _terms(s, cfg, "diag" if hess == "diag" else "grad")
     value, has, _ = _values(t["logF"], cfg)
     grad, h = _grad_curv(t, s, cfg, hess, reduction)
     return value, has, grad, h

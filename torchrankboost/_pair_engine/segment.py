@@ -20,13 +20,14 @@ be and every gradient is finite — through double backward too.
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Optional, Protocol
 
 import torch
 from torch import Tensor
 
 __all__ = ["NEG_INF", "acc_dtype", "seg_lse", "safe_logaddexp", "lse_n", "mask_inf",
-           "seg_scan_lse", "signed_exp_diff", "excl_logcumsumexp", "excl_cumsum"]
+           "seg_scan_lse", "seg_lse_into", "signed_exp_diff", "signed_exp_diff_into",
+           "excl_logcumsumexp", "excl_cumsum"]
 
 NEG_INF = float("-inf")
 
@@ -65,9 +66,7 @@ def seg_lse(x: Tensor, index: Tensor, num: int) -> Tensor:
     m = m.scatter_reduce(0, idx, xd, "amax", include_self=True)
     m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))
     if not x.requires_grad:  # values only: the masks below change no value (see _lean)
-        s = torch.zeros(shape, dtype=x.dtype, device=x.device).index_add(
-            0, index, torch.exp(x - m[index]))
-        return torch.log(s) + m
+        return _seg_lse_values(x, index, m)
     valid = xd != NEG_INF
     z = torch.where(valid, x, torch.zeros_like(x)) - m[index]
     e = torch.where(valid, torch.exp(torch.where(valid, z, torch.zeros_like(z))),
@@ -83,6 +82,28 @@ def seg_lse(x: Tensor, index: Tensor, num: int) -> Tensor:
 # where the mask gave 0, an empty (or all -inf) segment log(0) + 0 = -inf where the mask
 # gave -inf, and NaN / +inf inputs give NaN / +inf either way (the shift m is then NaN or
 # +inf, or 0 with an infinite exponential).
+
+
+def _seg_lse_values(x: Tensor, index: Tensor, m: Tensor, work: Optional[Tensor] = None
+                    ) -> Tensor:
+    """The values-only tail of :func:`seg_lse` (``m``: the finite segment maxima
+    ``(num, *rest)``): ``log Σ exp(x - m[index]) + m`` with ``x - m[index]`` and its
+    exponential in one buffer, ``work`` (shaped like ``x``, overwritten; ``None``: a new
+    one). The same kernels as ``torch.exp(x - m[index])``, in place: the same bits."""
+    buf = m[index] if work is None else torch.index_select(m, 0, index, out=work)
+    torch.sub(x, buf, out=buf)
+    buf.exp_()
+    s = torch.zeros(m.shape, dtype=x.dtype, device=x.device).index_add(0, index, buf)
+    return torch.log(s) + m
+
+
+def seg_lse_into(x: Tensor, index: Tensor, num: int, work: Tensor) -> Tensor:
+    """:func:`seg_lse` of a 1-D ``x`` that needs no gradient, with ``work`` ``(n,)`` (not ``x``;
+    overwritten) as its one ``(n,)`` temporary: bit for bit ``seg_lse(x, index, num)``."""
+    m = torch.full((num,), NEG_INF, dtype=x.dtype, device=x.device)
+    m = m.scatter_reduce(0, index, x, "amax", include_self=True)
+    m = torch.where(torch.isfinite(m), m, torch.zeros_like(m))
+    return _seg_lse_values(x, index, m, work)
 
 
 def safe_logaddexp(a: Tensor, b: Tensor) -> Tensor:
@@ -149,14 +170,28 @@ def signed_exp_diff(lo: Tensor, hi: Tensor) -> Tensor:
     """
     if torch.is_grad_enabled() and (lo.requires_grad or hi.requires_grad):
         return torch.exp(lo) - torch.exp(hi)
+    return signed_exp_diff_into(lo, hi, None)
+
+
+def signed_exp_diff_into(lo: Tensor, hi: Tensor, work: Optional[Tensor]) -> Tensor:
+    """:func:`signed_exp_diff` without autograd in two buffers: the result (new) and
+    ``work`` (shaped like the result, not ``lo`` or ``hi``; overwritten; ``None``: a new one),
+    each op in place or through ``out=``: the same kernels as ``m0 = where(fin, m, 0)``,
+    ``mn0 = where(fin, mn, 0)``, ``mag = where(fin, exp(m0 + log1p(-exp(mn0 - m0))), 0)``,
+    ``where(lo >= hi, mag, -mag)``, so the same bits."""
     m = torch.maximum(lo, hi)
-    mn = torch.minimum(lo, hi)
+    mn = torch.minimum(lo, hi) if work is None else torch.minimum(lo, hi, out=work)
     fin = m > NEG_INF
-    m0 = torch.where(fin, m, torch.zeros_like(m))
-    mn0 = torch.where(fin, mn, torch.zeros_like(mn))
-    mag = torch.exp(m0 + torch.log1p(-torch.exp(mn0 - m0)))
-    mag = torch.where(fin, mag, torch.zeros_like(mag))
-    return torch.where(lo >= hi, mag, -mag)
+    zero = m.new_zeros(())
+    torch.where(fin, m, zero, out=m)
+    torch.where(fin, mn, zero, out=mn)
+    torch.sub(mn, m, out=mn)
+    mn.exp_().neg_().log1p_()
+    torch.add(m, mn, out=m)
+    m.exp_()
+    torch.where(fin, m, zero, out=m)
+    torch.neg(m, out=mn)
+    return torch.where(lo >= hi, m, mn, out=m)
 
 
 def excl_logcumsumexp(x: Tensor, reverse: bool = False) -> Tensor:

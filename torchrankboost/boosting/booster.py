@@ -88,6 +88,7 @@ from .stochastic import refresh_round
 from .fixed_step import fixed_update
 from ..params import describe, from_params
 from .steps import decreases, line_search, newton_from_values, shift_minimiser, summed_evaluate
+from ._round_sums import all_finite, gradient_stats, moved, newton_target, step_sums
 from .weights import FitWeights, fit_weights, prepare_learner, split_init_score
 from ..curvature import hessian_diagonal, hvp_probes, is_per_query
 
@@ -498,17 +499,17 @@ class Booster(FitState):
             g, h, ckind = self._grad_curv(run, rnd)
             rows = run.weights.subset(self._subsample(run))
 
+        spare = []  # the stats' (n,) scratch, then the learner's target
         def first():  # Σ|h|, n, Σ g², each rank's max |g| in its own slot
             out = torch.zeros(3 + W, dtype=F64)
             if g.numel():
-                out[0], out[2] = h.abs().sum(), (g * g).sum()
-                out[3 + comm.rank] = g.abs().max()
+                spare[:] = [gradient_stats(g, h, out, 3 + comm.rank)]
             out[1] = run.weights.count(g.numel())
             return out
 
         st = comm.sum(first, size=3 + W)
         mean_h = float(st[0]) / float(st[1]) if float(st[1]) > 0 else 0.0
-        target, weight, hc, ckind = self._targets(g, h, ckind, mean_h=mean_h)
+        target, weight, hc, ckind = self._targets(g, h, ckind, mean_h, *spare)
         target, weight, hc = run.weights.mask(target, weight, hc)
         run.sync()
         t1 = time.perf_counter()
@@ -518,9 +519,7 @@ class Booster(FitState):
         run.sync()
         t2 = time.perf_counter()
         n_rows = run.X.shape[0] if rows is None else int(rows.numel())
-        sums = comm.sum(lambda: torch.stack([(g * f).sum(), (hc * f * f).sum(), (hc * hc).sum(),
-                                             hc.sum(), torch.tensor(float(n_rows), dtype=F64)]),
-                        size=5)
+        sums = comm.sum(lambda: step_sums(g, hc, f, n_rows), size=5)
         step = self._step(run, rnd, g, hc, f, sums=(float(sums[0]), float(sums[1])))
         if step.alpha is None:
             return False
@@ -575,13 +574,13 @@ class Booster(FitState):
         g, h = g.to(F64), h.to(F64)
         if self.curvature == "none":
             kind = "none"
-        if not bool(torch.isfinite(g).all()):
+        if not all_finite(g):
             raise self._failure(run, rnd, "the loss gradient has NaN/inf entries")
-        if self.curvature != "none" and not bool(torch.isfinite(h).all()):
+        if self.curvature != "none" and not all_finite(h):
             raise self._failure(run, rnd, "the loss curvature has NaN/inf entries")
         return g, h, kind
 
-    def _targets(self, g: Tensor, h: Tensor, kind: str, mean_h: Optional[float] = None):
+    def _targets(self, g: Tensor, h: Tensor, kind: str, mean_h=None, work=None):
         """``(target, weight, curvature used, kind)`` for the learner's least-squares fit;
         ``mean_h``: the mean of ``|h|`` over every rank's documents (data-parallel)."""
         if self.curvature == "none":
@@ -590,8 +589,8 @@ class Booster(FitState):
             mean_h = float(h.abs().mean()) if h.numel() else 0.0
         if not mean_h > 0:
             return -g, None, torch.ones_like(g), "unit"
-        hc = h.clamp_min(self.hess_floor * mean_h)
-        return -g / hc, hc, hc, kind
+        target, hc = newton_target(g, h, self.hess_floor * mean_h, work)
+        return target, hc, hc, kind
 
     def _subsample(self, run: _Run) -> Optional[Tensor]:
         """The rows of a seeded draw of ``subsample × n_queries`` whole queries (or ``None``)."""
@@ -626,7 +625,7 @@ class Booster(FitState):
         if f.shape != (n,):
             raise ValueError(f"round {rnd}: the weak model's predict_prepared returned shape "
                              f"{tuple(f.shape)}, expected ({n},)")
-        if not bool(torch.isfinite(f).all()):
+        if not all_finite(f):
             raise self._failure(run, rnd, f"the weak model predicts NaN/inf (targets had "
                                           f"range [{float(target.min()):.3g}, "
                                           f"{float(target.max()):.3g}])")
@@ -678,7 +677,7 @@ class Booster(FitState):
         fused = self._has_gh
         kind = self._curv_kind()
         for tries in range(31):
-            s_new = run.scores + (self.learning_rate * alpha) * f
+            s_new = moved(run.scores, self.learning_rate * alpha, f)
             v, g, h = self._value_at(run, s_new, fused, kind)
             if decreases(v, v0, self.learning_rate * alpha, run.ensemble.n_rounds + 1):
                 if fused:
@@ -759,7 +758,7 @@ class Booster(FitState):
 
     def _apply(self, run: _Run, rnd: int, step: _Step, w_round: float, model, f) -> None:
         """``s ← s + ν α f``, the new loss, the ensemble's new round."""
-        s_new = step.scores if step.scores is not None else run.scores + w_round * f
+        s_new = step.scores if step.scores is not None else moved(run.scores, w_round, f)
         loss_new = (step.new_loss if step.new_loss is not None
                     else self._loss_value(run.comm, run.bound, s_new))
         if not math.isfinite(loss_new):
