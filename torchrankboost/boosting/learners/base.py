@@ -28,6 +28,7 @@ import torch
 from torch import Tensor
 
 from ...parallel import DistContext, get_context
+from .._round_sums import all_finite
 
 __all__ = ["WeakLearner", "WeakModel", "fit_context"]
 
@@ -111,7 +112,7 @@ def check_fit_inputs(n: int, device, target, weight, rows):
     _check_vector(target, "target", n)
     if not target.dtype.is_floating_point:
         raise ValueError(f"target: expected a floating-point tensor, got {target.dtype}")
-    if not torch.isfinite(target).all():
+    if not all_finite(target):  # one sum first: no (n,) temporary at millions of rows
         raise ValueError("target: contains NaN or inf")
     target = target.to(device)
     if weight is None:
@@ -121,9 +122,9 @@ def check_fit_inputs(n: int, device, target, weight, rows):
             shape = tuple(weight.shape) if isinstance(weight, Tensor) else type(weight).__name__
             raise ValueError(f"weight: expected shape {tuple(target.shape)}, got {shape}")
         weight = weight.to(device)
-        if not torch.isfinite(weight).all():
+        if not all_finite(weight):
             raise ValueError("weight: contains NaN or inf")
-        if (weight < 0).any():
+        if weight.numel() and bool(weight.min() < 0):
             raise ValueError("weight: negative weights are not allowed")
     if rows is not None:
         if not isinstance(rows, Tensor) or rows.dim() != 1 or rows.dtype not in (torch.int64, torch.int32):
