@@ -93,63 +93,69 @@ static void counts_to_double(double *hist, int64_t F, int64_t S, const int64_t *
     }
 }
 
-static void histogram_impl(const uint8_t *codes, int64_t n, int64_t F, const int32_t *rows,
-                           int64_t m, const double *gh, double *hist, int64_t S, int nthreads,
-                           const int64_t *num_bins)
-{
-    zero_used(hist, F, S, num_bins); /* +0.0 and integer 0 have the same bits */
-    if (rows == NULL) m = n;
-    int nt = nthreads;
-    if (nt < 1 || (double)m * (double)F < PAR_MIN_WORK) nt = 1;
-    if (nt > F) nt = (int)F;
-#pragma omp parallel num_threads(nt) if (nt > 1)
-    {
-        int64_t f0, f1;
-        thread_slice(F, &f0, &f1);
-        int64_t i = 0;
-        /* two rows at a time (more independent updates in flight; each bin still sums its
-         * rows in row order, so the result is the same bit for bit) */
-        for (; i + 1 < m; i += 2) {
-            int64_t r = rows ? (int64_t)rows[i] : i, r2 = rows ? (int64_t)rows[i + 1] : i + 1;
-            if (rows && i + PREFETCH_AHEAD + 1 < m) { /* a node's rows are scattered */
-                const uint8_t *q = codes + (int64_t)rows[i + PREFETCH_AHEAD] * F + f0;
-                const uint8_t *q2 = codes + (int64_t)rows[i + PREFETCH_AHEAD + 1] * F + f0;
-                for (int64_t o = 0; o < f1 - f0; o += 64) {
-                    __builtin_prefetch(q + o);
-                    __builtin_prefetch(q2 + o);
-                }
-                /* and their (w·t, w): at 10M rows gh is 160 MB, far past the L3 cache
-                 * (measured: 0.89-0.95x the time per 10M-row tree, 0.98x at 1M) */
-                __builtin_prefetch(gh + 2 * (int64_t)rows[i + PREFETCH_AHEAD]);
-                __builtin_prefetch(gh + 2 * (int64_t)rows[i + PREFETCH_AHEAD + 1]);
-            }
-            const uint8_t *c = codes + r * F, *c2 = codes + r2 * F;
-            double g = gh[2 * r], h = gh[2 * r + 1], g2 = gh[2 * r2], h2 = gh[2 * r2 + 1];
-            for (int64_t f = f0; f < f1; f++) {
-                double *p = hist + (f * S + c[f]) * CH;
-                p[0] += g;
-                p[1] += h;
-                *(count_t *)(p + 2) += 1;
-                double *p2 = hist + (f * S + c2[f]) * CH;
-                p2[0] += g2;
-                p2[1] += h2;
-                *(count_t *)(p2 + 2) += 1;
-            }
-        }
-        for (; i < m; i++) {
-            int64_t r = rows ? (int64_t)rows[i] : i;
-            const uint8_t *c = codes + r * F;
-            double g = gh[2 * r], h = gh[2 * r + 1];
-            for (int64_t f = f0; f < f1; f++) {
-                double *p = hist + (f * S + c[f]) * CH;
-                p[0] += g;
-                p[1] += h;
-                *(count_t *)(p + 2) += 1;
-            }
-        }
-    }
-    counts_to_double(hist, F, S, num_bins);
+/* The histogram pass, instantiated for uint8 codes (histogram_impl) and int16 codes
+ * (histogram_impl16, more than 255 bins; codes in [0, S)): the same sums in the same order
+ * for both widths. */
+#define TRB_HISTOGRAM(NAME, T)                                                                 \
+static void NAME(const T *codes, int64_t n, int64_t F, const int32_t *rows, int64_t m,         \
+                 const double *gh, double *hist, int64_t S, int nthreads,                      \
+                 const int64_t *num_bins)                                                      \
+{                                                                                              \
+    zero_used(hist, F, S, num_bins); /* +0.0 and integer 0 have the same bits */               \
+    if (rows == NULL) m = n;                                                                   \
+    int nt = nthreads;                                                                         \
+    if (nt < 1 || (double)m * (double)F < PAR_MIN_WORK) nt = 1;                                \
+    if (nt > F) nt = (int)F;                                                                   \
+    _Pragma("omp parallel num_threads(nt) if (nt > 1)")                                        \
+    {                                                                                          \
+        int64_t f0, f1;                                                                        \
+        thread_slice(F, &f0, &f1);                                                             \
+        int64_t i = 0;                                                                         \
+        /* two rows at a time (more independent updates in flight; each bin still sums its     \
+         * rows in row order, so the result is the same bit for bit) */                        \
+        for (; i + 1 < m; i += 2) {                                                            \
+            int64_t r = rows ? (int64_t)rows[i] : i, r2 = rows ? (int64_t)rows[i + 1] : i + 1; \
+            if (rows && i + PREFETCH_AHEAD + 1 < m) { /* a node's rows are scattered */        \
+                const T *q = codes + (int64_t)rows[i + PREFETCH_AHEAD] * F + f0;               \
+                const T *q2 = codes + (int64_t)rows[i + PREFETCH_AHEAD + 1] * F + f0;          \
+                for (int64_t o = 0; o < f1 - f0; o += 64 / (int64_t)sizeof(T)) {               \
+                    __builtin_prefetch(q + o);                                                 \
+                    __builtin_prefetch(q2 + o);                                                \
+                }                                                                              \
+                /* and their (w·t, w): at 10M rows gh is 160 MB, far past the L3 cache         \
+                 * (measured: 0.89-0.95x the time per 10M-row tree, 0.98x at 1M) */            \
+                __builtin_prefetch(gh + 2 * (int64_t)rows[i + PREFETCH_AHEAD]);                \
+                __builtin_prefetch(gh + 2 * (int64_t)rows[i + PREFETCH_AHEAD + 1]);            \
+            }                                                                                  \
+            const T *c = codes + r * F, *c2 = codes + r2 * F;                                  \
+            double g = gh[2 * r], h = gh[2 * r + 1], g2 = gh[2 * r2], h2 = gh[2 * r2 + 1];     \
+            for (int64_t f = f0; f < f1; f++) {                                                \
+                double *p = hist + (f * S + c[f]) * CH;                                        \
+                p[0] += g;                                                                     \
+                p[1] += h;                                                                     \
+                *(count_t *)(p + 2) += 1;                                                      \
+                double *p2 = hist + (f * S + c2[f]) * CH;                                      \
+                p2[0] += g2;                                                                   \
+                p2[1] += h2;                                                                   \
+                *(count_t *)(p2 + 2) += 1;                                                     \
+            }                                                                                  \
+        }                                                                                      \
+        for (; i < m; i++) {                                                                   \
+            int64_t r = rows ? (int64_t)rows[i] : i;                                           \
+            const T *c = codes + r * F;                                                        \
+            double g = gh[2 * r], h = gh[2 * r + 1];                                           \
+            for (int64_t f = f0; f < f1; f++) {                                                \
+                double *p = hist + (f * S + c[f]) * CH;                                        \
+                p[0] += g;                                                                     \
+                p[1] += h;                                                                     \
+                *(count_t *)(p + 2) += 1;                                                      \
+            }                                                                                  \
+        }                                                                                      \
+    }                                                                                          \
+    counts_to_double(hist, F, S, num_bins);                                                    \
 }
+TRB_HISTOGRAM(histogram_impl, uint8_t)
+TRB_HISTOGRAM(histogram_impl16, int16_t)
 
 /* out := a - b, elementwise over len doubles (the larger child's histogram). */
 void trb_subtract_mt(const double *a, const double *b, double *out, int64_t len, int nthreads)
@@ -162,64 +168,6 @@ void trb_subtract_mt(const double *a, const double *b, double *out, int64_t len,
 void trb_subtract(const double *a, const double *b, double *out, int64_t len)
 {
     trb_subtract_mt(a, b, out, len, 1);
-}
-
-/* histogram_impl on 2-byte codes (int16, n_bins > 255; codes in [0, S)): the same sums
- * in the same order (features split across threads, each bin's rows in row order), so the
- * same histogram bit for bit as the torch reference. A separate function so that the uint8
- * loop above stays as it is. */
-static void histogram_impl16(const int16_t *codes, int64_t n, int64_t F, const int32_t *rows,
-                             int64_t m, const double *gh, double *hist, int64_t S, int nthreads,
-                             const int64_t *num_bins)
-{
-    zero_used(hist, F, S, num_bins);
-    if (rows == NULL) m = n;
-    int nt = nthreads;
-    if (nt < 1 || (double)m * (double)F < PAR_MIN_WORK) nt = 1;
-    if (nt > F) nt = (int)F;
-#pragma omp parallel num_threads(nt) if (nt > 1)
-    {
-        int64_t f0, f1;
-        thread_slice(F, &f0, &f1);
-        int64_t i = 0;
-        for (; i + 1 < m; i += 2) {
-            int64_t r = rows ? (int64_t)rows[i] : i, r2 = rows ? (int64_t)rows[i + 1] : i + 1;
-            if (rows && i + PREFETCH_AHEAD + 1 < m) {
-                const int16_t *q = codes + (int64_t)rows[i + PREFETCH_AHEAD] * F + f0;
-                const int16_t *q2 = codes + (int64_t)rows[i + PREFETCH_AHEAD + 1] * F + f0;
-                for (int64_t o = 0; o < f1 - f0; o += 32) { /* 32 codes = 64 bytes */
-                    __builtin_prefetch(q + o);
-                    __builtin_prefetch(q2 + o);
-                }
-                __builtin_prefetch(gh + 2 * (int64_t)rows[i + PREFETCH_AHEAD]);
-                __builtin_prefetch(gh + 2 * (int64_t)rows[i + PREFETCH_AHEAD + 1]);
-            }
-            const int16_t *c = codes + r * F, *c2 = codes + r2 * F;
-            double g = gh[2 * r], h = gh[2 * r + 1], g2 = gh[2 * r2], h2 = gh[2 * r2 + 1];
-            for (int64_t f = f0; f < f1; f++) {
-                double *p = hist + (f * S + c[f]) * CH;
-                p[0] += g;
-                p[1] += h;
-                *(count_t *)(p + 2) += 1;
-                double *p2 = hist + (f * S + c2[f]) * CH;
-                p2[0] += g2;
-                p2[1] += h2;
-                *(count_t *)(p2 + 2) += 1;
-            }
-        }
-        for (; i < m; i++) {
-            int64_t r = rows ? (int64_t)rows[i] : i;
-            const int16_t *c = codes + r * F;
-            double g = gh[2 * r], h = gh[2 * r + 1];
-            for (int64_t f = f0; f < f1; f++) {
-                double *p = hist + (f * S + c[f]) * CH;
-                p[0] += g;
-                p[1] += h;
-                *(count_t *)(p + 2) += 1;
-            }
-        }
-    }
-    counts_to_double(hist, F, S, num_bins);
 }
 
 /* The node histogram on codes of either width (wide: int16, else uint8). */
