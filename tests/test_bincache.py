@@ -14,7 +14,7 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 
 from torchrankboost.boosting import Booster
-from torchrankboost.boosting.binning import attach_bins, bin_features
+from torchrankboost.kernels.binning import attach_bins, bin_features
 from torchrankboost.boosting.learners import RegressionTree
 from torchrankboost.cli import main
 from torchrankboost.data import load_file

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import torch
 
-from torchrankboost.boosting.binning import bin_features
+from torchrankboost.kernels.binning import bin_features
 from torchrankboost.data import binned_read, fastread, load_svmlight
 from torchrankboost.data import cache as cache_mod
 from torchrankboost.data.binned_read import load_svmlight_binned

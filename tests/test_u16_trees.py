@@ -14,8 +14,8 @@ import torch
 from safetensors import safe_open
 
 from torchrankboost.boosting import Booster, Ensemble
-from torchrankboost.boosting.binning import bin_features
-from torchrankboost.boosting.kernels import native_backend
+from torchrankboost.kernels.binning import bin_features
+from torchrankboost.kernels import native_backend
 from torchrankboost.boosting.learners import ObliviousTree, RegressionTree
 from torchrankboost.cli import main
 from torchrankboost.data import cache as cache_mod
@@ -231,7 +231,7 @@ def test_histogram_memory_counts_the_slots(monkeypatch):
 
 @native_only
 def test_native_histogram16_equals_reference():
-    from torchrankboost.boosting.kernels.histogram import histogram
+    from torchrankboost.kernels.histogram import histogram
 
     X, t, _, _ = _problem(9, n=5000)
     p = RegressionTree(n_bins=900).prepare(X)

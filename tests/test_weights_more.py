@@ -177,7 +177,7 @@ def test_native_tree_on_no_rows_counts_no_rows():
     """A fit on an empty ``rows`` (a rank whose rows all weigh 0) grows the torch kernels'
     tree: the compiled kernel must not read an empty row list as "every row"."""
     from torchrankboost.boosting import RegressionTree
-    from torchrankboost.boosting.kernels import native_backend
+    from torchrankboost.kernels import native_backend
 
     if native_backend.NativeBackend().unavailable(device=torch.device("cpu"),
                                                   data_dtype=torch.uint8, num_rows=10):

@@ -4,8 +4,8 @@ repeated values, uint8 and int16 codes, float32 and float64)."""
 import pytest
 import torch
 
-from torchrankboost.boosting import binning
-from torchrankboost.boosting.kernels import native_backend
+from torchrankboost.kernels import binning
+from torchrankboost.kernels import native_backend
 
 
 def _reference(X, edges, missing, dtype):

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import torch
 
-from torchrankboost.boosting.kernels.histogram import histogram
+from torchrankboost.kernels.histogram import histogram
 from torchrankboost.boosting.learners import (
     FeatureRankers,
     RegressionTree,

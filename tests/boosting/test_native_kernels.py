@@ -1,6 +1,6 @@
 """The compiled tree kernels against the pure-torch reference path: identical trees.
 
-Both paths grow the same best-first trees; the compiled one (``boosting/kernels/trees.c``)
+Both paths grow the same best-first trees; the compiled one (``kernels/trees.c``)
 must give the same split features, thresholds, NaN sides, gains and leaf values bit for bit,
 for any thread count, and the same boosted ensembles.
 """
@@ -12,9 +12,9 @@ import torch
 
 import torchrankboost._native as native
 from torchrankboost.boosting import Booster
-from torchrankboost.boosting import kernels as K
-from torchrankboost.boosting.kernels import native_backend
-from torchrankboost.boosting.kernels.histogram import histogram
+from torchrankboost import kernels as K
+from torchrankboost.kernels import native_backend
+from torchrankboost.kernels.histogram import histogram
 from torchrankboost.boosting.learners import RegressionTree
 from torchrankboost.data import make_letor
 from torchrankboost.losses import ExponentialPairwiseLoss, QBRankLoss

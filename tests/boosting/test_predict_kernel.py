@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from torchrankboost import Booster, Ensemble, RegressionTree
-from torchrankboost.boosting.kernels import native_backend
+from torchrankboost.kernels import native_backend
 from torchrankboost.data.synthetic import make_letor
 from torchrankboost.losses import ExponentialPairwiseLoss
 

@@ -142,7 +142,7 @@ class Ensemble:
         bs = n if not batch_size else int(batch_size)
         if bs < 1:
             raise ValueError(f"batch_size must be positive, got {batch_size}")
-        from .kernels.native_backend import predict_trees
+        from ..kernels.native_backend import predict_trees
 
         for start in range(0, n, max(bs, 1)):
             xb = X[start:start + bs]

@@ -37,8 +37,8 @@ from typing import List, Optional
 import torch
 from torch import Tensor
 
-from ..binning import BinnedFeatures
-from ..kernels import GrownTree, histogram, newton_values
+from ...kernels.binning import BinnedFeatures
+from ...kernels import GrownTree, histogram, newton_values
 from .base import check_int, out_dtype
 from .tree import RegressionTree, TreeModel, node_covers
 
@@ -147,7 +147,7 @@ class _LevelGrower:
                 out[j] = histogram(self.codes, rows[starts[j]:starts[j + 1]], self.values,
                                    slots=self.slots, packed=self.packed)
             return out
-        from ..kernels.native_backend import library
+        from ...kernels.native_backend import library
 
         lib = library()
         out = torch.empty((B, F, self.slots, 3), dtype=torch.float64)
@@ -300,7 +300,7 @@ def _accept(bg: float, parent: Tensor, learner: ObliviousTree) -> bool:
 def _native_level(raw: Tensor, prepared, feat_ok, miss, Vm: int, parent: Tensor, learner):
     """``(feature, bin, side, node gains (B,), left counts (B,))`` of the best allowed
     candidate from the compiled kernels, or ``None``."""
-    from ..kernels.native_backend import library
+    from ...kernels.native_backend import library
 
     B, F, S, _ = raw.shape
     raw = raw.contiguous()

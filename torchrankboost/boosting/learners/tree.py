@@ -7,7 +7,7 @@ A tree split of a node into L and R has gain
 
 (no factor ½, as in LightGBM's reported gains); leaf values are ``G_leaf / (H_leaf + λ)``.
 Trees grow best-first on bin codes (:mod:`..binning`); the growth itself runs in a tree
-backend chosen by :func:`~torchrankboost.boosting.kernels.choose_backend` (the compiled CPU
+backend chosen by :func:`~torchrankboost.kernels.choose_backend` (the compiled CPU
 kernels or the pure-torch reference; the same trees bit for bit).
 
 Data-parallel: the binning agrees on the edges of all ranks' rows; a tree all-reduces each
@@ -23,8 +23,9 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from ..binning import MAX_INT16_BINS, BinnedFeatures, _check_X, bin_features, code_slots
-from ..kernels import KERNELS, GrownTree, TreeParams, choose_backend, newton_values
+from ...kernels.binning import (MAX_INT16_BINS, BinnedFeatures, bin_features, check_features,
+                               code_slots)
+from ...kernels import KERNELS, GrownTree, TreeParams, choose_backend, newton_values
 from ...params import Params
 from .base import check_fit_inputs, check_float, check_int, fit_context, out_dtype
 from .memory import check_histogram_memory
@@ -110,7 +111,7 @@ class TreeModel:
     def leaves(self, X: Tensor, *, kernel: str = "auto") -> Tensor:
         """(n,) int64 leaf id of every row of raw features X (the traversal of
         :meth:`predict`)."""
-        _check_X(X)
+        check_features(X)
         X = X.to(device=self.leaf_value.device, dtype=self.threshold.dtype)
         backend = choose_backend(kernel, device=X.device, data_dtype=X.dtype,
                                  num_rows=X.shape[0], announce=False)
@@ -184,7 +185,7 @@ class RegressionTree(Params):
         bin_sample_count: rows used to place the bin edges (seeded sample above).
         seed: seed for the binning sample and, absent a generator, feature sub-sampling.
         kernel: ``"auto"`` (default: the compiled CPU kernels of
-            :mod:`~torchrankboost.boosting.kernels` on CPU when they build here, the
+            :mod:`~torchrankboost.kernels` on CPU when they build here, the
             pure-torch path otherwise, announced once with a warning on CPU; always torch on
             other devices), ``"native"`` (the compiled kernels or an error saying why not) or
             ``"torch"`` (the pure-torch reference). Both give the same trees bit for bit;

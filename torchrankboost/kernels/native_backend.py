@@ -19,8 +19,8 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from ... import _native
-from ..._io import deferred_interrupts
+from .. import _native
+from .._io import deferred_interrupts
 from .base import GrownTree, Reduce, TreeParams, Unavailable
 from .histogram import compact_reducer
 
@@ -332,7 +332,7 @@ def predict_trees(models, weights, X: Tensor, out: Tensor, cache: dict) -> bool:
 
 
 def apply_bins_native(X: Tensor, edges: Tensor, missing_code: int, dtype) -> Optional[Tensor]:
-    """:func:`~torchrankboost.boosting.binning.apply_bins` in the compiled kernel (a binary
+    """:func:`~torchrankboost.kernels.binning.apply_bins` in the compiled kernel (a binary
     search per value, rows across the threads; the same codes as ``torch.searchsorted``), or
     ``None`` where it does not apply: not CPU, not float32 / float64 in the edges' dtype, NaN
     in the edges, codes neither uint8 nor int16, or no compiled kernels here."""
