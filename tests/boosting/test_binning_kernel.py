@@ -28,17 +28,26 @@ def test_compiled_codes_equal_searchsorted(dtype):
     X[:, 6] = 0.0  # one constant feature
     edges = binning.bin_features(X[:1000], n_bins=16).edges
     for missing, code_dtype in ((255, torch.uint8), (300, torch.int16)):
-        got = native_backend.apply_bins_native(X, edges, missing, code_dtype)
-        assert got is not None and torch.equal(got, _reference(X, edges, missing, code_dtype))
+        got = native_backend.NativeBackend().apply_bins(X, edges, missing_code=missing,
+                                                        dtype=code_dtype)
+        assert torch.equal(got, _reference(X, edges, missing, code_dtype))
     # apply_bins takes the compiled path and gives the same codes as before
     assert torch.equal(binning.apply_bins(X, edges), _reference(X, edges, 255, torch.uint8))
 
 
-def test_declined_where_it_does_not_apply():
+def test_the_reference_where_the_kernel_does_not_apply(monkeypatch):
+    """Codes the compiled coder does not make (X not in the edges' dtype, int64 codes, NaN
+    in the edges) come from the torch reference, never from the kernel."""
+    def refuse():
+        raise AssertionError("the compiled coder was called")
+
+    monkeypatch.setattr(native_backend, "library", refuse)
     X = torch.randn(10, 3)
     edges = torch.full((3, 4), float("inf"))
-    assert native_backend.apply_bins_native(X.double(), edges, 255, torch.uint8) is None
-    assert native_backend.apply_bins_native(X, edges, 255, torch.int64) is None
+    nat, ref = native_backend.NativeBackend(), native_backend.TorchBackend()
     nan_edges = edges.clone()
     nan_edges[0, 0] = float("nan")
-    assert native_backend.apply_bins_native(X, nan_edges, 255, torch.uint8) is None
+    for x, e, dt in ((X.double(), edges, torch.uint8), (X, edges, torch.int64),
+                     (X, nan_edges, torch.uint8)):
+        got = nat.apply_bins(x, e, missing_code=255, dtype=dt)
+        assert torch.equal(got, ref.apply_bins(x, e, missing_code=255, dtype=dt))

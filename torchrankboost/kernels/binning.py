@@ -1,4 +1,4 @@
-"""Quantile binning of dense features, done once per fit.
+"""Quantile binning of dense features, done once per fit: the bin codes every kernel works on.
 
 Every histogram-based learner (regression trees, stumps) works on small integer *bin codes*
 instead of raw feature values. :func:`bin_features` picks, per feature, at most ``n_bins``
@@ -29,8 +29,9 @@ Layout and conventions
 Everything runs as torch ops on the device of ``X`` (the sample permutation is drawn on the CPU
 so the same seed gives the same bins on every device). The quantile step is vectorised over
 blocks of features (sort of the transposed sample block, run starts by comparison, quantile runs
-read from cumulative run counts; no per-feature loop); coding is vectorised over features with
-a batched ``torch.searchsorted`` and chunked over rows to bound memory.
+read from cumulative run counts; no per-feature loop). Coding (:func:`apply_bins`) runs in the
+tree backend chosen by :func:`~torchrankboost.kernels.choose_backend` (the compiled binary
+search on CPU, a batched ``torch.searchsorted`` chunked over rows elsewhere: the same codes).
 """
 
 from __future__ import annotations
@@ -42,6 +43,7 @@ import torch
 from torch import Tensor
 
 from ..parallel import get_context
+from . import choose_backend
 
 __all__ = ["BinnedFeatures", "bin_features", "apply_bins", "compute_bin_edges", "MAX_UINT8_BINS",
            "MAX_INT16_BINS", "attach_bins", "code_slots", "code_dtype", "check_features",
@@ -297,19 +299,9 @@ def apply_bins(X: Tensor, edges: Tensor, *, missing_code: int = 255, dtype=torch
     if X.shape[1] != edges.shape[0]:
         raise ValueError(f"X: has {X.shape[1]} features, the bin edges have {edges.shape[0]}")
     X = X.to(edges.dtype)
-    from .native_backend import apply_bins_native  # noqa: WPS433 (late: the kernels)
-
-    fast = apply_bins_native(X, edges, missing_code, dtype)
-    if fast is not None:  # the compiled search: the same codes
-        return fast
-    n, F = X.shape
-    out = torch.empty((n, F), dtype=dtype, device=X.device)
-    for s in range(0, n, _CODE_CHUNK):  # chunks bound the (F, chunk) int64 temporaries
-        xc = X[s : s + _CODE_CHUNK].t().contiguous()  # (F, m)
-        c = torch.searchsorted(edges, xc, side="left")
-        c.masked_fill_(torch.isnan(xc), missing_code)
-        out[s : s + _CODE_CHUNK] = c.t()
-    return out
+    backend = choose_backend("auto", device=X.device, data_dtype=X.dtype, num_rows=X.shape[0],
+                             announce=False)
+    return backend.apply_bins(X, edges, missing_code=missing_code, dtype=dtype)
 
 
 def bin_features(X: Tensor, *, n_bins: int = 255, sample_count: int = 200_000, seed: int = 0,

@@ -6,9 +6,9 @@ A tree split of a node into L and R has gain
     gain = G_L² / (H_L + λ) + G_R² / (H_R + λ) − G² / (H + λ)          (λ = ``l2``)
 
 (no factor ½, as in LightGBM's reported gains); leaf values are ``G_leaf / (H_leaf + λ)``.
-Trees grow best-first on bin codes (:mod:`..binning`); the growth itself runs in a tree
+Trees grow best-first on bin codes (:mod:`torchrankboost.kernels.binning`); the growth itself runs in a tree
 backend chosen by :func:`~torchrankboost.kernels.choose_backend` (the compiled CPU
-kernels or the pure-torch reference; the same trees bit for bit).
+kernels or the pure-torch reference; the same trees bit for bit), and so does the traversal.
 
 Data-parallel: the binning agrees on the edges of all ranks' rows; a tree all-reduces each
 node histogram it builds (the root's, then the smaller child's of each split: the larger
@@ -25,7 +25,7 @@ from torch import Tensor
 
 from ...kernels.binning import (MAX_INT16_BINS, BinnedFeatures, bin_features, check_features,
                                code_slots)
-from ...kernels import KERNELS, GrownTree, TreeParams, choose_backend, newton_values
+from ...kernels import GrownTree, TreeParams, check_kernel, choose_backend, newton_values
 from ...params import Params
 from .base import check_fit_inputs, check_float, check_int, fit_context, out_dtype
 from .memory import check_histogram_memory
@@ -202,9 +202,7 @@ class RegressionTree(Params):
                  min_child_weight: float = 1e-3, min_samples_leaf: int = 20, l2: float = 0.0,
                  min_split_gain: float = 0.0, n_bins: int = 255, feature_fraction: float = 1.0,
                  bin_sample_count: int = 200_000, seed: int = 0, kernel: str = "auto"):
-        if kernel not in KERNELS:
-            raise ValueError(f"kernel: expected one of {KERNELS}, got {kernel!r}")
-        self.kernel = kernel
+        self.kernel = check_kernel(kernel)
         self.kernel_: Optional[str] = None
         self.max_leaves = check_int(max_leaves, "max_leaves", 2)
         if max_depth is None or max_depth == -1:
