@@ -109,9 +109,9 @@ class BinSpec:
 
 
 def bin_spec_of(learner, **reading) -> BinSpec:
-    """The :class:`BinSpec` of a histogram learner (``n_bins``, ``bin_sample_count``,
-    ``seed``, as :class:`~torchrankboost.boosting.learners.RegressionTree`); ``ValueError``
-    for a learner that bins no features this way."""
+    """The :class:`BinSpec` of a histogram learner (any object with ``n_bins``,
+    ``bin_sample_count`` and ``seed``, as the tree learners have); ``ValueError`` for a
+    learner that bins no features this way."""
     if not all(hasattr(learner, a) for a in ("n_bins", "bin_sample_count", "seed")):
         raise ValueError(f"--cache: the learner {type(learner).__name__} does not train on "
                          f"binned features (the tree learner does); train from the text file")
