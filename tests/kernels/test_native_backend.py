@@ -271,3 +271,57 @@ def test_compiled_pass_equals_the_per_round_loop(dtype):
                                 depth=m64.depth)
     both = Ensemble(model.models, model.weights, base_score=0.25, num_features=X.shape[1])
     assert torch.equal(both.predict(X.float()), _per_round(both, X.float()))
+
+
+def test_predict_trees_equals_the_reference():
+    d = make_letor(30, 20, 6, seed=3, dtype=torch.float64)
+    X = d.X.clone()
+    X[::5, 1] = float("nan")
+    tree = RegressionTree(max_leaves=9, min_samples_leaf=3)
+    p = tree.prepare(X)
+    g = torch.Generator().manual_seed(3)
+    trees = [tree.fit(p, torch.randn(X.shape[0], generator=g, dtype=torch.float64))
+             for _ in range(4)]
+    weights = [0.5, 0.1, -0.2, 0.05]
+    nat, ref = native_backend.NativeBackend(), native_backend.TorchBackend()
+    for Xq in (X, X.float()):
+        a = torch.full((X.shape[0],), 0.5, dtype=torch.float64)
+        b = a.clone()
+        nat.predict_trees(trees, weights, Xq, a, cache={})
+        ref.predict_trees(trees, weights, Xq, b, cache={})
+        assert torch.equal(a, b)
+
+
+# ----------------------------------------------------------------------------- oblivious levels
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_level_steps_equal_the_reference(seed):
+    """The level histograms and the level search of the compiled kernels: the reference's
+    values and question bit for bit, on two levels of random node splits."""
+    from torchrankboost.kernels import TreeParams
+
+    X, t, w, _, _ = _random_problem(seed + 30)
+    p = binning.bin_features(X, n_bins=int(40 + 50 * seed))
+    n, F = p.codes.shape
+    w = torch.ones(n, dtype=torch.float64) if w is None else w
+    values = torch.stack([w * t, w], 1).contiguous()
+    params = TreeParams(max_leaves=8, max_depth=3, min_child_weight=1e-3,
+                        min_samples_leaf=1 + seed, l2=float(seed), min_split_gain=0.0)
+    nat, ref = native_backend.NativeBackend(), native_backend.TorchBackend()
+    feat_ok = torch.rand(F, generator=torch.Generator().manual_seed(seed)) < 0.8
+    feat_ok[0] = True
+    node = torch.randint(0, 4, (n,), generator=torch.Generator().manual_seed(seed))
+    rows = torch.argsort(node, stable=True)
+    counts = torch.bincount(node, minlength=4).tolist()
+    hists = [b.level_histograms(p, values, rows, counts, [0, 1, 2, 3], reduce=None)
+             for b in (nat, ref)]
+    assert hists[0].shape == hists[1].shape == (4, 3, F, p.missing_code + 1)
+    assert torch.equal(hists[0], hists[1])
+    miss = hists[1][0, 2, :, -1] > 0
+    a = nat.best_level(hists[0], p, feat_ok, miss, params=params)
+    b = ref.best_level(hists[1], p, feat_ok, miss, params=params)
+    assert (a is None) == (b is None)
+    if a is not None:
+        assert a[:3] == b[:3]
+        assert torch.equal(a.node_gain, b.node_gain) and torch.equal(a.left_count, b.left_count)
