@@ -141,7 +141,7 @@ def _per_tree(seconds) -> float:
 
 
 def worker_ours(n: int, args) -> dict:
-    from torchrankboost.boosting.binning import attach_bins
+    from torchrankboost.kernels.binning import attach_bins
     from torchrankboost.groups import Groups
     from bench_boost import tree
 

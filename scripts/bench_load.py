@@ -84,7 +84,7 @@ def child(which: str, path: str, threads: int) -> None:
     if which in ("ours", "float"):
         import torch
 
-        from torchrankboost.boosting.binning import bin_features
+        from torchrankboost.kernels.binning import bin_features
         from torchrankboost.data import load_svmlight
         from torchrankboost.data.binned_read import load_svmlight_binned
         torch.set_num_threads(threads)

@@ -25,8 +25,8 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from torchrankboost.boosting.binning import bin_features
-from torchrankboost.boosting.kernels.histogram import histogram
+from torchrankboost.kernels.binning import bin_features
+from torchrankboost.kernels.histogram import histogram
 from torchrankboost.boosting.learners import RegressionTree
 
 

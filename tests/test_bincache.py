@@ -4,6 +4,7 @@ damaged caches refused (or rebuilt by `train --cache`), never silently used."""
 
 from __future__ import annotations
 
+import json
 import os
 from types import SimpleNamespace
 
@@ -14,9 +15,10 @@ from safetensors import safe_open
 from safetensors.torch import save_file
 
 from torchrankboost.boosting import Booster
-from torchrankboost.boosting.binning import attach_bins, bin_features
+from torchrankboost.kernels.binning import attach_bins, bin_features
 from torchrankboost.boosting.learners import RegressionTree
 from torchrankboost.cli import main
+from torchrankboost.data import cache as cache_mod
 from torchrankboost.data import load_file
 from torchrankboost.data.cache import (BinSpec, CacheError, StaleCacheError, build_cache,
                                        cache_status, load_cache, realized,
@@ -182,3 +184,68 @@ def test_cli_bin_and_train_cache_same_model(tmp_path, capsys):
     assert main(["train", "--data", str(f), "--cache", str(c)] + common) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith("torchrankboost: error:") and "\n" not in err
+
+
+# ----------------------------------------------------------------------------- int16 codes
+
+
+def _write_many_values(path, n_queries=40, F=4, seed=1):
+    """A LETOR text file with hundreds of distinct values per feature (more than 255 bins)."""
+    rng = np.random.default_rng(seed)
+    lines = []
+    for q in range(n_queries):
+        for _ in range(int(rng.integers(5, 15))):
+            x = np.round(rng.normal(size=F), 5)  # hundreds of distinct values per feature
+            feats = " ".join(f"{j + 1}:{v}" for j, v in enumerate(x) if v != 0.0)
+            lines.append(f"{int(rng.integers(0, 3))} qid:{q + 1} {feats}")
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_cache_keeps_two_byte_codes(tmp_path):
+    f = _write_many_values(tmp_path / "train.txt")
+    spec = BinSpec(n_bins=600)
+    c_path = build_cache(tmp_path / "c.trbin", f, spec=spec)
+    c = load_cache(c_path, spec=spec)
+    assert c.binned.codes.dtype == torch.int16 and c.binned.missing_code == 600
+    assert c.info["code_dtype"] == "int16" and int(c.binned.num_bins.max()) > 255
+    d = load_file(f)
+    ref = bin_features(d.X, n_bins=600, max_bins=32766)
+    assert torch.equal(c.binned.codes, ref.codes) and torch.equal(c.binned.edges, ref.edges)
+    learner = dict(n_bins=600, max_leaves=6, min_samples_leaf=3)
+    fits = [Booster(loss=ExponentialPairwiseLoss(), learner=RegressionTree(**learner), n_rounds=3,
+                    verbose=False).fit(*data) for data in (c.data, d)]
+    assert torch.equal(fits[0].predict(d.X), fits[1].predict(d.X))
+    # a cache without code_dtype (written before it was recorded) still loads
+    info, t = cache_mod._map(c_path)
+    del info["code_dtype"]
+    text = json.dumps(info, sort_keys=True)
+    tensors = {k: v.clone() for k, v in t.items()}
+    cache_mod._save(tensors, tmp_path / "old.trbin",
+                    {"torchrankboost": text, "sha256": cache_mod._digest(text, tensors)})
+    assert torch.equal(load_cache(tmp_path / "old.trbin").binned.codes, c.binned.codes)
+    # a negative 2-byte code is damage (it would index before a histogram)
+    tensors["codes"][3, 1] = -7
+    cache_mod._save(tensors, tmp_path / "bad.trbin",
+                    {"torchrankboost": text, "sha256": cache_mod._digest(text, tensors)})
+    with pytest.raises(CacheError, match="out of range"):
+        load_cache(tmp_path / "bad.trbin")
+
+
+def test_cli_bin_and_train_with_two_byte_codes(tmp_path, capsys):
+    f = _write_many_values(tmp_path / "t.txt", seed=3)
+    c = tmp_path / "c.trbin"
+    common = ["--rounds", "3", "--max-leaves", "6", "--no-tensorboard", "-q",
+              "--learner-param", "n_bins=700"]
+    assert main(["bin", str(f), "-o", str(c), "--max-bins", "700", "-q"]) == 0
+    assert load_cache(c).binned.codes.dtype == torch.int16
+    assert main(["train", "--data", str(f), "--cache", str(c), "-o", str(tmp_path / "a.st")]
+                + common) == 0
+    assert main(["train", "--data", str(f), "-o", str(tmp_path / "b.st")] + common) == 0
+    capsys.readouterr()
+    tensors = []
+    for name in ("a.st", "b.st"):
+        with safe_open(str(tmp_path / name), "pt") as fh:
+            tensors.append({k: fh.get_tensor(k) for k in fh.keys()})
+    a, b = tensors
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)

@@ -108,7 +108,7 @@ def test_communication_volume_per_tree(two_process):
     child per split, except splits whose children can never be split, e.g. the one making
     the last leaf), compacted to the slots that can hold rows (3 channels each), plus the
     leaf sums and a few small vectors."""
-    from torchrankboost.boosting.binning import bin_features
+    from torchrankboost.kernels.binning import bin_features
 
     vol = two_process["volume"]
     b = bin_features(S.train_data().X)  # the edges every rank agreed on

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 import torch
 
-from torchrankboost.boosting.binning import bin_features
-from torchrankboost.data import binned_read, fastread, load_svmlight
+from torchrankboost.kernels.binning import bin_features
+from torchrankboost.data import binned_read, fastread, load_file, load_svmlight
 from torchrankboost.data import cache as cache_mod
-from torchrankboost.data.binned_read import load_svmlight_binned
+from torchrankboost.data.binned_read import bin_row_chunks, load_svmlight_binned
 from torchrankboost.data.cache import BinSpec, build_cache, load_cache
 
 
@@ -133,3 +133,34 @@ def test_a_rank_checks_only_its_own_codes(tmp_path):
     for ctx in (ranks[1], None):
         with pytest.raises(CacheError, match="a bin code out of range"):
             load_cache(c, context=ctx, values=False)
+
+
+# ----------------------------------------------------------------------------- int16 codes
+
+
+def _write_many_values(path, n_queries=40, F=4, seed=1):
+    """A LETOR text file with hundreds of distinct values per feature (more than 255 bins)."""
+    rng = np.random.default_rng(seed)
+    lines = []
+    for q in range(n_queries):
+        for _ in range(int(rng.integers(5, 15))):
+            x = np.round(rng.normal(size=F), 5)  # hundreds of distinct values per feature
+            feats = " ".join(f"{j + 1}:{v}" for j, v in enumerate(x) if v != 0.0)
+            lines.append(f"{int(rng.integers(0, 3))} qid:{q + 1} {feats}")
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_binned_reader_and_row_chunks_keep_two_byte_codes(tmp_path):
+    f = _write_many_values(tmp_path / "train.txt", seed=2)
+    d = load_file(f)
+    ref = bin_features(d.X, n_bins=500, sample_count=200, seed=3, max_bins=32766)
+    got = load_svmlight_binned(f, n_bins=500, sample_count=200, seed=3)
+    assert got.binned.codes.dtype == torch.int16 and got.binned.missing_code == 500
+    assert torch.equal(got.binned.codes, ref.codes) and torch.equal(got.binned.edges, ref.edges)
+    n = d.X.shape[0]
+    sizes = [n // 3, n // 3, n - 2 * (n // 3)]
+    bounds = np.cumsum([0] + sizes)
+    chunked = bin_row_chunks(lambda i: d.X[bounds[i]:bounds[i + 1]], sizes, n_bins=500,
+                             sample_count=200, seed=3)
+    assert torch.equal(chunked.codes, ref.codes) and torch.equal(chunked.edges, ref.edges)

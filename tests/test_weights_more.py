@@ -173,29 +173,6 @@ def test_train_nproc_2_with_weights_is_the_one_process_run(tmp_path):
     assert float((two.predict(X) - plain).abs().max()) > 1e-6  # the weights were used
 
 
-def test_native_tree_on_no_rows_counts_no_rows():
-    """A fit on an empty ``rows`` (a rank whose rows all weigh 0) grows the torch kernels'
-    tree: the compiled kernel must not read an empty row list as "every row"."""
-    from torchrankboost.boosting import RegressionTree
-    from torchrankboost.boosting.kernels import native_backend
-
-    if native_backend.NativeBackend().unavailable(device=torch.device("cpu"),
-                                                  data_dtype=torch.uint8, num_rows=10):
-        pytest.skip("no compiled kernels")
-    gen = torch.Generator().manual_seed(0)
-    X = torch.randn(50, 3, generator=gen)
-    t = torch.randn(50, generator=gen, dtype=torch.float64)
-    w = torch.rand(50, generator=gen, dtype=torch.float64)
-    none = torch.empty(0, dtype=torch.int64)
-    fits = []
-    for kernel in ("native", "torch"):
-        tree = RegressionTree(max_leaves=4, min_samples_leaf=2, kernel=kernel)
-        fits.append(tree.fit(tree.prepare(X), t, w, rows=none))
-    a, b = fits
-    assert a.split_feature.numel() == b.split_feature.numel() == 0
-    assert torch.equal(a.leaf_value, b.leaf_value)
-
-
 def test_train_nproc_refuses_weights_for_rankboost_before_any_rank(tmp_path, monkeypatch, capsys):
     """RankBoost lists its weighted pairs per process: ``--nproc 2`` with a ``.weight`` side
     file is one line from the parent, before any rank starts."""

@@ -64,9 +64,9 @@ def test_save_load_round_trip_bit_identical(tmp_path, make):
 @pytest.mark.parametrize("make,new,old", [(LEARNERS[0], "TreeModel", "RegressionTree"),
                                           (LEARNERS[1], "StumpModel", "Stump"),
                                           (LEARNERS[2], "FeatureModel", "FeatureRanker")])
-def test_weak_model_type_names_and_older_files(tmp_path, make, new, old):
-    """A saved weak model's type is its model class name; files written with the older type
-    names (the learner's name) still load to the same predictions."""
+def test_weak_model_type_is_the_model_class_name(tmp_path, make, new, old):
+    """A saved weak model's type is its model class name; another type name (such as the
+    learner's name) is refused with a one-line error naming it."""
     from safetensors.torch import load_file, save_file
 
     ens, X, _, _ = _fit(make())
@@ -74,13 +74,16 @@ def test_weak_model_type_names_and_older_files(tmp_path, make, new, old):
     ens.save(path)
     tensors, meta = ens.state()
     assert {m["type"] for m in meta["models"]} == {new}
+    assert torch.equal(Ensemble.load(path).predict(X), ens.predict(X))
     for m in meta["models"]:
         m["type"] = old
-    meta["version"] = 1  # older files: no checksum, they load with a warning
-    legacy = tmp_path / "old.safetensors"
-    save_file(load_file(str(path)), str(legacy), metadata={"ensemble": json.dumps(meta)})
+    meta["version"] = 1  # no checksum to update: the file loads with a warning, then fails
+    other = tmp_path / "other.safetensors"
+    save_file(load_file(str(path)), str(other), metadata={"ensemble": json.dumps(meta)})
     with pytest.warns(UserWarning, match="without a checksum"):
-        assert torch.equal(Ensemble.load(legacy).predict(X), ens.predict(X))
+        with pytest.raises(ValueError, match=f"unknown weak model type '{old}'") as e:
+            Ensemble.load(other)
+    assert "\n" not in str(e.value)
 
 
 def test_predict_paths_agree(device):

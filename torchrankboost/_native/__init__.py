@@ -1,7 +1,7 @@
 """Compile a C source with the machine's C compiler, cache the library, load it with ctypes.
 
 Any part of the package with a few hundred lines of C beside its Python (the tree kernels in
-``boosting/kernels/trees.c``, the shared-memory sum in ``parallel/shm.c``, the SVMlight reader in
+``kernels/trees.c``, the shared-memory sum in ``parallel/shm.c``, the SVMlight reader in
 ``data/svmlight_reader.c``) loads them with :func:`load_library`::
 
     lib = load_library(Path(__file__).with_name("trees.c"), declare=declare_fn)

@@ -19,7 +19,9 @@ import torch
 from torch import Tensor
 
 from .._errors import first_line
+from ..kernels import choose_backend
 from .inputs import as_features
+from .learners.tree import TreeModel
 
 __all__ = ["Ensemble", "as_features", "weak_summary"]
 
@@ -58,7 +60,7 @@ class Ensemble:
         self.base_score = float(base_score)
         self.num_features = int(num_features)
         self.info: dict = dict(info or {})
-        self._predict_cache: dict = {}  # the trees packed for the compiled predict pass
+        self._predict_cache: dict = {}  # what the tree backend keeps between predictions
 
     # ------------------------------------------------------------------ basic
     @property
@@ -142,15 +144,18 @@ class Ensemble:
         bs = n if not batch_size else int(batch_size)
         if bs < 1:
             raise ValueError(f"batch_size must be positive, got {batch_size}")
-        from .kernels.native_backend import predict_trees
-
+        models, weights = self.models[:T], self.weights[:T]
+        trees = all(isinstance(m, TreeModel) and m.leaf_value.device == X.device for m in models)
         for start in range(0, n, max(bs, 1)):
             xb = X[start:start + bs]
             acc = out[start:start + bs]
-            if predict_trees(self.models[:T], self.weights[:T], xb, acc, self._predict_cache):
-                continue  # the compiled pass over all trees (the same sums as below)
+            if trees:  # the backend's pass over all trees (the same sums as the loop below)
+                backend = choose_backend("auto", device=xb.device, data_dtype=xb.dtype,
+                                         num_rows=xb.shape[0], announce=False)
+                backend.predict_trees(models, weights, xb, acc, cache=self._predict_cache)
+                continue
             for t in range(T):
-                acc += self.weights[t] * self.models[t].predict(xb).to(torch.float64)
+                acc += weights[t] * models[t].predict(xb).to(torch.float64)
         return out
 
     def apply(self, X, *, n_rounds: Optional[int] = None, device=None) -> Tensor:

@@ -8,7 +8,7 @@ the codes. Three steps over a plain (uncompressed) file, with the compiled reade
 
 1. **scan** the bytes for line starts (NumPy over blocks of :data:`SCAN_BLOCK` bytes): the
    data lines (not blank, not ``#``) and their count ``n``;
-2. **sample**: the seeded row sample of :func:`~torchrankboost.boosting.binning.bin_features`
+2. **sample**: the seeded row sample of :func:`~torchrankboost.kernels.binning.bin_features`
    (``min(n, sample_count)`` positions, drawn from ``n`` alone) is parsed — those lines only
    — and the edges are computed from it, exactly as ``bin_features`` does;
 3. **code**: the file is parsed again in blocks of :data:`~.fastread.BLOCK` bytes, each
@@ -33,9 +33,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from ..boosting.binning import (MAX_INT16_BINS, BinnedFeatures, _check_n_bins, _code_dtype,
-                                _edges_and_sample_codes, _sample_rows, apply_bins, attach_bins,
-                                bin_features)
+from ..kernels.binning import (MAX_INT16_BINS, BinnedFeatures, apply_bins, attach_bins,
+                               bin_features, check_n_bins, code_dtype, edges_and_sample_codes,
+                               sample_rows)
 from . import fastread
 from .dataset import RankingData
 
@@ -72,7 +72,7 @@ def load_svmlight_binned(path, *, n_bins: int = 255, sample_count: int = 200_000
                          zero_based="auto", max_features: Optional[int] = None,
                          query_file=None) -> BinnedLoad:
     """Read ``path`` into bin codes (``n_bins``, ``sample_count``, ``seed`` as
-    :func:`~torchrankboost.boosting.binning.bin_features`; ``zero_based``, ``max_features``,
+    :func:`~torchrankboost.kernels.binning.bin_features`; ``zero_based``, ``max_features``,
     ``query_file`` as :func:`~.svmlight.load_svmlight`).
 
     Returns:
@@ -99,7 +99,7 @@ def stream_binned(path, *, n_bins: int = 255, sample_count: int = 200_000, seed:
                   query_file=None) -> Optional[BinnedLoad]:
     """:func:`load_svmlight_binned` by the streaming path alone, or ``None`` when that path
     declines the file (see the module docstring). ``n_bins`` in [2, 32766]."""
-    _check_n_bins(n_bins, MAX_INT16_BINS)
+    check_n_bins(n_bins, MAX_INT16_BINS)
     p, key = Path(path), (n_bins, sample_count, seed)
     try:
         got = _streamed(p, n_bins, sample_count, seed, zero_based, max_features, query_file)
@@ -238,11 +238,11 @@ def _streamed(p: Path, n_bins, sample_count, seed, zero_based, max_features, que
     limit = DEFAULT_MAX_FEATURES if max_features is None else int(max_features)
     shift = 0 if zero_based is True else 1  # "auto" with an index 0 declines (-> 0-based)
     T = torch.get_num_threads()
-    idx = _sample_rows(n, sample_count, seed, "cpu").numpy()
+    idx = sample_rows(n, sample_count, seed, "cpu").numpy()
     S, has_q = _sample(lib, p, starts, ends, idx, shift, limit, T)
     del starts, ends
-    dtype, missing = _code_dtype(n_bins)
-    edges, num_bins, _, _ = _edges_and_sample_codes(torch.from_numpy(S), n_bins, S.shape[0],
+    dtype, missing = code_dtype(n_bins)
+    edges, num_bins, _, _ = edges_and_sample_codes(torch.from_numpy(S), n_bins, S.shape[0],
                                                     seed, None, None)
     del S
     codes, y, q, has_missing = _code_file(lib, p, n, edges, missing, dtype, shift, limit, T, has_q)
@@ -348,7 +348,7 @@ def bin_row_chunks(chunk, sizes, *, n_bins: int = 255, sample_count: int = 200_0
             tensor (called twice per chunk, in order: once for the sample, once to code it;
             it must return the same values both times).
         sizes: rows of each chunk.
-        n_bins, sample_count, seed: as :func:`~torchrankboost.boosting.binning.bin_features`
+        n_bins, sample_count, seed: as :func:`~torchrankboost.kernels.binning.bin_features`
             (``n_bins`` in [2, 32766]: int16 codes above 255).
 
     Returns:
@@ -356,11 +356,11 @@ def bin_row_chunks(chunk, sizes, *, n_bins: int = 255, sample_count: int = 200_0
         seeded sample of ``min(n, sample_count)`` rows places the edges; every row is coded
         by them), at a peak of the ``(n, F)`` codes plus one chunk plus the sample.
     """
-    _check_n_bins(n_bins, MAX_INT16_BINS)
+    check_n_bins(n_bins, MAX_INT16_BINS)
     sizes = [int(s) for s in sizes]
     n = sum(sizes)
     bounds = np.cumsum([0] + sizes)
-    idx = _sample_rows(n, sample_count, seed, "cpu")
+    idx = sample_rows(n, sample_count, seed, "cpu")
     idx = np.arange(n) if idx is None else idx.numpy()
     parts = []
     for i in range(len(sizes)):  # pass 1: the sampled rows
@@ -369,8 +369,8 @@ def bin_row_chunks(chunk, sizes, *, n_bins: int = 255, sample_count: int = 200_0
             parts.append(torch.as_tensor(chunk(i))[torch.from_numpy(idx[lo:hi] - bounds[i])])
     S = torch.cat(parts)
     del parts
-    dtype, missing = _code_dtype(n_bins)
-    edges, num_bins, _, _ = _edges_and_sample_codes(S, n_bins, max(S.shape[0], 2), seed,
+    dtype, missing = code_dtype(n_bins)
+    edges, num_bins, _, _ = edges_and_sample_codes(S, n_bins, max(S.shape[0], 2), seed,
                                                     None, None)
     F = S.shape[1]
     del S

@@ -2,7 +2,7 @@
 
 ``torchrankboost bin DATA -o data.trbin`` (:func:`build_cache`) reads an SVMlight/LETOR
 training file with the library's reader, bins its features exactly as the tree learner's
-``prepare`` would (:func:`~torchrankboost.boosting.binning.bin_features` with the learner's
+``prepare`` would (:func:`~torchrankboost.kernels.binning.bin_features` with the learner's
 ``n_bins``, ``bin_sample_count`` and ``seed``, edges from the rows of positive weight) and
 writes one safetensors file (atomically, :func:`torchrankboost._io.atomic_path`):
 
@@ -32,7 +32,7 @@ every tensor but ``codes`` (whose values are range-checked on load instead).
 views the tensors in place (``torch.frombuffer``); it refuses, with one line naming the
 file, a file that is not such a cache, a corrupt one, one whose source files changed
 (size/mtime differ and the SHA-256 differs) or whose parameters differ from the learner's.
-The result carries the :class:`~torchrankboost.boosting.binning.BinnedFeatures` attached
+The result carries the :class:`~torchrankboost.kernels.binning.BinnedFeatures` attached
 to a stand-in feature matrix (every value replaced by a representative of its bin: the
 bin's upper edge, just above the last finite edge for the top bin, NaN for missing — trees
 whose thresholds are bin edges score it exactly as the original values), so a
@@ -59,7 +59,7 @@ from torch import Tensor
 
 from .._errors import first_line
 from .._io import atomic_path
-from ..boosting.binning import MAX_INT16_BINS, BinnedFeatures, attach_bins, bin_features
+from ..kernels.binning import MAX_INT16_BINS, BinnedFeatures, attach_bins, bin_features
 from ..groups import Groups
 from .binned_read import stream_binned
 from .dataset import RankingData, normalize_per_query
@@ -109,9 +109,9 @@ class BinSpec:
 
 
 def bin_spec_of(learner, **reading) -> BinSpec:
-    """The :class:`BinSpec` of a histogram learner (``n_bins``, ``bin_sample_count``,
-    ``seed``, as :class:`~torchrankboost.boosting.learners.RegressionTree`); ``ValueError``
-    for a learner that bins no features this way."""
+    """The :class:`BinSpec` of a histogram learner (any object with ``n_bins``,
+    ``bin_sample_count`` and ``seed``, as the tree learners have); ``ValueError`` for a
+    learner that bins no features this way."""
     if not all(hasattr(learner, a) for a in ("n_bins", "bin_sample_count", "seed")):
         raise ValueError(f"--cache: the learner {type(learner).__name__} does not train on "
                          f"binned features (the tree learner does); train from the text file")

@@ -6,8 +6,7 @@ optional ``fit_predict``, ``supports_data_parallel``) and fits a weak model (see
 a ``TreeModel``, and so does ``ObliviousTree`` (``"oblivious"``, :mod:`.oblivious`, CatBoost's
 symmetric trees); ``Stumps`` (``"stump"``, :mod:`.stumps`) a ``StumpModel``;
 ``FeatureRankers`` (``"feature"``, :mod:`.features`) a ``FeatureModel``. A saved weak
-model's ``type`` is its model class name (files written with the older names
-``"RegressionTree"``, ``"Stump"``, ``"FeatureRanker"`` still load).
+model's ``type`` is its model class name.
 """
 
 from __future__ import annotations
@@ -34,14 +33,12 @@ __all__ = [
 ]
 
 _REGISTRY = {cls.type_name: cls for cls in (TreeModel, StumpModel, FeatureModel)}
-#: the ``type`` names of files written before the model class names were used
-_LEGACY_TYPES = {"RegressionTree": TreeModel, "Stump": StumpModel, "FeatureRanker": FeatureModel}
 
 
 def weak_model_from_state(tensors: dict, meta: dict):
     """Rebuild a fitted weak model from ``state()`` output, dispatching on ``meta["type"]``."""
     t = meta.get("type") if isinstance(meta, dict) else None
-    cls = _REGISTRY.get(t) or _LEGACY_TYPES.get(t)
+    cls = _REGISTRY.get(t)
     if cls is None:
         raise ValueError(f"meta: unknown weak model type {t!r} (known: {sorted(_REGISTRY)})")
     return cls.from_state(tensors, meta)

@@ -14,7 +14,7 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from ..binning import _check_X
+from ...kernels.binning import check_features
 from .base import fit_context
 from .candidates import BestCandidateLearner, OneFeatureModel, masked_score, totals
 
@@ -70,7 +70,7 @@ class FeatureModel(OneFeatureModel):
         self.gain = float(gain)
 
     def predict(self, X: Tensor) -> Tensor:
-        _check_X(X)
+        check_features(X)
         x = X[:, self.feature].to(device=self.coef.device, dtype=self.lo.dtype)
         return self._out(_scale(x, self.lo, self.hi, self.normalize))
 
@@ -121,7 +121,7 @@ class FeatureRankers(BestCandidateLearner):
         :class:`~torchrankboost.parallel.DistContext` of the fit (``None``: one process;
         data-parallel: the min/max of all ranks' rows, and :meth:`feature_sums` sums over the
         ranks). ``rows``: the rows whose min/max scale (``None``: all)."""
-        _check_X(X)
+        check_features(X)
         ctx = fit_context(context)
         Xr = X if rows is None else X.index_select(0, rows.to(X.device))
         nan = torch.isnan(Xr)

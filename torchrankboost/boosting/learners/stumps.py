@@ -2,7 +2,7 @@
 model :class:`StumpModel`, ``a + b·1[x_f > θ]``.
 
 Every (feature, threshold) candidate is scored at once from one histogram of the bin codes
-(:func:`~torchrankboost.boosting.kernels.histogram.histogram`) and prefix sums over the bins;
+(:func:`~torchrankboost.kernels.histogram.histogram`) and prefix sums over the bins;
 data-parallel, the histogram and the totals are summed over the ranks.
 """
 
@@ -14,8 +14,8 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from ..binning import BinnedFeatures, _check_X, bin_features
-from ..kernels.histogram import histogram
+from ...kernels.binning import BinnedFeatures, bin_features, check_features
+from ...kernels.histogram import histogram
 from .base import check_int, fit_context
 from .candidates import BestCandidateLearner, OneFeatureModel, masked_score, totals
 
@@ -73,7 +73,7 @@ class StumpModel(OneFeatureModel):
         return self._out((c > self.threshold_index) & (c != self.missing_code))
 
     def predict(self, X: Tensor) -> Tensor:
-        _check_X(X)
+        check_features(X)
         x = X[:, self.feature].to(device=self.coef.device, dtype=self.threshold.dtype)
         return self._out(x > self.threshold)
 

@@ -6,9 +6,9 @@ A tree split of a node into L and R has gain
     gain = G_L² / (H_L + λ) + G_R² / (H_R + λ) − G² / (H + λ)          (λ = ``l2``)
 
 (no factor ½, as in LightGBM's reported gains); leaf values are ``G_leaf / (H_leaf + λ)``.
-Trees grow best-first on bin codes (:mod:`..binning`); the growth itself runs in a tree
-backend chosen by :func:`~torchrankboost.boosting.kernels.choose_backend` (the compiled CPU
-kernels or the pure-torch reference; the same trees bit for bit).
+Trees grow best-first on bin codes (:mod:`torchrankboost.kernels.binning`); the growth itself runs in a tree
+backend chosen by :func:`~torchrankboost.kernels.choose_backend` (the compiled CPU
+kernels or the pure-torch reference; the same trees bit for bit), and so does the traversal.
 
 Data-parallel: the binning agrees on the edges of all ranks' rows; a tree all-reduces each
 node histogram it builds (the root's, then the smaller child's of each split: the larger
@@ -23,8 +23,9 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from ..binning import MAX_INT16_BINS, BinnedFeatures, _check_X, bin_features, code_slots
-from ..kernels import KERNELS, GrownTree, TreeParams, choose_backend, newton_values
+from ...kernels.binning import (MAX_INT16_BINS, BinnedFeatures, bin_features, check_features,
+                               code_slots)
+from ...kernels import GrownTree, TreeParams, check_kernel, choose_backend, newton_values
 from ...params import Params
 from .base import check_fit_inputs, check_float, check_int, fit_context, out_dtype
 from .memory import check_histogram_memory
@@ -110,7 +111,7 @@ class TreeModel:
     def leaves(self, X: Tensor, *, kernel: str = "auto") -> Tensor:
         """(n,) int64 leaf id of every row of raw features X (the traversal of
         :meth:`predict`)."""
-        _check_X(X)
+        check_features(X)
         X = X.to(device=self.leaf_value.device, dtype=self.threshold.dtype)
         backend = choose_backend(kernel, device=X.device, data_dtype=X.dtype,
                                  num_rows=X.shape[0], announce=False)
@@ -184,7 +185,7 @@ class RegressionTree(Params):
         bin_sample_count: rows used to place the bin edges (seeded sample above).
         seed: seed for the binning sample and, absent a generator, feature sub-sampling.
         kernel: ``"auto"`` (default: the compiled CPU kernels of
-            :mod:`~torchrankboost.boosting.kernels` on CPU when they build here, the
+            :mod:`~torchrankboost.kernels` on CPU when they build here, the
             pure-torch path otherwise, announced once with a warning on CPU; always torch on
             other devices), ``"native"`` (the compiled kernels or an error saying why not) or
             ``"torch"`` (the pure-torch reference). Both give the same trees bit for bit;
@@ -201,9 +202,7 @@ class RegressionTree(Params):
                  min_child_weight: float = 1e-3, min_samples_leaf: int = 20, l2: float = 0.0,
                  min_split_gain: float = 0.0, n_bins: int = 255, feature_fraction: float = 1.0,
                  bin_sample_count: int = 200_000, seed: int = 0, kernel: str = "auto"):
-        if kernel not in KERNELS:
-            raise ValueError(f"kernel: expected one of {KERNELS}, got {kernel!r}")
-        self.kernel = kernel
+        self.kernel = check_kernel(kernel)
         self.kernel_: Optional[str] = None
         self.max_leaves = check_int(max_leaves, "max_leaves", 2)
         if max_depth is None or max_depth == -1:

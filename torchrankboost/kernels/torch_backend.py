@@ -1,5 +1,6 @@
 """The pure-torch tree backend: the reference every other backend equals bit for bit, and the
-path that runs on CUDA (and on CPU where the compiled kernels cannot be built).
+path that runs on CUDA (and on CPU where the compiled kernels cannot be built): tree growth,
+oblivious levels (:mod:`.levels`), traversal, prediction and bin coding in torch ops.
 
 The growth (see :mod:`.base`): the root's histogram comes from all of the fit's rows; each
 split gathers the rows of the smaller child (by the row counts of the histogram, summed over
@@ -13,17 +14,19 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import List, Optional
+from typing import List, Optional, Sequence
 
 import torch
 from torch import Tensor
 
-from .base import GrownTree, Reduce, TreeParams
+from . import levels
+from .base import GrownTree, Level, Reduce, TreeParams
 from .histogram import all_rows_count, compact_reducer, histogram
 
 __all__ = ["TorchBackend"]
 
 _REL_EPS = 1e-10  # a split must improve on the parent term by more than this relative amount
+_CODE_CHUNK = 1 << 16  # rows coded at once by apply_bins (bounds its (F, chunk) temporaries)
 
 
 @dataclass(eq=False)
@@ -294,3 +297,39 @@ class TorchBackend:
             return torch.where(torch.isnan(x), tree.default_left[nid], x <= tree.threshold[nid])
 
         return self._walk(tree, X.shape[0], go_left, X.device)
+
+    def predict_trees(self, trees: Sequence, weights: Sequence[float], X: Tensor, out: Tensor, *,
+                      cache: dict) -> None:
+        for tree, w in zip(trees, weights):
+            leaf = self.leaves_from_raw(tree, X.to(dtype=tree.threshold.dtype))
+            out += w * tree.leaf_value.to(leaf.device)[leaf].to(torch.float64)
+
+    def apply_bins(self, X: Tensor, edges: Tensor, *, missing_code: int,
+                   dtype: torch.dtype) -> Tensor:
+        n, F = X.shape
+        out = torch.empty((n, F), dtype=dtype, device=X.device)
+        for s in range(0, n, _CODE_CHUNK):  # chunks bound the (F, chunk) int64 temporaries
+            xc = X[s : s + _CODE_CHUNK].t().contiguous()  # (F, m)
+            c = torch.searchsorted(edges, xc, side="left")
+            c.masked_fill_(torch.isnan(xc), missing_code)
+            out[s : s + _CODE_CHUNK] = c.t()
+        return out
+
+    def level_histograms(self, prepared, values: Tensor, rows: Tensor, counts: List[int],
+                         build: List[int], *, reduce: Optional[Reduce]) -> Tensor:
+        codes = prepared.codes
+        F, S = codes.shape[1], prepared.missing_code + 1
+        out = torch.empty((len(counts), 3, F, S), dtype=torch.float64, device=codes.device)
+        packed = torch.complex(values[:, 0], values[:, 1]) if codes.device.type == "cpu" else None
+        starts = [0]
+        for c in counts:
+            starts.append(starts[-1] + c)
+        for j in build:
+            out[j] = histogram(codes, rows[starts[j]:starts[j + 1]], values, slots=S,
+                               packed=packed)
+        levels.sum_built(out, build, reduce)
+        return out
+
+    def best_level(self, hists: Tensor, prepared, feat_ok: Tensor, miss: Tensor, *,
+                   params: TreeParams) -> Optional[Level]:
+        return levels.search(hists, prepared, feat_ok, miss, params=params)

@@ -1,19 +1,20 @@
-"""Weak learners against plain references: brute-force splits, best-first trees, stumps, features."""
+"""The histogram regression tree (boosting/learners/tree.py) against plain references:
+brute-force splits and best-first trees, NaN sides, limits and validation, scikit-learn's
+trees, CPU = CUDA; and with more than 255 bins (2-byte int16 codes, missing code ``n_bins``):
+the raw predictions equal the training output, boosted models save, load and export."""
 
-import json
 import math
 
 import numpy as np
 import pytest
 import torch
 
-from torchrankboost.boosting.kernels.histogram import histogram
-from torchrankboost.boosting.learners import (
-    FeatureRankers,
-    RegressionTree,
-    Stumps,
-    weak_model_from_state,
-)
+from learner_data import make_data
+from torchrankboost.boosting import Booster, Ensemble
+from torchrankboost.boosting.learners import ObliviousTree, RegressionTree, Stumps
+from torchrankboost.data.binned_read import bin_row_chunks, load_svmlight_binned
+from torchrankboost.export import to_torch
+from torchrankboost.losses import ExponentialPairwiseLoss
 
 MISSING = 255
 
@@ -72,23 +73,12 @@ def brute_tree(codes, wt, w, nb, *, max_leaves, lam, msl, mcw):
     return pred, splits
 
 
-def _data(n=300, F=4, seed=0, nan=True, dtype=torch.float64):
-    g = torch.Generator().manual_seed(seed)
-    X = torch.randn(n, F, generator=g, dtype=torch.float64)
-    X[:, 1] = torch.round(X[:, 1] * 3)
-    if nan:
-        X[torch.rand(n, generator=g) < 0.15, 2] = float("nan")
-    y = X[:, 0] + torch.sin(2 * X[:, 1]) + torch.nan_to_num(X[:, 2], nan=1.5) + 0.3 * torch.randn(n, generator=g)
-    w = torch.rand(n, generator=g, dtype=torch.float64) + 0.2
-    return X.to(dtype), y.to(dtype), w.to(dtype)
-
-
 # ----------------------------------------------------------------------------- trees
 
 
 @pytest.mark.parametrize("lam,msl", [(0.0, 1), (2.0, 5), (0.5, 20)])
 def test_root_split_matches_brute_force(lam, msl):
-    X, y, w = _data(seed=1)
+    X, y, w = make_data(seed=1)
     tree = RegressionTree(max_leaves=2, l2=lam, min_samples_leaf=msl, n_bins=16)
     p = tree.prepare(X)
     m = tree.fit(p, y, w)
@@ -108,7 +98,7 @@ def test_root_split_matches_brute_force(lam, msl):
 
 @pytest.mark.parametrize("seed,lam,msl,leaves", [(0, 0.0, 1, 8), (3, 1.0, 10, 12), (4, 0.0, 3, 6)])
 def test_full_tree_matches_best_first_reference(seed, lam, msl, leaves):
-    X, y, w = _data(n=250, seed=seed)
+    X, y, w = make_data(n=250, seed=seed)
     tree = RegressionTree(max_leaves=leaves, l2=lam, min_samples_leaf=msl, n_bins=12)
     p = tree.prepare(X)
     m = tree.fit(p, y, w)
@@ -119,25 +109,6 @@ def test_full_tree_matches_best_first_reference(seed, lam, msl, leaves):
     assert got == splits
     assert np.allclose(m.predict_prepared(p).numpy(), pred, rtol=1e-10, atol=1e-12)
     assert m.num_leaves == len(splits) + 1
-
-
-def test_histogram_subtraction_equals_direct(device):
-    X, y, w = _data(n=2000, F=5, seed=5)
-    tree = RegressionTree()
-    p = tree.prepare(X.to(device))
-    vals = torch.stack([(w * y), w], 1).to(device)
-    packed = torch.complex(vals[:, 0], vals[:, 1])
-    rows = torch.arange(2000, device=device)
-    left = rows[p.codes[:, 0].long() <= 100]
-    right = rows[p.codes[:, 0].long() > 100]
-    for pk in (packed, None):
-        hp, hl, hr = (histogram(p.codes, r, vals, slots=256, packed=pk) for r in (rows, left, right))
-        assert torch.allclose(hp[:2] - hl[:2], hr[:2], atol=1e-10) and torch.equal(hp[2] - hl[2], hr[2])
-    # direct histogram against a dense count
-    dense = torch.zeros(5, 256, dtype=torch.float64)
-    for f in range(5):
-        dense[f].index_add_(0, p.codes[:, f].long().cpu(), (w * y))
-    assert torch.allclose(hp[0].cpu(), dense)
 
 
 @pytest.mark.parametrize("nan_high", [True, False])
@@ -162,7 +133,7 @@ def test_missing_values_learn_default_direction(nan_high):
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_predict_agrees_with_predict_prepared(device, dtype):
-    X, y, w = _data(n=3000, F=6, seed=7, dtype=dtype)
+    X, y, w = make_data(n=3000, F=6, seed=7, dtype=dtype)
     X[::11, 4] = float("nan")
     X, y, w = X.to(device), y.to(device), w.to(device)
     tree = RegressionTree(max_leaves=31, min_samples_leaf=5, n_bins=64)
@@ -173,27 +144,8 @@ def test_predict_agrees_with_predict_prepared(device, dtype):
     assert m.predict(X).dtype == dtype
 
 
-def test_state_round_trip_bit_identical(tmp_path):
-    X, y, w = _data(n=800, seed=8)
-    for learner in (RegressionTree(max_leaves=9), Stumps(criterion="least_squares"),
-                    FeatureRankers(criterion="least_squares"), Stumps(), FeatureRankers()):
-        p = learner.prepare(X)
-        m = learner.fit(p, y, w)
-        tensors, meta = m.state()
-        path = tmp_path / "m.pt"
-        torch.save(tensors, path)
-        meta2 = json.loads(json.dumps(meta))
-        m2 = weak_model_from_state(torch.load(path, weights_only=True), meta2)
-        assert torch.equal(m.predict(X), m2.predict(X))
-        assert torch.equal(m.predict_prepared(p), m2.predict_prepared(p))
-        assert torch.equal(m.feature_gain(4), m2.feature_gain(4))
-        assert torch.equal(m.feature_count(4), m2.feature_count(4))
-    with pytest.raises(ValueError, match="type"):
-        weak_model_from_state({}, {"type": "Nope"})
-
-
 def test_feature_gain_and_count():
-    X, y, w = _data(n=1000, seed=9)
+    X, y, w = make_data(n=1000, seed=9)
     tree = RegressionTree(max_leaves=10, min_samples_leaf=5)
     p = tree.prepare(X)
     m = tree.fit(p, y, w)
@@ -223,7 +175,7 @@ def test_tree_matches_sklearn_sse():
 
 
 def test_tree_limits_and_stopping():
-    X, y, w = _data(n=500, seed=11)
+    X, y, w = make_data(n=500, seed=11)
     m = RegressionTree(max_leaves=31, max_depth=2, min_samples_leaf=1).fit(
         RegressionTree().prepare(X), y, w)
     assert m.depth <= 2 and m.num_leaves <= 4
@@ -244,7 +196,7 @@ def test_tree_limits_and_stopping():
 
 
 def test_feature_fraction_is_seeded():
-    X, y, w = _data(n=500, F=4, seed=12)
+    X, y, w = make_data(n=500, F=4, seed=12)
     tree = RegressionTree(max_leaves=6, feature_fraction=0.5)
     p = tree.prepare(X)
     a = tree.fit(p, y, w, generator=torch.Generator().manual_seed(3))
@@ -254,7 +206,7 @@ def test_feature_fraction_is_seeded():
 
 
 def test_tree_validation():
-    X, y, w = _data(n=50, seed=13)
+    X, y, w = make_data(n=50, seed=13)
     tree = RegressionTree()
     p = tree.prepare(X)
     with pytest.raises(ValueError, match="weight"):
@@ -278,7 +230,7 @@ def test_tree_validation():
 
 
 def test_cpu_cuda_parity(device):
-    X, y, w = _data(n=1500, F=5, seed=14, dtype=torch.float32)
+    X, y, w = make_data(n=1500, F=5, seed=14, dtype=torch.float32)
     ref_tree = RegressionTree(max_leaves=15, min_samples_leaf=5)
     m_cpu = ref_tree.fit(ref_tree.prepare(X), y, w)
     Xd, yd, wd = X.to(device), y.to(device), w.to(device)
@@ -295,186 +247,14 @@ def test_cpu_cuda_parity(device):
 # ----------------------------------------------------------------------------- stumps
 
 
-def _dense_threshold_sums(X, thresholds, valid, v):
-    """Dense (n, F, T) reference: Σ_i v_i · 1[x_if > θ_ft] (NaN → 0)."""
-    H = (X.unsqueeze(2) > thresholds.unsqueeze(0)).double()  # NaN > θ is False
-    S = torch.einsum("nft,nk->ftk", H, v.double().reshape(X.shape[0], -1))
-    return torch.where(valid.unsqueeze(-1), S, torch.zeros_like(S))
-
-
-@pytest.mark.parametrize("max_thresholds", [5, 255, 400])
-def test_threshold_sums_match_dense(device, max_thresholds):
-    X, y, w = _data(n=600, F=4, seed=15)
-    st = Stumps(max_thresholds=max_thresholds)
-    p = st.prepare(X.to(device))
-    assert p.valid.sum(1).max().item() <= max_thresholds
-    v = torch.randn(600, 3, dtype=torch.float64)
-    S = st.threshold_sums(p, v.to(device)).cpu()
-    ref = _dense_threshold_sums(X, p.thresholds.cpu(), p.valid.cpu(), v)
-    assert torch.allclose(S, ref, atol=1e-9)
-    S1 = st.threshold_sums(p, v[:, 0].to(device)).cpu()
-    assert torch.allclose(S1, ref[..., 0], atol=1e-9)
-    S2 = st.threshold_sums(p, v[:, :2].to(device)).cpu()  # complex fast path on CPU
-    assert torch.allclose(S2, ref[..., :2], atol=1e-9)
-
-
-def test_thresholds_are_midpoints_of_distinct_values():
-    X = torch.tensor([[1.0], [2.0], [4.0], [float("nan")], [2.0]], dtype=torch.float64)
-    p = Stumps().prepare(X)
-    assert p.thresholds[0][p.valid[0]].tolist() == [1.5, 3.0]
-
-
-@pytest.mark.parametrize("criterion", ["correlation", "least_squares"])
-def test_best_stump_matches_brute_force(criterion):
-    X, y, w = _data(n=400, F=4, seed=16)
-    st = Stumps(criterion=criterion)
-    p = st.prepare(X)
-    m = st.fit(p, y, w)
-    best = None
-    Wt = (w * y).sum()
-    W = w.sum()
-    for f in range(4):
-        x = X[:, f]
-        vals = torch.unique(x[~torch.isnan(x)])
-        for lo, hi in zip(vals[:-1].tolist(), vals[1:].tolist()):
-            theta = (lo + hi) / 2
-            h = (x > theta).double()
-            if criterion == "correlation":
-                score = abs((w * y * h).sum().item())
-                coef = (0.0, 1.0)
-            else:
-                W1, Y1 = (w * h).sum(), (w * y * h).sum()
-                W0, Y0 = W - W1, Wt - Y1
-                score = (Y1 ** 2 / W1 + Y0 ** 2 / W0 - Wt ** 2 / W).item()
-                coef = ((Y0 / W0).item(), (Y1 / W1 - Y0 / W0).item())
-            if best is None or score > best[0] + 1e-12:
-                best = (score, f, theta, coef)
-    assert m.feature == best[1]
-    assert m.threshold.item() == pytest.approx(best[2])
-    assert m.gain == pytest.approx(best[0], rel=1e-9)
-    assert np.allclose(m.coef.tolist(), best[3])
-    # least squares output is the weighted LS fit of a + b h
-    h = (X[:, m.feature] > m.threshold).double()
-    assert torch.allclose(m.predict(X), best[3][0] + best[3][1] * h)
-    assert torch.equal(m.predict(X), m.predict_prepared(p))
-
-
-def test_stump_nan_is_below_every_threshold():
-    X = torch.tensor([[0.0], [1.0], [float("nan")], [2.0]])
-    st = Stumps()
-    p = st.prepare(X)
-    m = st.make_model(0, 0, prepared=p)  # θ = 0.5
-    assert m.predict(X).tolist() == [0.0, 1.0, 0.0, 1.0]
-    assert m.predict_prepared(p).tolist() == [0.0, 1.0, 0.0, 1.0]
-    m2 = st.make_model(0, threshold=1.5)
-    assert m2.predict(X).tolist() == [0.0, 0.0, 0.0, 1.0]
-    assert m2.predict_prepared(p).tolist() == [0.0, 0.0, 0.0, 1.0]
-
-
-def test_stumps_rows_and_validation():
-    X, y, w = _data(n=300, seed=17)
-    st = Stumps()
-    p = st.prepare(X)
-    rows = torch.arange(0, 300, 3)
-    m = st.fit(p, y, w, rows=rows)
-    m_ref = st.fit(st.prepare(X[rows]), y[rows], w[rows])
-    # same split of the subset (θ may differ inside the same gap between subset values)
-    assert m.feature == m_ref.feature and m.gain == pytest.approx(m_ref.gain, rel=1e-9)
-    assert torch.equal(m.predict(X[rows]), m_ref.predict(X[rows]))
-    with pytest.raises(ValueError, match="criterion"):
-        Stumps(criterion="gini")
-    with pytest.raises(ValueError, match="weight"):
-        st.fit(p, y, -w)
-    with pytest.raises(ValueError, match="v"):
-        st.threshold_sums(p, torch.randn(5))
-
-
 # ----------------------------------------------------------------------------- features
-
-
-def test_feature_rankers_scaling_and_fit():
-    X, y, w = _data(n=500, F=4, seed=18)
-    X = torch.cat([X, torch.full((500, 1), 2.0, dtype=torch.float64)], 1)  # constant feature
-    fr = FeatureRankers(criterion="least_squares")
-    p = fr.prepare(X)
-    assert p.valid.tolist() == [True, True, True, True, False]
-    v = p.values[:, :4]
-    ok = ~torch.isnan(X[:, :4])
-    for f in range(4):
-        assert v[ok[:, f], f].min().item() == pytest.approx(-1.0)
-        assert v[ok[:, f], f].max().item() == pytest.approx(1.0)
-        assert (v[~ok[:, f], f] == 0).all()
-    assert (p.values[:, 4] == 0).all()
-    m = fr.fit(p, y, w)
-    # brute force: weighted LS of y on each scaled feature
-    best = None
-    for f in range(4):
-        h = v[:, f].numpy()
-        A = np.stack([np.ones_like(h), h], 1)
-        sw = np.sqrt(w.numpy())
-        coef, *_ = np.linalg.lstsq(A * sw[:, None], y.numpy() * sw, rcond=None)
-        yn, wn = y.numpy(), w.numpy()
-        red = (wn * (yn - np.average(yn, weights=wn)) ** 2).sum() - (wn * (yn - A @ coef) ** 2).sum()
-        if best is None or red > best[0]:
-            best = (red, f, coef)
-    assert m.feature == best[1]
-    assert np.allclose(m.coef.numpy(), best[2])
-    assert m.gain == pytest.approx(best[0], rel=1e-8)
-    # predict on new data uses the training scale
-    Xn = X[:3].clone()
-    Xn[0, m.feature] = p.hi[m.feature] * 3
-    Xn[1, m.feature] = float("nan")
-    h = fr.prepare(X).values[:3, m.feature].clone()
-    lo, hi = p.lo[m.feature], p.hi[m.feature]
-    h[0] = 2 * (Xn[0, m.feature] - lo) / (hi - lo) - 1
-    h[1] = 0.0
-    assert torch.allclose(m.predict(Xn), m.coef[0] + m.coef[1] * h)
-    assert torch.allclose(m.predict(X), m.predict_prepared(p))
-
-
-def test_feature_rankers_correlation_and_sums(device):
-    X, y, w = _data(n=400, F=4, seed=19)
-    fr = FeatureRankers()
-    p = fr.prepare(X.to(device))
-    v = torch.randn(400, 2, dtype=torch.float64)
-    S = fr.feature_sums(p, v.to(device)).cpu()
-    assert torch.allclose(S, p.values.cpu().t() @ v)
-    m = fr.fit(p, y.to(device), w.to(device))
-    corr = (p.values.cpu() * (w * y).unsqueeze(1)).sum(0).abs()
-    assert m.feature == int(torch.argmax(corr))
-    assert m.coef.tolist() == [0.0, 1.0]
-    raw = FeatureRankers(normalize=False).prepare(X)
-    assert torch.equal(raw.values[:, 0], X[:, 0])
-
-
-def test_histogram_shortcuts_are_bitwise_equal(device):
-    """The histogram's shortcuts (all rows without a gather, known counts, unit-weight counts,
-    the packed complex scatter) give the plain histogram bit for bit (same accumulation order)."""
-    X, y, w = _data(n=3000, F=6, seed=11)
-    p = RegressionTree().prepare(X.to(device))
-    vals = torch.stack([(w * y), w], 1).to(device)
-    pk = torch.complex(vals[:, 0], vals[:, 1])
-    rows = torch.arange(3000, device=device)
-    sub = rows[p.codes[:, 1].long() <= 60]
-    for r, all_rows in ((rows, True), (sub, False)):
-        ref = histogram(p.codes, r, vals, slots=256)
-        got = histogram(p.codes, None if all_rows else r, vals, slots=256, packed=pk)
-        assert torch.equal(got, ref)
-        got = histogram(p.codes, None if all_rows else r, vals, slots=256, packed=pk, count=ref[2])
-        assert torch.equal(got, ref)
-        assert torch.equal(histogram(p.codes, r, vals, slots=256, count=None), ref[:2])
-    ones = torch.ones(3000, dtype=torch.float64, device=device)
-    v1 = torch.stack([y.to(device), ones], 1)
-    ref = histogram(p.codes, sub, v1, slots=256)
-    got = histogram(p.codes, sub, v1, slots=256, packed=torch.complex(v1[:, 0], v1[:, 1]), count="weight")
-    assert torch.equal(got, ref)
 
 
 def test_tree_cached_root_counts_and_unit_weights():
     """Fits with rows=None reuse cached all-rows counts; a rows subset or unit weights give the
     same tree as without the shortcuts (weights of exactly 1 vs 1 + 0 perturbation). The
     torch path's shortcuts (the compiled kernels count rows as they go)."""
-    X, y, w = _data(n=1500, F=5, seed=12)
+    X, y, w = make_data(n=1500, F=5, seed=12)
     tree = RegressionTree(max_leaves=12, min_samples_leaf=10, kernel="torch")
     p = tree.prepare(X)
     a = tree.fit(p, y, w)
@@ -487,7 +267,7 @@ def test_tree_cached_root_counts_and_unit_weights():
     a2 = tree.fit(p, y, w)
     assert torch.equal(a.leaf_value, a2.leaf_value) and torch.equal(a.threshold_bin, a2.threshold_bin)
     # unit weights (count channel copied from Σ w) against the brute-force reference
-    X, y, _ = _data(n=250, seed=3)
+    X, y, _ = make_data(n=250, seed=3)
     tree = RegressionTree(max_leaves=10, min_samples_leaf=7, n_bins=12)
     p = tree.prepare(X)
     m = tree.fit(p, y)
@@ -500,7 +280,7 @@ def test_tree_cached_root_counts_and_unit_weights():
 
 def test_nan_only_outside_fit_rows_matches_nan_free_data():
     """A feature whose NaNs all lie outside `rows` behaves as a NaN-free feature (NaN-left)."""
-    X, y, w = _data(n=600, F=4, seed=13, nan=False)
+    X, y, w = make_data(n=600, F=4, seed=13, nan=False)
     X = torch.round(X * 2).clamp(-4, 4)  # few distinct values: exact bins, same edges on the subset
     X[::3, 1] = float("nan")
     keep = torch.arange(600)[~torch.isnan(X[:, 1])]
@@ -513,3 +293,85 @@ def test_nan_only_outside_fit_rows_matches_nan_free_data():
               "leaf_value"):
         assert torch.equal(getattr(a, k), getattr(b, k)), k
     assert torch.allclose(a.split_gain, b.split_gain, rtol=1e-12)
+
+
+# ----------------------------------------------------------------------------- int16 codes
+
+
+def _problem(seed, n=3000, F=5):
+    g = torch.Generator().manual_seed(seed)
+    X = torch.randn(n, F, generator=g, dtype=torch.float64)
+    X[torch.rand(n, F, generator=g) < 0.08] = math.nan
+    X[:, 1] = torch.randint(0, 4, (n,), generator=g).double()  # few distinct values
+    t = torch.sin(4 * X[:, 0].nan_to_num()) + 0.3 * torch.randn(n, generator=g, dtype=torch.float64)
+    w = torch.rand(n, generator=g, dtype=torch.float64) if seed % 2 else None
+    rows = torch.nonzero(torch.rand(n, generator=g) < 0.7).reshape(-1) if seed % 3 == 0 else None
+    return X, t, w, rows
+
+
+def test_more_bins_give_more_thresholds():
+    g = torch.Generator().manual_seed(0)
+    x = torch.rand(20000, 1, generator=g, dtype=torch.float64)  # ~20000 distinct values
+    y = x[:, 0] + 0.01 * torch.randn(20000, generator=g, dtype=torch.float64)
+    found = {}
+    for nb in (255, 1023):
+        lr = RegressionTree(n_bins=nb, max_leaves=600, min_samples_leaf=5)
+        p = lr.prepare(x)
+        m = lr.fit(p, y)
+        found[nb] = (p.codes.dtype, p.missing_code, int(p.num_bins[0]),
+                     m.threshold.unique().numel())
+    assert found[255][:2] == (torch.uint8, 255) and found[255][3] <= 254
+    assert found[1023][:3] == (torch.int16, 1023, 1023)
+    assert found[1023][3] > 400
+
+
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_raw_predictions_equal_training_output(dtype):
+    X, t, w, _ = _problem(7)
+    X = X.to(dtype)
+    lr = RegressionTree(n_bins=2000, max_leaves=40, min_samples_leaf=3)
+    p = lr.prepare(X)
+    m, f = lr.fit_predict(p, t.to(dtype), w)
+    assert torch.equal(m.predict(X), f.to(m.leaf_value.dtype))
+    assert torch.equal(m.predict(X, kernel="torch"), m.predict(X))
+    assert torch.equal(m.predict_prepared(p), m.predict(X))
+
+
+def _letor(n_queries=40, F=4, seed=0):
+    rng = np.random.default_rng(seed)
+    X, y, g = [], [], []
+    for _ in range(n_queries):
+        k = int(rng.integers(5, 15))
+        X.append(rng.normal(size=(k, F)))
+        y.append(rng.integers(0, 3, k))
+        g.append(k)
+    X = torch.from_numpy(np.concatenate(X)).float()
+    X[torch.rand(X.shape, generator=torch.Generator().manual_seed(seed)) < 0.05] = math.nan
+    qid = torch.repeat_interleave(torch.arange(len(g)), torch.tensor(g))
+    return X, torch.from_numpy(np.concatenate(y)).float(), qid
+
+
+def test_booster_save_load_and_export(tmp_path):
+    X, y, g = _letor()
+    b = Booster(loss=ExponentialPairwiseLoss(), n_rounds=5, verbose=False,
+                learner=RegressionTree(n_bins=400, max_leaves=8, min_samples_leaf=2))
+    model = b.fit(X, y, g)
+    assert all(m.missing_code == 400 for m in model.models)
+    s = model.predict(X)
+    model.save(tmp_path / "m.trb")
+    back = Ensemble.load(tmp_path / "m.trb")
+    assert torch.equal(back.predict(X), s)
+    assert [m.missing_code for m in back.models] == [400] * 5
+    assert torch.equal(to_torch(back)(X), s)
+
+
+@pytest.mark.parametrize("make", [lambda: RegressionTree(n_bins=1),
+                                  lambda: RegressionTree(n_bins=32767),
+                                  lambda: RegressionTree(n_bins=300.0),
+                                  lambda: ObliviousTree(n_bins=256),
+                                  lambda: load_svmlight_binned("x.txt", n_bins=40000),
+                                  lambda: bin_row_chunks(None, [1], n_bins=32767)])
+def test_bad_n_bins_one_line_error(make):
+    with pytest.raises(ValueError, match="n_bins") as e:
+        make()
+    assert "\n" not in str(e.value)

@@ -1,6 +1,8 @@
 """The compiled CPU tree backend: ``trees.c`` beside this file (C99 + OpenMP through ctypes,
 built on first use by :func:`torchrankboost._native.load_library`), on uint8 bin codes
-(int16 above 255 bins: the same kernels instantiated for 2-byte codes).
+(int16 above 255 bins: the same kernels instantiated for 2-byte codes). The only module that
+loads or calls that library: tree growth, oblivious levels, traversal, prediction and bin
+coding; where a kernel does not apply (see each method) the torch reference runs instead.
 
 ``trb_grow`` grows a whole tree in one call, the same best-first growth as
 :mod:`.torch_backend` and the same tree bit for bit: root histogram, split search, in-place
@@ -14,15 +16,17 @@ from __future__ import annotations
 
 import ctypes
 from pathlib import Path
-from typing import Optional
+from typing import List, Optional, Sequence
 
 import torch
 from torch import Tensor
 
-from ... import _native
-from ..._io import deferred_interrupts
-from .base import GrownTree, Reduce, TreeParams, Unavailable
+from .. import _native
+from .._io import deferred_interrupts
+from . import levels
+from .base import GrownTree, Level, Reduce, TreeParams, Unavailable
 from .histogram import compact_reducer
+from .torch_backend import TorchBackend
 
 __all__ = ["NativeBackend", "library", "status", "SOURCE"]
 
@@ -230,6 +234,117 @@ class NativeBackend:
         return leaf
 
 
+    def predict_trees(self, trees: Sequence, weights: Sequence[float], X: Tensor, out: Tensor, *,
+                      cache: dict) -> None:
+        """One pass of ``trb_predict_trees`` over the rows, every tree of a row before the
+        next row (the reference's sums bit for bit); the trees are packed once and kept in
+        ``cache`` (keyed by their identities and tensor versions). The reference when a tree
+        is not on the CPU, ``out`` is not a contiguous float64 buffer there or ``X`` neither
+        float32 nor float64."""
+        if not trees:
+            return
+        if (out.device.type != "cpu" or out.dtype != torch.float64 or not out.is_contiguous()
+                or X.dtype not in (torch.float32, torch.float64)
+                or any(m.leaf_value.device.type != "cpu" for m in trees)):
+            return _REFERENCE.predict_trees(trees, weights, X, out, cache=cache)
+        # the trees are held by the cache (their ids stay theirs); an in-place change of a
+        # tree's tensors bumps their versions and repacks
+        key = tuple((id(m), m.leaf_value._version, m.threshold._version, m.split_feature._version)
+                    for m in trees)
+        hit = cache.get("native_trees")
+        if hit is None or hit[0] != key:
+            hit = cache["native_trees"] = (key, _packed_trees(trees), list(trees))
+        packed = hit[1]
+        X = X.contiguous()
+        w = torch.tensor([float(v) for v in weights], dtype=torch.float64)
+        n, F = X.shape
+        library().trb_predict_trees(
+            X.data_ptr(), int(X.dtype == torch.float32), n, F, len(trees),
+            *(packed[k].data_ptr() for k in ("node_off", "leaf_off", "thr_f32", "split_feature",
+                                              "threshold", "default_left", "left_child",
+                                              "right_child", "value")),
+            w.data_ptr(), out.data_ptr(), torch.get_num_threads())
+
+    def apply_bins(self, X: Tensor, edges: Tensor, *, missing_code: int,
+                   dtype: torch.dtype) -> Tensor:
+        """``trb_apply_bins``: a binary search per value, rows across the threads (the codes
+        of ``torch.searchsorted``). The reference where it does not apply: not float32 /
+        float64 on the CPU in the edges' dtype, NaN in the edges, codes neither uint8 nor
+        int16."""
+        if (X.device.type != "cpu" or edges.device.type != "cpu" or X.dtype != edges.dtype
+                or X.dtype not in (torch.float32, torch.float64)
+                or dtype not in (torch.uint8, torch.int16) or bool(torch.isnan(edges).any())):
+            return _REFERENCE.apply_bins(X, edges, missing_code=missing_code, dtype=dtype)
+        X, E = X.contiguous(), edges.contiguous()
+        n, F = X.shape
+        out = torch.empty((n, F), dtype=dtype)
+        library().trb_apply_bins(X.data_ptr(), E.data_ptr(), int(X.dtype == torch.float32), n, F,
+                                 E.shape[1], int(missing_code), out.data_ptr(),
+                                 int(dtype == torch.int16), torch.get_num_threads())
+        return out
+
+    def level_histograms(self, prepared, values: Tensor, rows: Tensor, counts: List[int],
+                         build: List[int], *, reduce: Optional[Reduce]) -> Tensor:
+        """``trb_histogram`` (``trb_histogram16`` on int16 codes) of each built node into one
+        (B, F, S, 3) buffer (the kernel zeroes its output first: an empty node is all
+        zeros), returned as its (B, 3, F, S) view."""
+        codes = prepared.codes.contiguous()
+        n, F = codes.shape
+        S = prepared.missing_code + 1
+        lib = library()
+        fn = lib.trb_histogram16 if codes.dtype == torch.int16 else lib.trb_histogram
+        out = torch.empty((len(counts), F, S, 3), dtype=torch.float64)
+        r32 = rows.to(torch.int32).contiguous()
+        values = values.contiguous()
+        step, nt = F * S * 3 * 8, torch.get_num_threads()
+        starts = [0]
+        for c in counts:
+            starts.append(starts[-1] + c)
+        for j in build:
+            fn(codes.data_ptr(), n, F, r32.data_ptr() + 4 * starts[j], counts[j],
+               values.data_ptr(), out.data_ptr() + step * j, S, nt)
+        levels.sum_built(out, build, reduce)
+        return out.permute(0, 3, 1, 2)
+
+    def best_level(self, hists: Tensor, prepared, feat_ok: Tensor, miss: Tensor, *,
+                   params: TreeParams) -> Optional[Level]:
+        """``trb_oblivious_level`` (the best candidate) and ``trb_oblivious_nodes`` (its node
+        gains and left counts) on the (B, F, S, 3) layout; the reference for histograms off
+        the CPU or of more than 256 slots."""
+        if hists.device.type != "cpu" or hists.shape[-1] > 256:
+            return _REFERENCE.best_level(hists, prepared, feat_ok, miss, params=params)
+        setup = levels.level_setup(hists, prepared, params.l2)
+        if setup is None:
+            return None
+        Vm, parent = setup
+        raw = hists.permute(0, 2, 3, 1).contiguous()  # (B, F, S, 3): no copy of our own view
+        B, F, S, _ = raw.shape
+        nb = prepared.cache.get("num_bins_i64")
+        if nb is None:
+            nb = prepared.cache["num_bins_i64"] = prepared.num_bins.to("cpu", torch.int64).contiguous()
+        fo = feat_ok.to("cpu", torch.uint8).contiguous()
+        mf = miss.to("cpu", torch.uint8).contiguous()
+        cum = torch.empty(B * 256 * 3, dtype=torch.float64)
+        par = torch.empty(B, dtype=torch.float64)
+        out = torch.empty(5, dtype=torch.float64)
+        lib = library()
+        lib.trb_oblivious_level(raw.data_ptr(), B, F, S, nb.data_ptr(), fo.data_ptr(),
+                                mf.data_ptr(), Vm, params.l2, params.min_samples_leaf - 0.5,
+                                params.min_child_weight, cum.data_ptr(), par.data_ptr(),
+                                out.data_ptr())
+        bg, _, f, t, dl = out.tolist()
+        if not levels.accepted(bg, parent, params):
+            return None
+        ng, nl = torch.empty(B, dtype=torch.float64), torch.empty(B, dtype=torch.float64)
+        lib.trb_oblivious_nodes(raw.data_ptr(), B, F, S, nb.data_ptr(), Vm, params.l2, int(f),
+                                int(t), int(dl == 1.0), par.data_ptr(), ng.data_ptr(),
+                                nl.data_ptr())
+        return Level(int(f), int(t), dl == 1.0, ng, nl)
+
+
+_REFERENCE = TorchBackend()  # where a compiled kernel does not apply
+
+
 def _grown(lib, t: dict, n: int, nleaves: int) -> GrownTree:
     """The :class:`GrownTree` of ``trb_grow``'s outputs ``t``; its ``output`` writes each
     row's leaf value through the row partition (when the growth covered every row)."""
@@ -297,57 +412,3 @@ def _packed_trees(models) -> dict:
         "right_child": cat([m.right_child for m in models], i64),
         "value": cat([m.leaf_value for m in models], f64),
     }
-
-
-def predict_trees(models, weights, X: Tensor, out: Tensor, cache: dict) -> bool:
-    """``out += Σ_t weights[t] · models[t].predict(X)`` (float64, in round order) in one pass
-    of the compiled kernel over the rows, every tree of a row before the next row — the sums
-    of the per-round loop bit for bit. ``False`` (nothing done) unless every model is a tree
-    on CPU, ``X`` is float32 / float64 on CPU and the kernels run here. ``cache``: where the
-    packed trees are kept between calls (keyed by the models' identities)."""
-    if (X.device.type != "cpu" or X.dtype not in (torch.float32, torch.float64)
-            or not models or not all(type(m).__name__ == "TreeModel" for m in models)
-            or any(m.leaf_value.device.type != "cpu" for m in models)):
-        return False
-    if NativeBackend().unavailable(device=X.device, data_dtype=X.dtype, num_rows=X.shape[0]):
-        return False
-    # the models are held by the cache (their ids stay theirs); an in-place change of a
-    # tree's tensors bumps their versions and repacks
-    key = tuple((id(m), m.leaf_value._version, m.threshold._version, m.split_feature._version)
-                for m in models)
-    hit = cache.get("packed")
-    if hit is None or hit[0] != key:
-        hit = cache["packed"] = (key, _packed_trees(models), list(models))
-    packed = hit[1]
-    X = X.contiguous()
-    w = torch.tensor([float(v) for v in weights], dtype=torch.float64)
-    n, F = X.shape
-    library().trb_predict_trees(
-        X.data_ptr(), int(X.dtype == torch.float32), n, F, len(models),
-        *(packed[k].data_ptr() for k in ("node_off", "leaf_off", "thr_f32", "split_feature",
-                                          "threshold", "default_left", "left_child",
-                                          "right_child", "value")),
-        w.data_ptr(), out.data_ptr(), torch.get_num_threads())
-    return True
-
-
-def apply_bins_native(X: Tensor, edges: Tensor, missing_code: int, dtype) -> Optional[Tensor]:
-    """:func:`~torchrankboost.boosting.binning.apply_bins` in the compiled kernel (a binary
-    search per value, rows across the threads; the same codes as ``torch.searchsorted``), or
-    ``None`` where it does not apply: not CPU, not float32 / float64 in the edges' dtype, NaN
-    in the edges, codes neither uint8 nor int16, or no compiled kernels here."""
-    if (X.device.type != "cpu" or edges.device.type != "cpu" or X.dtype != edges.dtype
-            or X.dtype not in (torch.float32, torch.float64)
-            or dtype not in (torch.uint8, torch.int16) or X.dim() != 2):
-        return None
-    if NativeBackend().unavailable(device=X.device, data_dtype=torch.uint8, num_rows=0):
-        return None
-    if bool(torch.isnan(edges).any()):
-        return None
-    X, E = X.contiguous(), edges.contiguous()
-    n, F = X.shape
-    out = torch.empty((n, F), dtype=dtype)
-    library().trb_apply_bins(X.data_ptr(), E.data_ptr(), int(X.dtype == torch.float32), n, F,
-                             E.shape[1], int(missing_code), out.data_ptr(),
-                             int(dtype == torch.int16), torch.get_num_threads())
-    return out

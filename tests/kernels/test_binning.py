@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 import torch
 
-from torchrankboost.boosting.binning import apply_bins, bin_features, compute_bin_edges
+from torchrankboost.kernels.binning import apply_bins, bin_features, compute_bin_edges
 
 
 def test_exact_bins_for_few_distinct_values(device):
@@ -107,7 +107,7 @@ def test_quantiles_match_numpy_on_distinct_values():
 def _reference_edges(X, n_bins, sample_count=200_000, seed=0):
     """The per-feature loop (unique_consecutive + searchsorted on cumulative counts) that the
     vectorised compute_bin_edges replaced; edges must agree bit for bit."""
-    from torchrankboost.boosting.binning import _safe_midpoints
+    from torchrankboost.kernels.binning import _safe_midpoints
 
     n, F = X.shape
     if n > sample_count:

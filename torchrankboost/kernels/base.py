@@ -1,8 +1,20 @@
-"""What a tree backend is: the growth of one best-first histogram tree, and tree traversal.
+"""What a tree backend is: every compiled-kernel (or device-kernel) step of the histogram
+learners and of prediction, behind one protocol.
 
-A backend (:mod:`.torch_backend`, :mod:`.native_backend`, a GPU kernel one day) grows the tree
-that :class:`~torchrankboost.boosting.learners.RegressionTree` describes — the same tree bit
-for bit on every backend — and finds the leaf of every row of a fitted tree.
+A backend (:mod:`.torch_backend`, the reference on any device; :mod:`.native_backend`, the
+compiled CPU kernels; a GPU kernel one day) does five things, each the same bit for bit on
+every backend:
+
+* **binning**: the bin codes of raw features from the bin edges (:meth:`TreeBackend.apply_bins`);
+* **growth** of one best-first tree, the tree that
+  :class:`~torchrankboost.boosting.learners.RegressionTree` describes (:meth:`TreeBackend.grow`);
+* **oblivious levels**: the histograms of one level's nodes and the best question of the level,
+  for :class:`~torchrankboost.boosting.learners.ObliviousTree`
+  (:meth:`TreeBackend.level_histograms`, :meth:`TreeBackend.best_level`; the level arithmetic
+  in :mod:`.levels`);
+* **traversal**: the leaf of every row of a fitted tree, from bin codes or raw features;
+* **prediction**: an ensemble's weighted trees summed over raw features
+  (:meth:`TreeBackend.predict_trees`).
 
 Growth, in Newton form: with ``G = Σ w·t`` and ``H = Σ w`` over a node's rows, a split into L
 and R has gain ``G_L²/(H_L + λ) + G_R²/(H_R + λ) − G²/(H + λ)``; the leaf of largest gain
@@ -17,17 +29,22 @@ Data-parallel: ``reduce`` (``None`` in one process) replaces a float64 tensor by
 the ranks, in place; a backend applies it to every histogram it builds and to the leaf sums,
 and takes every decision (row counts included) from the reduced histograms, so every rank
 grows the same tree on its own rows.
+
+A new backend is one module in this folder (a class with these methods; subclassing
+:class:`~.torch_backend.TorchBackend` inherits the reference of whatever it does not speed up)
+and one entry in the chooser's ``_AUTO_ORDER`` (:mod:`torchrankboost.kernels`).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, List, Optional, Protocol
+from typing import Callable, List, NamedTuple, Optional, Protocol, Sequence
 
 import torch
 from torch import Tensor
 
-__all__ = ["TreeParams", "GrownTree", "TreeBackend", "Unavailable", "Reduce", "newton_values"]
+__all__ = ["TreeParams", "GrownTree", "Level", "TreeBackend", "Unavailable", "Reduce",
+           "newton_values"]
 
 #: ``reduce(buf)``: ``buf`` (float64) summed over the ranks in place (the result returned)
 Reduce = Callable[[Tensor], Tensor]
@@ -79,6 +96,18 @@ class Unavailable:
     missing: bool = False
 
 
+class Level(NamedTuple):
+    """The question of one oblivious level: ``code <= bin`` of ``feature`` goes left, NaN goes
+    left when ``default_left``; ``node_gain`` (B,) float64 the gain of each node of the level,
+    ``left_count`` (B,) float64 the rows of each node that go left (summed over the ranks)."""
+
+    feature: int
+    bin: int
+    default_left: bool
+    node_gain: Tensor
+    left_count: Tensor
+
+
 class TreeBackend(Protocol):
     """A tree backend. ``name``: ``"native"``, ``"torch"``, ..."""
 
@@ -105,6 +134,41 @@ class TreeBackend(Protocol):
     def leaves_from_raw(self, tree, X: Tensor) -> Tensor:
         """(n,) int64 leaf index of every row of raw features X (n, F), already in the
         dtype of ``tree.threshold``."""
+        ...
+
+    def predict_trees(self, trees: Sequence, weights: Sequence[float], X: Tensor, out: Tensor, *,
+                      cache: dict) -> None:
+        """``out += Σ_t weights[t] · trees[t](X)``: ``out`` (n,) float64 on X's device, each
+        row's terms added in round order (the sums of a per-tree loop bit for bit); ``trees``
+        ``TreeModel``s on X's device, ``X`` (n, F) raw features, compared in each tree's
+        thresholds' dtype. ``cache``: a dict the caller keeps between calls (e.g. the trees
+        packed once)."""
+        ...
+
+    def apply_bins(self, X: Tensor, edges: Tensor, *, missing_code: int,
+                   dtype: torch.dtype) -> Tensor:
+        """(n, F) codes of ``dtype`` of raw features X (n, F), already in ``edges.dtype``:
+        ``code[i, f] = #{b : edges[f, b] < X[i, f]}`` (``edges`` (F, B) ascending upper
+        edges, ``+inf``-padded), NaN → ``missing_code``."""
+        ...
+
+    def level_histograms(self, prepared, values: Tensor, rows: Tensor, counts: List[int],
+                         build: List[int], *, reduce: Optional[Reduce]) -> Tensor:
+        """The (B, 3, F, S) float64 histograms (channels Σ w·t, Σ w, count; S = missing code
+        + 1) of the ``B = len(counts)`` nodes of an oblivious level on ``prepared``
+        (``BinnedFeatures``): node ``j``'s rows are ``rows[s_j : s_j + counts[j]]``
+        (``s_j = Σ_{i<j} counts[i]``; each node's rows ascending), ``values`` (n, 2) float64
+        the channels ``(w·t, w)``. Only the nodes in ``build`` are filled, each summed over the
+        ranks through ``reduce``; the others are left for the caller (parent − sibling). The
+        result may be a view of the backend's own layout (a (B, F, S, 3) buffer, say)."""
+        ...
+
+    def best_level(self, hists: Tensor, prepared, feat_ok: Tensor, miss: Tensor, *,
+                   params: TreeParams) -> Optional[Level]:
+        """The best question of an oblivious level from its nodes' ``hists`` (a
+        :meth:`level_histograms` result, summed over the ranks), over the features ``feat_ok``
+        (F,) bool, NaN right tried only for the features ``miss`` (F,) bool; ``None`` when no
+        allowed candidate gains enough (:mod:`.levels` states the gain and the rules)."""
         ...
 
 

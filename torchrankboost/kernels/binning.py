@@ -1,4 +1,4 @@
-"""Quantile binning of dense features, done once per fit.
+"""Quantile binning of dense features, done once per fit: the bin codes every kernel works on.
 
 Every histogram-based learner (regression trees, stumps) works on small integer *bin codes*
 instead of raw feature values. :func:`bin_features` picks, per feature, at most ``n_bins``
@@ -29,8 +29,9 @@ Layout and conventions
 Everything runs as torch ops on the device of ``X`` (the sample permutation is drawn on the CPU
 so the same seed gives the same bins on every device). The quantile step is vectorised over
 blocks of features (sort of the transposed sample block, run starts by comparison, quantile runs
-read from cumulative run counts; no per-feature loop); coding is vectorised over features with
-a batched ``torch.searchsorted`` and chunked over rows to bound memory.
+read from cumulative run counts; no per-feature loop). Coding (:func:`apply_bins`) runs in the
+tree backend chosen by :func:`~torchrankboost.kernels.choose_backend` (the compiled binary
+search on CPU, a batched ``torch.searchsorted`` chunked over rows elsewhere: the same codes).
 """
 
 from __future__ import annotations
@@ -42,14 +43,15 @@ import torch
 from torch import Tensor
 
 from ..parallel import get_context
+from . import choose_backend
 
 __all__ = ["BinnedFeatures", "bin_features", "apply_bins", "compute_bin_edges", "MAX_UINT8_BINS",
-           "MAX_INT16_BINS", "attach_bins", "code_slots"]
+           "MAX_INT16_BINS", "attach_bins", "code_slots", "code_dtype", "check_features",
+           "check_n_bins", "sample_rows", "edges_and_sample_codes"]
 
 MAX_UINT8_BINS = 255
 #: the most value bins of 2-byte codes: int16 codes 0..n_bins-1 and the missing code n_bins
 MAX_INT16_BINS = 32766
-_MAX_INT16_BINS = MAX_INT16_BINS
 _CODE_CHUNK = 1 << 16
 _EDGE_BLOCK = 1 << 22  # features x sample rows per vectorised edge block
 
@@ -120,7 +122,9 @@ def _attached(X: Tensor, key, context) -> "BinnedFeatures | None":
                           n_bins=binned.n_bins, context=ctx)
 
 
-def _check_X(X) -> Tensor:
+def check_features(X) -> Tensor:
+    """``X`` itself when it is a 2-D floating-point tensor (raw features (n, F)), else a
+    one-line ``ValueError``."""
     if not isinstance(X, Tensor):
         raise ValueError(f"X: expected a torch.Tensor, got {type(X).__name__}")
     if X.dim() != 2:
@@ -130,7 +134,8 @@ def _check_X(X) -> Tensor:
     return X
 
 
-def _check_n_bins(n_bins: int, upper: int = MAX_UINT8_BINS) -> int:
+def check_n_bins(n_bins: int, upper: int = MAX_UINT8_BINS) -> int:
+    """``n_bins`` when it is an int in ``[2, upper]``, else a one-line ``ValueError``."""
     if isinstance(n_bins, bool) or not isinstance(n_bins, int) or not 2 <= n_bins <= upper:
         raise ValueError(f"n_bins: expected an int in [2, {upper}], got {n_bins!r}")
     return n_bins
@@ -210,18 +215,21 @@ def compute_bin_edges(X: Tensor, *, n_bins: int = 255, sample_count: int = 200_0
     temporaries): each block is transposed to contiguous rows and sorted along them (faster
     than sorting along dim 0, same values).
     """
-    edges, num_bins, _, _ = _edges_and_sample_codes(X, n_bins, sample_count, seed, None, None)
+    edges, num_bins, _, _ = edges_and_sample_codes(X, n_bins, sample_count, seed, None, None)
     return edges, num_bins
 
 
-def _sample_rows(n: int, sample_count: int, seed: int, device):
+def sample_rows(n: int, sample_count: int, seed: int, device):
+    """The sorted int64 positions of the seeded uniform sample of ``sample_count`` of ``n``
+    rows (drawn on the CPU: the same on every device), on ``device``; ``None`` (every row)
+    when ``n <= sample_count``."""
     if n <= sample_count:
         return None
     g = torch.Generator().manual_seed(int(seed))
     return torch.randperm(n, generator=g)[:sample_count].sort().values.to(device)
 
 
-def _edges_and_sample_codes(X: Tensor, n_bins: int, sample_count: int, seed: int, missing_code, dtype):
+def edges_and_sample_codes(X: Tensor, n_bins: int, sample_count: int, seed: int, missing_code, dtype):
     """Edges (as :func:`compute_bin_edges`) and, when ``dtype`` is given, the codes of the
     sampled rows read off the sort: with ``b_j = #{i : S_(i) <= edge_j}`` (searchsorted of the
     few edges in the sorted column), the sorted value ``S_(i)`` has code
@@ -232,7 +240,7 @@ def _edges_and_sample_codes(X: Tensor, n_bins: int, sample_count: int, seed: int
     """
     n, F = X.shape
     dev = X.device
-    idx = _sample_rows(n, sample_count, seed, dev)
+    idx = sample_rows(n, sample_count, seed, dev)
     S = X if idx is None else X.index_select(0, idx)
     ns = S.shape[0]
     edges = torch.full((F, n_bins), float("inf"), dtype=X.dtype, device=dev)
@@ -263,14 +271,16 @@ def _edges_and_sample_codes(X: Tensor, n_bins: int, sample_count: int, seed: int
     return edges[:, :B].contiguous(), num_bins, idx, codes
 
 
-def _code_dtype(n_bins: int):
+def code_dtype(n_bins: int):
+    """``(dtype, missing_code)`` of codes binned with ``n_bins``: ``(uint8, 255)`` up to 255
+    bins, ``(int16, n_bins)`` above."""
     return (torch.uint8, 255) if n_bins <= MAX_UINT8_BINS else (torch.int16, n_bins)
 
 
 def code_slots(n_bins: int) -> int:
     """Histogram slots per feature of codes binned with ``n_bins``: the missing code + 1
     (256 for uint8 codes, ``n_bins + 1`` for int16 ones)."""
-    return _code_dtype(n_bins)[1] + 1
+    return code_dtype(n_bins)[1] + 1
 
 
 def apply_bins(X: Tensor, edges: Tensor, *, missing_code: int = 255, dtype=torch.uint8) -> Tensor:
@@ -285,23 +295,13 @@ def apply_bins(X: Tensor, edges: Tensor, *, missing_code: int = 255, dtype=torch
     Returns:
         (n, F) codes of dtype ``dtype`` on X's device.
     """
-    _check_X(X)
+    check_features(X)
     if X.shape[1] != edges.shape[0]:
         raise ValueError(f"X: has {X.shape[1]} features, the bin edges have {edges.shape[0]}")
     X = X.to(edges.dtype)
-    from .kernels.native_backend import apply_bins_native  # noqa: WPS433 (late: the kernels)
-
-    fast = apply_bins_native(X, edges, missing_code, dtype)
-    if fast is not None:  # the compiled search: the same codes
-        return fast
-    n, F = X.shape
-    out = torch.empty((n, F), dtype=dtype, device=X.device)
-    for s in range(0, n, _CODE_CHUNK):  # chunks bound the (F, chunk) int64 temporaries
-        xc = X[s : s + _CODE_CHUNK].t().contiguous()  # (F, m)
-        c = torch.searchsorted(edges, xc, side="left")
-        c.masked_fill_(torch.isnan(xc), missing_code)
-        out[s : s + _CODE_CHUNK] = c.t()
-    return out
+    backend = choose_backend("auto", device=X.device, data_dtype=X.dtype, num_rows=X.shape[0],
+                             announce=False)
+    return backend.apply_bins(X, edges, missing_code=missing_code, dtype=dtype)
 
 
 def bin_features(X: Tensor, *, n_bins: int = 255, sample_count: int = 200_000, seed: int = 0,
@@ -334,29 +334,29 @@ def bin_features(X: Tensor, *, n_bins: int = 255, sample_count: int = 200_000, s
     sampled rows read off the sort of the sample); ``has_missing`` is all-reduced. In one
     process the collectives are identities and this is the plain computation.
     """
-    _check_X(X)
+    check_features(X)
     cached = _attached(X, (n_bins, sample_count, seed), context)
     if cached is not None:  # the bin cache's features: binned already, from the same rows
         return cached
     if rows is not None:
         return _bin_rows(X, rows, n_bins=n_bins, sample_count=sample_count, seed=seed,
                          max_bins=max_bins, context=context)
-    _check_n_bins(n_bins, min(max_bins, _MAX_INT16_BINS))
+    check_n_bins(n_bins, min(max_bins, MAX_INT16_BINS))
     if isinstance(sample_count, bool) or not isinstance(sample_count, int) or sample_count < 2:
         raise ValueError(f"sample_count: expected an int >= 2, got {sample_count!r}")
     ctx = get_context(False) if context is None else context
-    dtype, missing = _code_dtype(n_bins)
+    dtype, missing = code_dtype(n_bins)
     n = X.shape[0]
     counts = [int(c) for c in ctx.gather_values([n])[:, 0].tolist()]
     off, total = sum(counts[: ctx.rank]), sum(counts)
-    idx = _sample_rows(total, sample_count, seed, X.device)  # global positions, sorted
+    idx = sample_rows(total, sample_count, seed, X.device)  # global positions, sorted
     if idx is None:
         mine, start = None, off
     else:
         start = int((idx < off).sum())  # this rank's sampled rows begin there in the sample
         mine = idx[(idx >= off) & (idx < off + n)] - off
     S = ctx.all_gather_rows(X if mine is None else X.index_select(0, mine))  # global row order
-    edges, num_bins, _, scodes = _edges_and_sample_codes(S, n_bins, max(S.shape[0], 2), seed,
+    edges, num_bins, _, scodes = edges_and_sample_codes(S, n_bins, max(S.shape[0], 2), seed,
                                                          missing, dtype)
     mine_codes = scodes[start : start + (n if mine is None else mine.numel())]
     codes = _code_rows(X, edges, missing, dtype, mine, mine_codes)

@@ -1,4 +1,4 @@
-/* Compiled CPU kernels of the histogram tree learner (torchrankboost.boosting.kernels,
+/* Compiled CPU kernels of the histogram tree learner (torchrankboost.kernels,
  * native_backend.py).
  *
  * Plain C99 + OpenMP, called through ctypes on the memory of contiguous torch tensors (no

@@ -1,0 +1,147 @@
+r"""The oblivious level search: the arithmetic every backend shares and its pure-torch reference.
+
+An oblivious tree asks one question per level, the same for every node of the level:
+``(feature f, threshold bin t, NaN side)``. With ``G = Σ w·t`` and ``H = Σ w`` over a node's
+rows and ``T(G, H) = G² / (H + λ)`` (0 where ``H + λ <= 0``), a candidate question has the
+level gain
+
+    gain = Σ_nodes [T(G_L, H_L) + T(G_R, H_R) − T(G, H)]
+
+(the nodes' terms added in node order) from the (B, 3, F, S) histograms of the level's ``B``
+nodes (channels Σ w·t, Σ w, count; slot ``S − 1`` = missing). A candidate is allowed when every
+non-empty child of every node has at least ``min_samples_leaf`` rows and ``min_child_weight``
+weight (a node may send all its rows to one side). Candidates run in (feature, threshold bin,
+NaN left / NaN right) order, NaN right only for the features with NaNs among the fit's rows,
+and the first maximum wins; the level is kept when its gain exceeds
+``max(min_split_gain, 1e-10·|Σ_nodes T(G, H)|)`` (:func:`accepted`).
+
+:func:`search` is the reference (every candidate's level gain as tensors, any device); the
+compiled kernels (``trb_oblivious_level`` / ``trb_oblivious_nodes``) give the same question and
+node gains bit for bit.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import List, Optional, Tuple
+
+import torch
+from torch import Tensor
+
+from .base import Level, Reduce, TreeParams
+
+__all__ = ["split_term", "node_sum", "level_setup", "accepted", "search", "sum_built"]
+
+_REL_EPS = 1e-10  # a level must improve on the parent terms by more than this relative amount
+
+
+def split_term(g: Tensor, h: Tensor, lam: float) -> Tensor:
+    """``g² / (h + λ)``, 0 where ``h + λ <= 0`` (an empty side)."""
+    d = h + lam
+    ok = d > 0
+    return torch.where(ok, g * g / torch.where(ok, d, torch.ones_like(d)), torch.zeros_like(d))
+
+
+def node_sum(x: Tensor) -> Tensor:
+    """``Σ_j x[j]`` added in node order (the compiled kernel's order, bit for bit)."""
+    acc = x[0]
+    for j in range(1, x.shape[0]):
+        acc = acc + x[j]
+    return acc
+
+
+def level_setup(hists: Tensor, prepared, lam: float) -> Optional[Tuple[int, Tensor]]:
+    """``(Vm, parent)``: the most value bins of a feature ``Vm`` (at most the missing code) and
+    the nodes' terms ``T(G, H)`` (B,) read off feature 0 of ``hists`` (B, 3, F, S); ``None``
+    when there is no feature."""
+    F, S = hists.shape[2], hists.shape[-1]
+    if F == 0:
+        return None
+    num_bins = prepared.num_bins.to(hists.device)
+    Vm = min(max(1, int(num_bins.max())), prepared.missing_code)
+    T0 = torch.cumsum(hists[:, :2, 0, :Vm], -1)[..., Vm - 1] + hists[:, :2, 0, S - 1]  # (B, 2)
+    return Vm, split_term(T0[:, 0], T0[:, 1], lam)
+
+
+def accepted(best_gain: float, parent: Tensor, params: TreeParams) -> bool:
+    """Whether a level of gain ``best_gain`` is kept over nodes of terms ``parent`` (B,)."""
+    pa = float(node_sum(parent))
+    return math.isfinite(best_gain) and best_gain > max(params.min_split_gain, _REL_EPS * abs(pa))
+
+
+def sum_built(out: Tensor, build: List[int], reduce: Optional[Reduce]) -> None:
+    """Sum the histograms ``out[build]`` (of any layout) over the ranks, in place, as one
+    contiguous buffer (nothing in one process)."""
+    if reduce is not None:
+        built = out[build].contiguous()
+        reduce(built)
+        out[build] = built
+
+
+def _side_sums(hists: Tensor, Vm: int, fs: Optional[Tensor], nan_left: bool):
+    """Left and right ``(B, 3, F', Vm)`` sums of every threshold bin of the features ``fs``
+    (all when ``None``), NaN going left or right."""
+    S = hists.shape[-1]
+    h = hists if fs is None else hists.index_select(2, fs)
+    c = torch.cumsum(h[..., :Vm], -1)  # left sums, NaN excluded
+    ms = h[..., S - 1:S]
+    tot = c[..., Vm - 1:Vm] + ms  # per-feature node totals (equal up to rounding)
+    left = c + ms if nan_left else c
+    return left, tot - left
+
+
+def _grid_gains(hists: Tensor, fs: Optional[Tensor], Vm: int, nan_left: bool, parent: Tensor,
+                params: TreeParams):
+    """Level gains ``(F', Vm)`` summed over the nodes (``-inf`` where a child breaks the
+    leaf constraints), the per-node gains (B, F', Vm) and left row counts (B, F', Vm)."""
+    lam = params.l2
+    left, right = _side_sums(hists, Vm, fs, nan_left)
+    gl, hl, nl = left.unbind(1)
+    gr, hr, nr = right.unbind(1)
+    node_gain = split_term(gl, hl, lam) + split_term(gr, hr, lam) - parent.view(-1, 1, 1)
+    msl, mcw = params.min_samples_leaf - 0.5, params.min_child_weight
+
+    def side_ok(cnt, h):
+        return (cnt < 0.5) | ((cnt >= msl) & (h >= mcw))
+
+    ok = (side_ok(nl, hl) & side_ok(nr, hr)).all(0)
+    return torch.where(ok, node_sum(node_gain), torch.full_like(node_gain[0], -math.inf)), node_gain, nl
+
+
+def _best_candidate(hists: Tensor, num_bins: Tensor, feat_ok: Tensor, miss: Tensor, Vm: int,
+                    parent: Tensor, params: TreeParams) -> Optional[Tuple[int, int, int]]:
+    """``(feature, bin, side)`` (side 0: NaN left) of the first candidate of largest level
+    gain, or ``None`` when it is not :func:`accepted`."""
+    dev = hists.device
+    F = hists.shape[2]
+    valid = (torch.arange(Vm, device=dev).unsqueeze(0) < num_bins.unsqueeze(1)) & feat_ok.unsqueeze(1)
+    gain = torch.full((F, Vm, 2), -math.inf, dtype=torch.float64, device=dev)
+    g0, _, _ = _grid_gains(hists, None, Vm, True, parent, params)
+    gain[:, :, 0] = torch.where(valid, g0, gain[:, :, 0])
+    fs = miss.nonzero().squeeze(1)
+    if fs.numel():
+        g1, _, _ = _grid_gains(hists, fs, Vm, False, parent, params)
+        gain[fs, :, 1] = torch.where(valid[fs], g1, gain[fs, :, 1])
+    best, q = torch.max(gain.view(-1), 0)
+    if not accepted(float(best), parent, params):
+        return None
+    q = int(q)
+    return q // (2 * Vm), (q // 2) % Vm, q % 2
+
+
+def search(hists: Tensor, prepared, feat_ok: Tensor, miss: Tensor, *,
+           params: TreeParams) -> Optional[Level]:
+    """The reference of :meth:`~.base.TreeBackend.best_level`: the best question of a level
+    from its nodes' (B, 3, F, S) ``hists``, its node gains and left row counts (B,)."""
+    setup = level_setup(hists, prepared, params.l2)
+    if setup is None:
+        return None
+    Vm, parent = setup
+    num_bins = prepared.num_bins.to(hists.device)
+    found = _best_candidate(hists, num_bins, feat_ok, miss, Vm, parent, params)
+    if found is None:
+        return None
+    f, t, d = found
+    fs = torch.tensor([f], device=hists.device)
+    _, ng, nl = _grid_gains(hists, fs, Vm, d == 0, parent, params)
+    return Level(f, t, d == 0, ng[:, 0, t], nl[:, 0, t])
