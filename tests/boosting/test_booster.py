@@ -9,7 +9,7 @@ import torch
 
 import torchrankboost.losses as L
 from torchrankboost import Groups
-from torchrankboost.curvature import per_query
+from torchrankboost.boosting.curvature import per_query
 from torchrankboost.boosting import (
     Booster,
     Ensemble,

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from torchrankboost import ExponentialPairwiseLoss, Groups, PNormPushLoss
-from torchrankboost.curvature import hessian_diagonal, hvp_probes, is_per_query, per_query
+from torchrankboost.boosting.curvature import hessian_diagonal, hvp_probes, is_per_query, per_query
 
 
 def _listnet(scores, labels, groups):
