@@ -70,7 +70,7 @@ import math
 import time
 import warnings
 from dataclasses import dataclass
-from typing import Any, Callable, Optional, Sequence, Union
+from typing import Any, Callable, Optional, Sequence, Tuple, Union
 
 import torch
 from torch import Tensor
@@ -387,11 +387,11 @@ class Booster(FitState):
                            continued=start.ensemble.info if start else None)
         comm.check()
         dev, (n, F) = X.device, X.shape
-        sizes = self._agree(comm, objective, X, labels, groups, eval_set)
+        n_total, q_total, q_offset = self._agree(comm, objective, X, labels, groups, eval_set)
         cbs = self._fit_callbacks(callbacks)
         base = start.base_score if start else self._base_score(
             0.0 if offsets is not None else init_score, objective, n, dev)
-        # the ranker callbacks see and whose attributes the fit sets (``_owner``: QBRank, GBT)
+        # the ranker callbacks see and whose attributes the fit sets (see on_behalf_of)
         with comm.local():
             monitor = FitMonitor(self._owner or self, n_features=F, device=dev,
                                  eval_set=eval_set, eval_metric=eval_metric,
@@ -407,17 +407,16 @@ class Booster(FitState):
             raise NumericalError(f"the loss is {loss0} at the initial scores (base score "
                                  f"{base})", round=None, model=None)
         sync = (lambda: torch.cuda.synchronize(dev)) if dev.type == "cuda" else (lambda: None)
+        rule = step_rule(self.step, line_search_order=self.line_search_order,
+                         line_search_tol=self.line_search_tol, max_step_ratio=self.max_step_ratio)
+        subsample = QuerySubsample(self.subsample, seed=self.seed, q_total=q_total,
+                                   q_offset=q_offset)
+        ensemble = start.ensemble if start else Ensemble([], [], base_score=base, num_features=F)
         run = _Run(X=X, groups=groups,
                    prepared=prepare_learner(self.learner, X, comm.ctx, fw.rows),
-                   objective=objective, rule=step_rule(
-                       self.step, line_search_order=self.line_search_order,
-                       line_search_tol=self.line_search_tol, max_step_ratio=self.max_step_ratio),
-                   ensemble=start.ensemble if start else Ensemble([], [], base_score=base,
-                                                                  num_features=F),
-                   monitor=monitor, subsample=QuerySubsample(
-                       self.subsample, seed=self.seed, q_total=sizes["q_total"],
-                       q_offset=sizes.pop("q_offset")),
-                   sync=sync, t_fit=t_fit, comm=comm, weights=fw, **sizes)
+                   objective=objective, rule=rule, ensemble=ensemble, monitor=monitor,
+                   subsample=subsample, sync=sync, t_fit=t_fit, comm=comm, weights=fw,
+                   n_total=n_total, q_total=q_total)
         self._announce(run, base, str(dev), loss0)
         run.rounds = booster_resume(
             start, n_rounds=self.n_rounds, monitor=monitor, ensemble=run.ensemble,
@@ -470,9 +469,10 @@ class Booster(FitState):
                      f"Stumps, FeatureRankers)")
 
     def _agree(self, comm: FitComm, objective: FitObjective, X, labels, groups,
-               eval_set) -> dict:
+               eval_set) -> Tuple[int, int, int]:
         """Start-of-fit agreement of the ranks: what must be the same, the global sizes
-        (this process's own in one process) and the autograd curvature's probe count."""
+        ``(documents, queries, this rank's first query)`` (this process's own in one
+        process) and the autograd curvature's probe count."""
         ctx = comm.ctx
         ctx.check_same("the number of features", int(X.shape[1]))
         ctx.check_same("the label dtype", str(labels.dtype))
@@ -480,8 +480,8 @@ class Booster(FitState):
         probes = objective.local_probes(X.shape[0], groups)
         rows = comm.gather([X.shape[0], groups.num_groups, probes], size=3)  # (W, 3)
         objective.agree_probes(rows[:, 2])
-        return dict(n_total=int(rows[:, 0].sum()), q_total=int(rows[:, 1].sum()),
-                    q_offset=int(rows[: comm.rank, 1].sum()))
+        return (int(rows[:, 0].sum()), int(rows[:, 1].sum()),
+                int(rows[: comm.rank, 1].sum()))
 
     def _base_score(self, init_score, objective: FitObjective, n: int, dev) -> float:
         """The initial constant score: ``init_score``, the float ``base_score``, or (for
