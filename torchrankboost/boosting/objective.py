@@ -251,9 +251,9 @@ class FitObjective:
                 ev = self._local(self.scores, self.caps.grad_hess)
             self.value, self._pending = self._summed(ev.value), ev.pending
         if self.caps.position_update is not None:
-            s = self.scores
-            pending = self._pending if self._pending is not None and self._pending.scores is s \
-                else None
+            s, pending = self.scores, self._pending
+            if pending is not None and pending.scores is not s:
+                pending = None
             if self.caps.position_update(s, self.comm, rnd, pending):
                 self.value, self._pending = self.evaluate(s, fused=True)
 
@@ -314,12 +314,14 @@ class FitObjective:
         return Evaluation(self._summed(ev.value), ev.pending)
 
     def _local(self, scores: Tensor, fused: bool) -> Evaluation:
+        """This rank's ``L(scores)`` (and the fused gradient and curvature): local work."""
         if fused:
             v, g, h = self.bound.value_grad_hess(scores, hess=self.kind)
             return Evaluation(float(v), Pending(scores, g, h, self.kind))
         return Evaluation(float(scalar(self.bound.value(scores)).detach()), None)
 
     def _summed(self, local: float) -> float:
+        """A rank's value summed over the ranks (one collective carrying the failure flag)."""
         return float(self.comm.sum(lambda: [local], size=1)[0])
 
     def phi(self, f: Tensor) -> Callable[[Tensor], Tensor]:
