@@ -83,7 +83,7 @@ from .boosting import (  # noqa: F401
     line_search,
 )
 from .losses.pointwise import SquaredErrorLoss  # noqa: F401  (the driver's GBT loss)
-from .curvature import per_query  # noqa: F401  (exact curvature for a user's loss)
+from .boosting.curvature import per_query  # noqa: F401  (exact curvature for a user's loss)
 
 # --- the ranker contract (every algorithm) ---
 from .contract import (  # noqa: F401

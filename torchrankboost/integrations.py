@@ -53,6 +53,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from .boosting.objective import LossCapabilities
 from .groups import Groups
 
 __all__ = ["lightgbm_objective", "lightgbm_metric", "xgboost_objective", "xgboost_metric"]
@@ -111,8 +112,8 @@ class _Objective:
         self.loss = loss
         self.hess = hess
         self.hess_floor = float(hess_floor)
-        self._has_gh = callable(getattr(loss, "grad_hess", None))
-        if hess == "bound" and not self._has_gh:
+        self.caps = LossCapabilities.of(loss)
+        if hess == "bound" and not self.caps.grad_hess:
             raise ValueError("hess='bound' needs a loss with grad_hess(..., hess='bound')")
 
     def __repr__(self) -> str:
@@ -123,9 +124,9 @@ class _Objective:
         """``(grad, hess)`` of the summed loss, float64 NumPy arrays of shape ``(n,)``;
         ``weights`` ``(n,)`` / ``group_weights`` ``(G,)``: document / query weights."""
         kw = {} if weights is None else {"weights": weights}
-        if group_weights is not None and not callable(getattr(self.loss, "bind", None)):
+        if group_weights is not None and not self.caps.binds:
             raise ValueError("query weights need a loss with bind() (any RankingLoss)")
-        if self._has_gh:
+        if self.caps.grad_hess:
             kind = "diag" if self.hess == "none" else self.hess
             if group_weights is not None:
                 g, h = self.loss.bind(labels, groups, **kw).with_group_weights(

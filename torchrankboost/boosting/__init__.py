@@ -1,12 +1,14 @@
 """Stagewise boosting: the driver (:class:`Booster`), the fitted model (:class:`Ensemble`),
-step rules (:mod:`.steps`), callbacks (:mod:`.callbacks`), the evaluation / early stopping
+the loss of a fit (:mod:`.objective`), step rules (:mod:`.step_rules`; the line search:
+:mod:`.steps`), the autograd curvature (:mod:`.curvature`), callbacks (:mod:`.callbacks`), the evaluation / early stopping
 shared by every algorithm (:mod:`.evaluation`), input conversion (:mod:`.inputs`), the weak
 learners (:mod:`.learners`: regression trees, stumps, single features), and the papers' algorithms
 (:mod:`.rankboost`: RankBoost RB-D/RB-C/coordinate, RankBoost+, AdaBoost, smooth margin
 ranking, p-norm push; :mod:`.qbrank`: QBRank and GBT)."""
 
 from ..contract import NumericalError, UnboundedDirectionError  # noqa: F401
-from .booster import Booster, autograd_grad_hess, hessian_diagonal  # noqa: F401
+from .booster import Booster  # noqa: F401
+from .curvature import autograd_grad_hess, hessian_diagonal  # noqa: F401
 from .callbacks import Callback, EarlyStopping, HistoryCallback, PrintCallback  # noqa: F401
 from .evaluation import FitMonitor, FitState, resolve_metrics  # noqa: F401
 from .inputs import fit_inputs  # noqa: F401

@@ -46,6 +46,7 @@ from torch import Tensor
 from ..contract import RoundRecord
 from .callbacks import Callback
 from .ensemble import Ensemble
+from .evaluation import running_monitor
 
 __all__ = ["Checkpoint", "save_checkpoint", "load_checkpoint", "Start", "open_start"]
 
@@ -83,7 +84,7 @@ def save_checkpoint(path, ranker) -> None:
     """Write the state of ``ranker``'s running fit (called from a callback) to ``path``."""
     from .._modelfile import write_model_file
 
-    monitor = ranker.__dict__.get("_fit_monitor")
+    monitor = running_monitor(ranker)
     snap = getattr(monitor, "snapshot", None)
     if snap is None:
         raise ValueError(f"{type(ranker).__name__}: checkpoints need a fit that supports "
@@ -258,39 +259,37 @@ def _as_ensemble(model) -> Ensemble:
 
 
 # ------------------------------------------------------------------------- the Booster
-def booster_snapshot(run, facts: dict):
-    """``(ensemble, tensors, meta)`` of a running :class:`~.booster.Booster` fit."""
-    fused = run.pending is not None and run.pending[0] is run.scores
-    tensors = {"rng.subsample": run.sub_gen.get_state()}
-    meta = {"round": run.monitor.n_rounds, "loss": float(run.loss).hex(), "fused": fused,
-            "facts": facts}
-    return run.ensemble, tensors, meta
+def booster_snapshot(monitor, ensemble: Ensemble, objective, generator: torch.Generator,
+                     facts: dict):
+    """``(ensemble, tensors, meta)`` of a running :class:`~.booster.Booster` fit: the
+    ensemble so far, the query subsample's generator state, the round, the objective's
+    :meth:`~.objective.FitObjective.checkpoint_state` (the loss, whether the next round's
+    gradient was fused with it) and the fit's ``facts``."""
+    tensors = {"rng.subsample": generator.get_state()}
+    meta = {"round": monitor.n_rounds, **objective.checkpoint_state(), "facts": facts}
+    return ensemble, tensors, meta
 
 
-def booster_resume(booster, run, start: Optional[Start]) -> None:
-    """Set up ``run`` (a :class:`~.booster.Booster` fit's working set) from ``start``: the
-    rounds to run, the evaluation scores, and for a resume the generator state, the loss and
-    the fused gradient of the next round; the monitor learns to take snapshots."""
-    facts = dict(algorithm=type(run.monitor.ranker).__name__, n_docs=run.n_total,
-                 n_queries=run.q_total, seed=booster.seed, subsample=booster.subsample)
+def booster_resume(start: Optional[Start], *, n_rounds: int, facts: dict, monitor,
+                   ensemble: Ensemble, objective, generator: torch.Generator, X: Tensor
+                   ) -> range:
+    """The rounds a :class:`~.booster.Booster` fit runs (``1 … n_rounds`` from scratch),
+    its state set up from ``start``: the evaluation scores and the monitor's state, and for
+    a resume the query subsample's ``generator`` state and the ``objective``'s (the loss,
+    the fused gradient of the next round: :meth:`~.objective.FitObjective.restore`). The
+    monitor learns to take snapshots; ``facts`` (the algorithm, the data's sizes, the seed,
+    the subsampling) must be the checkpoint's."""
     facts = _jsonable(facts)
-    run.monitor.snapshot = lambda: booster_snapshot(run, facts)
-    run.rounds = range(1, booster.n_rounds + 1)
+    monitor.snapshot = lambda: booster_snapshot(monitor, ensemble, objective, generator, facts)
     if start is None:
-        return
+        return range(1, n_rounds + 1)
     start.check(facts)
-    start.restore(run.monitor, run.X, run.monitor.evals, run.ensemble.info)
-    run.rounds = start.rounds(booster.n_rounds)
-    if start.saved is None:
-        return
-    run.sub_gen.set_state(start.saved.tensors["rng.subsample"].to("cpu", torch.uint8))
-    run.loss = float.fromhex(start.saved.meta["loss"])
-    if start.saved.meta.get("fused"):  # the continuous fit's fused call, made again
-        kind = booster._curv_kind()
-        with run.comm.local():
-            _, g, h = run.bound.value_grad_hess(run.scores, hess=kind)
-        run.comm.check()
-        run.pending = (run.scores, g, h, kind)
+    start.restore(monitor, X, monitor.evals, ensemble.info)
+    rounds = start.rounds(n_rounds)
+    if start.saved is not None:
+        generator.set_state(start.saved.tensors["rng.subsample"].to("cpu", torch.uint8))
+        objective.restore(start.saved.meta)
+    return rounds
 
 
 # ------------------------------------------------------------------------- the RankBoost family

@@ -61,7 +61,7 @@ from .callbacks import BestTracker, EarlyStopping
 from .inputs import eval_inputs
 from .weights import split_init_score
 
-__all__ = ["FitMonitor", "FitState", "BestTracker", "resolve_metrics"]
+__all__ = ["FitMonitor", "FitState", "BestTracker", "resolve_metrics", "running_monitor"]
 
 F64 = torch.float64
 
@@ -156,6 +156,11 @@ class FitState(Params):
         if self.model_ is None:
             raise ValueError(f"this {type(self).__name__} is not fitted yet; call fit() first")
         return self.model_.predict(X, **kwargs)
+
+
+def running_monitor(ranker) -> Optional["FitMonitor"]:
+    """The :class:`FitMonitor` of ``ranker``'s running fit (``None`` outside a fit)."""
+    return ranker.__dict__.get("_fit_monitor")
 
 
 def eval_offsets(eval_init_score, evals) -> list:

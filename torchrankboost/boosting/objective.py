@@ -1,69 +1,120 @@
-"""The loss as the boosting driver sees it: bound to the training labels once per fit, its
-value, and its gradient and curvature (closed form, or by autograd for a plain callable).
+r"""The fit objective: the loss as one boosting fit sees it, at the fit's current scores.
 
-:func:`bind` gives the bound-loss interface (``value(s)``, ``grad_hess(s, hess=...)``,
-``value_grad_hess(s, hess=...)``; see :meth:`torchrankboost.losses.RankingLoss.bind`) for
-any loss; :func:`autograd_grad_hess` is the gradient by autograd with the exact Hessian
-diagonal (Hessian-vector products) or unit curvature for a loss without ``grad_hess``.
+One :class:`FitObjective` per fit owns everything the driver asks of a loss: the loss bound
+once to the training labels, groups, weights and (for click data) positions; its value
+:math:`L(s)` summed over the ranks of a data-parallel fit; its gradient :math:`g` and
+per-document curvature :math:`h` (``(n,)`` float64; closed form from ``grad_hess``, or by
+autograd with the exact Hessian diagonal from Hessian-vector probes,
+:func:`~.curvature.autograd_grad_hess`); the per-round draws of a stochastic loss
+(YetiRank's ``resample``) and the between-round update of a position-debiasing loss; and
+the *pending* gradient and curvature: a step rule that evaluates the loss at the new scores
+in one fused pass (``value_grad_hess``) hands the gradient and curvature computed with the
+value to the next round, which then costs no second loss evaluation.
 
-:func:`initial_loss` is the loss at the start of a fit, and the refusal of training data a
-pairwise loss (exponential, hinge, RankNet, p-norm push, ...) cannot learn from: without a
-single crucial pair (``label_i > label_j`` in one query, or positive over negative for
-``Bipartite``) its value and gradient are 0 everywhere and the fit would end after 0 rounds
-with a constant model; a ``ValueError`` says so instead, as RankBoost and the p-norm push
-already do.
+:class:`LossCapabilities` is the one place of the package that asks what a loss can do
+(its optional hooks, looked up once). :func:`require_pairs` and :func:`no_pairs_message`
+refuse training data a pairwise loss cannot learn from: without a single crucial pair
+(``label_i > label_j`` in one query, or positive over negative for ``Bipartite``) its value
+and gradient are 0 everywhere and the fit would end after 0 rounds with a constant model.
 """
 
 from __future__ import annotations
 
-from typing import Callable, Tuple
+import math
+import warnings
+from dataclasses import dataclass, replace
+from typing import Callable, List, NamedTuple, Optional, Tuple
 
 import torch
 from torch import Tensor
 
-from ..curvature import hessian_diagonal, hvp_probes, is_per_query
 from ..losses.base import BoundLoss
+from .curvature import autograd_grad_hess, hvp_probes, is_per_query, scalar
+from .steps import shift_minimiser, summed_evaluate
+from .weights import FitWeights
 
-__all__ = ["autograd_grad_hess", "bind", "initial_loss", "no_pairs_message", "require_pairs",
-           "scalar"]
+__all__ = ["FitObjective", "LossCapabilities", "Pending", "Evaluation", "no_pairs_message",
+           "require_pairs", "DEBIAS_KEY"]
+
+F64 = torch.float64
+#: the key of a debiasing loss's learned state in the model's ``info``
+DEBIAS_KEY = "position_debias"
 
 
-def scalar(v) -> Tensor:
-    """The loss's value as a 0-d tensor (summed when the loss returned a vector)."""
-    if not isinstance(v, Tensor):
-        raise ValueError(f"the loss must return a tensor, got {type(v).__name__}")
-    return v.sum() if v.dim() > 0 else v
+def _hook(obj, name: str) -> Optional[Callable]:
+    fn = getattr(obj, name, None)
+    return fn if callable(fn) else None
 
 
-def autograd_grad_hess(loss: Callable, scores: Tensor, labels, groups, *, hess: str = "diag",
-                       max_exact: int = 2048) -> Tuple[Tensor, Tensor, str]:
-    """Gradient by autograd and a curvature for a loss without ``grad_hess``.
+@dataclass(frozen=True)
+class LossCapabilities:
+    """What a loss can do: its optional hooks, looked up once.
 
-    ``hess="diag"``: the exact Hessian diagonal by Hessian-vector products
-    (:func:`torchrankboost.curvature.hessian_diagonal`) when they number at most
-    ``max_exact`` — one per position of the longest query for a loss that declares itself
-    per-query (:func:`torchrankboost.curvature.per_query`; the library's losses do), else one
-    per document — and unit curvature (Friedman's gradient boosting) beyond.
-    ``hess="none"``: unit curvature. Returns ``(grad, curvature, kind)`` with ``kind``
-    ``"autograd-diag"`` or ``"unit"``.
+    Attributes:
+        grad_hess: the closed-form ``grad_hess(scores, labels, groups, hess=...)`` (else the
+            gradient by autograd, :func:`~.curvature.autograd_grad_hess`).
+        binds: ``bind(labels, groups, weights=...)`` (a :class:`~torchrankboost.losses.
+            BoundLoss`; needed for document and query weights).
+        debiases: ``bind_position(labels, groups, position, ...)`` (a position-debiasing
+            wrapper of :mod:`torchrankboost.clicks.debias`).
+        per_query: a sum of per-query terms (block-diagonal Hessian, ``per_query = True``).
+        preferred_step: the step rule ``step="auto"`` takes (default ``"surrogate"``).
+        reduction: ``"sum"`` or ``"mean"`` over queries (default ``"sum"``).
+        diagnostics: ``round_diagnostics(scores, labels, groups) -> dict`` or ``None``.
+        resample: (of the bound loss's loss) ``resample(bound, scores, *, round)``, new
+            random state each round (YetiRank), or ``None``.
+        position_update: (of the bound loss) ``position_update(scores, comm, round,
+            pending) -> changed`` between rounds (a debiasing loss), or ``None``.
     """
-    s = scores.detach().clone().requires_grad_(True)
-    with torch.enable_grad():
-        v = scalar(loss(s, labels, groups))
-        (g,) = torch.autograd.grad(v, s, allow_unused=True)
-    g = torch.zeros_like(s) if g is None else g.detach()
-    blocks = is_per_query(loss)
-    if hess == "diag" and hvp_probes(s.shape[0], groups, blocks) <= max_exact:
-        h = hessian_diagonal(lambda x: loss(x, labels, groups), scores, groups,
-                             per_query_hessian=blocks)
-        return g, h, "autograd-diag"
-    return g, torch.ones_like(g), "unit"
+
+    grad_hess: bool = False
+    binds: bool = False
+    debiases: bool = False
+    per_query: bool = False
+    preferred_step: str = "surrogate"
+    reduction: str = "sum"
+    diagnostics: Optional[Callable] = None
+    resample: Optional[Callable] = None
+    position_update: Optional[Callable] = None
+
+    @classmethod
+    def of(cls, loss) -> "LossCapabilities":
+        """The hooks of ``loss`` (those of its bound form: :meth:`with_bound`)."""
+        return cls(grad_hess=_hook(loss, "grad_hess") is not None,
+                   binds=_hook(loss, "bind") is not None,
+                   debiases=_hook(loss, "bind_position") is not None,
+                   per_query=is_per_query(loss),
+                   preferred_step=getattr(loss, "preferred_step", "surrogate"),
+                   reduction=getattr(loss, "reduction", "sum"),
+                   diagnostics=_hook(loss, "round_diagnostics"))
+
+    def with_bound(self, bound) -> "LossCapabilities":
+        """These capabilities with the hooks of the loss's bound form ``bound``."""
+        return replace(self, resample=_hook(getattr(bound, "loss", None), "resample"),
+                       position_update=_hook(bound, "position_update"))
+
+
+class Pending(NamedTuple):
+    """The gradient ``g`` and curvature ``h`` (``(n,)``, asked with ``hess=kind``) of the loss
+    at ``scores``, computed in one pass with its value and kept for the next round."""
+
+    scores: Tensor
+    g: Tensor
+    h: Tensor
+    kind: str
+
+
+class Evaluation(NamedTuple):
+    """``L(s)`` summed over the ranks, and the fused :class:`Pending` when asked for."""
+
+    value: float
+    pending: Optional[Pending]
 
 
 class _CallableBound:
     """The bound-loss interface (``value``, ``grad_hess``, ``value_grad_hess``; see
     :meth:`torchrankboost.losses.RankingLoss.bind`) for a loss that cannot bind its labels: a
-    plain callable (curvature by autograd, see :meth:`Booster._grad_curv`) or a module with
+    plain callable (curvature by autograd, :meth:`FitObjective.gradient`) or a module with
     ``grad_hess`` but no ``bind``."""
 
     def __init__(self, loss: Callable, labels, groups):
@@ -80,14 +131,247 @@ class _CallableBound:
         return self.value(scores).detach(), g, h
 
 
-def bind(loss: Callable, labels, groups):
-    """The loss with its labels bound once for the whole fit (the loss's own ``bind`` when it
-    has one: label levels, buckets and pair setups are computed once, not every call)."""
-    if callable(getattr(loss, "bind", None)):
-        return loss.bind(labels, groups)
-    return _CallableBound(loss, labels, groups)
+# ------------------------------------------------------------------------- the fit objective
+class FitObjective:
+    """The loss of one boosting fit at its current scores (see the module docstring).
+
+    Args:
+        loss: the fit's loss, ``loss(scores, labels, groups) -> scalar``.
+        curvature: the driver's ``curvature`` (``"diag"``, ``"bound"`` or ``"none"``).
+        exact_hess_max_n: most Hessian-vector products per round of the autograd diagonal.
+        comm: the fit's :class:`~torchrankboost.parallel.FitComm` (values are summed over
+            the ranks through it; identities in one process).
+
+    Its life: :meth:`bind` (inside the fit's local work), :meth:`agree_probes` (with the
+    other ranks' counts), :meth:`start` at the initial scores; each round
+    :meth:`begin_round`, :meth:`gradient`, the step rule's :meth:`evaluate` /
+    :meth:`line`, then :meth:`move_to` the accepted scores. ``scores`` ``(n,)`` float64 and
+    ``value`` (``L(scores)`` over every rank) are where the fit stands.
+    """
+
+    def __init__(self, loss: Callable, *, curvature: str, exact_hess_max_n: int, comm):
+        self.loss = loss
+        self.caps = LossCapabilities.of(loss)
+        self.curvature = curvature
+        self.kind = "bound" if curvature == "bound" else "diag"  # the hess= of grad_hess
+        self.exact_hess_max_n = int(exact_hess_max_n)
+        self.comm = comm
+        self.bound = self.labels = self.groups = None
+        self.probes = 0  # Hessian-vector products of the autograd curvature, over all ranks
+        self.scores: Optional[Tensor] = None
+        self.value = math.nan
+        self._pending: Optional[Pending] = None
+        self._bound_base = False  # the base score's search on the bound loss
+        self._warned_unit = False
+
+    # ------------------------------------------------------------------ start of the fit
+    def bind(self, labels: Tensor, groups, *, weights: FitWeights, position=None,
+             continued: Optional[dict] = None) -> None:
+        """Bind the loss to the training ``labels``, ``groups`` and ``weights`` (and, with
+        ``position`` ``(n,)``, the debiasing wrapper to the positions, its learned state
+        restored from ``continued``: the ``info`` of the model the fit continues).
+        ``ValueError`` for weights or positions the loss cannot take."""
+        self.labels, self.groups = labels, groups
+        if position is not None:
+            self.bound = self._bind_position(labels, groups, weights, position, continued)
+        elif not weights.weighted:  # the loss's own bind: its label setup computed once
+            self.bound = (self.loss.bind(labels, groups) if self.caps.binds
+                          else _CallableBound(self.loss, labels, groups))
+        elif not self.caps.binds:
+            raise ValueError("sample_weight/group_weight need a loss with bind() (any "
+                             "RankingLoss); a plain callable loss takes no weights")
+        else:
+            bound = self.loss.bind(labels, groups, weights=weights.sample)
+            self.bound = bound.with_group_weights(weights.group)
+        self._bound_base = weights.weighted or position is not None
+        self.caps = self.caps.with_bound(self.bound)
+
+    def _bind_position(self, labels, groups, weights: FitWeights, position, continued):
+        if not self.caps.debiases:
+            raise ValueError("position: needs a position-debiasing loss around the ranking "
+                             "loss (torchrankboost.clicks: IPWLoss, RegressionEMLoss, "
+                             "DualLearningLoss, AdditivePositionLoss)")
+        if weights.group is not None:
+            raise ValueError("position: group_weight is not supported with a debiasing loss; "
+                             "use sample_weight")
+        position = torch.as_tensor(position).to(labels.device)
+        bound = self.loss.bind_position(labels, groups, position, weights=weights.sample,
+                                        comm=self.comm)
+        saved = continued.get(DEBIAS_KEY) if continued is not None else None
+        if saved is not None:
+            bound.load_state(saved)
+            self.loss.last_state_ = bound.state()
+        return bound
+
+    def local_probes(self, n: int, groups) -> int:
+        """This rank's Hessian-vector products per round of the autograd diagonal (0 with a
+        closed-form curvature or ``curvature != "diag"``)."""
+        if self.caps.grad_hess or self.curvature != "diag":
+            return 0
+        return hvp_probes(n, groups, self.caps.per_query)
+
+    def agree_probes(self, per_rank: Tensor) -> None:
+        """The products of the whole fit from every rank's :meth:`local_probes`: the largest
+        (a per-query loss: the longest query's positions) or their sum."""
+        self.probes = int(per_rank.max() if self.caps.per_query else per_rank.sum())
+
+    def constant_minimiser(self, n: int, device, *, max_ratio: float) -> float:
+        """The loss-minimising constant score over every rank (the base score ``"auto"``)."""
+        if self._bound_base:
+            fn = self.bound.value
+        else:
+            def fn(x):
+                return scalar(self.loss(x, self.labels, self.groups))
+        return shift_minimiser(self.comm, fn, n, device, max_ratio=max_ratio)
+
+    def start(self, scores: Tensor) -> float:
+        """Stand at the initial ``scores`` ``(n,)``: ``L(scores)`` summed over the ranks.
+        ``ValueError`` (on every rank) when the loss is pairwise and no query of any rank
+        holds a crucial pair."""
+        total = self.comm.sum(lambda: [float(scalar(self.bound.value(scores)).detach()),
+                                       *_pair_queries(self.bound, scores)], size=3)
+        if total[1] > 0 and total[2] == 0:
+            raise ValueError(no_pairs_message(getattr(self.bound, "pairs", None)))
+        self.scores, self.value, self._pending = scores, float(total[0]), None
+        return self.value
+
+    # ------------------------------------------------------------------ each round
+    def begin_round(self, rnd: int) -> None:
+        """Before round ``rnd``: a stochastic loss draws its random state at the current
+        scores from ``(seed, rnd)``; a debiasing loss runs its update (EM or DLA
+        propensities, the position table; its sums all-reduced through the fit's comm). When
+        the loss changed, its value, gradient and curvature at the scores are taken again in
+        one pass, so the step rule compares values of one loss and a resumed fit draws what
+        the uninterrupted one drew. Nothing for other losses."""
+        if self.caps.resample is not None:
+            ev = Evaluation(0.0, None)
+            self._pending = None
+            with self.comm.local():
+                self.caps.resample(self.bound, self.scores, round=rnd)
+                ev = self._local(self.scores, self.caps.grad_hess)
+            self.value, self._pending = self._summed(ev.value), ev.pending
+        if self.caps.position_update is not None:
+            s, pending = self.scores, self._pending
+            if pending is not None and pending.scores is not s:
+                pending = None
+            if self.caps.position_update(s, self.comm, rnd, pending):
+                self.value, self._pending = self.evaluate(s, fused=True)
+
+    def model_info(self) -> dict:
+        """What the model's ``info`` keeps of the loss: a debiasing loss's learned state
+        (exact float hex JSON, saved with the model and every checkpoint); else nothing."""
+        if self.caps.position_update is None:
+            return {}
+        return {DEBIAS_KEY: self.bound.state()}
+
+    def gradient(self) -> Tuple[Tensor, Tensor, str]:
+        """``(g, h, kind)`` at the current scores: ``(n,)`` float64 gradient and curvature
+        (the pending pair when the last step computed it here), ``kind`` the curvature's:
+        ``"diag"`` / ``"bound"`` (closed form), ``"autograd-diag"``, ``"unit"`` or
+        ``"none"``. This rank's documents (local work: no collective)."""
+        s = self.scores
+        pending, self._pending = self._pending, None
+        if self.caps.grad_hess and pending is not None and pending.scores is s:
+            _, g, h, kind = pending  # computed with the loss at these scores (last step)
+        elif self.caps.grad_hess:
+            kind = self.kind
+            g, h = self.bound.grad_hess(s, hess=kind)
+        else:
+            g, h, kind = self._autograd(s)
+        g, h = g.to(F64), h.to(F64)
+        if self.curvature == "none":
+            kind = "none"
+        return g, h, kind
+
+    def _autograd(self, s: Tensor) -> Tuple[Tensor, Tensor, str]:
+        """The autograd gradient and curvature: the exact diagonal when the fit's
+        :attr:`probes` are at most ``exact_hess_max_n`` (decided on every rank's sizes),
+        else unit curvature, with a warning once per fit."""
+        want = "diag" if self.curvature == "diag" else "none"
+        probes, limit = self.probes, self.exact_hess_max_n
+        if want == "diag" and probes > limit and not self._warned_unit:
+            hint = ("" if self.caps.per_query else "; a loss that is a sum of per-query terms "
+                    "can say so with @torchrankboost.per_query (then the longest query's "
+                    "length is the count)")
+            warnings.warn(
+                f"curvature='diag': the loss has no grad_hess and its exact Hessian diagonal "
+                f"needs {probes} Hessian-vector products > exact_hess_max_n = {limit}; using "
+                f"unit curvature (Friedman gradient boosting){hint}",
+                stacklevel=7)  # the fit's caller: + Booster's round and FitState's wrapper
+            self._warned_unit = True
+        if want == "diag" and probes > limit:
+            want = "none"  # unit curvature (this rank alone may be under the limit)
+        return autograd_grad_hess(self.loss, s, self.labels, self.groups, hess=want,
+                                  max_exact=limit)
+
+    def evaluate(self, scores: Tensor, *, fused: bool = False) -> Evaluation:
+        """``L(scores)`` summed over the ranks; with ``fused`` (a loss with ``grad_hess``)
+        the gradient and curvature at ``scores`` from the same pass (``value_grad_hess``),
+        this rank's, as the :class:`Pending` to hand to :meth:`move_to`."""
+        ev = Evaluation(0.0, None)
+        with self.comm.local():
+            ev = self._local(scores, fused)
+        return Evaluation(self._summed(ev.value), ev.pending)
+
+    def _local(self, scores: Tensor, fused: bool) -> Evaluation:
+        """This rank's ``L(scores)`` (and the fused gradient and curvature): local work."""
+        if fused:
+            v, g, h = self.bound.value_grad_hess(scores, hess=self.kind)
+            return Evaluation(float(v), Pending(scores, g, h, self.kind))
+        return Evaluation(float(scalar(self.bound.value(scores)).detach()), None)
+
+    def _summed(self, local: float) -> float:
+        """A rank's value summed over the ranks (one collective carrying the failure flag)."""
+        return float(self.comm.sum(lambda: [local], size=1)[0])
+
+    def phi(self, f: Tensor) -> Callable[[Tensor], Tensor]:
+        """``φ(α) = L(s + α f)`` at the current scores ``s`` (this rank's; ``α`` a 0-d float64
+        tensor, differentiable): the loss along the weak model's output ``f`` ``(n,)``."""
+        s = self.scores
+
+        def phi(a: Tensor) -> Tensor:
+            return scalar(self.bound.value(s + a.to(s.device) * f))
+
+        return phi
+
+    def line(self, f: Tensor, order: int = 2) -> Callable[[float], Tuple[float, float, float]]:
+        """``α ↦ (φ(α), φ'(α), φ''(α))`` along ``f``, summed over the ranks (``order=1``: no
+        ``φ''``): the ``evaluate`` of :func:`~.steps.line_search`."""
+        return summed_evaluate(self.comm, self.phi(f), order)
+
+    def move_to(self, scores: Tensor, value: float, pending: Optional[Pending] = None) -> None:
+        """Stand at ``scores`` with ``value = L(scores)`` over the ranks; ``pending``: the
+        gradient and curvature there from the value's fused pass (the next round's)."""
+        self.scores, self.value, self._pending = scores, value, pending
+
+    def round_diagnostics(self) -> dict:
+        """The loss's own ``round_diagnostics`` at the current scores (e.g. AdaBoostLoss's
+        F₊, F₋ and F-skew), in one process only: they are not sums over queries."""
+        more = self.caps.diagnostics
+        if more is None:
+            return {}
+        return self.comm.per_rank(lambda: more(self.scores, self.labels, self.groups))
+
+    # ------------------------------------------------------------------ checkpoints
+    def checkpoint_state(self) -> dict:
+        """What a checkpoint keeps: the value (exact float hex) and whether the next round's
+        gradient was fused with it (a resume then makes that fused call again)."""
+        fused = self._pending is not None and self._pending.scores is self.scores
+        return {"loss": float(self.value).hex(), "fused": fused}
+
+    def restore(self, state: dict) -> None:
+        """Continue from :meth:`checkpoint_state` ``state`` at the current scores (those of
+        the checkpointed ensemble): the saved value, and the fused call made again."""
+        self.value = float.fromhex(state["loss"])
+        if state.get("fused"):  # the continuous fit's fused call, made again
+            s, kind = self.scores, self.kind
+            with self.comm.local():
+                _, g, h = self.bound.value_grad_hess(s, hess=kind)
+            self.comm.check()
+            self._pending = Pending(s, g, h, kind)
 
 
+# ------------------------------------------------------------------------- crucial pairs
 def no_pairs_message(pairs) -> str:
     """The one-line message for training data without a crucial pair."""
     what = (f"no query has a document with label > {pairs.threshold:g} and one with "
@@ -97,7 +381,7 @@ def no_pairs_message(pairs) -> str:
             f"check the labels and the query ids of the training data")
 
 
-def _pair_queries(bound, s: Tensor):
+def _pair_queries(bound, s: Tensor) -> List[float]:
     """``[is_pairwise, queries with a pair]`` of this rank (``[0, 0]`` for a loss that does
     not report pairs: pointwise and listwise losses, plain callables)."""
     if not isinstance(bound, BoundLoss):
@@ -107,17 +391,6 @@ def _pair_queries(bound, s: Tensor):
     if has is None:
         return [0.0, 0.0]
     return [1.0, float(has.sum())]
-
-
-def initial_loss(comm, bound, s: Tensor) -> float:
-    """``L(s)`` summed over the ranks (this rank's in one process): the value of the loss at
-    the initial scores ``s`` ``(n,)``. ``ValueError`` (on every rank) when the loss is
-    pairwise and no query of any rank holds a crucial pair."""
-    total = comm.sum(lambda: [float(scalar(bound.value(s)).detach()),
-                              *_pair_queries(bound, s)], size=3)
-    if total[1] > 0 and total[2] == 0:
-        raise ValueError(no_pairs_message(getattr(bound, "pairs", None)))
-    return float(total[0])
 
 
 def require_pairs(loss, labels, groups, *, pairs=None) -> None:

@@ -126,8 +126,8 @@ class _ZhengBase(FitState):
             loss, self.learner, n_rounds=self.n_rounds, learning_rate=self.learning_rate,
             step="line_search", curvature=self._curv, callbacks=self.callbacks, seed=self.seed,
             base_score=self.base_score, line_search_tol=self.line_search_tol,
-            line_search_order=self._line_search_order, verbose=self.verbose)
-        self.booster_._owner = self  # callbacks see this algorithm, which gets the results
+            line_search_order=self._line_search_order, verbose=self.verbose
+        ).on_behalf_of(self, algorithm=self._algorithm)  # callbacks see it, it gets the results
         return self.booster_.fit(X, labels, groups, eval_set=eval_set, eval_metric=eval_metric,
                                  early_stopping_rounds=early_stopping_rounds,
                                  callbacks=callbacks, **more)

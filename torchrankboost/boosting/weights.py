@@ -72,16 +72,6 @@ class FitWeights:
     def weighted(self) -> bool:
         return self.sample is not None or self.group is not None
 
-    def bind(self, bind_fn, loss, labels, groups):
-        """The loss bound with the weights (``bind_fn`` the driver's binder)."""
-        if not self.weighted:
-            return bind_fn(loss, labels, groups)
-        if not callable(getattr(loss, "bind", None)):
-            raise ValueError("sample_weight/group_weight need a loss with bind() (any "
-                             "RankingLoss); a plain callable loss takes no weights")
-        bound = loss.bind(labels, groups, weights=self.sample)
-        return bound.with_group_weights(self.group)
-
     def subset(self, rows: Optional[Tensor]) -> Optional[Tensor]:
         """The rows of ``rows`` (a subsample; ``None``: all) that have a positive weight."""
         if self.rows is None:

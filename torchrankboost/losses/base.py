@@ -371,7 +371,7 @@ class RankingLoss(Params, nn.Module):
     """
 
     #: the loss is a sum of per-query terms (a block-diagonal Hessian by query), which the
-    #: exact autograd curvature of :mod:`torchrankboost.curvature` exploits
+    #: exact autograd curvature of :mod:`torchrankboost.boosting.curvature` exploits
     per_query = True
     #: labels are relevance grades (``>= 0``) unless a loss documents a meaning for negative
     #: ones (``AdaBoostLoss``: below the threshold; ``SquaredErrorLoss``: a real target)

@@ -1,8 +1,12 @@
-r"""Exact Hessian diagonals of any differentiable loss, by Hessian-vector products.
+r"""The autograd curvature of any differentiable loss: its gradient and the exact Hessian
+diagonal by Hessian-vector products (the fallback of the fit objective for a loss without
+a closed-form ``grad_hess``).
 
 A boosting round needs, besides the gradient, a per-document curvature
-:math:`h_i = \partial^2 L / \partial s_i^2`. Our losses give it in closed form
-(``grad_hess``); for any other loss it comes from autograd here.
+:math:`h_i = \partial^2 L / \partial s_i^2`, ``(n,)``. Our losses give it in closed form
+(``grad_hess``); for any other loss it comes from autograd here
+(:func:`autograd_grad_hess`: the gradient by one backward pass, the diagonal by
+:func:`hessian_diagonal` when it needs few enough products, else unit curvature).
 
 **Per-query losses.** A ranking loss is a sum of per-query terms, so its Hessian is block
 diagonal by query. Then one Hessian-vector product serves every query at once: the probe
@@ -26,14 +30,15 @@ from __future__ import annotations
 
 import logging
 import warnings
-from typing import Callable, Optional
+from typing import Callable, Optional, Tuple
 
 import torch
 from torch import Tensor
 
-from .groups import Groups
+from ..groups import Groups
 
-__all__ = ["per_query", "is_per_query", "hessian_diagonal", "hvp_probes"]
+__all__ = ["per_query", "is_per_query", "hessian_diagonal", "hvp_probes", "autograd_grad_hess",
+           "scalar"]
 
 log = logging.getLogger("torchrankboost")
 
@@ -68,7 +73,8 @@ def is_per_query(loss) -> bool:
     return bool(getattr(loss, "per_query", False))
 
 
-def _scalar(v) -> Tensor:
+def scalar(v) -> Tensor:
+    """The loss's value as a 0-d tensor (summed when the loss returned a vector)."""
     if not isinstance(v, Tensor):
         raise ValueError(f"the loss must return a tensor, got {type(v).__name__}")
     return v.sum() if v.dim() > 0 else v
@@ -95,14 +101,14 @@ class _HVP:
         self._g = None  # (x, grad) with a graph, for the autograd paths
 
     def _func(self, V: Tensor) -> Tensor:
-        gfn = torch.func.grad(lambda x: _scalar(self.fn(x)))
+        gfn = torch.func.grad(lambda x: scalar(self.fn(x)))
         return torch.func.vmap(lambda v: torch.func.jvp(gfn, (self.s,), (v,))[1])(V)
 
     def _graph(self):
         if self._g is None:
             x = self.s.clone().requires_grad_(True)
             with torch.enable_grad():
-                (g,) = torch.autograd.grad(_scalar(self.fn(x)), x, create_graph=True)
+                (g,) = torch.autograd.grad(scalar(self.fn(x)), x, create_graph=True)
             self._g = (x, g)
         return self._g
 
@@ -184,3 +190,27 @@ def hessian_diagonal(fn: Callable[[Tensor], Tensor], scores: Tensor,
         V = _probe_block(position, j0, min(probes, j0 + chunk), n, s)
         diag += (hvp(V) * V).sum(0)
     return diag
+
+
+def autograd_grad_hess(loss: Callable, scores: Tensor, labels, groups, *, hess: str = "diag",
+                       max_exact: int = 2048) -> Tuple[Tensor, Tensor, str]:
+    """Gradient by autograd and a curvature for a loss without ``grad_hess``.
+
+    ``hess="diag"``: the exact Hessian diagonal by Hessian-vector products
+    (:func:`hessian_diagonal`) when they number at most ``max_exact`` — one per position of
+    the longest query for a loss that declares itself per-query (:func:`per_query`; the
+    library's losses do), else one per document — and unit curvature (Friedman's gradient
+    boosting) beyond. ``hess="none"``: unit curvature. Returns ``(grad, curvature, kind)``,
+    ``(n,)``, ``(n,)`` and ``"autograd-diag"`` or ``"unit"``.
+    """
+    s = scores.detach().clone().requires_grad_(True)
+    with torch.enable_grad():
+        v = scalar(loss(s, labels, groups))
+        (g,) = torch.autograd.grad(v, s, allow_unused=True)
+    g = torch.zeros_like(s) if g is None else g.detach()
+    blocks = is_per_query(loss)
+    if hess == "diag" and hvp_probes(s.shape[0], groups, blocks) <= max_exact:
+        h = hessian_diagonal(lambda x: loss(x, labels, groups), scores, groups,
+                             per_query_hessian=blocks)
+        return g, h, "autograd-diag"
+    return g, torch.ones_like(g), "unit"

@@ -6,7 +6,10 @@ import pytest
 import torch
 
 from torchrankboost import ExponentialPairwiseLoss, Groups, PNormPushLoss
-from torchrankboost.curvature import hessian_diagonal, hvp_probes, is_per_query, per_query
+from torchrankboost.boosting.curvature import (autograd_grad_hess, hessian_diagonal, hvp_probes,
+                                               is_per_query, per_query)
+
+F64 = torch.float64
 
 
 def _listnet(scores, labels, groups):
@@ -73,3 +76,40 @@ def test_linear_loss_has_zero_curvature():
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         assert torch.equal(hessian_diagonal(lambda x: (2 * x).sum(), s), torch.zeros(5, dtype=torch.float64))
+
+
+# ----------------------------------------------------------------------------- autograd fallback
+def listnet_loss(scores, labels, groups):
+    """A loss without grad_hess: ListNet cross-entropy per query (non-diagonal Hessian)."""
+    p = groups.segment_softmax(labels.to(scores.dtype))
+    return -(p * torch.log(groups.segment_softmax(scores))).sum()
+
+
+def ranking_data(G=30, size=12, F=6, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    sizes = torch.randint(size // 2, size + size // 2, (G,), generator=gen)
+    g = Groups.from_sizes(sizes)
+    n = int(sizes.sum())
+    X = torch.randn(n, F, generator=gen)
+    latent = X[:, 0] + 0.5 * X[:, 1] ** 2 + 0.7 * torch.randn(n, generator=gen)
+    y = torch.bucketize(latent, torch.tensor([0.0, 1.0, 2.0])).to(F64)
+    return X, y, g
+
+
+def test_autograd_fallback_curvature_is_exact_diagonal():
+    X, y, g = ranking_data(G=5, size=6, seed=6)
+    s = torch.randn(y.shape[0], dtype=F64)
+    H = torch.autograd.functional.hessian(lambda z: listnet_loss(z, y, g), s)
+    assert float((H - torch.diag(torch.diagonal(H))).abs().max()) > 1e-3  # not diagonal
+    grad, h, kind = autograd_grad_hess(listnet_loss, s, y, g, hess="diag")
+    assert kind == "autograd-diag"
+    torch.testing.assert_close(h, torch.diagonal(H), rtol=1e-10, atol=1e-12)
+    x = s.clone().requires_grad_(True)
+    (ga,) = torch.autograd.grad(listnet_loss(x, y, g), x)
+    torch.testing.assert_close(grad, ga)
+    # the generic helper on a plain function
+    torch.testing.assert_close(hessian_diagonal(lambda z: (z ** 3).sum() + z.prod(), s[:5]),
+                               6 * s[:5], rtol=1e-10, atol=1e-12)
+    # above the size limit: unit curvature (Friedman)
+    _, h1, kind1 = autograd_grad_hess(listnet_loss, s, y, g, hess="diag", max_exact=3)
+    assert kind1 == "unit" and bool((h1 == 1).all())
