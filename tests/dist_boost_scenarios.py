@@ -115,7 +115,7 @@ def fit_config(name: str, *, shard: bool) -> dict:
 
 def make_rankboost(name: str):
     from torchrankboost.boosting.learners import Stumps
-    from torchrankboost.boosting.rankboost import RankBoost
+    from torchrankboost.boosting.papers import RankBoost
 
     variant = {"rb-c": "rb-c", "rb-d": "rb-d", "coordinate": "coordinate"}[name]
     return RankBoost(variant, learner=Stumps(max_thresholds=31), n_rounds=12,

@@ -9,7 +9,7 @@ import torch
 
 from torchrankboost.boosting import Booster
 from torchrankboost.boosting.learners import RegressionTree, Stumps, TreeModel
-from torchrankboost.boosting.rankboost import RankBoost
+from torchrankboost.boosting.papers import RankBoost
 from torchrankboost.data import make_letor
 from torchrankboost.losses import ExponentialPairwiseLoss
 

@@ -16,7 +16,7 @@ from torchrankboost.boosting import Booster, Ensemble, RegressionTree
 from torchrankboost.contract import NumericalError
 from torchrankboost.data import load_svmlight, make_letor
 from torchrankboost.factory import load_model, make_ranker
-from torchrankboost.linear import LinearRanker
+from torchrankboost.boosting.papers import LinearRanker
 from torchrankboost.losses import ExponentialPairwiseLoss
 from torchrankboost.metrics import dcg_at_k, ndcg_at_k
 
@@ -393,7 +393,7 @@ def test_runs_started_in_the_same_second_get_distinct_run_folders(tmp_path, monk
 
 def test_feature_rankers_and_ranksvm_refuse_inf_rows_instead_of_converging_silently():
     from torchrankboost.boosting import FeatureRankers, RankBoost
-    from torchrankboost.linear import RankSVM
+    from torchrankboost.boosting.papers import RankSVM
 
     X, y, g = _data()
     Xi = X.clone()

@@ -5,7 +5,7 @@ import torch
 
 from torchrankboost.data import make_letor
 from torchrankboost.groups import Groups
-from torchrankboost.linear import LinearRanker, RankSVM
+from torchrankboost.boosting.papers import LinearRanker, RankSVM
 
 F64 = torch.float64
 

@@ -15,7 +15,7 @@ from torchrankboost._modelfile import DEFAULT_MAX_FEATURES, write_model_file
 from torchrankboost.data import make_letor
 from torchrankboost.data.svmlight import DEFAULT_MAX_FEATURES as READER_MAX_FEATURES
 from torchrankboost.factory import load_model, make_ranker
-from torchrankboost.linear import LinearRanker
+from torchrankboost.boosting.papers import LinearRanker
 
 KINDS = {  # every model kind: the three weak models, the paper algorithms, the linear model
     "tree": dict(algorithm="boost", learner="tree", n_rounds=3, max_leaves=4),

@@ -8,7 +8,7 @@ import torch
 
 from torchrankboost import registry
 from torchrankboost.boosting.learners import Stumps
-from torchrankboost.linear import RankSVM
+from torchrankboost.boosting.papers import RankSVM
 
 from test_weights import TOL, _data, _same
 

@@ -7,9 +7,9 @@ import pytest
 import torch
 
 from torchrankboost.boosting.learners import Stumps
-from torchrankboost.boosting.rankboost import (AdaBoost, MatrixRankers, RankBoost,
-                                               SmoothMarginRanking, smooth_margin_alpha,
-                                               with_zero_skew_intercept)
+from torchrankboost.boosting.papers import (AdaBoost, MatrixRankers, RankBoost,
+                                          SmoothMarginRanking, with_zero_skew_intercept)
+from torchrankboost.boosting.papers.rankboost import smooth_margin_alpha
 from torchrankboost.groups import Groups
 from paper_fixtures import M88, ranking_8x8  # noqa: F401
 from paper_fixtures import discrete_fixture as _discrete_fixture

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from torchrankboost.boosting.learners import FeatureRankers, Stumps
-from torchrankboost.boosting.rankboost import PNormPush, RankBoost
+from torchrankboost.boosting.papers import PNormPush, RankBoost
 from torchrankboost.groups import Groups
 from torchrankboost.metrics import positives_above_first_negative
 

@@ -4,7 +4,8 @@ import pytest
 import torch
 
 from torchrankboost.boosting.learners import RegressionTree
-from torchrankboost.boosting.qbrank import GBT, QBRank, QBRankProxyLoss
+from torchrankboost.boosting.papers import GBT, QBRank
+from torchrankboost.boosting.papers.qbrank import QBRankProxyLoss
 from torchrankboost.data import make_letor
 from torchrankboost.losses import QBRankLoss
 

@@ -8,9 +8,10 @@ import torch
 
 from torchrankboost.boosting.learners import FeatureRankers, Stumps
 from torchrankboost.boosting.ensemble import Ensemble
-from torchrankboost.boosting._dictionaries import CodesDictionary
-from torchrankboost.boosting._pair_stats import make_pair_stats
-from torchrankboost.boosting.rankboost import AdaBoost, MatrixRankers, PNormPush, RankBoost, label_pairs
+from torchrankboost._pair_engine.levels import label_pairs
+from torchrankboost.boosting.papers import AdaBoost, MatrixRankers, PNormPush, RankBoost
+from torchrankboost.boosting.papers.dictionaries import CodesDictionary
+from torchrankboost.boosting.papers.pair_stats import make_pair_stats
 from torchrankboost.contract import NumericalError, UnboundedDirectionError
 from torchrankboost.groups import Groups
 from torchrankboost.pairs import Bipartite, ExplicitPairs, Graded

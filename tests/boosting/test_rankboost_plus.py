@@ -7,7 +7,7 @@ import math
 import pytest
 import torch
 
-from torchrankboost.boosting.rankboost import MatrixRankers, RankBoost, RankBoostPlus
+from torchrankboost.boosting.papers import MatrixRankers, RankBoost, RankBoostPlus
 from torchrankboost.pairs import ExplicitPairs
 
 F64 = torch.float64

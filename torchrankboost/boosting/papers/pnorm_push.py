@@ -1,5 +1,5 @@
 r"""Rudin's p-norm push (Rudin 2009) over the coordinate-boosting loop
-(:mod:`.coordinate`); re-exported by :mod:`.rankboost`.
+(:mod:`.coordinate`).
 
 Weights (``sample_weight`` ``w`` ``(n,)``, ``group_weight`` ``c`` ``(Q,)``): a document
 weight weighs the crucial pairs inside the p-norm and a query weight multiplies its query's
@@ -19,12 +19,12 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-from .._pair_engine.exponential import pooled_log_loss
-from ..groups import Groups
-from ..pairs import ExplicitPairs
-from ._pair_stats import LabelPairStats
-from .coordinate import CoordinateBoosting, Step, _per_set, flush_denormals, select_candidate
-from .steps import exact_step
+from ..._pair_engine.exponential import pooled_log_loss
+from ...groups import Groups
+from ...pairs import ExplicitPairs
+from .pair_stats import LabelPairStats
+from .coordinate import CoordinateBoosting, Step, per_eval_set, flush_denormals, select_candidate
+from ..steps import exact_step
 
 __all__ = ["PNormPush"]
 
@@ -33,8 +33,9 @@ class _PNormObjective:
     """ln F_p(s) pooled over the queries, ``ln Σ_q Σ_j L_j^p`` (Rudin 2009; graded labels:
     every document is a "negative" against all higher grades), and its gradient: the pair
     engine's exponential family, the kernels of ``PNormPushLoss``. ``fw`` (a weighted
-    :class:`~.weights.FitWeights`): ``Σ_q c_q Σ_k L_k^p`` with pair weights ``w_i w_k`` (log
-    document weights ``ln w_d + ln c_q / (2p)``), on the rows of positive weight only."""
+    :class:`~torchrankboost.boosting.weights.FitWeights`): ``Σ_q c_q Σ_k L_k^p`` with pair
+    weights ``w_i w_k`` (log document weights ``ln w_d + ln c_q / (2p)``), on the rows of
+    positive weight only."""
 
     def __init__(self, labels, groups, pairs, p, fw=None):
         self.p = float(p)
@@ -124,7 +125,7 @@ class PNormPush(CoordinateBoosting):
         """``ln F_p`` of the set."""
         if isinstance(pairs, ExplicitPairs):
             return None
-        return _per_set(lambda y, g: _PNormObjective(y, g, pairs, self.p).log_loss)
+        return per_eval_set(lambda y, g: _PNormObjective(y, g, pairs, self.p).log_loss)
 
     @flush_denormals
     def fit(self, X, labels, groups=None, *, eval_set=None, eval_metric="ndcg@10",

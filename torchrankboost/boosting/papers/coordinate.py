@@ -16,7 +16,7 @@ supplies:
 
 The loop (:meth:`CoordinateBoosting._fit_rounds`) adds ``Δs`` to the scores and the terms
 to the ensemble, accumulates ``‖λ‖₁ = Σ_t |α_t|``, and closes the round (evaluation sets,
-callbacks, early stopping: the shared :class:`~.evaluation.FitMonitor`).
+callbacks, early stopping: the shared :class:`~torchrankboost.boosting.FitMonitor`).
 
 **The halting policy** (``on_unbounded``; one policy for every algorithm) when a step is
 undefined or infinite: ``"stop"`` halts before the round, ``"cap"`` takes ``±alpha_cap`` and
@@ -35,22 +35,22 @@ from typing import Any, Callable, List, Optional
 import torch
 from torch import Tensor
 
-from .._pair_engine.levels import label_pairs
-from ..contract import FitInfo, RoundRecord, UnboundedDirectionError
-from ..parallel import get_context
-from ..pairs import ExplicitPairs, resolve_pairs
-from ..params import describe, from_params
-from ..parallel.checks import check_data_parallel, supports_data_parallel
-from ._dictionaries import (DATA_PARALLEL_NEEDS, PairMatrixDictionary, _MatrixSource,
+from ..._pair_engine.levels import label_pairs
+from ...contract import FitInfo, RoundRecord, UnboundedDirectionError
+from ...parallel import get_context
+from ...pairs import ExplicitPairs, resolve_pairs
+from ...params import describe, from_params
+from ...parallel.checks import check_data_parallel, supports_data_parallel
+from .dictionaries import (DATA_PARALLEL_NEEDS, PairMatrixDictionary, MatrixSource,
                             make_source, source_class)
-from ._model import StumpEnsembleBuilder
-from ._pair_stats import LabelPairStats, make_pair_stats
-from ..parallel import FitComm
-from .checkpoint import coordinate_resume, open_start
-from .evaluation import FitMonitor, FitState
-from .inputs import count_eval_sets as _count_sets, fit_inputs
-from .learners import Stumps
-from .weights import fit_weights, split_init_score, weighted_pairs
+from .ensemble_builder import StumpEnsembleBuilder
+from .pair_stats import LabelPairStats, make_pair_stats
+from ...parallel import FitComm
+from ..checkpoint import coordinate_resume, open_start
+from ..evaluation import FitMonitor, FitState
+from ..inputs import count_eval_sets as _count_sets, fit_inputs
+from ..learners import Stumps
+from ..weights import fit_weights, split_init_score, weighted_pairs
 
 __all__ = ["CoordinateBoosting", "Step", "HALTING_POLICIES", "select_candidate"]
 
@@ -111,7 +111,7 @@ def stats_and_dictionary(source, labels, groups, p, context):
 
 
 def _stats_and_dictionary(source, labels, groups, p, context):
-    if not isinstance(source, _MatrixSource):
+    if not isinstance(source, MatrixSource):
         return make_pair_stats(labels, groups, p, context=context), source.dictionary
     # a matrix dictionary is never data-parallel (make_source checks)
     if isinstance(p, ExplicitPairs):
@@ -148,7 +148,7 @@ def _check_rounds(n):
 
 class CoordinateBoosting(FitState):
     """The coordinate-boosting fit (see the module docstring): inputs, dictionary,
-    evaluation and callbacks (the shared :class:`~.evaluation.FitMonitor`), the halting
+    evaluation and callbacks (the shared :class:`~torchrankboost.boosting.FitMonitor`), the halting
     policy, the loop, records, model assembly."""
 
     #: the ``on_unbounded`` policies this algorithm supports
@@ -157,10 +157,12 @@ class CoordinateBoosting(FitState):
     #: data-parallel training (``distributed=``): only :class:`~.rankboost.RankBoost` takes
     #: it; the other algorithms always fit in this process alone
     distributed = False
-    #: ``init_model`` / ``resume`` (:mod:`~.checkpoint`): where the state is the scores
+    #: ``init_model`` / ``resume`` (:mod:`~torchrankboost.boosting.checkpoint`): where the
+    #: state is the scores
     _continues = False
-    #: weighted fits list the crucial pairs with their weights (:func:`~.weights.weighted_pairs`);
-    #: an algorithm that weighs label-induced pairs itself (PNormPush) sets it False
+    #: weighted fits list the crucial pairs with their weights
+    #: (:func:`~torchrankboost.boosting.weights.weighted_pairs`); an algorithm that weighs
+    #: label-induced pairs itself (PNormPush) sets it False
     _lists_weighted_pairs = True
 
     def __init__(self, *, learner=None, n_rounds: int = 100, pairs=None, callbacks=(),
@@ -190,9 +192,10 @@ class CoordinateBoosting(FitState):
         ``(i, j)`` of query ``q`` starts with the mass ``c_q w_i w_j`` (times its explicit
         weight) in the pair distribution (the pairs are then listed: O(#pairs) memory);
         pairs of weight 0 are left out and rows of weight 0 place no threshold.
-        ``init_model`` / ``resume``: continue a model / a checkpoint (:mod:`~.checkpoint`;
-        the algorithms whose state is the scores: RankBoost, PNormPush). Algorithms with
-        other fit inputs (``init_scores``, no ``pairs``) override it."""
+        ``init_model`` / ``resume``: continue a model / a checkpoint
+        (:mod:`~torchrankboost.boosting.checkpoint`; the algorithms whose state is the
+        scores: RankBoost, PNormPush). Algorithms with other fit inputs (``init_scores``, no
+        ``pairs``) override it."""
         return self._fit(X, labels, groups, pairs, eval_set, eval_metric,
                          early_stopping_rounds, callbacks, more=(sample_weight, group_weight),
                          init_model=init_model, resume=resume)
@@ -338,7 +341,7 @@ class CoordinateBoosting(FitState):
         (``None`` when it is not a function of the scores): ln F̃ over the crucial pairs."""
         if isinstance(pairs, ExplicitPairs):
             return None  # explicit pairs index the training documents only
-        return _per_set(lambda y, g: make_pair_stats(y, g, pairs).log_loss)
+        return per_eval_set(lambda y, g: make_pair_stats(y, g, pairs).log_loss)
 
     def _start(self, X, groups, builder):
         self._builder = builder
@@ -378,7 +381,7 @@ class CoordinateBoosting(FitState):
         return self.monitor_.finish(builder.build)
 
 
-def _per_set(make):
+def per_eval_set(make):
     """``f(scores, labels, groups)`` from ``make(labels, groups) -> f(scores)``, built once per
     evaluation set (cached while the set's tensors live)."""
     cache = {}

@@ -6,7 +6,7 @@ stumps ``1[code_f > t]`` over binned codes: one packed histogram per statistic),
 :class:`RealDictionary` (real-valued or 0/1 columns ``H``) and :class:`PairMatrixDictionary`
 (the materialised pair matrix ``M_{p,j} = h_j(hi_p) − h_j(lo_p)`` of Rudin & Schapire 2009,
 Fig. 1, for small problems). The pair statistics they combine (``U``, ``L``, the bilinear
-``Q``) come from :mod:`._pair_stats`.
+``Q``) come from :mod:`.pair_stats`.
 
 A *source* turns the user's ``learner=`` argument and the training features into a
 dictionary, a description of a candidate (feature, threshold) and the fitted weak model of a
@@ -24,12 +24,12 @@ from typing import TYPE_CHECKING, Optional
 import torch
 from torch import Tensor
 
-from ..parallel import get_context
-from ..parallel.checks import check_data_parallel, supports_data_parallel
-from .learners import FeatureModel, FeatureRankers, Stumps
+from ...parallel import get_context
+from ...parallel.checks import check_data_parallel, supports_data_parallel
+from ..learners import FeatureModel, FeatureRankers, Stumps
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ._pair_stats import ExplicitPairStats, PairWeights
+    from .pair_stats import ExplicitPairStats, PairWeights
 
 __all__ = ["CodesDictionary", "RealDictionary", "PairMatrixDictionary", "MatrixRankers",
            "make_source"]
@@ -299,7 +299,7 @@ class _FeatureSource(_Source):
         return self.rankers.make_model(self.prepared, int(c))
 
 
-class _MatrixSource(_Source):
+class MatrixSource(_Source):
     kind = "matrix"
 
     def __init__(self, H: Tensor, rankers: MatrixRankers, context, rows=None):
@@ -321,7 +321,7 @@ def source_class(rankers):
     """The dictionary source for ``rankers`` (``None``: ``Stumps()``): ``(class, rankers)``."""
     if rankers is None:
         rankers = Stumps()
-    for kind, cls in ((MatrixRankers, _MatrixSource), (Stumps, _StumpSource),
+    for kind, cls in ((MatrixRankers, MatrixSource), (Stumps, _StumpSource),
                       (FeatureRankers, _FeatureSource)):
         if isinstance(rankers, kind):
             return cls, rankers

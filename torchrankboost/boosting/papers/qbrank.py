@@ -21,7 +21,7 @@ QBRank without preferences is GBT, as the paper notes).
 
 Both start from ``h_0 = 0`` (Algorithm 1) unless ``base_score`` says otherwise and follow the
 ranker contract (:mod:`torchrankboost.contract`): ``fit`` returns an
-:class:`~torchrankboost.boosting.ensemble.Ensemble`; evaluation sets, early stopping,
+:class:`~torchrankboost.boosting.Ensemble`; evaluation sets, early stopping,
 callbacks and the per-round records are the driver's (``booster_``), copied to ``history_``,
 ``evals_result_``, ``best_round_``, ``best_score_``, ``stop_reason_``.
 """
@@ -33,11 +33,11 @@ from typing import Sequence, Union
 import torch
 from torch import Tensor
 
-from ..losses import QBRankLoss
-from .booster import Booster
-from .evaluation import FitState
-from .learners import RegressionTree
-from ..params import from_params
+from ...losses import QBRankLoss
+from ..booster import Booster
+from ..evaluation import FitState
+from ..learners import RegressionTree
+from ...params import from_params
 
 __all__ = ["QBRank", "GBT", "QBRankProxyLoss"]
 
@@ -157,7 +157,7 @@ class QBRank(_ZhengBase):
 
     ``fit(X, labels, groups=None, *, eval_set=None, eval_metric="ndcg@10",
     early_stopping_rounds=None, callbacks=(), init_model=None, resume=None)`` returns the
-    :class:`Ensemble` (``init_model``/``resume``: :mod:`~.checkpoint`).
+    :class:`Ensemble` (``init_model``/``resume``: :mod:`~torchrankboost.boosting.checkpoint`).
 
     The exact line search runs on the first derivative alone (``line_search_order=1`` of the
     driver): along a tree the objective is piecewise quadratic, its second derivative jumps

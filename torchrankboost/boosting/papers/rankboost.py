@@ -1,4 +1,6 @@
-r"""The papers' RankBoost-family algorithms, exactly as published.
+r"""RankBoost in its three published variants and smooth margin ranking, over the one
+coordinate-boosting loop of :mod:`.coordinate` (the family's shared conventions, halting
+policy and ranker contract: :mod:`torchrankboost.boosting.papers`).
 
 * :class:`RankBoost` — ``variant="rb-d"`` (Freund et al.'s RankBoost with binary rankers:
   choose the ranker with the smallest normaliser ``Z = ε⁰ + 2√(ε⁺ε⁻)``, rule (5) of
@@ -13,66 +15,20 @@ r"""The papers' RankBoost-family algorithms, exactly as published.
   (2019) print the rule ``argmax |ε⁺ - ε⁻|`` with the same ``α = ½ ln(ε⁺/ε⁻)`` — for binary
   rankers that is exactly ``variant="coordinate"``, which is what reproduces their Table 4
   (``scripts/exp_rankboost_plus.py``).
-* :class:`RankBoostPlus` — Connamacher et al.'s RankBoost+ (Ê2 with the cosh tie cost,
-  accumulated per-ranker weights α′, the efficient Algorithm 2 with the pair-space
-  independent set and pruning). Pairs are materialised here (the tie factor is pair-specific).
-* :class:`AdaBoost` — AdaBoost on ±1 stumps with the constant weak classifier, tracking
-  ``F₊``, ``F₋`` and the F-skew (Rudin & Schapire §5); :func:`with_zero_skew_intercept`
-  applies Corollary 13 to any model.
 * :class:`SmoothMarginRanking` — RankBoost warm-up until ``G̃ > 0`` then the eq. (12) step
   (stable rationalised form), reporting the margin ``μ`` and the smooth margin ``G̃``.
-* :class:`PNormPush` — Rudin's p-norm push, coordinate descent with the closed-form step for
-  binary rankers (C12) and a convex line search otherwise, O(n) per candidate through the
-  factorisation ``F_p = (Σ_i e^{-s_i})^p Σ_k e^{p t_k}``.
 
-Shared conventions
-------------------
-* Scores are accumulated in float64 in round order; ``‖λ‖₁ = Σ_t |α_t|`` (a negative step on
-  ``h`` is a positive step on the complement ``1 - h`` plus a constant, which no pair sees).
-* Pair statistics for label-induced pairs come from sorted prefix sums / bucket sums
-  (:mod:`._pair_stats`), never from materialised pair weights; explicit pair lists are O(#pairs).
-* Every algorithm is a strategy over the one coordinate-boosting loop of :mod:`.coordinate`
-  (how it scores the candidates, its step, its halts); :class:`AdaBoost`
-  (:mod:`.adaboost`), :class:`PNormPush` (:mod:`.pnorm_push`) and :class:`RankBoostPlus`
-  (:mod:`.rankboost_plus`) live in their own modules and are re-exported here.
-* **Halting policy** (``on_unbounded``, one policy for all) when a step is undefined or infinite — RB-D with
-  ``ε⁻ = 0`` (or ``ε⁺ = 0``), a perfect ranker for RB-C (``r = ±1``), p-norm push with a
-  separating ranker, smooth margin ranking with ``r ≤ g``:
-
-  - ``"stop"`` (default): halt *before* appending the ranker and return the ensemble so far
-    (Connamacher et al. Appendix B Remedy 1; keeps every α finite, but the model is not the
-    minimiser of Ê1 — Obs. 1/Thm 1 need the step).
-  - ``"cap"``: append the ranker with ``|α| = alpha_cap`` and stop (Remedy 2/3 with a finite
-    "infinity"; Lemma 2 shows ∏Z = Ê1 can then fail by Θ(1)).
-  - ``"smooth"`` (:class:`RankBoost` only): Schapire–Singer smoothing
-    ``α = ½ ln((ε⁺ + δ)/(ε⁻ + δ))`` with ``δ = smoothing``, and continue (finite steps; no
-    longer the exact minimiser).
-  - ``"raise"``: raise :class:`~torchrankboost.contract.UnboundedDirectionError` (a
-    ``NumericalError``) with ``round`` and ``model`` (the ensemble before that round).
-
-  The reason is recorded in ``stop_reason_``.
-* Every class follows the ranker contract (:mod:`torchrankboost.contract`):
-  ``fit(X, labels, groups=None, *, eval_set=None, eval_metric="ndcg@10",
-  early_stopping_rounds=None, callbacks=(), pairs=None)`` (``X`` a tensor, numpy array or
-  scipy matrix; ``groups`` a ``Groups``, query ids or ``None``) returns an
-  :class:`~.ensemble.Ensemble`. The evaluation sets are scored incrementally (each round adds
-  its weak rankers' outputs times their weights), early stopping cuts the model back to the
-  best round, and ``"loss"`` is the algorithm's objective on the set. ``history_`` holds one
-  :class:`~torchrankboost.contract.RoundRecord` per round: ``loss`` (the training objective
-  after the step: ln F̃, ln F, ln F_p or ln Ê2), ``step`` (α) and ``weight`` (the signed
-  ensemble weight); ``extra`` (read as ``record["alpha"]``) holds ``alpha``,
-  ``loss_before`` and the algorithm's own statistics.
-* **Data-parallel** (:class:`RankBoost` only, ``distributed=``; see
-  :mod:`torchrankboost.parallel`): each rank holds whole queries (and a shard of each
-  evaluation set) under a ``torch.distributed`` process group. Every crucial pair lies inside
-  one query, so RankBoost's pair distribution, its per-document masses and every candidate's
-  ``ε⁺``, ``ε⁻``, ``r`` are per-rank sums over the global normaliser ``F̃ = Σ_r F̃_r``
-  (:mod:`._pair_stats`): per round one all-reduce of the ranks' normalisers, one of the
-  candidates' histograms (``F·(T+1)`` sums for ``rb-c``/``coordinate``, two for ``rb-d``),
-  one of the chosen ranker's ``(ε⁺, ε⁻, ε⁰)``, and the evaluation's. The stump thresholds are
-  those of all ranks' rows (the gathered binning sample), so every rank picks the same stump
-  and step as one process on the whole data. Stumps and label-induced pairs only (binary
-  rankers: the closed-form steps need no line search across ranks).
+**Data-parallel** (:class:`RankBoost` only, ``distributed=``; see
+:mod:`torchrankboost.parallel`): each rank holds whole queries (and a shard of each
+evaluation set) under a ``torch.distributed`` process group. Every crucial pair lies inside
+one query, so RankBoost's pair distribution, its per-document masses and every candidate's
+``ε⁺``, ``ε⁻``, ``r`` are per-rank sums over the global normaliser ``F̃ = Σ_r F̃_r``
+(:mod:`.pair_stats`): per round one all-reduce of the ranks' normalisers, one of the
+candidates' histograms (``F·(T+1)`` sums for ``rb-c``/``coordinate``, two for ``rb-d``),
+one of the chosen ranker's ``(ε⁺, ε⁻, ε⁰)``, and the evaluation's. The stump thresholds are
+those of all ranks' rows (the gathered binning sample), so every rank picks the same stump
+and step as one process on the whole data. Stumps and label-induced pairs only (binary
+rankers: the closed-form steps need no line search across ranks).
 """
 
 
@@ -83,18 +39,12 @@ from typing import Optional
 
 import torch
 
-from .._pair_engine.levels import label_pairs
-from ..parallel import DistContext
-from ._dictionaries import MatrixRankers
-from .coordinate import (HALTING_POLICIES, CoordinateBoosting, Step, flush_denormals,
-                         select_candidate, stats_and_dictionary)
-from .steps import exact_step
+from ...parallel import DistContext
+from .coordinate import (CoordinateBoosting, Step, flush_denormals, select_candidate,
+                         stats_and_dictionary)
+from ..steps import exact_step
 
-__all__ = [
-    "RankBoost", "RankBoostPlus", "AdaBoost", "SmoothMarginRanking", "PNormPush",
-    "MatrixRankers", "with_zero_skew_intercept", "smooth_margin_alpha", "label_pairs",
-    "HALTING_POLICIES", "RankBoostRule",
-]
+__all__ = ["RankBoost", "RankBoostRule", "SmoothMarginRanking", "smooth_margin_alpha"]
 
 
 # ====================================================================================
@@ -128,8 +78,9 @@ class RankBoost(CoordinateBoosting):
     early_stopping_rounds=None, callbacks=(), pairs=None, init_scores=None, init_model=None,
     resume=None)`` returns the model
     (an ensemble of the chosen rankers, ``predict(X)``; ``init_scores`` offsets the training
-    scores only; ``init_model``/``resume``: :mod:`~.checkpoint`); per-round diagnostics (``alpha``, ``eps_plus``,
-    ``eps_minus``, ``eps_zero``, ``r``, ``Z``, ``feature``, ``threshold``, ``loss_before`` /
+    scores only; ``init_model``/``resume``: :mod:`~torchrankboost.boosting.checkpoint`);
+    per-round diagnostics (``alpha``, ``eps_plus``, ``eps_minus``, ``eps_zero``, ``r``,
+    ``Z``, ``feature``, ``threshold``, ``loss_before`` /
     ``loss`` = ln F̃ before / after the step, ``margin`` with ``track_margin=True``, ``l1``)
     are in ``history_``.
     """
@@ -415,8 +366,3 @@ class SmoothMarginRanking(CoordinateBoosting):
             alpha = self._unbounded("eq. (11) has no finite root", 1.0)
         return alpha, flip
 
-
-# the other paper algorithms over the same loop (re-exported: one import for the family)
-from .adaboost import AdaBoost, with_zero_skew_intercept  # noqa: E402
-from .pnorm_push import PNormPush  # noqa: E402
-from .rankboost_plus import RankBoostPlus  # noqa: E402

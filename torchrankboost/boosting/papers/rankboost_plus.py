@@ -1,5 +1,5 @@
 r"""RankBoost+ (Connamacher, Pancha, Liu & Ray 2019, efficient Algorithm 2) over the
-coordinate-boosting loop (:mod:`.coordinate`); re-exported by :mod:`.rankboost`."""
+coordinate-boosting loop (:mod:`.coordinate`)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from typing import List
 import torch
 from torch import Tensor
 
-from .._pair_engine.exponential import log_cosh as _logcosh
-from .._pair_engine.levels import label_pairs
+from ..._pair_engine.exponential import log_cosh as _logcosh
+from ..._pair_engine.levels import label_pairs
 from .coordinate import CoordinateBoosting, Step
 
 __all__ = ["RankBoostPlus"]

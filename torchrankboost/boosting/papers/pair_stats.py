@@ -38,7 +38,7 @@ when it applies on every rank and to the sum, else every rank takes the log path
 ``ln F̃_r`` a second all-reduce combines by log-sum-exp, the masses scaled by
 ``F̃_r / F̃``); ``chosen_stats`` all-reduces ``(ε⁺, ε⁻, ε⁰)``, ``log_loss`` combines
 ``ln F̃_r`` by log-sum-exp and ``margin`` takes the minimum over the ranks; the
-dictionaries all-reduce their per-candidate sums (:class:`~._dictionaries.CodesDictionary`
+dictionaries all-reduce their per-candidate sums (:class:`~.dictionaries.CodesDictionary`
 ``reduce``).
 """
 
@@ -49,14 +49,14 @@ import math
 import torch
 from torch import Tensor
 
-from .._pair_engine.exponential import level_terms, pooled_log_loss
-from .._pair_engine.levels import label_levels, level_cells, levels_from_cells, pairs_per_group
-from .._pair_engine.margin import explicit_margin, label_margin
-from .._pair_engine.segment import excl_cumsum
-from ..parallel import get_context
-from ..groups import Groups
-from ..pairs import ExplicitPairs
-from ..parallel.checks import check_data_parallel
+from ..._pair_engine.exponential import level_terms, pooled_log_loss
+from ..._pair_engine.levels import label_levels, level_cells, levels_from_cells, pairs_per_group
+from ..._pair_engine.margin import explicit_margin, label_margin
+from ..._pair_engine.segment import excl_cumsum
+from ...parallel import get_context
+from ...groups import Groups
+from ...pairs import ExplicitPairs
+from ...parallel.checks import check_data_parallel
 
 __all__ = ["PairWeights", "LabelPairStats", "ExplicitPairStats", "make_pair_stats"]
 
@@ -313,9 +313,9 @@ class LabelPairStats:
     # ------------------------------------------------------------------ line search
     def line_function(self, s: Tensor, h: Tensor):
         """``α ↦ (φ, φ', φ'')`` of the convex ``φ(α) = ln F̃(s + α h)``, for
-        :func:`~.steps.line_search`'s ``evaluate``, ~12 ops per call: bucket sums of
-        ``[e^{-x}, -h e^{-x}, h² e^{-x}, e^{x}, h e^{x}, h² e^{x}]`` at ``x = s + αh`` centred
-        per query give ``F = Σ_k A_k B_{<k}`` and its first two derivatives
+        :func:`~torchrankboost.boosting.line_search`'s ``evaluate``, ~12 ops per call: bucket
+        sums of ``[e^{-x}, -h e^{-x}, h² e^{-x}, e^{x}, h e^{x}, h² e^{x}]`` at ``x = s + αh``
+        centred per query give ``F = Σ_k A_k B_{<k}`` and its first two derivatives
         (``F' = Σ A' B_{<k} + A B'_{<k}``, ``F'' = Σ A'' B_{<k} + 2 A' B'_{<k} + A B''_{<k}``),
         so ``φ' = F'/F`` and ``φ'' = F''/F − φ'²``. The log-domain path (without ``φ''``) is
         used when the centred exponentials would overflow. This rank's pairs only: a

@@ -35,13 +35,13 @@ from typing import Optional, Sequence
 import torch
 from torch import Tensor
 
-from .boosting.evaluation import FitMonitor, FitState
-from .boosting.inputs import as_features, check_no_inf, fit_inputs
-from .boosting.objective import require_pairs
-from .boosting.weights import fit_weights
-from .contract import FitInfo, NumericalError, RoundRecord
-from .losses import PairwiseHingeLoss
-from .params import from_params
+from ..evaluation import FitMonitor, FitState
+from ..inputs import as_features, check_no_inf, fit_inputs
+from ..objective import require_pairs
+from ..weights import fit_weights
+from ...contract import FitInfo, NumericalError, RoundRecord
+from ...losses import PairwiseHingeLoss
+from ...params import from_params
 
 __all__ = ["LinearRanker", "RankSVM"]
 
@@ -90,7 +90,7 @@ class LinearRanker:
     def save(self, path) -> None:
         """Write a ``.safetensors`` file (``weight``; JSON in the ``"linear"`` metadata, with
         the file's SHA-256), atomically."""
-        from ._modelfile import write_model_file
+        from ..._modelfile import write_model_file
 
         meta = {"format": FORMAT, "version": FORMAT_VERSION, "bias": self.bias.hex(),
                 "info": self.info}
@@ -102,14 +102,14 @@ class LinearRanker:
         written, at most ``max_features`` weights (default 100,000), finite weights and bias
         whose scores cannot overflow are verified; a corrupt file raises ``ValueError``
         naming it."""
-        from ._modelfile import guarded
+        from ..._modelfile import guarded
 
         with guarded(path):
             return cls._load(path, device, max_features)
 
     @classmethod
     def _load(cls, path, device, max_features) -> "LinearRanker":
-        from ._modelfile import (ModelFileError, check_format, check_linear, check_linear_state,
+        from ..._modelfile import (ModelFileError, check_format, check_linear, check_linear_state,
                                  hex_float, read_model_file)
 
         meta, t = read_model_file(path, "linear", "LinearRanker", device=device)

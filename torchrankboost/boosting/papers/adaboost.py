@@ -1,5 +1,5 @@
 r"""AdaBoost with the constant weak classifier and the F-skew (Rudin & Schapire 2009, §5)
-over the coordinate-boosting loop (:mod:`.coordinate`); re-exported by :mod:`.rankboost`."""
+over the coordinate-boosting loop (:mod:`.coordinate`)."""
 
 from __future__ import annotations
 
@@ -8,12 +8,12 @@ import math
 import torch
 from torch import Tensor
 
-from ..losses import zero_skew_intercept
-from ..losses.exponential import AdaBoostLoss
-from ..pairs import Bipartite
-from ._pair_stats import LabelPairStats
+from ...losses import zero_skew_intercept
+from ...losses.exponential import AdaBoostLoss
+from ...pairs import Bipartite
+from .pair_stats import LabelPairStats
 from .coordinate import CoordinateBoosting, Step, flush_denormals, select_candidate
-from .ensemble import Ensemble
+from ..ensemble import Ensemble
 
 __all__ = ["AdaBoost", "with_zero_skew_intercept"]
 

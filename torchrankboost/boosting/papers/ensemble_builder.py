@@ -1,10 +1,10 @@
-"""Assemble the RankBoost-family results into a plain :class:`~.ensemble.Ensemble`."""
+"""Assemble the RankBoost-family results into a plain :class:`~torchrankboost.boosting.Ensemble`."""
 
 from __future__ import annotations
 
 from typing import List, Optional, Tuple
 
-from .ensemble import Ensemble
+from ..ensemble import Ensemble
 
 
 class StumpEnsembleBuilder:
