@@ -1,5 +1,6 @@
-"""RankBoost (RB-D, RB-C, coordinate descent): statistics kernels vs brute force, the papers'
-numbers, halting policies, model round trip."""
+"""RankBoost (RB-D, RB-C, coordinate descent): the papers' numbers, halting policies, model
+round trip; smooth margin ranking (Rudin & Schapire 2009 §4: eq. 12, Theorem 7, the 8x8
+example). The pair statistics under them: ``test_pair_stats.py``."""
 
 import math
 
@@ -8,99 +9,16 @@ import torch
 
 from torchrankboost.boosting.learners import FeatureRankers, Stumps
 from torchrankboost.boosting.ensemble import Ensemble
-from torchrankboost._pair_engine.levels import label_pairs
-from torchrankboost.boosting.papers import AdaBoost, MatrixRankers, PNormPush, RankBoost
-from torchrankboost.boosting.papers.dictionaries import CodesDictionary
-from torchrankboost.boosting.papers.pair_stats import make_pair_stats
+from torchrankboost.boosting.papers import (AdaBoost, MatrixRankers, PNormPush, RankBoost,
+                                          SmoothMarginRanking)
+from torchrankboost.boosting.papers.rankboost import smooth_margin_alpha
 from torchrankboost.contract import NumericalError, UnboundedDirectionError
-from torchrankboost.groups import Groups
-from torchrankboost.pairs import Bipartite, ExplicitPairs, Graded
-from paper_fixtures import M88, ranking_8x8  # noqa: F401
-from paper_fixtures import discrete_fixture as _discrete_fixture
+from torchrankboost.pairs import ExplicitPairs
+
+from .paper_fixtures import discrete_fixture as _discrete_fixture
+from .paper_fixtures import random_ragged, ranking_8x8
 
 F64 = torch.float64
-
-
-
-
-def brute_pairs(labels, groups, pairs):
-    out = []
-    off = groups.offsets.tolist()
-    for g in range(groups.num_groups):
-        for i in range(off[g], off[g + 1]):
-            for j in range(off[g], off[g + 1]):
-                li, lj = float(labels[i]), float(labels[j])
-                if isinstance(pairs, Bipartite):
-                    li, lj = float(li > pairs.threshold), float(lj > pairs.threshold)
-                if li > lj:
-                    out.append((i, j))
-    return out
-
-
-def brute_stats(pl, s, h):
-    z = torch.stack([s[j] - s[i] for i, j in pl])  # log pair weights
-    d = torch.softmax(z, 0)
-    hi = torch.tensor([h[i] for i, _ in pl], dtype=F64)
-    lo = torch.tensor([h[j] for _, j in pl], dtype=F64)
-    return ((d * hi * (1 - lo)).sum(), (d * (1 - hi) * lo).sum(),
-            (d * (hi * lo + (1 - hi) * (1 - lo))).sum(), torch.logsumexp(z, 0))
-
-
-def random_ragged(seed, scale=2.0):
-    gen = torch.Generator().manual_seed(seed)
-    sizes = torch.randint(0, 8, (6,), generator=gen)
-    sizes[0] = max(int(sizes[0]), 3)
-    g = Groups.from_sizes(sizes)
-    n = g.num_docs
-    labels = torch.randint(0, 4, (n,), generator=gen).to(F64)
-    labels[0], labels[1] = 0.0, 2.0  # at least one pair
-    s = (torch.randn(n, generator=gen, dtype=F64) * scale).round(decimals=1)  # ties in scores
-    codes = torch.randint(0, 5, (n, 3), generator=gen)  # ties in the feature codes
-    return g, labels, s, codes
-
-
-@pytest.mark.parametrize("seed", range(8))
-@pytest.mark.parametrize("kind", ["graded", "bipartite", "explicit"])
-@pytest.mark.parametrize("scale", [2.0, 400.0])  # 400: the log-domain path
-def test_stats_kernels_match_brute_force(seed, kind, scale):
-    g, labels, s, codes = random_ragged(seed, scale)
-    if kind == "graded":
-        spec = Graded()
-        pl = brute_pairs(labels, g, spec)
-    elif kind == "bipartite":
-        spec = Bipartite(1.0)
-        pl = brute_pairs(labels, g, spec)
-    else:
-        pl = brute_pairs(labels, g, Graded())
-        pl = pl[::2] + [(j, i) for i, j in pl[1::4]]  # arbitrary (also non-transitive) list
-        spec = ExplicitPairs([p[0] for p in pl], [p[1] for p in pl])
-    st = make_pair_stats(labels, g, spec)
-    assert st.num_pairs == len(pl)
-    w = st.weights(s)
-    cd = CodesDictionary(codes, torch.ones(3, 4, dtype=torch.bool))
-    ep, em, e0 = cd.all_stats(st, w)
-    r = cd.edges(st, w)
-    for c in range(cd.num_candidates):
-        h = cd.column(c)
-        bp, bm, b0, blz = brute_stats(pl, s, h)
-        tol = 1e-9
-        assert abs(float(ep[c]) - float(bp)) < tol
-        assert abs(float(em[c]) - float(bm)) < tol
-        assert abs(float(e0[c]) - float(b0)) < tol
-        assert abs(float(r[c]) - float(bp - bm)) < tol
-        cp, cm, c0 = st.chosen_stats(w, h)
-        assert abs(float(cp) - float(bp)) < 1e-12 and abs(float(cm) - float(bm)) < 1e-12
-        assert abs(float(c0) - float(b0)) < 1e-12
-    assert abs(float(w.log_loss) - float(blz)) < 1e-9 * max(1.0, abs(float(blz)))
-    assert abs(float(st.log_loss(s)) - float(blz)) < 1e-9 * max(1.0, abs(float(blz)))
-    mu = min(float(s[i] - s[j]) for i, j in pl)
-    assert float(st.margin(s)) == pytest.approx(mu)
-
-
-def test_label_pairs_materialisation():
-    g, labels, _, _ = random_ragged(3)
-    hi, lo, _ = label_pairs(labels, g, Graded())
-    assert sorted(zip(hi.tolist(), lo.tolist())) == sorted(brute_pairs(labels, g, Graded()))
 
 
 def test_8x8_rankboost_margin_tends_to_one_third():
@@ -143,8 +61,6 @@ def test_rules_differ_coordinate_vs_rankboost():
     assert (a["eps_plus"], a["eps_minus"], a["eps_zero"]) == pytest.approx((0.5, 0.3, 0.2))
     assert b["Z"] == pytest.approx(0.90649, abs=1e-5)
     assert a["Z"] == pytest.approx(0.97460, abs=1e-5)
-
-
 
 
 def test_rankboost_reaches_closed_form_minimum_T5():
@@ -319,3 +235,60 @@ def test_driver_callbacks_work_unchanged():
     assert hc.info["algorithm"] == "rankboost" and hc.model is model
     assert [d["round"] for d in hc.rounds] == list(range(1, len(model) + 1))
     assert all(b["loss"] <= b["loss_before"] + 1e-12 for b in hc.rounds)
+
+
+def test_eq12_values_and_limits():
+    """Rudin & Schapire 2009, §4, eq. (12) at r = 0.6, d₀ = 0.05: g = 0 gives RankBoost's
+    step; α decreases in g."""
+    r, d0 = 0.6, 0.05
+    dp, dm = (1 + r - d0) / 2, (1 - r - d0) / 2
+    want = [0.74404, 0.63688, 0.52745, 0.41317, 0.29077, 0.15555, 0.01679]
+    for g, a in zip([0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.59], want):
+        assert smooth_margin_alpha(g, dp, dm, d0) == pytest.approx(a, abs=1e-5)
+    assert smooth_margin_alpha(0.0, dp, dm, d0) == pytest.approx(0.5 * math.log(dp / dm))
+    # (12) solves (11): g τ = -τ'
+    for g in (0.05, 0.3, 0.55):
+        a = smooth_margin_alpha(g, dp, dm, d0)
+        tau = dp * math.exp(-a) + dm * math.exp(a) + d0
+        dtau = -dp * math.exp(-a) + dm * math.exp(a)
+        assert g * tau == pytest.approx(-dtau, abs=1e-12)
+    # stable form stays finite when d₋ = 0 (d₀ > 0): e^α = (1-g)d₊/(g d₀)
+    assert smooth_margin_alpha(0.2, 0.7, 0.0, 0.3) == pytest.approx(math.log(0.8 * 0.7 / (0.2 * 0.3)))
+
+
+def test_8x8_smooth_margin_exceeds_037_theorem7():
+    H, y, g = ranking_8x8()
+    sm = SmoothMarginRanking(learner=MatrixRankers(), n_rounds=2500, pairs="bipartite",
+                             complement=False)
+    sm.fit(H, y, g)
+    h = sm.history_
+    warm = [d for d in h if d["phase"] == "warmup"]
+    smooth = [d for d in h if d["phase"] == "smooth"]
+    assert len(warm) == 9 and warm[-1]["smooth_margin"] == pytest.approx(0.0336, abs=1e-4)
+    assert sm.stop_reason_ is None
+    mus = [d["margin"] for d in h]
+    assert max(mus) > 0.37  # RankBoost's limit is 1/3; the LP optimum is 3/8
+    assert all(m <= 3 / 8 + 1e-12 for m in mus)
+    checked = 0
+    for d in smooth:
+        gt, gn, a, r, s1 = d["g"], d["g_next"], d["alpha"], d["r"], d["l1"]
+        assert gn >= gt - 1e-12  # G̃ is monotone
+        assert d["margin"] > gn  # eq. (6): G̃ < μ
+        assert gn >= d["margin"] - math.log(8) / s1 - 1e-12  # μ - ln|C_p|/‖λ‖₁ ≤ G̃
+        if d["theorem7_condition"]:
+            checked += 1
+            assert gn - gt >= 0.5 * a * (r - gt) / s1 - 1e-12  # Theorem 7
+    assert checked == len(smooth)  # d₀ ≡ 0 on this matrix: the condition always holds
+
+
+def test_smooth_margin_on_stumps_and_stop_rule():
+    """Separable bipartite data: warm-up reaches G̃ > 0, then G̃ keeps increasing."""
+    gen = torch.Generator().manual_seed(4)
+    X = torch.randn(40, 2, generator=gen)
+    y = (X[:, 0] > 0.2).to(F64)
+    sm = SmoothMarginRanking(learner=Stumps(max_thresholds=30), n_rounds=60, pairs="bipartite")
+    sm.fit(X, y)
+    h = sm.history_
+    assert any(d["phase"] == "smooth" for d in h) or sm.stop_reason_ is not None
+    gs = [d["g_next"] for d in h if d["phase"] == "smooth"]
+    assert all(b >= a - 1e-12 for a, b in zip(gs[:-1], gs[1:]))

@@ -1,4 +1,5 @@
-"""Fixtures from the papers shared by the algorithm tests."""
+"""Fixtures shared by the papers' algorithm tests: the papers' examples and a small random
+ranking problem with ties (:func:`random_ragged`)."""
 
 import torch
 
@@ -32,3 +33,16 @@ def discrete_fixture():
         x += [v] * (a + b)
         y += [1.0] * a + [0.0] * b
     return torch.tensor(x, dtype=torch.float32)[:, None], torch.tensor(y, dtype=F64)
+
+
+def random_ragged(seed, scale=2.0):
+    gen = torch.Generator().manual_seed(seed)
+    sizes = torch.randint(0, 8, (6,), generator=gen)
+    sizes[0] = max(int(sizes[0]), 3)
+    g = Groups.from_sizes(sizes)
+    n = g.num_docs
+    labels = torch.randint(0, 4, (n,), generator=gen).to(F64)
+    labels[0], labels[1] = 0.0, 2.0  # at least one pair
+    s = (torch.randn(n, generator=gen, dtype=F64) * scale).round(decimals=1)  # ties in scores
+    codes = torch.randint(0, 5, (n, 3), generator=gen)  # ties in the feature codes
+    return g, labels, s, codes
