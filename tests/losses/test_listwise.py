@@ -1,6 +1,8 @@
-"""ListNet, ListMLE and RankNet against dense per-query oracles (float64, gradcheck)."""
+"""ListNet, ListMLE and RankNet against dense per-query oracles (float64, gradcheck); RankNet
+warns of its quadratic cost on a long query."""
 
 import math
+import warnings
 
 import pytest
 import torch
@@ -238,3 +240,15 @@ def test_listmle_padded_and_segmented_scans_agree(monkeypatch):
     torch.testing.assert_close(gr, gr2, rtol=1e-12, atol=1e-12)
     for a, b in zip(gh, loss.grad_hess(s, y, g)):
         torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+
+
+def test_ranknet_warns_of_its_quadratic_cost_on_a_long_query():
+    n = 10_000
+    y = torch.zeros(n)
+    y[:10] = 1.0
+    with pytest.warns(UserWarning, match=r"query 0 has 10,000 documents and 99,900 preferred "
+                                         r"pairs; RankNet costs O\(n²\)"):
+        RankNetLoss().bind(y, Groups.single(n))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        RankNetLoss().bind(y[:5000], Groups.single(5000))

@@ -192,3 +192,16 @@ def test_without_ties_average_equals_stable():
 def test_bad_ties_value():
     with pytest.raises(ValueError, match="ties"):
         ndcg_at_k(torch.zeros(3), torch.ones(3), ties="random")
+
+
+def test_dcg_exp_gain_is_finite_up_to_label_1023():
+    s = torch.tensor([1.0, 0.0])
+    for top in (513.0, 800.0, 1023.0):
+        v = float(dcg_at_k(s, torch.tensor([top, 0.0]), k=None))
+        assert v == pytest.approx(2.0 ** top - 1.0, rel=1e-12)
+    with pytest.raises(ValueError, match=r"2\^1024 - 1, which overflows float64 \(finite up "
+                                         r"to label 1023\)"):
+        dcg_at_k(s, torch.tensor([1024.0, 0.0]))
+    with pytest.raises(ValueError, match="DCG is beyond float64: the discounted sum"):
+        dcg_at_k(torch.tensor([2.0, 1.0, 0.0]), torch.tensor([1023.0] * 3))
+    assert float(ndcg_at_k(s, torch.tensor([1023.0, 1023.0]))) == pytest.approx(1.0)

@@ -1,6 +1,7 @@
-"""torchrankboost.parallel, neural side: DistributedDataParallel with the distributed
-query batch sampler and the global normalisation equals one process on the union of the
-ranks' batches; scripts/train_neural.py under torchrun."""
+"""The global loss normalisation of a data-parallel run (``parallel/normalise.py``), neural
+side: DistributedDataParallel with the distributed query batch sampler and the global
+normalisation equals one process on the union of the ranks' batches;
+scripts/train_neural.py under torchrun."""
 
 import sys
 

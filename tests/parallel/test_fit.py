@@ -1,12 +1,13 @@
-"""Data-parallel boosting on 2 gloo processes equals one process on the whole data.
+"""Data-parallel boosting on 2 gloo processes (the fit's collectives, ``parallel/fit.py``)
+equals one process on the whole data.
 
-The workers (``tests/dist_boost_scenarios.py``) fit each configuration on their shard of a
-query split (``RankingData.shard``) of a small LETOR-shaped set, with a sharded evaluation set
-and early stopping; the tests fit the same configurations in this process on all of it and
-compare round by round: the same split features and thresholds (exactly), leaf values,
-weights, predictions and evaluation metrics to 1e-9, the same best round. Then the
-failures (a bad shard on one rank stops every rank within seconds, naming it) and the CLI
-under ``torch.distributed.run``.
+The workers (``dist_boost_scenarios.py`` beside this file) fit each configuration on their
+shard of a query split (``RankingData.shard``) of a small LETOR-shaped set, with a sharded
+evaluation set and early stopping; the tests fit the same configurations in this process on
+all of it and compare round by round: the same split features and thresholds (exactly),
+leaf values, weights, predictions and evaluation metrics to 1e-9, the same best round. Then
+the failures (a bad shard on one rank stops every rank within seconds, naming it) and the
+CLI under ``torch.distributed.run``.
 """
 
 from __future__ import annotations

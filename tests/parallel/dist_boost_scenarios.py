@@ -1,7 +1,7 @@
 """Data-parallel boosting scenarios run on several gloo processes (see
-``tests/test_distributed_boosting.py``).
+``tests/parallel/test_fit.py``).
 
-``python tests/dist_boost_scenarios.py SCENARIO ARGS...`` in each process (``RANK``,
+``python tests/parallel/dist_boost_scenarios.py SCENARIO ARGS...`` in each process (``RANK``,
 ``WORLD_SIZE``, ``MASTER_ADDR``, ``MASTER_PORT`` in the environment, as
 :func:`dist_helpers.worker_env` sets them): initialises a gloo process group with a short
 timeout and runs the scenario. The same configurations run in one process in the test
