@@ -1,6 +1,6 @@
-"""The shared evaluation machinery: the best-round rule (NaN never improves; a NaN
-validation metric stops the run), the early
-stopping callback, metric specs."""
+"""The shared evaluation machinery (``boosting/evaluation.py``): the best-round rule (NaN
+never improves; a NaN validation metric stops the run, a NaN report metric is recorded as
+NaN and shown as ``nan``), the early stopping callback, metric specs."""
 
 import math
 
@@ -9,6 +9,7 @@ import torch
 
 from torchrankboost.boosting import Booster, EarlyStopping, RegressionTree
 from torchrankboost.boosting.evaluation import BestTracker, resolve_metrics
+from torchrankboost.contract import NumericalError
 from torchrankboost.data import make_letor
 from torchrankboost.losses import ExponentialPairwiseLoss
 
@@ -63,3 +64,51 @@ def test_resolve_metrics_lists_and_tuples():
         torch.zeros(2), torch.zeros(2)) == 2.0
     with pytest.raises(ValueError, match="eval_metric: unknown metric"):
         resolve_metrics(["ndcg@10", "bleu"])
+
+
+def _data(seed=0):
+    return make_letor(20, 10, 5, n_grades=3, seed=seed)
+
+
+def _nan_metric(s, y, g):
+    return float("nan")
+
+
+def test_nan_report_metric_is_recorded_as_nan_and_does_not_stop_the_run():
+    X, y, g = _data()
+    b = Booster(ExponentialPairwiseLoss(), RegressionTree(max_leaves=4), n_rounds=3)
+    b.fit(X, y, g, eval_set=[(X, y, g)], early_stopping_rounds=2,
+          eval_metric=["ndcg@5", ("nanmetric", _nan_metric, True)])
+    assert len(b.history_) == 3 and b.model_.n_rounds >= 1
+    values = b.evals_result_["valid_0"]["nanmetric"]
+    assert len(values) == 3 and all(v != v for v in values)
+
+
+def test_nan_early_stopping_metric_still_stops_the_run_naming_it():
+    X, y, g = _data()
+    b = Booster(ExponentialPairwiseLoss(), RegressionTree(max_leaves=4), n_rounds=3)
+    with pytest.raises(NumericalError, match="valid_0 nanmetric is NaN"):
+        b.fit(X, y, g, eval_set=[(X, y, g)], early_stopping_rounds=2,
+              eval_metric=[("nanmetric", _nan_metric, True), "ndcg@5"])
+
+
+def test_cli_report_metric_undefined_on_validation_is_shown_as_nan(tmp_path, capsys):
+    """``-m map`` on a validation set without positives: AUC (a report metric) is undefined
+    there, and the run finishes with ``nan`` in its table."""
+    from torchrankboost import cli
+
+    g = torch.Generator().manual_seed(0)
+    for name, positives in (("train.txt", True), ("valid.txt", False)):
+        with open(tmp_path / name, "w") as fh:
+            for q in range(8):
+                for _ in range(5):
+                    x = torch.rand(3, generator=g)
+                    label = int(positives and float(x[0]) > 0.5)
+                    fh.write(f"{label} qid:{q} " + " ".join(f"{j + 1}:{float(x[j]):.4f}"
+                                                            for j in range(3)) + "\n")
+    rc = cli.main(["train", "--data", str(tmp_path / "train.txt"), "--valid",
+                   str(tmp_path / "valid.txt"), "-m", "map", "--report", "map", "auc",
+                   "--rounds", "2", "-q", "--no-tensorboard", "-o", str(tmp_path / "m.st")])
+    out, err = capsys.readouterr()
+    assert rc == 0, err
+    assert "nan" in out and "auc" in out

@@ -76,3 +76,12 @@ def test_bad_arguments(tmp_path):
     save_file({"a": torch.zeros(1)}, str(p))
     with pytest.raises(ValueError, match="not a torchrankboost LinearRanker"):
         LinearRanker.load(p)
+
+
+def test_linear_predict_refuses_infinite_features():
+    """``±inf`` features are refused (naming the column) instead of turning into ±1.8e308."""
+    lin = LinearRanker(torch.tensor([1.0, -2.0]), 0.5)
+    with pytest.raises(ValueError, match="infinite value in column 1"):
+        lin.predict(torch.tensor([[0.0, 1.0], [1.0, float("inf")]]))
+    X = torch.tensor([[1.0, float("nan")]])
+    assert torch.equal(lin.predict(X), torch.tensor([1.5], dtype=torch.float64))

@@ -1,5 +1,5 @@
-"""A tree learner asked for more histogram memory than the machine has is refused before
-the fit, in one line naming the options (one stray feature index of 99,999 would otherwise
+"""The trees' histogram memory (``boosting/learners/memory.py``): a tree learner asked for
+more histogram memory than the machine has is refused before the fit, in one line naming the options (one stray feature index of 99,999 would otherwise
 ask for ~20 GB)."""
 
 import time

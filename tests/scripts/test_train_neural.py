@@ -11,7 +11,7 @@ from torchrankboost import registry
 
 from conftest import read_events, require_data
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

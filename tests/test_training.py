@@ -1,7 +1,7 @@
-"""``train`` keeps what it trained: run names stay under ``runs/``, a full disk at the final
-or the partial save never ends in a traceback (the model goes to the fallback file, or one
-line says that nothing could be saved and why), and a second Ctrl-C during the partial save
-cannot lose it.
+"""One training run (``training.py``) keeps what it trained: run names stay under ``runs/``,
+a full disk at the final or the partial save never ends in a traceback (the model goes to
+the fallback file, or one line says that nothing could be saved and why), and a second
+Ctrl-C during the partial save cannot lose it.
 
 The full disk is real: a small tmpfs filled to the last byte (mounted when the tests run as
 root with mount rights). Elsewhere the writer's own failure is injected instead:

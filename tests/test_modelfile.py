@@ -216,15 +216,6 @@ def test_save_refuses_suffixes_of_other_formats(tmp_path, data, suffix):
         lin.save(tmp_path / f"lin{suffix}")
 
 
-def test_linear_predict_refuses_infinite_features():
-    """``±inf`` features are refused (naming the column) instead of turning into ±1.8e308."""
-    lin = LinearRanker(torch.tensor([1.0, -2.0]), 0.5)
-    with pytest.raises(ValueError, match="infinite value in column 1"):
-        lin.predict(torch.tensor([[0.0, 1.0], [1.0, float("inf")]]))
-    X = torch.tensor([[1.0, float("nan")]])
-    assert torch.equal(lin.predict(X), torch.tensor([1.5], dtype=torch.float64))
-
-
 def test_linear_weights_whose_scores_overflow_are_refused(tmp_path):
     p = tmp_path / "lin.safetensors"
     LinearRanker(torch.tensor([1e308, 1e308], dtype=torch.float64)).save(p)
