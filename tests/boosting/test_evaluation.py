@@ -1,8 +1,10 @@
 """The shared evaluation machinery (``boosting/evaluation.py``): the best-round rule (NaN
 never improves; a NaN validation metric stops the run, a NaN report metric is recorded as
-NaN and shown as ``nan``), the early stopping callback, metric specs."""
+NaN and shown as ``nan``; large labels keep improving rounds), the early stopping callback,
+metric specs, and the partial model: a loss turning NaN keeps the last good round."""
 
 import math
+import warnings
 
 import pytest
 import torch
@@ -112,3 +114,39 @@ def test_cli_report_metric_undefined_on_validation_is_shown_as_nan(tmp_path, cap
     out, err = capsys.readouterr()
     assert rc == 0, err
     assert "nan" in out and "auc" in out
+
+
+def test_early_stopping_with_large_labels_keeps_improving_rounds():
+    X, y, g = _data()
+    Xv, yv, gv = _data(seed=1)
+    b = Booster(ExponentialPairwiseLoss(), RegressionTree(max_leaves=4), n_rounds=8)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # separable: the driver stops early
+        b.fit(X, y * 1000, g, eval_set=[(Xv, yv * 1000, gv)], early_stopping_rounds=3)
+    vals = b.evals_result_["valid_0"]["ndcg@10"]
+    assert len(vals) > 1 and all(math.isfinite(v) for v in vals)
+    assert b.best_score_ == max(vals) and b.best_round_ == vals.index(max(vals)) + 1
+
+
+def test_loss_turning_nan_keeps_the_model_of_the_last_good_round():
+    X, y, g = _data()
+
+    class Flaky(torch.nn.Module):
+        calls = 0
+
+        def forward(self, s, labels, groups=None):
+            v = ExponentialPairwiseLoss()(s, labels, groups)
+            return v if float(s.abs().max()) < 1e-9 or Flaky.calls < 3 else v * float("nan")
+
+    class Count:
+        def on_round_end(self, ranker, record):
+            Flaky.calls += 1
+
+    b = Booster(Flaky(), RegressionTree(max_leaves=4), n_rounds=10, curvature="none",
+                step="fixed", learning_rate=0.1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        with pytest.raises(NumericalError):
+            b.fit(X, y, g, callbacks=[Count()])
+    assert b.ensemble_ is not None and b.ensemble_.n_rounds == 3
+    assert "NaN" in b.stop_reason_ or "nan" in b.stop_reason_

@@ -1,6 +1,7 @@
 """Input conversion and checks of a fit (``boosting/inputs.py``): the check for infinite
 features gives the same answers on expanded stand-in features (binned data) as on dense
-ones."""
+ones; rows of infinite features are refused by the fits that scale features (feature rankers,
+RankSVM) instead of converging silently."""
 
 import math
 
@@ -8,6 +9,7 @@ import pytest
 import torch
 
 from torchrankboost.boosting.inputs import check_no_inf
+from torchrankboost.data import make_letor
 
 
 def test_check_no_inf_on_expanded_features():
@@ -25,3 +27,20 @@ def test_check_no_inf_on_expanded_features():
     dense[4, 2] = math.inf
     with pytest.raises(ValueError, match=r"column 2 \(row 4, value inf\)"):
         check_no_inf(dense)
+
+
+def _data(seed=0):
+    return make_letor(20, 10, 5, n_grades=3, seed=seed)
+
+
+def test_feature_rankers_and_ranksvm_refuse_inf_rows_instead_of_converging_silently():
+    from torchrankboost.boosting import FeatureRankers, RankBoost
+    from torchrankboost.boosting.papers import RankSVM
+
+    X, y, g = _data()
+    Xi = X.clone()
+    Xi[5, :] = float("inf")
+    with pytest.raises(ValueError, match="infinite value in column 0"):
+        RankBoost(learner=FeatureRankers(), n_rounds=3).fit(Xi, y, g)
+    with pytest.raises(ValueError, match="infinite value in column 0"):
+        RankSVM().fit(Xi, y, g)

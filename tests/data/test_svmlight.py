@@ -1,6 +1,6 @@
 """SVMlight / LETOR reading (``data/svmlight.py``): round trips, query ids, side files and
-query files, contiguous queries, malformed lines named by file and line, LETOR folds, the
-shared data files."""
+query files, contiguous queries, malformed lines named by file and line, labels and features
+beyond float32, LETOR folds, the shared data files."""
 
 import re
 
@@ -241,3 +241,14 @@ def test_split_query_is_refused_in_one_process(tmp_path):
         load_svmlight(p)
     with pytest.raises(ValueError, match="comes back"):
         load_data(str(p))
+
+
+def test_loader_refuses_labels_and_features_beyond_float32(tmp_path):
+    p = tmp_path / "big.txt"
+    p.write_text("1e300 qid:1 1:1\n0 qid:1 1:2\n")
+    with pytest.raises(ValueError, match=r"big.txt:1: label is 1e\+300, beyond float32"):
+        load_svmlight(p)
+    assert float(load_svmlight(p, dtype=torch.float64).labels[0]) == 1e300
+    p.write_text("1 qid:1 1:1\n0 qid:1 1:1e300\n")
+    with pytest.raises(ValueError, match="big.txt:2: a feature value is infinite"):
+        load_svmlight(p)

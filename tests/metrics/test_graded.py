@@ -4,6 +4,7 @@ expectation over the orders of tied documents (McSherry & Najork, 2008), against
 the ``"stable"`` metric over every input order."""
 
 import itertools
+import math
 
 import numpy as np
 import pytest
@@ -205,3 +206,19 @@ def test_dcg_exp_gain_is_finite_up_to_label_1023():
     with pytest.raises(ValueError, match="DCG is beyond float64: the discounted sum"):
         dcg_at_k(torch.tensor([2.0, 1.0, 0.0]), torch.tensor([1023.0] * 3))
     assert float(ndcg_at_k(s, torch.tensor([1023.0, 1023.0]))) == pytest.approx(1.0)
+
+
+def test_ndcg_with_labels_above_1023_is_finite_and_scale_free():
+    s = torch.tensor([.3, .2, .1, 0.])
+    assert float(ndcg_at_k(s, torch.tensor([2000., 1000, 1, 0]), None, k=3)) == 1.0
+    rev = torch.tensor([.1, .2, .3, 0.])
+    v = float(ndcg_at_k(rev, torch.tensor([2000., 1000, 1, 0]), None, k=3))
+    assert math.isfinite(v) and v == pytest.approx(0.5, abs=1e-12)
+    small = ndcg_at_k(rev, torch.tensor([2., 1, 1, 0]), None, k=3)
+    assert float(small) == pytest.approx(float(ndcg_at_k(
+        rev, torch.tensor([2., 1, 1, 0]) + 0, None, k=3)))
+
+
+def test_dcg_overflow_is_an_error_never_nan():
+    with pytest.raises(ValueError, match="overflow"):
+        dcg_at_k(torch.tensor([.3, .2, .1, 0.]), torch.tensor([2000., 1000, 1, 0]), None, k=3)
