@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from torchrankboost.boosting.learners import Stumps  # noqa: E402
-from torchrankboost.boosting.rankboost import RankBoost  # noqa: E402
+from torchrankboost.boosting.papers import RankBoost  # noqa: E402
 from torchrankboost.data import load_letor_fold  # noqa: E402
 from torchrankboost.data import dataset_path  # noqa: E402
 from torchrankboost.metrics import ndcg_at_k  # noqa: E402

@@ -45,7 +45,7 @@ from exp_pnorm_push import load_setting, split  # noqa: E402
 from torchrankboost.data import data_root  # noqa: E402
 
 from torchrankboost.boosting import Stumps  # noqa: E402
-from torchrankboost.boosting.rankboost import (AdaBoost, MatrixRankers, RankBoost,  # noqa: E402
+from torchrankboost.boosting.papers import (AdaBoost, MatrixRankers, RankBoost,  # noqa: E402
                                                SmoothMarginRanking)
 from torchrankboost.groups import Groups  # noqa: E402
 

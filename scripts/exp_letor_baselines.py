@@ -52,11 +52,9 @@ import torch
 from torchrankboost import metrics as M
 from torchrankboost import losses as L
 from torchrankboost.boosting import Booster, RegressionTree, Stumps
-from torchrankboost.boosting.qbrank import QBRank
-from torchrankboost.boosting.rankboost import RankBoost, RankBoostPlus
+from torchrankboost.boosting.papers import QBRank, RankBoost, RankBoostPlus, RankSVM
 from torchrankboost.data import load_letor_fold
 from torchrankboost.data import data_root
-from torchrankboost.linear import RankSVM
 from torchrankboost.losses.pointwise import SquaredErrorLoss
 from _results_io import read_csv, write_csv  # noqa: E402,F401 (scripts/ is on sys.path)
 

@@ -47,7 +47,7 @@ import numpy as np
 import torch
 
 from torchrankboost.boosting import FeatureRankers
-from torchrankboost.boosting.rankboost import MatrixRankers, PNormPush
+from torchrankboost.boosting.papers import MatrixRankers, PNormPush
 from torchrankboost.data import data_root
 from torchrankboost.metrics import auc, positives_above_first_negative
 

@@ -43,10 +43,9 @@ import torch
 
 from torchrankboost import metrics as M
 from torchrankboost.boosting import RegressionTree
-from torchrankboost.boosting.qbrank import GBT, QBRank
+from torchrankboost.boosting.papers import GBT, QBRank, RankSVM
 from torchrankboost.data import load_letor_fold
 from torchrankboost.data import data_root
-from torchrankboost.linear import RankSVM
 from _results_io import read_csv, write_csv  # noqa: E402,F401 (scripts/ is on sys.path)
 
 ROOT = Path(__file__).resolve().parents[1]

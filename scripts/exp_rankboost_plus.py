@@ -49,7 +49,7 @@ import torch
 
 from torchrankboost import metrics as M
 from torchrankboost.boosting import Stumps
-from torchrankboost.boosting.rankboost import RankBoost, RankBoostPlus
+from torchrankboost.boosting.papers import RankBoost, RankBoostPlus
 from torchrankboost.data import load_letor_fold
 from torchrankboost.data import data_root
 from torchrankboost.groups import Groups

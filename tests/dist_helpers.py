@@ -415,3 +415,19 @@ def _main() -> None:
 
 if __name__ == "__main__":
     _main()
+
+
+def train_env(**extra):
+    """The environment of a ``train`` command started by a test: one thread, this checkout
+    first on the path, no rank variables of an outer run; ``extra`` added."""
+    env = dict(os.environ, OMP_NUM_THREADS="1",
+               PYTHONPATH=os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")]))
+    for k in ("WORLD_SIZE", "RANK", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT"):
+        env.pop(k, None)
+    env.update(extra)
+    return env
+
+
+def train_command(*args):
+    """``python -m torchrankboost train *args``."""
+    return [sys.executable, "-m", "torchrankboost", "train", *args]

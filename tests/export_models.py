@@ -1,16 +1,19 @@
 """Models and data shared by the export tests (to_lightgbm / to_xgboost / to_onnx /
-from_*): LETOR data with NaNs, a tree and a stump ensemble (each fitted once per session),
-hand-made trees, and the tolerance ``1e-5 · (1 + max|score|)`` of float32 libraries."""
+from_*) and the explain tests: LETOR data with NaNs, a tree and a stump ensemble (each
+fitted once per session), hand-made trees, the tolerance ``1e-5 · (1 + max|score|)`` of
+float32 libraries, and the raw scores LightGBM / XGBoost give a written model."""
 
 import functools
 
 import numpy as np
+import pytest
 import torch
 
 from torchrankboost.boosting import Booster
 from torchrankboost.boosting.learners import RegressionTree, Stumps, TreeModel
-from torchrankboost.boosting.rankboost import RankBoost
+from torchrankboost.boosting.papers import RankBoost
 from torchrankboost.data import make_letor
+from torchrankboost.export import to_lightgbm, to_xgboost
 from torchrankboost.losses import ExponentialPairwiseLoss
 
 
@@ -57,3 +60,18 @@ def hand_tree(features, thresholds, default_left, left, right, leaves, dtype=tor
                      left_child=torch.tensor(left, dtype=i64), right_child=torch.tensor(right, dtype=i64),
                      split_gain=torch.zeros(len(features), dtype=torch.float64),
                      leaf_value=torch.tensor(leaves, dtype=torch.float32), depth=len(features))
+
+
+def lightgbm_scores(ens, X, path):
+    """LightGBM's raw scores of ``X`` under ``ens`` written to ``path`` (skips without it)."""
+    lgb = pytest.importorskip("lightgbm")
+    to_lightgbm(ens, path)
+    return lgb.Booster(model_file=str(path)).predict(X.numpy(), raw_score=True)
+
+
+def xgboost_scores(ens, X, path):
+    """XGBoost's margins of ``X`` under ``ens`` written to ``path`` (skips without it)."""
+    xgb = pytest.importorskip("xgboost")
+    to_xgboost(ens, path)
+    booster = xgb.Booster(model_file=str(path))
+    return booster.predict(xgb.DMatrix(X.numpy(), missing=np.nan), output_margin=True)

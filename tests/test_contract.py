@@ -1,5 +1,7 @@
 """The ranker contract, checked on every registered algorithm: the same ``fit`` signature and
-inputs, evaluation sets and early stopping, records, callbacks, saved models and errors."""
+inputs, evaluation sets and early stopping, records, callbacks, saved models and errors (a
+NaN validation metric, infinite features or labels, an interrupted or failing fit that keeps
+the last good round)."""
 
 import math
 
@@ -9,8 +11,9 @@ import torch
 
 from torchrankboost import registry
 from torchrankboost.boosting.learners import RegressionTree, Stumps
-from torchrankboost.contract import FitInfo, Ranker, RankingModel, RoundRecord
+from torchrankboost.contract import FitInfo, NumericalError, Ranker, RankingModel, RoundRecord
 from torchrankboost.data import make_letor
+from torchrankboost.factory import make_ranker
 from torchrankboost.losses import ExponentialPairwiseLoss
 from conftest import Recorder
 
@@ -181,3 +184,59 @@ def test_same_errors_for_the_same_bad_inputs(name, data):
         algo.fit(X[:, 0], y, g)
     with pytest.raises(ValueError, match="groups cover"):
         algo.fit(X, y, np.zeros(X.shape[0] - 1, dtype=np.int64))
+
+
+def _data(seed=0):
+    return make_letor(20, 10, 5, n_grades=3, seed=seed)
+
+
+def _ranker(alg, n_rounds=4):
+    return make_ranker(alg) if alg == "ranksvm" else make_ranker(alg, n_rounds=n_rounds)
+
+
+def test_nan_validation_metric_is_an_error_naming_the_metric_for_every_algorithm():
+    X, y, g = _data()
+    for alg in ALGORITHMS:
+        r = _ranker(alg)
+        with pytest.raises(NumericalError, match="valid_0 nanmetric is NaN"):
+            r.fit(X, y, g, eval_set=[(X, y, g)],
+                  eval_metric=("nanmetric", lambda s, yy, gg: float("nan"), True),
+                  early_stopping_rounds=2)
+
+
+@pytest.mark.parametrize("alg", ALGORITHMS)
+def test_every_algorithm_refuses_infinite_features_naming_the_column(alg):
+    X, y, g = _data()
+    Xi = X.clone()
+    Xi[3, 2] = float("inf")
+    with pytest.raises(ValueError, match="column 2"):
+        _ranker(alg).fit(Xi, y, g)
+    with pytest.raises(ValueError, match="eval_set.*column 2"):
+        _ranker(alg).fit(X, y, g, eval_set=[(Xi, y, g)])
+    yy = y.clone()
+    yy[0] = float("inf")
+    with pytest.raises(ValueError, match="labels"):
+        _ranker(alg).fit(X, yy, g)
+
+
+class _Boom:
+    def __init__(self, at, exc):
+        self.at, self.exc = at, exc
+
+    def on_round_end(self, ranker, record):
+        if record.round == self.at:
+            raise self.exc
+
+
+@pytest.mark.parametrize("alg", ALGORITHMS)
+@pytest.mark.parametrize("exc", [KeyboardInterrupt(), RuntimeError("callback broke")])
+def test_interrupted_or_failing_fit_keeps_the_last_good_round(alg, exc):
+    X, y, g = _data()
+    r = _ranker(alg, n_rounds=6)
+    with pytest.raises(type(exc)):
+        r.fit(X, y, g, callbacks=[_Boom(1, exc)])
+    assert r.model_ is not None and r.model_.info["partial"] is True
+    assert len(r.history_) == 1
+    assert ("interrupted" if isinstance(exc, KeyboardInterrupt) else "callback broke") \
+        in r.stop_reason_
+    assert r.model_.predict(X).shape == (len(y),)

@@ -114,7 +114,7 @@ def test_scaled_qid_column_says_it_was_transformed_and_passthrough_works(letor):
 
 
 def test_predict_n_rounds_and_staged_predict_match_the_first_rounds(letor, fitted, tmp_path):
-    from torchrankboost.linear import LinearRanker
+    from torchrankboost.boosting.papers import LinearRanker
 
     X, y, qid = letor
     staged = list(fitted.staged_predict(X))

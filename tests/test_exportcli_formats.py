@@ -84,7 +84,7 @@ def _ort_scores(path, X):
 def ranksvm():
     """A linear model as ``RankSVM`` fits it (``LinearRanker``: ``w·x + b``, float64), and
     features with NaNs (counting as 0). Built directly: RankSVM's L-BFGS imports
-    ``torch._dynamo`` (seconds), and ``test_linear.py`` checks the fit."""
+    ``torch._dynamo`` (seconds), and ``boosting/papers/test_ranksvm.py`` checks the fit."""
     X, _, _ = make_letor(30, 10, 6, seed=0)
     X = X.clone()
     X[::4, 1] = float("nan")

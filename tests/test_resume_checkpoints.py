@@ -14,7 +14,7 @@ import torch
 
 from torchrankboost import Booster, RegressionTree
 from torchrankboost.boosting.checkpoint import Checkpoint, load_checkpoint
-from torchrankboost.boosting.rankboost import AdaBoost, PNormPush, RankBoost
+from torchrankboost.boosting.papers import AdaBoost, PNormPush, RankBoost
 from torchrankboost.losses import ExponentialPairwiseLoss
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -1,6 +1,7 @@
 """TensorBoardLogger (read back with TensorBoard's event reader), ROC helpers, progress."""
 
 import io
+import os
 
 import numpy as np
 import pytest
@@ -329,3 +330,29 @@ def test_experiment_definition_is_rewritten_only_when_its_columns_grow(tmp_path)
     assert len([p for p in tmp_path.iterdir() if "tfevents" in p.name]) == 1
     (tmp_path / EXPERIMENT_FILE).write_bytes(b"not an event file")  # damaged: rewritten
     assert update_experiment(tmp_path, {}) and read_experiment(tmp_path) is not None
+
+
+def test_runs_started_in_the_same_second_get_distinct_run_folders(tmp_path, monkeypatch):
+    import threading
+    from datetime import datetime as real_datetime
+
+    import torchrankboost.tensorboard as tb
+
+    class Frozen(real_datetime):
+        @classmethod
+        def now(cls, tz=None):
+            return real_datetime(2026, 1, 1, 12, 0, 0)
+
+    monkeypatch.setattr(tb, "datetime", Frozen)
+    out, barrier = [], threading.Barrier(8)
+
+    def worker():
+        barrier.wait()
+        out.append(tb.default_logdir("same", root=str(tmp_path)))
+
+    threads = [threading.Thread(target=worker) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(set(out)) == 8 and all(os.path.isdir(p) for p in out)

@@ -1,8 +1,5 @@
-"""n_threads: torch's intra-op threads during a fit (one by default, restored after, the
-outermost setting wins for nested fits), and the Booster's default progress output."""
-
-import io
-import sys
+"""n_threads (``_threads.py``): torch's intra-op threads during a fit (one by default,
+restored after, the outermost setting wins for nested fits)."""
 
 import pytest
 import torch
@@ -75,31 +72,3 @@ def test_booster_n_threads_argument(data, two_threads):
     assert set(spy.threads) == {2}
     with pytest.raises(ValueError, match="n_threads"):
         Booster(ExponentialPairwiseLoss(), RegressionTree(), n_threads=0)
-
-
-class _Tty(io.StringIO):
-    def isatty(self):
-        return True
-
-
-def test_booster_shows_a_progress_bar_on_a_terminal_only(data, monkeypatch):
-    X, y, g = data
-
-    def fit(**kw):
-        Booster(ExponentialPairwiseLoss(), RegressionTree(max_leaves=4), n_rounds=3,
-                **kw).fit(X, y, g)
-
-    tty = _Tty()
-    monkeypatch.setattr(sys, "stderr", tty)
-    fit()  # default "auto" on a terminal: a bar
-    assert "3/3" in tty.getvalue()
-    tty = _Tty()
-    monkeypatch.setattr(sys, "stderr", tty)
-    fit(verbose=False)
-    assert tty.getvalue() == ""
-    plain = io.StringIO()  # a log file, a pipe, CI: nothing by default
-    monkeypatch.setattr(sys, "stderr", plain)
-    fit()
-    assert plain.getvalue() == ""
-    with pytest.raises(ValueError, match="verbose"):
-        Booster(ExponentialPairwiseLoss(), RegressionTree(), verbose="yes")

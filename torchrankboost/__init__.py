@@ -96,17 +96,19 @@ from .contract import (  # noqa: F401
 )
 
 # --- algorithms ---
-from .boosting.rankboost import (  # noqa: F401
+from .boosting.papers import (  # noqa: F401
+    GBT,
     AdaBoost,
+    LinearRanker,
     MatrixRankers,
     PNormPush,
+    QBRank,
     RankBoost,
     RankBoostPlus,
+    RankSVM,
     SmoothMarginRanking,
     with_zero_skew_intercept,
 )
-from .boosting.qbrank import GBT, QBRank  # noqa: F401
-from .linear import LinearRanker, RankSVM  # noqa: F401
 
 # --- user surface (estimator, TensorBoard logging, progress) ---
 from . import registry  # noqa: F401

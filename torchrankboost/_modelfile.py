@@ -536,7 +536,7 @@ def check_ensemble(path, ens, meta: dict) -> None:
 
 
 def check_linear(path, model) -> None:
-    """Validate a loaded :class:`~torchrankboost.linear.LinearRanker`."""
+    """Validate a loaded :class:`~torchrankboost.boosting.papers.LinearRanker`."""
     try:
         if model.weight.numel() < 1:
             raise ValueError("no weights")

@@ -116,6 +116,7 @@ def _check_kwargs(fn, kwargs: Dict[str, Any], what: str) -> None:
 # ---------------------------------------------------------------------------- entries
 _L = "torchrankboost.losses"
 _B = "torchrankboost.boosting"
+_P = "torchrankboost.boosting.papers"
 
 _ENTRIES: List[Entry] = [
     # losses ---------------------------------------------------------------------------
@@ -163,25 +164,25 @@ _ENTRIES: List[Entry] = [
     Entry("algorithm", "boost", f"{_B}.booster:Booster",
           "generic stagewise boosting: any loss (--loss) + any weak learner (--learner)",
           aliases=("booster", "gradient_boosting")),
-    Entry("algorithm", "rankboost", f"{_B}.rankboost:RankBoost",
+    Entry("algorithm", "rankboost", f"{_P}:RankBoost",
           "RankBoost (Freund et al. 2003): exponential pairwise loss, weak rankers, exact step",
           aliases=("rb",)),
-    Entry("algorithm", "rankboost_plus", f"{_B}.rankboost:RankBoostPlus",
+    Entry("algorithm", "rankboost_plus", f"{_P}:RankBoostPlus",
           "RankBoost+ (Connamacher et al. 2019): RankBoost with ties-aware step (R2 bound)",
           aliases=("rankboost+", "rbplus")),
-    Entry("algorithm", "adaboost", f"{_B}.rankboost:AdaBoost",
+    Entry("algorithm", "adaboost", f"{_P}:AdaBoost",
           "AdaBoost as a bipartite ranker, with the F-skew intercept (Rudin & Schapire 2009)"),
-    Entry("algorithm", "smooth_margin", f"{_B}.rankboost:SmoothMarginRanking",
+    Entry("algorithm", "smooth_margin", f"{_P}:SmoothMarginRanking",
           "smooth margin ranking (Rudin & Schapire 2009): maximises the smooth ranking margin"),
-    Entry("algorithm", "pnorm_push", f"{_B}.rankboost:PNormPush",
+    Entry("algorithm", "pnorm_push", f"{_P}:PNormPush",
           "p-norm push (Rudin 2009): boosting that concentrates on the top of the list",
           aliases=("pnorm",)),
-    Entry("algorithm", "qbrank", f"{_B}.qbrank:QBRank",
+    Entry("algorithm", "qbrank", f"{_P}:QBRank",
           "QBRank (Zheng et al. 2007): regression trees on pairwise-corrected targets"),
-    Entry("algorithm", "gbt", f"{_B}.qbrank:GBT",
+    Entry("algorithm", "gbt", f"{_P}:GBT",
           "gradient boosted regression trees on the labels (pointwise baseline)",
           aliases=("gbrt", "gbdt")),
-    Entry("algorithm", "ranksvm", "torchrankboost.linear:RankSVM",
+    Entry("algorithm", "ranksvm", f"{_P}:RankSVM",
           "linear RankSVM: pairwise hinge with L2 regularisation, full-batch optimisation",
           aliases=("rank_svm", "svm")),
     # learners --------------------------------------------------------------------------

@@ -317,27 +317,6 @@ def test_callbacks_receive_diagnostics(capsys):
     assert "[   3] loss" in out and "valid_0-ndcg@10" in out
 
 
-def test_old_three_argument_callbacks_are_rejected():
-    """The older ``on_round_end(ranker, round, diagnostics)`` form is no longer accepted: a
-    ``ValueError`` naming the callback and the current form, before any round."""
-    X, y, g = ranking_data(G=8, seed=12)
-
-    class Old:
-        def __init__(self):
-            self.rounds = []
-
-        def on_round_end(self, booster, rnd, diag):
-            self.rounds.append((rnd, diag))
-
-    old = Old()
-    b = Booster(ExponentialPairwiseLoss(), RegressionTree(max_leaves=4), n_rounds=3,
-                callbacks=[old])
-    with pytest.raises(ValueError, match=r"Old.on_round_end\(ranker, round, diagnostics\) is "
-                                         r"no longer supported.*on_round_end\(ranker, record\)"):
-        b.fit(X, y, g)
-    assert old.rounds == []
-
-
 # ----------------------------------------------------------------------------- determinism, subsample, devices
 def test_same_seed_same_model(device):
     X, y, g = ranking_data(G=40, seed=13, device=device)

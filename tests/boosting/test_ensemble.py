@@ -1,4 +1,5 @@
-"""Ensemble: prediction paths, staged prediction, truncation, importance, save/load."""
+"""Ensemble: prediction paths, staged prediction, truncation, importance, save/load; a weak
+model's failing summary is announced, not swallowed."""
 
 import json
 
@@ -146,3 +147,17 @@ def test_empty_ensemble_and_base_score(tmp_path):
     ens.save(tmp_path / "e.safetensors")
     back = Ensemble.load(tmp_path / "e.safetensors")
     assert torch.equal(back.predict(X), ens.predict(X))
+
+
+def test_a_failing_weak_model_summary_is_announced_not_swallowed():
+    from torchrankboost.boosting.ensemble import weak_summary as _summary
+
+    class Odd:
+        def summary(self):
+            raise RuntimeError("no summary today")
+
+        def state(self):
+            return {}, {"type": "Odd", "k": 1}
+
+    with pytest.warns(RuntimeWarning, match="Odd.summary\\(\\) failed with RuntimeError"):
+        assert _summary(Odd()) == {"type": "Odd", "k": 1}

@@ -1,6 +1,9 @@
-"""ListNet, ListMLE and RankNet against dense per-query oracles (float64, gradcheck)."""
+"""ListNet, ListMLE and RankNet (``losses/listwise.py``) against dense per-query oracles
+(float64, gradcheck); their padded fast paths (``losses/_padded.py``) against the segmented
+paths on ragged lists; RankNet warns of its quadratic cost on a long query."""
 
 import math
+import warnings
 
 import pytest
 import torch
@@ -238,3 +241,56 @@ def test_listmle_padded_and_segmented_scans_agree(monkeypatch):
     torch.testing.assert_close(gr, gr2, rtol=1e-12, atol=1e-12)
     for a, b in zip(gh, loss.grad_hess(s, y, g)):
         torch.testing.assert_close(a, b, rtol=1e-12, atol=1e-12)
+
+
+def test_ranknet_warns_of_its_quadratic_cost_on_a_long_query():
+    n = 10_000
+    y = torch.zeros(n)
+    y[:10] = 1.0
+    with pytest.warns(UserWarning, match=r"query 0 has 10,000 documents and 99,900 preferred "
+                                         r"pairs; RankNet costs O\(n²\)"):
+        RankNetLoss().bind(y, Groups.single(n))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        RankNetLoss().bind(y[:5000], Groups.single(5000))
+
+
+def ragged_case(seed, sizes=(5, 3, 7, 1), levels=4):
+    gen = torch.Generator().manual_seed(seed)
+    g = Groups.from_sizes(list(sizes))
+    n = g.num_docs
+    s = torch.randn(n, generator=gen, dtype=torch.float64) * 1.5
+    y = torch.randint(0, levels, (n,), generator=gen).to(torch.float64)
+    return s, y, g
+
+
+@pytest.mark.parametrize("loss", [ListNetLoss(), ListNetLoss(targets="gain"), ListMLELoss(),
+                                  RankNetLoss(block_pairs=5)])
+def test_padded_fast_path_equals_segmented(loss, monkeypatch):
+    import torchrankboost.losses.listwise as LW
+
+    s, y, g = ragged_case(6, sizes=(6, 1, 9, 4, 0, 3), levels=3)
+    s[1] = s[0]  # an exact tie of scores
+    def run():
+        x = s.clone().requires_grad_()
+        v = loss(x, y, g)
+        return (v, *torch.autograd.grad(v, x))
+    a = run()
+    monkeypatch.setattr(LW, "_PAD_MIN", 0)
+    monkeypatch.setattr(LW, "_PAD_FACTOR", 0)
+    b = run()
+    for u, w in zip(a, b):
+        torch.testing.assert_close(u, w, rtol=1e-12, atol=1e-12)
+
+
+def test_repeated_calls_see_new_labels_and_options():
+    s, y, g = ragged_case(7)
+    loss = ListNetLoss()
+    v1 = loss(s, y, g)
+    y2 = y.clone()
+    y2[0] += 1
+    assert not torch.equal(loss(s, y2, g), v1)
+    y.add_(0.0)  # in place (new version), same values
+    torch.testing.assert_close(loss(s, y, g), v1)
+    loss.targets = "gain"
+    assert not torch.equal(loss(s, y, g), v1)

@@ -8,7 +8,8 @@ Invariances: permuting documents within queries, splitting/merging batches of qu
 ``sum`` / ``mean`` consistency (``mean`` over the queries ``per_group`` reports as having
 pairs), queries without pairs give 0 loss and 0 gradient, ``grad_hess`` gradient = autograd
 gradient and its ``"bound"`` dominates the autograd Hessian, extreme inputs (|s| = 1e4 in
-float32, float16/bfloat16) never give NaN, CPU/CUDA parity.
+float32, float16/bfloat16) never give NaN, CPU/CUDA parity; every registered loss refuses
+infinite labels and weights.
 """
 
 import pytest
@@ -16,7 +17,8 @@ import torch
 
 from test_exponential import make_case
 from loss_registry import exported_losses
-from torchrankboost import Groups
+from torchrankboost import Groups, registry
+from torchrankboost.data import make_letor
 from torchrankboost.losses import prepare_inputs
 
 F64 = torch.float64
@@ -223,3 +225,24 @@ def test_device_parity(cls, kw, device):
     g0, h0 = _make(cls, kw).grad_hess(s, y, g)
     torch.testing.assert_close(gg.cpu(), g0, rtol=1e-9, atol=1e-10)
     torch.testing.assert_close(hh.cpu(), h0, rtol=1e-9, atol=1e-10)
+
+
+def _data(seed=0):
+    return make_letor(20, 10, 5, n_grades=3, seed=seed)
+
+
+def _losses():
+    for name in registry.names("loss"):
+        kw = {"scale": 1.0} if name == "smooth_margin" else {}
+        yield name, registry.resolve_loss(name, **kw)
+
+
+@pytest.mark.parametrize("what", ["label", "weight"])
+def test_every_loss_refuses_infinite_labels_and_weights(what):
+    X, y, g = _data()
+    s = torch.randn(len(y), dtype=torch.float64)
+    for name, loss in _losses():
+        yy, w = y.clone().double(), torch.ones(len(y), dtype=torch.float64)
+        (yy if what == "label" else w)[0] = float("inf")
+        with pytest.raises(ValueError, match="inf" if what == "label" else "finite"):
+            loss(s, yy, g, weights=w)

@@ -1,4 +1,5 @@
-"""PNormPushLoss against a dense float64 oracle; curvature bound; large p; validation."""
+"""PNormPushLoss against a dense float64 oracle; curvature bound; large p; the log gradient at
+huge scores; validation."""
 
 import math
 
@@ -149,3 +150,20 @@ def test_explicit_non_transitive_cycle():
 def test_bad_p_raises(bad):
     with pytest.raises(ValueError, match="p must"):
         PNormPushLoss(bad)
+
+
+@pytest.mark.parametrize("scale", [1e30, 1e100, 1e300])
+def test_pnorm_push_log_gradient_at_huge_scores_matches_moderate_scores(scale):
+    from torchrankboost.losses import PNormPushLoss
+
+    loss = PNormPushLoss(p=4, log=True)
+    y = torch.tensor([1., 0, 1, 0, 0])
+    base = torch.tensor([0.3, 0.1, -0.2, 0.5, -0.4], dtype=torch.float64)
+    g_ref, _ = loss.grad_hess(base * 1e3, y)
+    g, h = loss.grad_hess(base * scale, y)
+    assert torch.isfinite(g).all() and torch.isfinite(h).all()
+    torch.testing.assert_close(g, g_ref, atol=1e-9, rtol=0)
+    assert sorted(g.tolist())[0] == -4.0 and sorted(g.tolist())[-1] == 4.0
+    s = (base * scale).requires_grad_(True)
+    loss(s, y).backward()
+    torch.testing.assert_close(s.grad, g_ref, atol=1e-9, rtol=0)

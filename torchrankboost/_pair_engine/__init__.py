@@ -2,7 +2,7 @@
 
 One set of kernels serves the pairwise losses (``torchrankboost.losses``), the metrics that
 count pairs or levels (``torchrankboost.metrics``) and the RankBoost-family paper algorithms
-(``torchrankboost.boosting.rankboost`` through ``_pair_stats``):
+(``torchrankboost.boosting.papers`` through its ``pair_stats``):
 
 * :mod:`.segment` — the segment log-sum-exp (NaN-free gradients on empty / all ``-inf``
   segments) and its exclusive scans, log-space helpers.

@@ -3,8 +3,8 @@ the loss of a fit (:mod:`.objective`), step rules (:mod:`.step_rules`; the line 
 :mod:`.steps`), the autograd curvature (:mod:`.curvature`), callbacks (:mod:`.callbacks`), the evaluation / early stopping
 shared by every algorithm (:mod:`.evaluation`), input conversion (:mod:`.inputs`), the weak
 learners (:mod:`.learners`: regression trees, stumps, single features), and the papers' algorithms
-(:mod:`.rankboost`: RankBoost RB-D/RB-C/coordinate, RankBoost+, AdaBoost, smooth margin
-ranking, p-norm push; :mod:`.qbrank`: QBRank and GBT)."""
+(:mod:`.papers`: RankBoost RB-D/RB-C/coordinate, RankBoost+, AdaBoost, smooth margin ranking,
+p-norm push, QBRank and GBT, RankSVM)."""
 
 from ..contract import NumericalError, UnboundedDirectionError  # noqa: F401
 from .booster import Booster  # noqa: F401
@@ -24,13 +24,14 @@ from .learners import (  # noqa: F401
     weak_model_from_state,
 )
 from .steps import LineSearchResult, line_search, newton_step  # noqa: F401
-from .rankboost import (  # noqa: F401
+from .papers import (  # noqa: F401
+    GBT,
     AdaBoost,
     MatrixRankers,
     PNormPush,
+    QBRank,
     RankBoost,
     RankBoostPlus,
     SmoothMarginRanking,
     with_zero_skew_intercept,
 )
-from .qbrank import GBT, QBRank  # noqa: F401

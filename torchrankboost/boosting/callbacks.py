@@ -26,9 +26,6 @@ saw, after query subsampling), ``learner`` (the weak model's summary) and whatev
 ``F_minus``, ``F``, ``f_skew``, ``relative_f_skew``). The RankBoost family's ``extra``:
 ``alpha``, ``loss_before``, ``feature``/``threshold``, the edge statistics... (see each
 class). ``record["grad_norm"]`` / ``record.get(...)`` read a field or an ``extra`` entry.
-
-The older ``on_round_end(ranker, round, diagnostics)`` signature is rejected
-(``ValueError`` when the fit starts).
 """
 
 from __future__ import annotations

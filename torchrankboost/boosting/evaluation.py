@@ -41,7 +41,6 @@ then raises :class:`~torchrankboost.parallel.DistributedError`).
 from __future__ import annotations
 
 import functools
-import inspect
 import math
 import time
 import warnings
@@ -81,28 +80,12 @@ def resolve_metrics(eval_metric, loss: Optional[Callable] = None) -> List[regist
     return out
 
 
-def _old_round_hook(fn) -> bool:
-    """``True`` for the removed ``on_round_end(ranker, round, diagnostics)`` signature."""
-    try:
-        params = inspect.signature(fn).parameters.values()
-    except (TypeError, ValueError):  # pragma: no cover - builtins
-        return False
-    pos = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    return len(pos) >= 3
-
-
 class _Hooks:
-    """Calls the callbacks (``ValueError`` for one with the removed three-argument
-    ``on_round_end(ranker, round, diagnostics)``)."""
+    """Calls the callbacks' optional ``on_fit_start(ranker, info)``,
+    ``on_round_end(ranker, record)`` and ``on_fit_end(ranker, model)``."""
 
     def __init__(self, callbacks: Sequence[Any]):
         self.callbacks = list(callbacks)
-        for cb in self.callbacks:
-            fn = getattr(cb, "on_round_end", None)
-            if callable(fn) and _old_round_hook(fn):
-                raise ValueError(f"callbacks: {type(cb).__name__}.on_round_end(ranker, round, "
-                                 f"diagnostics) is no longer supported: define "
-                                 f"on_round_end(ranker, record) (a RoundRecord)")
 
     def _call(self, name: str, *args) -> List[Any]:
         out = []

@@ -77,7 +77,7 @@ def _notes(model, args) -> list:
 def export_command(args, load: Callable) -> int:
     """Run ``export``: ``load()`` gives the saved model (after the format and the output
     are checked)."""
-    from ..linear import LinearRanker
+    from ..boosting.papers.ranksvm import LinearRanker
     from ..training import CLIError, check_output
 
     fmt = _check_format(args.format)

@@ -96,7 +96,7 @@ def to_onnx(model, path) -> None:
 
     Args:
         model: an :class:`~torchrankboost.boosting.ensemble.Ensemble` of ``TreeModel`` /
-            ``StumpModel`` rounds, a :class:`~torchrankboost.linear.LinearRanker` (what
+            ``StumpModel`` rounds, a :class:`~torchrankboost.boosting.papers.LinearRanker` (what
             ``RankSVM`` fits; see :mod:`.onnx_linear`), or a fitted ranker whose ``model_``
             is one of these.
         path: the file to write (atomically; name it ``*.onnx``).
@@ -107,7 +107,7 @@ def to_onnx(model, path) -> None:
     Per-query normalisation of the features is not part of the file: apply it before
     predicting. Other weak models raise ``ValueError``.
     """
-    from ..linear import LinearRanker
+    from ..boosting.papers.ranksvm import LinearRanker
 
     linear = getattr(model, "model_", model)
     if isinstance(linear, LinearRanker):

@@ -1,5 +1,6 @@
-r"""ONNX for a linear ranker (:class:`~torchrankboost.linear.LinearRanker`, what ``RankSVM``
-fits): ``score(x) = w·x + b`` with NaN features counting as 0, as :meth:`LinearRanker.predict`.
+r"""ONNX for a linear ranker (:class:`~torchrankboost.boosting.papers.LinearRanker`, what
+``RankSVM`` fits): ``score(x) = w·x + b`` with NaN features counting as 0, as
+:meth:`LinearRanker.predict`.
 
 The graph has the tree graphs' signature — input ``"X"`` float32 ``(N, F)``, output
 ``"scores"`` float32 ``(N, 1)`` — and computes in float64 inside::

@@ -13,15 +13,13 @@ the flag) both use :func:`flagged_sum`.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional
+from typing import Optional
 
 import torch
 from torch import Tensor
 
+from .collectives import Collectives
 from .errors import DistributedError
-
-if TYPE_CHECKING:
-    from .context import DistContext
 
 __all__ = ["describe", "flagged_sum", "raise_failure"]
 
@@ -35,7 +33,7 @@ def describe(exc: BaseException) -> str:
     return text if len(text) <= _MAX_MESSAGE else text[:_MAX_MESSAGE] + " ..."
 
 
-def raise_failure(ctx: "DistContext", error: Optional[BaseException]) -> None:
+def raise_failure(ctx: Collectives, error: Optional[BaseException]) -> None:
     """Every rank raises the same :class:`DistributedError` naming the failing ranks (a
     collective: every rank calls it once a summed flag said that some rank failed;
     ``error`` is this rank's own failure, ``None`` on a rank that did not fail)."""
@@ -48,7 +46,7 @@ def raise_failure(ctx: "DistContext", error: Optional[BaseException]) -> None:
     raise DistributedError(text, failures)
 
 
-def flagged_sum(ctx: "DistContext", data: Tensor, error: Optional[BaseException]) -> Tensor:
+def flagged_sum(ctx: Collectives, data: Tensor, error: Optional[BaseException]) -> Tensor:
     """``data`` (a float64 CPU vector, ``k`` values) summed over the ranks together with this
     rank's failure flag (``error is not None``): one all-reduce of ``k + 1`` values. Returns
     the ``k`` sums, or raises :class:`DistributedError` on every rank when some rank failed

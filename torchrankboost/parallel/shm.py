@@ -11,18 +11,16 @@ import socket
 import tempfile
 import warnings
 from pathlib import Path
-from typing import TYPE_CHECKING, Optional
+from typing import Optional
 
 import torch
 from torch import Tensor
 
 from .. import _native
+from .collectives import Collectives
 from .errors import DistributedError
 from .timeouts import wait_timeout
 from .transport import dist as _dist, record_peers
-
-if TYPE_CHECKING:
-    from .context import DistContext
 
 __all__ = ["SharedMemorySum", "candidate", "host_transport"]
 
@@ -61,7 +59,7 @@ class SharedMemorySum:
     CAP_BYTES = 1 << 23  # largest tensor summed here (8 MiB, above a 136-feature histogram)
     TOTAL_BYTES = 1 << 28  # the whole mapping: 2 sets x W slots (smaller slots for many ranks)
 
-    def __init__(self, ctx: "DistContext", lib, path: str, size: int, cap: int):
+    def __init__(self, ctx: Collectives, lib, path: str, size: int, cap: int):
         self.lib, self.rank, self.W, self.cap = lib, ctx.rank, ctx.world_size, cap
         self.map = torch.from_file(path, shared=True, size=size, dtype=torch.uint8)
         self.ctrl = self.map[: 8 * (8 + 2 * self.W)].view(torch.int64)
@@ -151,7 +149,7 @@ def _create_file(size: int) -> Optional[str]:
     return path
 
 
-def host_transport(ctx: "DistContext") -> Optional[SharedMemorySum]:
+def host_transport(ctx: Collectives) -> Optional[SharedMemorySum]:
     """The shared-memory sum of the default process group (set up by a collective on first
     use; ``None`` when it does not apply: ranks on several hosts, no compiled kernels,
     ``TORCHRANKBOOST_SHM=0``, a rank that cannot map the file)."""
