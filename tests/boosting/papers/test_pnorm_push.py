@@ -129,3 +129,22 @@ def test_pima_push_raises_positives_above_first_negative():
     rb = RankBoost("coordinate", learner=FeatureRankers(), n_rounds=200, pairs="bipartite")
     rb.fit(X[perm], y[perm])
     assert int(positives_above_first_negative(rb.scores_, y[perm])) == 5
+
+
+def test_closed_form_step_is_unbounded_when_the_ranker_tops_every_positive():
+    """A binary ranker equal to 1 on every positive gives ``a = 1`` exactly (``1 - a`` is
+    summed on its own, not left to the rounding of softmax's total): the step is refused as
+    unbounded, whatever the weights of the other queries."""
+    gen = torch.Generator().manual_seed(0)
+    X = torch.randn(60, 4, generator=gen, dtype=torch.float64)
+    y = (torch.rand(60, generator=gen) < 0.4).double()
+    q = torch.arange(60) // 20
+    keep = q == 1
+    w = torch.linspace(0.5, 2.0, len(y), dtype=torch.float64)
+    fits = []
+    for args, kw in (((X, y, q), dict(sample_weight=w, group_weight=[0.0, 2.0, 0.0])),
+                     ((X[keep], y[keep], q[keep]), dict(sample_weight=w[keep]))):
+        m = PNormPush(p=2.0, n_rounds=4, learner=Stumps(max_thresholds=5))
+        m.fit(*args, **kw)
+        fits.append(m)
+    assert all(len(m.history_) == 0 and "unbounded step (a=1," in m.stop_reason_ for m in fits)

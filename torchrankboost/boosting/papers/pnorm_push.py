@@ -177,9 +177,12 @@ class PNormPush(CoordinateBoosting):
         sp, sn = self._single_scores(s)
         pi = torch.softmax(-sp, 0)
         nu = torch.softmax(p * sn, 0)
-        a = float((pi * h[pm]).sum())
-        b = float((nu * h[nm]).sum())
-        num, den = a * (1 - b), (1 - a) * b
+        hp, hn = h[pm], h[nm]
+        a, b = float((pi * hp).sum()), float((nu * hn).sum())
+        # 1 - a and 1 - b as sums of their own (binary h): a ranker above every positive
+        # gives 1 - a = 0 exactly, not the rounding of softmax's total
+        a_bar, b_bar = float((pi * (1 - hp)).sum()), float((nu * (1 - hn)).sum())
+        num, den = a * b_bar, a_bar * b
         if num <= 0 or den <= 0:
             return self._unbounded(f"unbounded step (a={a:.6g}, b={b:.6g})", gj)
         return (math.log(num) - math.log(den)) / (p + 1)
