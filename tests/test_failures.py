@@ -369,7 +369,7 @@ def test_runs_started_in_the_same_second_get_distinct_run_folders(tmp_path, monk
     import threading
     from datetime import datetime as real_datetime
 
-    import torchrankboost.tensorboard as tb
+    import torchrankboost.tensorboard.logger as tb
 
     class Frozen(real_datetime):
         @classmethod

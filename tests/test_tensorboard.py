@@ -283,7 +283,7 @@ def test_runs_of_different_algorithms_share_one_experiment_with_the_union_of_col
     booster with a p-norm loss) give one experiment, at the folder's root, whose columns
     hold both runs' hyper-parameters and every one the library knows; ``data`` is a column
     shown by default; RankBoost's learner is the stumps it used, not ``None``."""
-    from torchrankboost._tb_experiment import known_hparams
+    from torchrankboost.tensorboard.experiment import known_hparams
     from torchrankboost.data import load_data, slice_queries
     from torchrankboost.factory import make_ranker
 
@@ -311,7 +311,7 @@ def test_runs_of_different_algorithms_share_one_experiment_with_the_union_of_col
 
 
 def test_experiment_definition_is_rewritten_only_when_its_columns_grow(tmp_path):
-    from torchrankboost._tb_experiment import (EXPERIMENT_FILE, known_hparams,
+    from torchrankboost.tensorboard.experiment import (EXPERIMENT_FILE, known_hparams,
                                                read_experiment, update_experiment)
 
     assert update_experiment(tmp_path, {"algorithm": "boost", "data": "a"}, ["summary/x"])

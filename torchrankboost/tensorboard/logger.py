@@ -1,60 +1,8 @@
-"""TensorBoard logging for boosting runs and neural training loops.
-
-:class:`TensorBoardLogger` writes TensorBoard event files with
-:class:`torch.utils.tensorboard.SummaryWriter`. It is used two ways:
-
-1. as a callback of any algorithm (``ranker.fit(..., callbacks=[logger])``): it implements
-   the contract's hooks ``on_fit_start(ranker, info: FitInfo)``,
-   ``on_round_end(ranker, record: RoundRecord)`` and ``on_fit_end(ranker, model)`` (see
-   :mod:`torchrankboost.contract`) and reads only what they are given;
-2. from any training loop, through explicit methods::
-
-       logger = TensorBoardLogger("runs/mlp")
-       for step in range(n_steps):
-           ...
-           logger.log_step(step, {"metrics/loss_per_query": loss.item(),
-                                  "metrics/valid/ndcg@10": ndcg})
-       logger.log_histograms(step, {"scores/valid": scores})
-       logger.log_curves(step, labels, scores, tag="test")
-       logger.log_hparams({"learning_rate": 1e-3, "loss": "exponential"},
-                          {"test/ndcg@10": 0.48})
-       logger.close()
-
-What is written (TensorBoard's Time Series tab orders card groups by name, so the curves
-that matter come first):
-
-* ``metrics/`` — the curves that matter, per round: the training objective divided by the
-  number of training queries (``metrics/loss_per_query``: comparable across data sizes and
-  runs, unlike the sum), the time per round (``metrics/seconds_per_round``), the step size
-  (``metrics/step_size``) and every evaluation metric (``metrics/valid/ndcg@10``,
-  ``metrics/valid/map``...; cards are ordered by name within a group);
-* ``train/`` — the evaluation metrics on the training set (``eval_train``);
-* ``round/`` — the algorithm's diagnostics (``round/weight``, ``round/grad_norm``,
-  ``round/curvature_norm``, ``round/line_search_n_evals``, ``round/f_skew``,
-  ``round/margin``, ``round/seconds_learner``, the loss on an evaluation set
-  ``round/valid_loss``...);
-* histograms ``scores/...`` and ``weak_model/...`` (the weak model's leaf values), every
-  ``histogram_every`` rounds and at the last round;
-* ``summary/`` — the final results: ``summary/<split>/<metric>`` (one value each, the HParams
-  metrics), a text summary ``summary/final_metrics`` (Text tab) and a figure
-  ``summary/<split>_roc_pr`` (the ROC curve with its AUC and the precision-recall curve with
-  its average precision, with axes and labels; drawn with Pillow, no matplotlib needed),
-  plus TensorBoard's interactive PR curve (PR Curves tab);
-* ``hparams``: the run's session — the hyper-parameters a person tunes (algorithm as named,
-  loss, learner and its settings as separate columns, learning rate, rounds, seed, data) —
-  written into the run directory so that the HParams tab links to the curves. The columns
-  (the *experiment*) are written once for the whole log folder, in the folder above the run
-  (``runs/``; ``experiment_dir``): the union of every hyper-parameter the library knows
-  (every algorithm's, loss's and learner's ``get_params()`` names) and of the runs' own, with
-  the metric columns (NDCG@1/5/10, MAP, AUC, pair error on test, valid and train, rounds
-  used, best round, seconds, and the runs' others); see :mod:`torchrankboost._tb_experiment`.
-  TensorBoard shows ``algorithm``, ``data``, ``learner``, ``learning_rate`` and ``loss``
-  without a click.
-
-Every scalar tag carries a one-line description (the chart's tooltip).
-
-Event files go to ``logdir`` (default ``runs/<name>-<timestamp>``); view them with
-``tensorboard --logdir runs``.
+"""The TensorBoard logger of a run: :class:`TensorBoardLogger`, a callback of any algorithm
+(the contract's ``on_fit_start`` / ``on_round_end`` / ``on_fit_end``) or a writer driven from
+any training loop (``log_step``, ``log_histograms``, ``log_curves``, ``log_hparams``), and
+:func:`default_logdir`, the run folder ``runs/<name>-<timestamp>`` claimed atomically. What
+it writes and under which tags: :mod:`torchrankboost.tensorboard`.
 """
 
 from __future__ import annotations
@@ -64,19 +12,19 @@ import numbers
 import os
 import time
 from datetime import datetime
-from typing import Any, Dict, Iterable, Mapping, Optional
+from typing import Any, Dict, Mapping, Optional
 
 import numpy as np
-import torch
 from torch import Tensor
 
-from . import _tb_summary as _tb
-from ._tb_experiment import update_experiment
-from ._tb_summary import roc_curve_points, to_numpy as _to_numpy
-from .contract import FitInfo, RoundRecord
+from ..contract import FitInfo, RoundRecord
+from .experiment import update_experiment
+from .figures import render_curves_figure, to_numpy
+from .hparams import clean_hparams, component_setting, info_hparams, session_summaries
+from .tags import (DIAG, MAIN, SPLITS, SUMMARY, describe_tag, flatten, markdown_table,
+                   record_items, round_tag, scalar_summary)
 
-__all__ = ["TensorBoardLogger", "default_logdir", "roc_curve_points", "render_roc_image",
-           "round_tag", "record_items", "info_hparams", "flatten"]
+__all__ = ["TensorBoardLogger", "default_logdir"]
 
 
 def default_logdir(name: str = "run", *, root: str = "runs") -> str:
@@ -112,61 +60,12 @@ def _as_scalar(v) -> Optional[float]:
 
 def _as_vector(v) -> Optional[np.ndarray]:
     if isinstance(v, Tensor) and v.numel() > 1:
-        return _to_numpy(v).ravel()
+        return to_numpy(v).ravel()
     if isinstance(v, np.ndarray) and v.size > 1:
         return v.astype(np.float64).ravel()
     if isinstance(v, (list, tuple)) and len(v) > 1 and all(isinstance(e, numbers.Real) for e in v):
         return np.asarray(v, dtype=np.float64)
     return None
-
-
-def flatten(d: Mapping[str, Any], prefix: str = "") -> Dict[str, Any]:
-    """Nested dicts as one level of ``a/b`` keys."""
-    out: Dict[str, Any] = {}
-    for k, v in d.items():
-        key = f"{prefix}/{k}" if prefix else str(k)
-        if isinstance(v, Mapping):
-            out.update(flatten(v, key))
-        else:
-            out[key] = v
-    return out
-
-
-def render_roc_image(fpr: np.ndarray, tpr: np.ndarray, *, size: int = 240) -> np.ndarray:
-    """Draw an ROC curve into an ``(size, size, 3)`` uint8 RGB image (no axes; kept for
-    compatibility — the logger writes :func:`~torchrankboost._tb_summary.render_curves_figure`,
-    the ROC and precision-recall curves with axes, labels, AUC and average precision).
-    """
-    img = np.full((size, size, 3), 255, dtype=np.uint8)
-    pad = 12
-    span = size - 2 * pad - 1
-
-    def to_px(x, y):
-        cols = np.clip(np.round(pad + np.asarray(x) * span), 0, size - 1).astype(int)
-        rows = np.clip(np.round(size - 1 - pad - np.asarray(y) * span), 0, size - 1).astype(int)
-        return rows, cols
-
-    def polyline(xs, ys, color, width=1):
-        xs, ys = np.asarray(xs, float), np.asarray(ys, float)
-        seg = np.hypot(np.diff(xs), np.diff(ys))
-        n = max(2, int(seg.sum() * span * 2) + 2)
-        t = np.linspace(0.0, 1.0, n)
-        cum = np.r_[0.0, np.cumsum(seg)]
-        if cum[-1] <= 0:
-            return
-        u = t * cum[-1]
-        px = np.interp(u, cum, xs)
-        py = np.interp(u, cum, ys)
-        rows, cols = to_px(px, py)
-        for dr in range(-(width // 2), width - width // 2):
-            for dc in range(-(width // 2), width - width // 2):
-                img[np.clip(rows + dr, 0, size - 1), np.clip(cols + dc, 0, size - 1)] = color
-
-    grey = np.array([170, 170, 170], np.uint8)
-    polyline([0, 1, 1, 0, 0], [0, 0, 1, 1, 0], grey)
-    polyline([0, 1], [0, 1], grey)
-    polyline(fpr, tpr, np.array([31, 90, 200], np.uint8), width=2)
-    return img
 
 
 class TensorBoardLogger:
@@ -230,8 +129,8 @@ class TensorBoardLogger:
     def _scalar(self, tag: str, x: float, step: int, description: Optional[str] = None) -> None:
         """One scalar; the first write of a tag carries its description."""
         if tag not in self._described:
-            desc = _tb.describe_tag(tag) if description is None else description
-            self.writer._get_file_writer().add_summary(_tb.scalar_summary(tag, x, desc),
+            desc = describe_tag(tag) if description is None else description
+            self.writer._get_file_writer().add_summary(scalar_summary(tag, x, desc),
                                                        int(step))
             self._described.add(tag)
         else:
@@ -272,19 +171,19 @@ class TensorBoardLogger:
         one class is empty. The curves pool all documents (for several queries this is the
         global PR/ROC, not a per-query average).
         """
-        y = _to_numpy(labels).ravel() > self.relevance_threshold
-        s = _to_numpy(scores).ravel()
+        y = to_numpy(labels).ravel() > self.relevance_threshold
+        s = to_numpy(scores).ravel()
         if y.size == 0 or y.all() or (~y).all():
             return
         # add_pr_curve expects probabilities in [0, 1]: map scores monotonically.
         lo, hi = float(s.min()), float(s.max())
         p = (s - lo) / (hi - lo) if hi > lo else np.full_like(s, 0.5)
-        self.writer.add_pr_curve(f"{_tb.SUMMARY}/{tag}_pr_curve", y.astype(np.int64), p,
+        self.writer.add_pr_curve(f"{SUMMARY}/{tag}_pr_curve", y.astype(np.int64), p,
                                  int(step), num_thresholds=201)
         try:  # SummaryWriter encodes images with Pillow; skip the picture without it
-            img = _tb.render_curves_figure(y, s, title=f"{tag} set")
+            img = render_curves_figure(y, s, title=f"{tag} set")
             if img is not None:
-                self.writer.add_image(f"{_tb.SUMMARY}/{tag}_roc_pr", img, int(step),
+                self.writer.add_image(f"{SUMMARY}/{tag}_roc_pr", img, int(step),
                                       dataformats="HWC")
         except ImportError:  # pragma: no cover - Pillow is usually installed
             pass
@@ -304,7 +203,7 @@ class TensorBoardLogger:
         The run's folder gets its session (the hyper-parameter values); the log folder's
         one experiment definition (``experiment_dir``) is brought up to the union of the
         known columns, its own and this run's hyper-parameters and metrics
-        (:func:`~torchrankboost._tb_experiment.update_experiment`).
+        (:func:`~.experiment.update_experiment`).
         """
         hp = dict(self.hparams)
         hp.update(hparams or {})
@@ -312,7 +211,7 @@ class TensorBoardLogger:
             metrics = {}
             for k, v in self.last_scalars.items():
                 parts = k.split("/")
-                if parts[0] == _tb.MAIN and len(parts) == 3 and parts[1] in _tb.SPLITS:
+                if parts[0] == MAIN and len(parts) == 3 and parts[1] in SPLITS:
                     metrics[f"{parts[1]}/{parts[2]}"] = v
                 elif parts[0] == "train" and len(parts) == 2:
                     metrics[k] = v
@@ -321,9 +220,9 @@ class TensorBoardLogger:
             x = _as_scalar(v)
             if x is None or not math.isfinite(x):
                 continue
-            key = k[len(_tb.SUMMARY) + 1:] if k.startswith(f"{_tb.SUMMARY}/") else k
+            key = k[len(SUMMARY) + 1:] if k.startswith(f"{SUMMARY}/") else k
             key = key[len("final/"):] if key.startswith("final/") else key
-            final[f"{_tb.SUMMARY}/{key}"] = x
+            final[f"{SUMMARY}/{key}"] = x
         at = int(step if step is not None else (self._last_round or 0))
         for tag, x in final.items():
             self._scalar(tag, x, at)
@@ -336,18 +235,18 @@ class TensorBoardLogger:
                 rows.setdefault(split, {})[name] = x
             else:
                 other[rest] = x
-        text = _tb.markdown_table(rows)
+        text = markdown_table(rows)
         if other:
             text += "\n\n" + "  \n".join(f"**{k}**: {v:g}" for k, v in other.items())
-        shown = _tb.clean_hparams(hp)
+        shown = clean_hparams(hp)
         if shown:
             text += "\n\n**hyper-parameters**: " + ", ".join(f"{k}={v}"
                                                           for k, v in shown.items())
         if text.strip():
-            self.writer.add_text(f"{_tb.SUMMARY}/final_metrics", text, at)
+            self.writer.add_text(f"{SUMMARY}/final_metrics", text, at)
         update_experiment(self.experiment_dir, hp, list(final))
         fw = self.writer._get_file_writer()
-        for summ in _tb.session_summaries(hp):
+        for summ in session_summaries(hp):
             fw.add_summary(summ)
         self._hparams_written = True
         self.writer.flush()
@@ -376,7 +275,7 @@ class TensorBoardLogger:
             self.hparams.setdefault(k, v)
         self._n_rounds = info.n_rounds
         self._n_queries = info.n_queries
-        self._mean_loss = _tb.component_setting(info.params.get("loss"), "reduction") == "mean"
+        self._mean_loss = component_setting(info.params.get("loss"), "reduction") == "mean"
         self._last_round = self._hist_round = self._best_round = None
         self._pending_vectors = {}
         self._round_metrics = {}
@@ -404,15 +303,15 @@ class TensorBoardLogger:
             elif _as_scalar(v) is not None:
                 scalars[tag] = v
             elif _as_vector(v) is not None:
-                vectors["scores/train" if tag == f"{_tb.DIAG}/scores" else tag] = v
-        loss = scalars.pop(f"{_tb.MAIN}/train/loss", None)
+                vectors["scores/train" if tag == f"{DIAG}/scores" else tag] = v
+        loss = scalars.pop(f"{MAIN}/train/loss", None)
         if loss is not None:
             x = _as_scalar(loss)
             if not self._mean_loss and self._n_queries:
                 x = x / self._n_queries
-            scalars[f"{_tb.MAIN}/loss_per_query"] = x
-        if f"{_tb.MAIN}/seconds_per_round" not in scalars and self._last_time is not None:
-            scalars[f"{_tb.MAIN}/seconds_per_round"] = now - self._last_time
+            scalars[f"{MAIN}/loss_per_query"] = x
+        if f"{MAIN}/seconds_per_round" not in scalars and self._last_time is not None:
+            scalars[f"{MAIN}/seconds_per_round"] = now - self._last_time
         rnd = int(record.round)
         self.log_step(rnd, scalars)
         last = self._n_rounds is not None and rnd >= self._n_rounds
@@ -452,85 +351,3 @@ class TensorBoardLogger:
             final.update({"rounds_used": self._last_round, "best_round": self._best_round})
             self.log_hparams(None, {k: v for k, v in final.items() if v is not None})
         self.flush()
-
-
-# identifiers and flags, not quantities worth a plot; ``loss_before`` and ``best_score``
-# repeat other curves; ``learning_rate`` is a hyper-parameter
-_SKIP_KEYS = {"round", "curvature_kind", "line_search/status", "candidate", "feature",
-              "threshold", "threshold_index", "constant", "complemented", "phase",
-              "closed_form", "greedy", "new_ranker", "best_round", "best_score",
-              "loss_before", "learning_rate", "loss", "alpha", "alpha_signed"}
-
-
-def round_tag(key: str, *, single_valid: bool = True) -> Optional[str]:
-    """TensorBoard tag of a flattened round-record key (``None``: not logged).
-
-    The curves that matter go to ``metrics/``: ``metrics/train/loss`` →
-    ``metrics/train/loss`` (written as ``metrics/loss_per_query`` by the logger); other
-    training metrics → ``train/<metric>``; ``metrics/valid_0/ndcg@10``
-    → ``metrics/valid/ndcg@10`` (``valid_0`` keeps its name when there are several
-    evaluation sets); ``step`` → ``metrics/step_size``; ``seconds`` →
-    ``metrics/seconds_per_round``. The loss on an evaluation set (a sum over its queries)
-    and every other scalar are diagnostics: ``round/<key>`` (``/`` in a nested key becomes
-    ``_``: ``line_search/n_evals`` → ``round/line_search_n_evals``); ``learner/...``
-    (weak model summaries) → ``weak_model/...``.
-    """
-    if key in _SKIP_KEYS:
-        return None
-    if key.startswith("metrics/"):
-        rest = key[len("metrics/"):]
-        head, _, tail = rest.partition("/")
-        if single_valid and head == "valid_0":
-            head = "valid"
-        if not tail:
-            return f"{_tb.MAIN}/train/{head}"
-        if tail == "loss" and head != "train":
-            return f"{_tb.DIAG}/{head}_loss"
-        if head == "train" and tail != "loss":  # eval_train: below the validation curves
-            return f"train/{tail}"
-        return f"{_tb.MAIN}/{head}/{tail}"
-    if key == "step":
-        return f"{_tb.MAIN}/step_size"
-    if key == "seconds":
-        return f"{_tb.MAIN}/seconds_per_round"
-    if key.startswith("learner/"):
-        return "weak_model/" + key[len("learner/"):]
-    return f"{_tb.DIAG}/{key.replace('/', '_')}"
-
-
-def record_items(record: RoundRecord) -> Dict[str, Any]:
-    """A round record as flat ``a/b`` keys: ``step``, ``weight``, ``seconds``,
-    ``metrics/<set>/<metric>`` and every ``extra`` entry (nested dicts flattened; ``None``
-    values left out; ``extra`` never overrides a field). The training loss is
-    ``metrics/train/loss`` (the monitor puts it there)."""
-    d: Dict[str, Any] = dict(record.extra)
-    d.update({"step": record.step, "weight": record.weight, "seconds": record.seconds,
-              "metrics": record.metrics})
-    if record.loss is not None and "loss" not in record.metrics.get("train", {}):
-        d["metrics"] = {**record.metrics,
-                        "train": {**record.metrics.get("train", {}), "loss": record.loss}}
-    return {k: v for k, v in flatten(d).items() if v is not None}
-
-
-# settings of the machinery rather than of the model: not HParams columns
-_INTERNAL = _tb.INTERNAL_PARAMS
-
-
-def info_hparams(info: FitInfo) -> Dict[str, Any]:
-    """The hyper-parameters a person tunes, from a run's ``FitInfo``: ``algorithm`` (the name
-    the user chose), ``n_rounds``, the loss and the weak learner as names with their main
-    and non-default settings as separate columns (``learner``, ``learner.max_leaves``,
-    ``loss``, ``loss.p``...; see :func:`~torchrankboost._tb_summary.component_hparams`),
-    ``learning_rate``, ``seed`` and the algorithm's other options; the machinery's settings
-    (step rule, curvature, device, base score, ...) are left out."""
-    out: Dict[str, Any] = {"algorithm": info.algorithm, "n_rounds": info.n_rounds}
-    for k, v in info.params.items():
-        if k in _INTERNAL:
-            continue
-        if k == "loss" and info.algorithm != "boost":
-            continue  # a paper's algorithm has its own fixed objective (QBRank's proxy loss)
-        if k in ("loss", "learner"):
-            out.update(_tb.component_hparams(k, v))
-            continue
-        out[k] = v if v is None or isinstance(v, (bool, str, numbers.Real)) else str(v)
-    return out

@@ -9,7 +9,7 @@ run ``.``), and each run writes only its session (its values and its end status)
 
 The columns are the union the library knows, :func:`known_hparams`:
 
-* the standard ones (:data:`~torchrankboost._tb_summary.STANDARD_HPARAMS`: ``algorithm``,
+* the standard ones (:data:`~torchrankboost.tensorboard.hparams.STANDARD_HPARAMS`: ``algorithm``,
   ``loss``, ``learner``, ``learning_rate``, ``n_rounds``, ``seed``, ``data``...) and those
   the command line records (``metric``, ``early_stopping``, ``world_size``);
 * every algorithm's parameters, ``<loss>.<setting>`` for every loss's and
@@ -20,7 +20,7 @@ plus the columns the folder's definition already has and those of the run being 
 (a training script's own hyper-parameters). The definition is rewritten only when that
 union changes (a new column, a type learnt), atomically and under a lock, so two runs
 starting together keep both runs' columns. Metric columns are the standard ones
-(:func:`~torchrankboost._tb_summary.declared_metrics`) plus every run's others, the same
+(:func:`~torchrankboost.tensorboard.tags.declared_metrics`) plus every run's others, the same
 way. Each column has a type: from the parameter's default (a bool, a number, a string) or,
 for a parameter whose default is ``None``, from the first value a run gives it; values of
 different types make it a string column.
@@ -37,9 +37,11 @@ import time
 from pathlib import Path
 from typing import Dict, Iterable, List, Mapping, Optional, Sequence, Tuple
 
-from . import _tb_summary as _tb
-from . import registry
-from .params import public_parameters
+from .. import registry
+from ..params import public_parameters
+from .hparams import INTERNAL_PARAMS, SHOWN_HPARAMS, STANDARD_HPARAMS, clean_hparams, \
+    hparams_plugin_summary
+from .tags import declared_metrics, describe_tag
 
 __all__ = ["EXPERIMENT_FILE", "known_hparams", "value_type", "read_experiment",
            "update_experiment", "experiment_summary"]
@@ -82,7 +84,7 @@ def _defaults(entry) -> Dict[str, object]:
 
 @functools.lru_cache(maxsize=1)
 def _known() -> Tuple[Tuple[str, int], ...]:
-    cols: Dict[str, int] = {k: UNSET for k in _tb.STANDARD_HPARAMS + RUN_HPARAMS}
+    cols: Dict[str, int] = {k: UNSET for k in STANDARD_HPARAMS + RUN_HPARAMS}
     cols.update(algorithm=STRING, loss=STRING, learner=STRING, data=STRING,
                 metric=STRING, early_stopping=FLOAT64, world_size=FLOAT64, kernel=STRING,
                 learning_rate=FLOAT64, n_rounds=FLOAT64, seed=FLOAT64)
@@ -97,7 +99,7 @@ def _known() -> Tuple[Tuple[str, int], ...]:
     for kind, prefix in (("algorithm", ""), ("loss", "loss."), ("learner", "learner.")):
         for entry in registry.entries(kind):
             for name, default in _defaults(entry).items():
-                if name in _NOT_COLUMNS or name in _tb.INTERNAL_PARAMS:
+                if name in _NOT_COLUMNS or name in INTERNAL_PARAMS:
                     continue
                 add(prefix + name, default)
     return tuple(cols.items())
@@ -123,17 +125,17 @@ def merge_columns(*sources: Mapping[str, int]) -> Dict[str, int]:
 def experiment_summary(columns: Mapping[str, int], metric_tags: Sequence[str]):
     """The ``_hparams_/experiment`` summary of ``columns`` (``{name: type}``) and the
     metric columns ``metric_tags``; the columns of
-    :data:`~torchrankboost._tb_summary.SHOWN_HPARAMS` are marked ``differs`` (TensorBoard
+    :data:`~torchrankboost.tensorboard.hparams.SHOWN_HPARAMS` are marked ``differs`` (TensorBoard
     shows the first five such columns without a click)."""
     from tensorboard.plugins.hparams import api_pb2, metadata, plugin_data_pb2
 
-    infos = [api_pb2.HParamInfo(name=k, type=t, differs=k in _tb.SHOWN_HPARAMS)
+    infos = [api_pb2.HParamInfo(name=k, type=t, differs=k in SHOWN_HPARAMS)
              for k, t in columns.items()]
     metrics = [api_pb2.MetricInfo(name=api_pb2.MetricName(tag=t),
                                   display_name=t.split("/", 1)[-1],
-                                  description=_tb.describe_tag(t)) for t in metric_tags]
+                                  description=describe_tag(t)) for t in metric_tags]
     exp = api_pb2.Experiment(hparam_infos=infos, metric_infos=metrics)
-    return _tb.hparams_plugin_summary(metadata.EXPERIMENT_TAG,
+    return hparams_plugin_summary(metadata.EXPERIMENT_TAG,
                                       plugin_data_pb2.HParamsPluginData(experiment=exp))
 
 
@@ -163,7 +165,7 @@ def _write(folder: Path, columns: Mapping[str, int], metric_tags: Sequence[str])
     from tensorboard.compat.proto.event_pb2 import Event
     from tensorboard.summary.writer.record_writer import RecordWriter
 
-    from ._io import atomic_path
+    from .._io import atomic_path
 
     now = time.time()
     with atomic_path(folder / EXPERIMENT_FILE, suffix=".part") as tmp:
@@ -203,12 +205,12 @@ def update_experiment(folder, hparams: Mapping[str, object],
     columns); written only when that changes. ``True`` when the file was (re)written."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    run_cols = {k: value_type(v) for k, v in _tb.clean_hparams(hparams).items()}
+    run_cols = {k: value_type(v) for k, v in clean_hparams(hparams).items()}
     with _locked(folder):
         current = read_experiment(folder)
         old_cols, old_metrics = current if current is not None else ({}, [])
         cols = merge_columns(known_hparams(), old_cols, run_cols)
-        metrics = _tb.declared_metrics([*old_metrics, *metric_tags])
+        metrics = declared_metrics([*old_metrics, *metric_tags])
         if current is not None and cols == old_cols and metrics == old_metrics:
             return False
         _write(folder, cols, metrics)
