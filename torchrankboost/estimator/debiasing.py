@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import torch
 
-from .clicks.debias import make_debias
+from ..clicks.debias import make_debias
 
 __all__ = ["debias_fit_args"]
 

@@ -1,51 +1,8 @@
-"""A scikit-learn style estimator over every algorithm of the library.
-
-:class:`BoostedRanker` follows scikit-learn's conventions (``fit``/``predict``/``score``,
-``get_params``/``set_params``, :func:`sklearn.base.clone`)::
-
-    from torchrankboost import BoostedRanker
-    ranker = BoostedRanker(loss="exponential", learner="tree", n_rounds=100, max_leaves=15)
-    ranker.fit(X, y, qid=qid)                  # or group=[sizes...]; none = one query
-    scores = ranker.predict(X_test)            # numpy (n,)
-    ranker.score(X_test, y_test, qid=qid_test) # NDCG@10 (mean over queries)
-
-Cross-validation by query needs the query ids on both the training and the test fold. Two
-ways work with scikit-learn's own ``cross_val_score``/``GroupKFold``:
-
-1. **qid as a column of X** (no configuration): ``BoostedRanker(qid_column=0)`` reads the
-   query id from column 0 of ``X`` (and drops it from the features) in ``fit``, ``predict``
-   and ``score``, so every split carries its query ids::
-
-       Xq = np.column_stack([qid, X])
-       cross_val_score(BoostedRanker(qid_column=0), Xq, y, groups=qid, cv=GroupKFold(5))
-
-2. **metadata routing** (scikit-learn ≥ 1.4)::
-
-       sklearn.set_config(enable_metadata_routing=True)
-       est = BoostedRanker().set_fit_request(qid=True).set_score_request(qid=True)
-       cross_val_score(est, X, y, cv=GroupKFold(5), params={"qid": qid, "groups": qid})
-
-Rows of a query need not be contiguous: ``fit`` and ``score`` regroup them (a stable sort by
-query id), ``predict`` is per document and keeps the input order.
-
-A plain ``GridSearchCV(..., cv=GroupKFold(3)).fit(X, y, groups=qid, qid=qid)`` passes
-``qid`` to ``fit`` only, and the CV scores would be silently wrong (each test fold scored as
-one query): ``fit`` refuses it at once, naming the two ways above; ``score`` without query
-information on a model fitted on several queries raises too. A ``qid_column`` transformed by
-a step in front (a ``StandardScaler``) is refused as such.
-
-scikit-learn's conventions: a data frame's column names are kept in ``feature_names_in_``
-(other columns, or the same in another order, raise at predict time); ``score`` takes
-``sample_weight`` (``Pipeline.score`` always routes it). LightGBM / XGBoost names
-(``n_estimators``, ``num_leaves``, ``random_state``, ``eval_at``, ...) raise naming ours
-(see :mod:`torchrankboost._estimator_compat`); ``predict(X, n_rounds=k)`` and
-``staged_predict`` give the scores of the first rounds.
-
-LightGBM / XGBoost users find the attributes they know: ``feature_importances_`` (total split
-gain per feature by default, ``importance_type="split"`` for split counts; so
-``SelectFromModel`` works), ``evals_result_``, ``best_iteration_``, ``best_score_``,
-``n_features_in_``; ``save_model(path)`` and ``BoostedRanker().load_model(path)`` (returns
-the estimator, ready to predict).
+"""The scikit-learn estimator :class:`BoostedRanker`: ``fit`` / ``predict`` / ``score`` /
+``staged_predict`` / ``apply``, ``get_params`` / ``set_params``, ``save_model`` /
+``load_model``, over every algorithm of the library (built by name with
+:func:`~torchrankboost.factory.make_ranker`). Its usage, the cross-validation ways and the
+conventions it follows: :mod:`torchrankboost.estimator`.
 """
 
 from __future__ import annotations
@@ -56,99 +13,20 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from . import _estimator_compat as compat
-from . import registry
-from ._threads import limit_threads, resolve_n_jobs
-from .boosting.checkpoint import warm_start_init
-from ._estimator_clicks import debias_fit_args
-from .factory import load_model, make_ranker, resolve_device, rounds_kept
+from .. import registry
+from .._threads import limit_threads, resolve_n_jobs
+from ..boosting.checkpoint import warm_start_init
+from ..factory import load_model, make_ranker, resolve_device, rounds_kept
+from . import compat
+from .arrays import features, fit_weights, groups_from, to_numpy
+from .debiasing import debias_fit_args
 
 try:  # scikit-learn is a dependency; keep the import local to this module
     from sklearn.base import BaseEstimator
 except ImportError:  # pragma: no cover
     BaseEstimator = object
 
-__all__ = ["BoostedRanker", "load_model"]
-
-
-# ============================================================================ estimator
-def _to_numpy(a, name: str) -> np.ndarray:
-    if isinstance(a, Tensor):
-        return a.detach().cpu().numpy()
-    if hasattr(a, "toarray"):
-        a = a.toarray()
-    try:
-        return np.asarray(a)
-    except Exception as exc:  # pragma: no cover
-        raise ValueError(f"{name}: cannot convert to an array ({exc})") from None
-
-
-def _features(X) -> np.ndarray:
-    """``X`` as a 2-D numeric numpy array (scipy sparse densified; NaN kept for missing
-    values), with scikit-learn's own messages for 1-D, empty, complex and non-numeric
-    input."""
-    from sklearn.utils.validation import check_array
-
-    try:
-        arr = check_array(X, accept_sparse="csr", dtype="numeric",
-                          ensure_all_finite="allow-nan", ensure_min_features=1,
-                          ensure_min_samples=1)
-    except TypeError as exc:
-        if "ensure_all_finite" not in str(exc):
-            raise
-        arr = check_array(X, accept_sparse="csr", dtype="numeric",  # scikit-learn < 1.6
-                          force_all_finite="allow-nan")
-    return arr.toarray() if hasattr(arr, "toarray") else arr
-
-
-def _fit_weights(sample_weight, group_weight, qid, group, n: int) -> dict:
-    """The fit's ``sample_weight`` in the rows' order after :func:`_groups_from` (rows
-    grouped by query; queries stay in first-appearance order, as ``group_weight`` is);
-    only the ones given (an algorithm without weights is then never handed ``None``s)."""
-    out = {}
-    _, perm = _groups_from(n, qid, group)
-    if sample_weight is not None:
-        w = torch.as_tensor(_to_numpy(sample_weight, "sample_weight").reshape(-1))
-        if w.shape[0] != n:
-            raise ValueError(f"sample_weight has {w.shape[0]} entries but X has {n} rows")
-        out["sample_weight"] = w if perm is None else w[perm]
-    if group_weight is not None:
-        out["group_weight"] = torch.as_tensor(_to_numpy(group_weight, "group_weight")
-                                              ).reshape(-1)
-    return out
-
-
-def _groups_from(n: int, qid=None, group=None):
-    """``(Groups, perm or None)``: from per-row query ids (any order) or query sizes."""
-    from .groups import Groups
-
-    if qid is not None and group is not None:
-        raise ValueError("pass either qid (a query id per row) or group (query sizes), not both")
-    if qid is not None:
-        q = _to_numpy(qid, "qid").reshape(-1)
-        if q.shape[0] != n:
-            raise ValueError(f"qid has {q.shape[0]} entries but X has {n} rows")
-        if q.dtype.kind == "f":
-            if not np.isfinite(q).all() or not np.equal(q, np.round(q)).all():
-                raise ValueError("qid must hold integer query ids")
-        elif q.dtype.kind not in "iub":
-            _, q = np.unique(q, return_inverse=True)  # strings etc.
-        q = torch.as_tensor(q.astype(np.int64))
-        starts = torch.ones(n, dtype=torch.bool)
-        if n:
-            starts[1:] = q[1:] != q[:-1]
-        runs = q[starts]
-        if torch.unique(runs).numel() == runs.numel():
-            return Groups.from_qid(q), None
-        g, perm = Groups.from_unsorted_qid(q)
-        return g, perm
-    if group is not None:
-        sizes = _to_numpy(group, "group").reshape(-1).astype(np.int64)
-        if sizes.sum() != n:
-            raise ValueError(f"group sizes add up to {int(sizes.sum())} but X has {n} rows")
-        return Groups.from_sizes(torch.as_tensor(sizes)), None
-    return Groups.single(n), None
-
+__all__ = ["BoostedRanker"]
 
 _IMPORTANCE = {"gain": "gain", "split": "count"}
 
@@ -251,7 +129,7 @@ class BoostedRanker(compat.TheirNames, BaseEstimator):
             if not Xt.dtype.is_floating_point:
                 Xt = Xt.to(torch.float32)
         else:
-            arr = _features(X)
+            arr = features(X)
             Xt = torch.as_tensor(arr.astype(np.float64 if arr.dtype == np.float64
                                             else np.float32))
         if Xt.dim() != 2:
@@ -271,7 +149,7 @@ class BoostedRanker(compat.TheirNames, BaseEstimator):
         return Xt.to(self._device()), qid
 
     def _labels(self, y, n):
-        yt = torch.as_tensor(_to_numpy(y, "y").astype(np.float64)).reshape(-1)
+        yt = torch.as_tensor(to_numpy(y, "y").astype(np.float64)).reshape(-1)
         if yt.shape[0] != n:
             raise ValueError(f"y has {yt.shape[0]} entries but X has {n} rows")
         if not bool(torch.isfinite(yt).all()):
@@ -282,7 +160,7 @@ class BoostedRanker(compat.TheirNames, BaseEstimator):
         Xt, qid = self._split_X(X, qid)
         n = Xt.shape[0]
         yt = self._labels(y, n)
-        groups, perm = _groups_from(n, qid, group)
+        groups, perm = groups_from(n, qid, group)
         if perm is not None:
             perm = perm.to(Xt.device)
             Xt, yt = Xt[perm], yt[perm]
@@ -314,7 +192,7 @@ class BoostedRanker(compat.TheirNames, BaseEstimator):
             raise ValueError(compat.FIT_IN_CV)
         compat.check_feature_names(self, X, reset=True)
         Xt, yt, groups = self._prepare(X, y, qid, group)
-        weights = _fit_weights(sample_weight, group_weight, qid, group, Xt.shape[0])
+        weights = fit_weights(sample_weight, group_weight, qid, group, Xt.shape[0])
         if Xt.shape[0] == 0:
             raise ValueError("X has no rows")
         evals = []
@@ -343,13 +221,13 @@ class BoostedRanker(compat.TheirNames, BaseEstimator):
             loss_params=self.loss_params, learner_params=self.learner_params,
             params=params, seed=self.seed, n_threads=resolve_n_jobs(self.n_jobs))
         weights.update(debias_fit_args(self, ranker, self._split_X(X, qid)[1], group, position,
-                                       Xt.shape[0], _groups_from))
+                                       Xt.shape[0], groups_from))
         init = warm_start_init(ranker, getattr(self, "model_", None) if self.warm_start else None)
         init = {} if init is None else {"init_model": init}
         stopping = self.early_stopping_rounds if evals else None
         cbs = list(callbacks or ())
         if self.verbose:
-            from .progress import ProgressCallback
+            from ..progress import ProgressCallback
 
             cbs.append(ProgressCallback())
         model = ranker.fit(Xt, yt, groups, eval_set=evals or None, eval_metric=self.eval_metric,
@@ -451,7 +329,7 @@ class BoostedRanker(compat.TheirNames, BaseEstimator):
         self._check_fitted()
         compat.check_feature_names(self, X, reset=False)
         Xt, _ = self._split_X(X, None)
-        self._check_n_features(Xt)
+        self._check_nfeatures(Xt)
         return Xt
 
     def _check_ensemble(self, what: str) -> None:
@@ -459,7 +337,7 @@ class BoostedRanker(compat.TheirNames, BaseEstimator):
             raise ValueError(f"{what} needs a model of boosting rounds; this one is a "
                              f"{type(self.model_).__name__}")
 
-    def _check_n_features(self, Xt) -> None:
+    def _check_nfeatures(self, Xt) -> None:
         n = int(Xt.shape[1]) + (1 if self.qid_column is not None else 0)
         if n != self.n_features_in_:
             raise ValueError(f"X has {n} features, but BoostedRanker is expecting "
@@ -481,11 +359,11 @@ class BoostedRanker(compat.TheirNames, BaseEstimator):
                 + compat.SCORE_WITHOUT_QID[0].upper() + compat.SCORE_WITHOUT_QID[1:] + ".")
         compat.check_feature_names(self, X, reset=False)
         Xt, q = self._split_X(X, qid)
-        self._check_n_features(Xt)
+        self._check_nfeatures(Xt)
         yt = self._labels(y, Xt.shape[0])
         w = None if sample_weight is None else compat.document_weights(sample_weight,
                                                                        Xt.shape[0])
-        groups, perm = _groups_from(Xt.shape[0], q, group)
+        groups, perm = groups_from(Xt.shape[0], q, group)
         if perm is not None:
             Xt, yt = Xt[perm.to(Xt.device)], yt[perm.to(Xt.device)]
             w = None if w is None else w[perm]
