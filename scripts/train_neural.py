@@ -519,7 +519,8 @@ def main(argv=None):
         return score_main(argv[1:])
     args = build_parser().parse_args(argv)
     if args.output:  # before any work: a folder, read-only, an input...
-        from torchrankboost.training import CLIError, check_output
+        from torchrankboost.cli import CLIError
+        from torchrankboost.cli.inputs import check_output
 
         try:
             check_output(args.output, [Path(args.data)] if Path(args.data).exists() else [])

@@ -332,7 +332,7 @@ def test_train_help_texts(tmp_path):
 
 
 def test_run_named_after_the_data_folder_and_file(svm_files, tmp_path, capsys):
-    from torchrankboost.training import data_name as _data_name
+    from torchrankboost.cli.training import data_name as _data_name
 
     fold = svm_files[0].parent
     assert _data_name(str(svm_files[0]), "train") == f"{fold.name}-train"

@@ -77,7 +77,7 @@ def test_dla_is_a_debias_choice():
     assert isinstance(make_debias("dla", ExponentialPairwiseLoss()), DualLearningLoss)
     with pytest.raises(ValueError, match="link"):
         DualLearningLoss(ExponentialPairwiseLoss(), link=-1.0)
-    from torchrankboost._cli_clicks import add_click_options
+    from torchrankboost.cli.clicks import add_click_options
     ap = argparse.ArgumentParser()
     add_click_options(ap)
     assert ap.parse_args(["--debias", "dla"]).debias == "dla"

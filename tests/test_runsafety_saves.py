@@ -107,7 +107,7 @@ def test_run_name_cannot_write_outside_runs(tmp_path, data, monkeypatch, capsys,
 
 def test_run_name_is_refused_before_several_processes_are_launched(tmp_path, data, monkeypatch,
                                                                    capsys):
-    from torchrankboost import cli
+    from torchrankboost.cli import train as cli
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(cli, "relaunch", lambda *a: pytest.fail("relaunched"))
@@ -117,7 +117,7 @@ def test_run_name_is_refused_before_several_processes_are_launched(tmp_path, dat
 
 @pytest.mark.parametrize("name", ["my-run.v2", "mq2008 fold1", "a.b_c"])
 def test_plain_run_names_are_accepted(name):
-    from torchrankboost.training import check_run_name
+    from torchrankboost.cli.options import check_run_name
 
     check_run_name(name)
 
@@ -150,7 +150,7 @@ def test_full_disk_for_output_and_fallback_says_in_one_line_nothing_was_saved(
 # ---------------------------------------------------------------- partial saves
 def test_full_disk_at_the_partial_save_after_ctrl_c_says_why_without_a_traceback(
         data, full_disk, monkeypatch, capsys):
-    from torchrankboost import training
+    from torchrankboost.cli import training
 
     real = training._fit
 
@@ -173,7 +173,8 @@ def test_full_disk_at_the_partial_save_after_ctrl_c_says_why_without_a_traceback
 _SECOND_CTRL_C = textwrap.dedent("""
     import os, signal, sys
     import safetensors.torch
-    from torchrankboost import cli, training
+    from torchrankboost import cli
+    from torchrankboost.cli import training
 
     real_save, real_fit = safetensors.torch.save_file, training._fit
 

@@ -59,10 +59,12 @@ from ..pairs import ExplicitPairs
 from ..params import from_params
 
 __all__ = ["PositionDebiasLoss", "IPWLoss", "RegressionEMLoss", "DualLearningLoss",
-           "AdditivePositionLoss", "PositionBound", "click_pairs", "make_debias", "DEBIAS"]
+           "AdditivePositionLoss", "PositionBound", "click_pairs", "make_debias", "DEBIAS",
+           "NO_DEBIAS"]
 
 F64 = torch.float64
-DEBIAS = ("none", "ipw", "em", "dla", "additive")
+NO_DEBIAS = "none"
+DEBIAS = (NO_DEBIAS, "ipw", "em", "dla", "additive")
 NEGATIVES = ("shown", "all")
 
 

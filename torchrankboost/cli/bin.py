@@ -2,19 +2,17 @@
 training file, bins it with the tree learner's binning (``--max-bins``, ``--learner-param
 n_bins=/bin_sample_count=/seed=`` as ``train`` takes them) and the reading options of
 ``train`` (``--zero-based``, ``--max-features``, ``--normalize``, ``--weights``), and stores
-it for ``train --cache`` (:mod:`torchrankboost.data.cache`, :mod:`torchrankboost._cache_run`).
+it for ``train --cache`` (:mod:`torchrankboost.data.cache`, :mod:`torchrankboost.cli.cached`).
 """
 
 from __future__ import annotations
 
 import sys
 
-from ._cache_run import ensure_cache, reading_options
-from .data.cache import bin_spec_of, build_cache, training_file
+from ..data.cache import bin_spec_of, build_cache, training_file
+from .inputs import PROG, ZERO_BASED, check_output, parse_params
 
-__all__ = ["add_bin_command", "cmd_bin", "prepare_before_launch"]
-
-PROG = "torchrankboost"
+__all__ = ["add_bin_command", "cmd_bin"]
 
 
 def add_bin_command(sub) -> None:
@@ -33,7 +31,7 @@ def add_bin_command(sub) -> None:
                         "bin_sample_count, seed decide the bins)")
     p.add_argument("--weights", metavar="FILE", help="document weights (default: FILE.weight)")
     p.add_argument("--normalize", action="store_true", help="per-query min-max scaling first")
-    p.add_argument("--zero-based", choices=("auto", "yes", "no"), default="auto",
+    p.add_argument("--zero-based", choices=tuple(ZERO_BASED), default="auto",
                    help="feature numbering of the file (as train's)")
     p.add_argument("--max-features", type=int, default=None, metavar="N",
                    help="widest feature matrix the file may imply")
@@ -44,13 +42,13 @@ def cmd_bin(args) -> int:
     """``bin``: build the cache (atomically); one line of what was written."""
     import time
 
-    from .boosting.learners import RegressionTree
-    from .training import check_output, parse_params
+    from ..boosting.learners import RegressionTree
 
     params = parse_params(args.learner_param, "--learner-param")
     if args.max_bins is not None:
         params["n_bins"] = args.max_bins
-    spec = bin_spec_of(RegressionTree(**params), **reading_options(args))
+    spec = bin_spec_of(RegressionTree(**params), zero_based=ZERO_BASED[args.zero_based],
+                       max_features=args.max_features, normalize=bool(args.normalize))
     check_output(args.output, [training_file(args.data)], "--output")
     t0 = time.perf_counter()
     path = build_cache(args.output, args.data, spec=spec, weights=args.weights)
@@ -58,13 +56,3 @@ def cmd_bin(args) -> int:
         print(f"{PROG}: binned {args.data} into {path} ({path.stat().st_size / 2**20:.1f} MiB, "
               f"{time.perf_counter() - t0:.1f} s)", file=sys.stderr)
     return 0
-
-
-def prepare_before_launch(args) -> None:
-    """``train --nproc N --cache PATH`` in the parent: the cache built or rebuilt once,
-    before the ranks start (they only map it)."""
-    from ._cache_run import spec_for
-    from .training import _ranker_options
-
-    if getattr(args, "cache", None):
-        ensure_cache(args, spec_for(args, _ranker_options(args)), False)

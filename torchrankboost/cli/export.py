@@ -13,11 +13,11 @@ numbering of its data files — is printed as a note.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Callable
 
 from .._io import atomic_write
+from .inputs import CLIError, check_output, device, load_saved_model
 
-__all__ = ["FORMATS", "add_export_command", "export_command"]
+__all__ = ["FORMATS", "add_export_command", "cmd_export"]
 
 #: format name -> (what is written, the optional package it needs)
 FORMATS = {"lightgbm": ("LightGBM text model", "lightgbm"),
@@ -40,8 +40,6 @@ def add_export_command(sub) -> None:
 
 
 def _check_format(name: str) -> str:
-    from ..training import CLIError
-
     key = name.strip().lower()
     if key not in FORMATS:
         raise CLIError(f"unknown export format {name!r}; valid choices: "
@@ -50,7 +48,7 @@ def _check_format(name: str) -> str:
 
 
 def _write(model, fmt: str, path: str) -> None:
-    from . import to_lightgbm, to_onnx, to_treelite, to_xgboost
+    from ..export import to_lightgbm, to_onnx, to_treelite, to_xgboost
 
     if fmt == "treelite":
         data = to_treelite(model).serialize_bytes()
@@ -74,15 +72,14 @@ def _notes(model, args) -> list:
     return out
 
 
-def export_command(args, load: Callable) -> int:
-    """Run ``export``: ``load()`` gives the saved model (after the format and the output
-    are checked)."""
+def cmd_export(args) -> int:
+    """Run ``export``: the saved model read on the CPU once the format and the output are
+    checked, written by the writer of :mod:`torchrankboost.export`."""
     from ..linear import LinearRanker
-    from ..training import CLIError, check_output
 
     fmt = _check_format(args.format)
     check_output(args.output, [Path(args.model)] if Path(args.model).exists() else [])
-    model = load()
+    model = load_saved_model(args.model, device("cpu"))
     if isinstance(model, LinearRanker) and fmt != "onnx":
         raise CLIError(f"cannot export {args.model} to {fmt}: a linear model (LinearRanker) "
                        f"exports to onnx only")

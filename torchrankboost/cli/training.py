@@ -1,15 +1,16 @@
 """One training run: what ``torchrankboost train`` does, in one process and on every rank.
 
-:func:`train` takes the parsed ``train`` options and walks the run's steps: check the
-options and the output, read the data (this rank's shard of every split on several
-processes), plan (metrics, patience, run folder), fit with progress and TensorBoard
-callbacks, compute the final metrics, save the model. The process context
-(:func:`~torchrankboost.parallel.get_context`) is used unconditionally: in one process its
-collectives are identities and ``guard`` lets errors through unchanged; on several
-processes a failure on one rank stops every rank, the final metrics are combined over the
-ranks (:func:`~torchrankboost.parallel.metric_parts`, exactly the metrics themselves in one
-process), and rank 0 alone (``ctx.is_main``) prints, logs and saves — the model of one
-process on the whole data.
+:func:`run_training` takes the run's :class:`~torchrankboost.cli.options.TrainOptions` and
+walks the run's steps: check the options against the registry and the output, read the data
+(this rank's shard of every split on several processes), plan (metrics, patience, run
+folder), fit with progress and TensorBoard callbacks, compute the final metrics, save the
+model. The process context (:func:`~torchrankboost.parallel.get_context`) is used
+unconditionally: in one process its collectives are identities and ``guard`` lets errors
+through unchanged; on several processes (an initialised process group: ``torchrun``, or
+``train --nproc``) a failure on one rank stops every rank, the final metrics are combined
+over the ranks (:func:`~torchrankboost.parallel.metric_parts`, exactly the metrics
+themselves in one process), and rank 0 alone (``ctx.is_main``) prints, logs and saves — the
+model of one process on the whole data.
 """
 
 from __future__ import annotations
@@ -21,76 +22,27 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
-from ._errors import first_line
-from .contract import NumericalError
-from .factory import make_ranker, resolve_device, rounds_kept
-from .parallel.launch import (check_distributed_algorithm, context, empty_split_message, run_facts,
-                              where_text)
-from .data import load_data
-from .data.sources import resolve_data_path
-from ._cli_clicks import click_positions
-from .data.svmlight import document_weights
-from .registry import parse_value
+from .._errors import first_line
+from ..contract import NumericalError
+from ..data import load_data
+from ..data.sources import resolve_data_path
+from ..data.svmlight import document_weights
+from ..factory import make_ranker, rounds_kept
+from ..parallel.launch import (check_distributed_algorithm, context, empty_split_message,
+                               run_facts, where_text)
+from .clicks import click_positions
+from .inputs import (DEFAULT_REPORT_BINARY, DEFAULT_REPORT_GRADED, PROG, CLIError,
+                     check_model_output, check_output, device, is_binary, normalized)
+from .options import TrainOptions
 
-__all__ = ["CLIError", "RunPlan", "TrainResult", "train", "parse_params"]
+__all__ = ["RunPlan", "TrainResult", "run_training", "ranker_options", "input_paths",
+           "data_name", "checkpoint_path", "DISTRIBUTED_ALGORITHMS"]
 
-PROG = "torchrankboost"
-DEFAULT_REPORT_GRADED = ("ndcg@1", "ndcg@5", "ndcg@10", "map", "auc", "pair_error")
-DEFAULT_REPORT_BINARY = ("auc", "pair_error", "map", "ndcg@10", "pos_above_neg")
-#: ``--zero-based`` choices → the readers' ``zero_based``
-ZERO_BASED = {"auto": "auto", "yes": True, "no": False}
 #: the algorithms with a data-parallel fit (the Booster and its configurations, RankBoost)
 DISTRIBUTED_ALGORITHMS = ("boost", "qbrank", "gbt", "rankboost")
 # options turned on when TensorBoard logs the run: the driver's training metrics per round,
 # RankBoost's ranking margin per round
 _LOGGED_OPTIONS = {"boost": {"eval_train": True}, "rankboost": {"track_margin": True}}
-
-
-class CLIError(Exception):
-    """An input problem reported as one line and exit status 2."""
-
-
-def parse_params(items: Optional[Sequence[str]], what: str = "--param") -> Dict[str, Any]:
-    """``["p=4", "l2=0.5", "criterion=correlation"]`` → ``{"p": 4, "l2": 0.5, ...}``.
-
-    Values are read as bool (true/false), None, int, float, JSON list/dict, else string.
-    """
-    out: Dict[str, Any] = {}
-    for item in items or ():
-        for piece in item.split(","):
-            if not piece.strip():
-                continue
-            key, sep, val = piece.partition("=")
-            key = key.strip().replace("-", "_")
-            if not sep or not key.isidentifier():
-                raise CLIError(f"{what} expects KEY=VALUE, got {piece!r}")
-            out[key] = parse_value(val)
-    return out
-
-
-def is_binary(labels) -> bool:
-    """All labels are 0 or 1."""
-    import torch
-
-    u = torch.unique(labels)
-    return u.numel() <= 2 and bool(((u == 0) | (u == 1)).all())
-
-
-def device(name: str):
-    """The torch device ``name``; a bad name is a :class:`CLIError`."""
-    try:
-        return resolve_device(name)
-    except ValueError as exc:
-        raise CLIError(str(exc)) from None
-
-
-def normalized(d):
-    """``d`` with its features scaled per query (``None`` stays ``None``)."""
-    from dataclasses import replace
-
-    from .data import normalize_per_query
-
-    return None if d is None else replace(d, X=normalize_per_query(d.X, d.groups))
 
 
 def data_name(source: str, name: str) -> str:
@@ -113,51 +65,6 @@ def data_name(source: str, name: str) -> str:
         return folder_name(p) or name
     parent = folder_name(p.parent)
     return f"{parent}-{p.stem}" if parent else p.stem
-
-
-def check_output(path: str, inputs: Sequence[Path], what: str = "--output") -> None:
-    """Refuse, before any long work, an output that is one of the inputs, a folder, a
-    special or read-only file, or in a folder that cannot take a new file."""
-    from ._io import check_writable
-
-    target = Path(path)
-    for folder in target.parents:
-        if folder.exists():
-            if not folder.is_dir():
-                raise CLIError(f"{what}: cannot write {path}: {folder} is a file, not a folder")
-            break
-    for p in inputs:
-        try:
-            same = target.exists() and os.path.samefile(target, p)
-        except OSError:
-            same = False
-        if same or target.resolve() == Path(p).resolve():
-            raise CLIError(f"{what} {path} is also an input ({p}); choose another file")
-    try:
-        check_writable(target)
-    except ValueError as exc:
-        raise CLIError(f"{what}: {exc}") from None
-
-
-def check_model_output(path: str) -> None:
-    """A model output named like another format (``.json``, ``.txt``, ...): a ``CLIError``."""
-    from ._modelfile import check_model_suffix
-
-    try:
-        check_model_suffix(path, "--output")
-    except ValueError as exc:
-        raise CLIError(str(exc).replace("--output.save: ", "--output ")) from None
-
-
-def check_run_name(name: Optional[str]) -> None:
-    """Refuse a ``--name`` that could leave ``runs/``: path separators (``/``, ``\\``),
-    ``..``, a NUL byte, or an empty name (the run folder is ``runs/<name>-<timestamp>``)."""
-    if name is None:
-        return
-    seps = {"/", "\\", os.sep, os.altsep or "/"}
-    if not name.strip() or ".." in name or "\0" in name or any(c in name for c in seps):
-        raise CLIError(f"--name {name!r}: a run name is one folder name under runs/ (no path "
-                       f"separators, no '..'); use --logdir DIR to choose the folder")
 
 
 # ============================================================================ the plan
@@ -189,41 +96,39 @@ class TrainResult:
     logged: bool  # TensorBoard events were written to plan.logdir
 
 
-def _ranker_options(args) -> Dict[str, Any]:
-    """``make_ranker`` keywords from the command line; unknown names fail here, before any
-    data is read."""
-    from . import registry
+def ranker_options(opts: TrainOptions) -> Dict[str, Any]:
+    """``make_ranker`` keywords of the run; unknown names fail here, before any data is
+    read."""
+    from .. import registry
 
-    algorithm = registry.lookup("algorithm", args.algorithm or "boost").name
-    if algorithm != "boost" and (args.loss or args.loss_param):
+    algorithm = registry.lookup("algorithm", opts.algorithm or "boost").name
+    if algorithm != "boost" and (opts.loss or opts.loss_params):
         raise CLIError(f"--loss/--loss-param go with the generic driver (--algorithm boost); "
                        f"algorithm {algorithm!r} has its own objective (options: -p KEY=VALUE)")
-    for m in ([args.metric] if args.metric else []) + list(args.report or ()):
+    for m in ([opts.metric] if opts.metric else []) + list(opts.report or ()):
         registry.metric(m)
     return dict(algorithm=algorithm,
-                loss=registry.lookup("loss", args.loss).name if args.loss else None,
-                learner=registry.lookup("learner", args.learner).name if args.learner else None,
-                n_rounds=args.rounds, learning_rate=args.learning_rate,
-                max_leaves=args.max_leaves,
-                loss_params=parse_params(args.loss_param, "--loss-param"),
-                learner_params=parse_params(args.learner_param, "--learner-param"),
-                params=parse_params(args.param, "--param"),
-                n_threads=args.threads or 1)  # --threads (validated by the command)
+                loss=registry.lookup("loss", opts.loss).name if opts.loss else None,
+                learner=registry.lookup("learner", opts.learner).name if opts.learner else None,
+                n_rounds=opts.rounds, learning_rate=opts.learning_rate,
+                max_leaves=opts.max_leaves, loss_params=dict(opts.loss_params),
+                learner_params=dict(opts.learner_params), params=dict(opts.params),
+                n_threads=opts.threads or 1)
 
 
-def _run_folder(args, run: RunPlan) -> str:
+def _run_folder(opts: TrainOptions, run: RunPlan) -> str:
     """The run folder, claimed (created atomically) on first use."""
-    from .tensorboard import default_logdir
+    from ..tensorboard import default_logdir
 
     if not run.logdir:
-        run.logdir = default_logdir(args.name or f"{run.data_name}-{run.label}")
+        run.logdir = default_logdir(opts.name or f"{run.data_name}-{run.label}")
     return run.logdir
 
 
-def _input_paths(args) -> List[Path]:
+def input_paths(opts: TrainOptions) -> List[Path]:
     """The files and folders a train run reads (an output must not be one of them)."""
     out = []
-    for name in (args.data, args.valid, args.test):
+    for name in (opts.data, opts.valid, opts.test):
         p = resolve_data_path(name) if name else None
         if p is not None and p.exists():  # as given, or found under the data root
             out.append(p)
@@ -232,17 +137,18 @@ def _input_paths(args) -> List[Path]:
     return out
 
 
-def _plan(args, options: Dict[str, Any], binary: bool, valid, name: str) -> RunPlan:
-    algorithm = options["algorithm"]
-    label = algorithm if algorithm != "boost" else options["loss"] or "exponential"
-    patience = args.early_stopping
+def _plan(opts: TrainOptions, kwargs: Dict[str, Any], binary: bool, valid,
+          name: str) -> RunPlan:
+    algorithm = kwargs["algorithm"]
+    label = algorithm if algorithm != "boost" else kwargs["loss"] or "exponential"
+    patience = opts.early_stopping
     if patience is None:
         patience = 20 if valid is not None else 0
     return RunPlan(algorithm=algorithm, label=label, data_name=name,
-                   metric=args.metric or ("auc" if binary else "ndcg@10"),
-                   report=args.report or (DEFAULT_REPORT_BINARY if binary
+                   metric=opts.metric or ("auc" if binary else "ndcg@10"),
+                   report=opts.report or (DEFAULT_REPORT_BINARY if binary
                                           else DEFAULT_REPORT_GRADED),
-                   logdir=args.logdir or "",  # default: claimed by _run_folder when needed
+                   logdir=opts.logdir or "",  # default: claimed by _run_folder when needed
                    early_stopping=patience)
 
 
@@ -253,7 +159,7 @@ def _write_error(exc: BaseException) -> str:
     return getattr(exc, "strerror", None) or first_line(exc)
 
 
-def _save_model(model, out_path: str, args, run: RunPlan) -> str:
+def _save_model(model, out_path: str, opts: TrainOptions, run: RunPlan) -> str:
     """Save ``model`` to ``out_path``; if that fails (any writer error: ``OSError``, a
     safetensors error on a full disk, ...), to a fallback file in the run folder (saying
     where). Returns the path written; when nothing could be written, a :class:`CLIError`
@@ -265,7 +171,7 @@ def _save_model(model, out_path: str, args, run: RunPlan) -> str:
         reason = _write_error(exc)
     fallback = "the run folder"
     try:
-        folder = _run_folder(args, run)
+        folder = _run_folder(opts, run)
         fallback = os.path.join(folder, "model.fallback.safetensors")
         if os.path.abspath(fallback) == os.path.abspath(out_path):
             raise CLIError(f"cannot save the model to {out_path}: {reason}; nothing was saved")
@@ -281,13 +187,13 @@ def _save_model(model, out_path: str, args, run: RunPlan) -> str:
     return fallback
 
 
-def _save_partial(ranker, out_path: Optional[str], args, run: RunPlan):
+def _save_partial(ranker, out_path: Optional[str], opts: TrainOptions, run: RunPlan):
     """After an interrupted or failed fit: the model of the last good round (``model_``) to
     ``<output stem>.partial.safetensors``. Returns ``(path, None)`` when saved, ``(None,
     reason)`` when the save failed (any writer error), ``(None, None)`` when there is no
     model. A second Ctrl-C (or SIGTERM) during the save is held until the file is written
     (:func:`~torchrankboost._io.deferred_interrupts`), so it cannot lose the file."""
-    from ._io import deferred_interrupts
+    from .._io import deferred_interrupts
 
     model = ranker.model_
     if model is None:
@@ -295,7 +201,7 @@ def _save_partial(ranker, out_path: Optional[str], args, run: RunPlan):
     path = "the partial model"
     with deferred_interrupts():
         try:
-            base = out_path or os.path.join(_run_folder(args, run), "model.safetensors")
+            base = out_path or os.path.join(_run_folder(opts, run), "model.safetensors")
             stem = base[:-len(".safetensors")] if base.endswith(".safetensors") else base
             path = stem + ".partial.safetensors"
             os.makedirs(os.path.dirname(base) or ".", exist_ok=True)
@@ -307,126 +213,114 @@ def _save_partial(ranker, out_path: Optional[str], args, run: RunPlan):
 
 
 # ============================================================================ the run
-def _start(args, ctx):
-    """The checks before any data is read (on every rank); returns ``(device, options)``."""
+def _start(opts: TrainOptions, ctx):
+    """The checks before any data is read (on every rank); returns ``(device, make_ranker
+    keywords)``."""
     import torch
 
     with ctx.guard():  # a bad option or output on one rank stops every rank
-        dev = device(args.device)
-        if not 0 <= args.seed < 2 ** 63:
-            raise CLIError(f"--seed must be an integer in [0, 2^63), got {args.seed}")
-        torch.manual_seed(args.seed)
-        check_run_name(args.name)
-        options = _ranker_options(args)
-        check_distributed_algorithm(ctx, options["algorithm"], DISTRIBUTED_ALGORITHMS, error=CLIError)
-        if args.output and ctx.is_main:  # the model must have somewhere to go
-            check_output(args.output, _input_paths(args))
-            check_model_output(args.output)
-        _check_continue(args)
-    return dev, options
+        dev = device(opts.device)
+        torch.manual_seed(opts.seed)
+        kwargs = ranker_options(opts)
+        check_distributed_algorithm(ctx, kwargs["algorithm"], DISTRIBUTED_ALGORITHMS,
+                                    error=CLIError)
+        if opts.output and ctx.is_main:  # the model must have somewhere to go
+            check_output(opts.output, input_paths(opts))
+            check_model_output(opts.output)
+        for flag, path in (("--init-model", opts.init_model), ("--resume", opts.resume)):
+            if path and not os.path.isfile(path):
+                raise CLIError(f"{flag}: no such file: {path}")
+    return dev, kwargs
 
 
-def _load_splits(args, ctx, options):
+def _load_splits(opts: TrainOptions, ctx, kwargs: Dict[str, Any]):
     """``(train, valid, test, name, weights)`` of this rank, checked (no empty split;
     validation data when early stopping is asked for) and scaled per query with
-    ``--normalize``; with ``--cache`` the training split comes from the bin cache."""
-    cached = bool(getattr(args, "cache", None))
-    if cached:
-        from ._cache_run import cached_splits
+    ``normalize``; with ``cache`` the training split comes from the bin cache."""
+    if opts.cache:
+        from .cached import cached_splits
 
-        tr, va, te, name, weights = cached_splits(args, ctx, options)
+        tr, va, te, name, weights = cached_splits(opts, ctx, kwargs)
     else:
-        tr, va, te, name = load_data(args.data, valid=args.valid, test=args.test,
-                                     seed=args.seed, zero_based=ZERO_BASED[args.zero_based],
-                                     max_features=args.max_features, context=ctx)
-        weights = document_weights(resolve_data_path(args.data), getattr(args, "weights", None),
-                                   tr, context=ctx)
+        tr, va, te, name = load_data(opts.data, valid=opts.valid, test=opts.test,
+                                     seed=opts.seed, zero_based=opts.zero_based,
+                                     max_features=opts.max_features, context=ctx)
+        weights = document_weights(resolve_data_path(opts.data), opts.weights, tr, context=ctx)
     with ctx.guard():
-        for what, d, source in (("training", tr, args.data), ("validation", va, args.valid),
-                                ("test", te, args.test)):
+        for what, d, source in (("training", tr, opts.data), ("validation", va, opts.valid),
+                                ("test", te, opts.test)):
             if d is not None and d.X.shape[0] == 0:
-                raise CLIError(empty_split_message(ctx, f"{what} data {source or args.data!r}"))
-        if args.early_stopping and va is None:
-            raise CLIError(f"--early-stopping {args.early_stopping} needs validation data "
+                raise CLIError(empty_split_message(ctx, f"{what} data {source or opts.data!r}"))
+        if opts.early_stopping and va is None:
+            raise CLIError(f"--early-stopping {opts.early_stopping} needs validation data "
                            f"(--valid FILE, or a LETOR fold / built-in data with a "
                            f"validation split)")
-        if args.normalize and not cached:  # (cached: the cache and its side files are)
+        if opts.normalize and not opts.cache:  # (cached: the cache and its side files are)
             tr, va, te = (normalized(d) for d in (tr, va, te))
     return tr, va, te, name, weights
 
 
-def _prepare(args, ctx, options, splits, name: str):
+def _prepare(opts: TrainOptions, ctx, kwargs: Dict[str, Any], splits, name: str):
     """The plan and the (unfitted) ranker; the run folder claimed on rank 0."""
     import torch
 
     tr, va = splits["train"], splits["valid"]
     binary = bool(ctx.all_reduce_min(torch.tensor([int(is_binary(tr.labels))]))[0])
     with ctx.guard():
-        run = _plan(args, options, binary, va, data_name(args.data, name))
-        if not args.no_tensorboard:  # what the log shows beyond the defaults
+        run = _plan(opts, kwargs, binary, va, data_name(opts.data, name))
+        if opts.tensorboard:  # what the log shows beyond the defaults
             for key, value in _LOGGED_OPTIONS.get(run.algorithm, {}).items():
-                options["params"].setdefault(key, value)
-        ranker = make_ranker(**options)  # bad parameters fail here, before a run folder
-        if (args.init_model or args.resume) and not getattr(ranker, "_continues", False):
+                kwargs["params"].setdefault(key, value)
+        ranker = make_ranker(**kwargs)  # bad parameters fail here, before a run folder
+        if (opts.init_model or opts.resume) and not getattr(ranker, "_continues", False):
             raise CLIError(f"--init-model/--resume: algorithm {run.algorithm!r} cannot "
                            f"continue a model (boost, qbrank, gbt, rankboost, pnorm_push can)")
         if ctx.is_main:
-            if not args.no_tensorboard or not args.output:
-                _run_folder(args, run)
-            if not args.output:
+            if opts.tensorboard or not opts.output:
+                _run_folder(opts, run)
+            if not opts.output:
                 check_output(os.path.join(run.logdir, "model.safetensors"), [])
     return run, ranker
 
 
-def _callbacks(args, ctx, run: RunPlan):
+def _callbacks(opts: TrainOptions, ctx, run: RunPlan):
     """``(callbacks, logger)``: progress and TensorBoard on rank 0 (the fit runs callbacks
     there only), none elsewhere."""
-    from .progress import ProgressCallback
-    from .tensorboard import TensorBoardLogger
+    from ..progress import ProgressCallback
+    from ..tensorboard import TensorBoardLogger
 
     if not ctx.is_main:
         return [], None
-    callbacks: List[Any] = [ProgressCallback(quiet=args.quiet)]
+    callbacks: List[Any] = [ProgressCallback(quiet=opts.quiet)]
     logger = None
-    if not args.no_tensorboard:
+    if opts.tensorboard:
         logger = TensorBoardLogger(run.logdir, hparams={
-            "algorithm": args.algorithm or "boost", "data": run.data_name, "metric": run.metric,
+            "algorithm": opts.algorithm or "boost", "data": run.data_name, "metric": run.metric,
             "early_stopping": run.early_stopping, **run_facts(ctx)}, hparams_on_fit_end=False)
         callbacks.append(logger)
-    if args.checkpoint_every:
-        from .boosting.checkpoint import Checkpoint
+    if opts.checkpoint_every:
+        from ..boosting.checkpoint import Checkpoint
 
-        callbacks.append(Checkpoint(checkpoint_path(args, run), every=args.checkpoint_every))
+        callbacks.append(Checkpoint(checkpoint_path(opts, run), every=opts.checkpoint_every))
     return callbacks, logger
 
 
-def checkpoint_path(args, run: RunPlan) -> str:
-    """Where ``--checkpoint-every`` writes: ``<output stem>.checkpoint.safetensors`` (or
+def checkpoint_path(opts: TrainOptions, run: RunPlan) -> str:
+    """Where ``checkpoint_every`` writes: ``<output stem>.checkpoint.safetensors`` (or
     the run folder's ``checkpoint.safetensors``)."""
-    if not args.output:
+    if not opts.output:
         return os.path.join(run.logdir, "checkpoint.safetensors")
-    out = args.output
+    out = opts.output
     stem = out[:-len(".safetensors")] if out.endswith(".safetensors") else out
     return stem + ".checkpoint.safetensors"
 
 
-def _check_continue(args) -> None:
-    """``--init-model``, ``--resume``, ``--checkpoint-every``: one-line errors up front."""
-    if args.init_model and args.resume:
-        raise CLIError("give --init-model or --resume, not both (a checkpoint holds its model)")
-    for flag, path in (("--init-model", args.init_model), ("--resume", args.resume)):
-        if path and not os.path.isfile(path):
-            raise CLIError(f"{flag}: no such file: {path}")
-    if args.checkpoint_every is not None and args.checkpoint_every < 1:
-        raise CLIError(f"--checkpoint-every must be >= 1, got {args.checkpoint_every}")
-
-
-def _announce(args, ctx, run: RunPlan, tr, dev) -> None:
+def _announce(opts: TrainOptions, ctx, run: RunPlan, tr, dev) -> None:
     """The start line on stderr (rank 0, without ``--quiet``): the whole data's size."""
     import torch
 
     counts = ctx.all_reduce_sum(torch.tensor([len(tr), tr.num_queries], dtype=torch.int64))
-    if ctx.is_main and not args.quiet:
+    if ctx.is_main and not opts.quiet:
         print(f"{PROG}: training {run.label} on {run.data_name} ({int(counts[1])} train "
               f"queries, {int(counts[0])} documents, {tr.num_features} features) on "
               f"{where_text(ctx, dev)}", file=sys.stderr)
@@ -435,7 +329,7 @@ def _announce(args, ctx, run: RunPlan, tr, dev) -> None:
 def _fit(ranker, splits: Dict[str, Any], run: RunPlan, callbacks: List[Any], **start):
     """Fit on ``splits["train"]``, watching ``splits["valid"]`` when there is one (``start``:
     ``init_model=`` / ``resume=``); returns ``(model, seconds)``."""
-    from . import registry
+    from .. import registry
 
     tr, va = splits["train"], splits.get("valid")
     kwargs: Dict[str, Any] = {"callbacks": callbacks, **start}
@@ -455,16 +349,16 @@ def _fit(ranker, splits: Dict[str, Any], run: RunPlan, callbacks: List[Any], **s
     return model, time.perf_counter() - t0
 
 
-def _fit_or_save_partial(args, ctx, ranker, splits, run: RunPlan, callbacks):
+def _fit_or_save_partial(opts: TrainOptions, ctx, ranker, splits, run: RunPlan, callbacks):
     """:func:`_fit`; after Ctrl-C or a numerical failure, rank 0 saves the model of the last
     good round (``*.partial.safetensors``) and says so (or why it could not), and the error
     goes on."""
     try:
-        start = {k: v for k, v in (("init_model", args.init_model), ("resume", args.resume))
+        start = {k: v for k, v in (("init_model", opts.init_model), ("resume", opts.resume))
                  if v}
         return _fit(ranker, splits, run, callbacks, **start)
     except (KeyboardInterrupt, NumericalError) as exc:
-        saved, failed = _save_partial(ranker, args.output, args, run) if ctx.is_main \
+        saved, failed = _save_partial(ranker, opts.output, opts, run) if ctx.is_main \
             else (None, None)
         if saved is None and failed is None:
             raise
@@ -476,15 +370,16 @@ def _fit_or_save_partial(args, ctx, ranker, splits, run: RunPlan, callbacks):
         raise
 
 
-def _final_metrics(args, ctx, model, splits: Dict[str, Any], run: RunPlan, logger, step: int):
+def _final_metrics(opts: TrainOptions, ctx, model, splits: Dict[str, Any], run: RunPlan, logger,
+                   step: int):
     """``{split: {metric: value}}`` of the final model over every rank's queries (one
     all-reduce of :func:`~torchrankboost.parallel.metric_parts`; a metric undefined on some
     rank is NaN); with TensorBoard, the score histograms and the PR/ROC curves of the last
     split (test, else valid, else train) over every rank's documents, logged on rank 0."""
     import torch
 
-    from . import registry
-    from .parallel import metric_parts
+    from .. import registry
+    from ..parallel import metric_parts
 
     names = [registry.metric(n).name for n in run.report]
     parts, last = [], list(splits)[-1]
@@ -496,7 +391,7 @@ def _final_metrics(args, ctx, model, splits: Dict[str, Any], run: RunPlan, logge
                 parts.append(metric_parts(n, s, d.labels, d.groups))
             except ValueError:
                 parts.append(torch.full((2,), float("nan"), dtype=torch.float64))
-        if not args.no_tensorboard:  # the same on every rank: the gathers are collective
+        if opts.tensorboard:  # the same on every rank: the gathers are collective
             s_all = ctx.all_gather_rows(s)
             y_all = ctx.all_gather_rows(d.labels) if split == last else None
             if logger is not None:
@@ -509,18 +404,19 @@ def _final_metrics(args, ctx, model, splits: Dict[str, Any], run: RunPlan, logge
             for i, split in enumerate(splits)}
 
 
-def _finish(args, ctx, ranker, model, splits, run: RunPlan, logger, seconds: float):
+def _finish(opts: TrainOptions, ctx, ranker, model, splits, run: RunPlan, logger,
+            seconds: float):
     """Final metrics, the model saved and the hparams logged (rank 0); ``(rows, path)``."""
     used = rounds_kept(ranker, run.early_stopping)
-    rows = _final_metrics(args, ctx, model, splits, run, logger, used)
+    rows = _final_metrics(opts, ctx, model, splits, run, logger, used)
     if splits["train"].zero_based is not None:
         model.info["zero_based"] = bool(splits["train"].zero_based)
-    model.info["normalize"] = bool(args.normalize)  # evaluate/predict apply it
+    model.info["normalize"] = bool(opts.normalize)  # evaluate/predict apply it
     model.info.update(run_facts(ctx))
-    out_path = args.output or os.path.join(run.logdir, "model.safetensors")
+    out_path = opts.output or os.path.join(run.logdir, "model.safetensors")
     with ctx.guard():
         if ctx.is_main:
-            out_path = _save_model(model, out_path, args, run)
+            out_path = _save_model(model, out_path, opts, run)
             if logger is not None:
                 final = {f"{split}/{k}": v for split, r in rows.items() for k, v in r.items()}
                 final.update(seconds=seconds, rounds_used=used, best_round=ranker.best_round_)
@@ -528,30 +424,33 @@ def _finish(args, ctx, ranker, model, splits, run: RunPlan, logger, seconds: flo
     return rows, out_path
 
 
-def train(args) -> Optional[TrainResult]:
-    """Run ``torchrankboost train`` with the parsed options ``args`` (the ``train``
-    sub-command's namespace); returns the result on rank 0, ``None`` on the other ranks.
+def run_training(options: TrainOptions) -> Optional[TrainResult]:
+    """Run one training run (what ``torchrankboost train`` does) with ``options``; returns
+    the result on rank 0, ``None`` on the other ranks of a process group.
 
-    Raises :class:`CLIError` for input problems, ``NumericalError`` for a failed fit and,
-    on several processes, ``DistributedError`` when some rank failed.
+    Raises :class:`~torchrankboost.cli.inputs.CLIError` (or ``ValueError``,
+    ``FileNotFoundError``) for input problems, ``NumericalError`` for a failed fit and, on
+    several processes, ``DistributedError`` when some rank failed.
     """
+    if not isinstance(options, TrainOptions):
+        raise TypeError(f"run_training takes a TrainOptions, got {type(options).__name__}")
     ctx = context()
-    dev, options = _start(args, ctx)
-    tr, va, te, name, weights = _load_splits(args, ctx, options)
+    dev, kwargs = _start(options, ctx)
+    tr, va, te, name, weights = _load_splits(options, ctx, kwargs)
     splits = {"train": tr, "valid": va, "test": te}
-    run, ranker = _prepare(args, ctx, options, splits, name)
+    run, ranker = _prepare(options, ctx, kwargs, splits, name)
     run.weights = weights
-    run.position = click_positions(args, ctx, tr, ranker)
-    callbacks, logger = _callbacks(args, ctx, run)
+    run.position = click_positions(options, ctx, tr, ranker)
+    callbacks, logger = _callbacks(options, ctx, run)
     splits = {k: d.to(dev) for k, d in splits.items() if d is not None}
-    _announce(args, ctx, run, tr, dev)
+    _announce(options, ctx, run, tr, dev)
     try:
-        model, seconds = _fit_or_save_partial(args, ctx, ranker, splits, run, callbacks)
-        if getattr(args, "cache", None):  # the final metrics score values, not a stand-in
-            from .data.cache import realized
+        model, seconds = _fit_or_save_partial(options, ctx, ranker, splits, run, callbacks)
+        if options.cache:  # the final metrics score values, not a stand-in
+            from ..data.cache import realized
 
             splits["train"] = realized(splits["train"])
-        rows, out_path = _finish(args, ctx, ranker, model, splits, run, logger, seconds)
+        rows, out_path = _finish(options, ctx, ranker, model, splits, run, logger, seconds)
     finally:  # a failed run (NumericalError...) still leaves readable event files
         if logger is not None:
             logger.close()
