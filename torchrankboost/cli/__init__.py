@@ -6,7 +6,7 @@ Sub-commands::
                              [--algorithm NAME | --loss NAME --learner NAME] [--rounds N] ...
     torchrankboost evaluate  MODEL FILE [--metric NAME ...]
     torchrankboost predict   MODEL FILE [--output OUT]
-    torchrankboost list      [losses|algorithms|learners|metrics]
+    torchrankboost list      [losses|algorithms|learners|metrics|debias]
     torchrankboost export    MODEL --format {lightgbm,xgboost,onnx,treelite} -o PATH
     torchrankboost bin       DATA -o data.trbin   (then: train --data DATA --cache data.trbin)
 

@@ -40,10 +40,11 @@ def build_parser() -> argparse.ArgumentParser:
     add_scoring_commands(sub)
     add_export_command(sub)
     add_bin_command(sub)
-    ls = sub.add_parser("list", help="list losses, algorithms, learners and metrics",
+    ls = sub.add_parser("list", help="list losses, algorithms, learners, metrics and "
+                        "debiasing methods",
                         description="List the available names with a one-line description.")
     ls.add_argument("kind", nargs="?", default=None,
-                    help="losses, algorithms, learners or metrics (default: all)")
+                    help="losses, algorithms, learners, metrics or debias (default: all)")
     return parser
 
 
@@ -82,10 +83,10 @@ def cmd_list(args) -> int:
     if kind is not None:
         key = kind.strip().lower()
         valid = ("losses", "loss", "algorithms", "algorithm", "learners", "learner",
-                 "metrics", "metric")
+                 "metrics", "metric", "debias")
         if key not in valid:
             raise CLIError(f"unknown list {kind!r}; valid choices: losses, algorithms, "
-                           "learners, metrics")
+                           "learners, metrics, debias")
         kind = key
     print(registry.describe(kind))
     return 0

@@ -74,8 +74,9 @@ class BoostedRanker(compat.TheirNames, BaseEstimator):
         warm_start: a second ``fit`` continues the fitted model up to ``n_rounds`` rounds in
             all (scikit-learn's convention; the algorithms that take ``init_model``).
         debias, propensity: learning from clicks (labels = clicks, ``fit(..., position=...)``):
-            ``"none"``, ``"ipw"`` (with ``propensity``, positions ``1..K``), ``"em"``,
-            ``"dla"`` or ``"additive"`` (:mod:`torchrankboost.clicks`; the ``"boost"`` driver).
+            ``"none"`` or a debiasing method of the registry (``torchrankboost list debias``;
+            ``"ipw"`` takes the known ``propensity`` of positions ``1..K``;
+            :mod:`torchrankboost.clicks`; the ``"boost"`` driver).
 
     Attributes after ``fit``: ``ranker_`` (the fitted algorithm, see
     :mod:`torchrankboost.contract`), ``model_`` (the fitted model, e.g. an ``Ensemble``),
@@ -221,7 +222,7 @@ class BoostedRanker(compat.TheirNames, BaseEstimator):
             loss_params=self.loss_params, learner_params=self.learner_params,
             params=params, seed=self.seed, n_threads=resolve_n_jobs(self.n_jobs))
         weights.update(debias_fit_args(self, ranker, self._split_X(X, qid)[1], group, position,
-                                       Xt.shape[0], groups_from))
+                                       Xt.shape[0]))
         init = warm_start_init(ranker, getattr(self, "model_", None) if self.warm_start else None)
         init = {} if init is None else {"init_model": init}
         stopping = self.early_stopping_rounds if evals else None
