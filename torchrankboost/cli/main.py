@@ -17,7 +17,7 @@ from ..contract import NumericalError
 from ..parallel import DistributedError
 from ..parallel.launch import end_process_group, reports_failures, start_process_group, \
     under_launcher
-from ..parallel.launcher import report_to_parent
+from ..parallel.parent import report_to_parent
 from .bin import add_bin_command, cmd_bin
 from .export import add_export_command, cmd_export
 from .inputs import PROG, CLIError
