@@ -43,7 +43,7 @@ def _letor():
         tr, te = load_files([fold / "train.txt", fold / "test.txt"])
         parts = [(tr.X, tr.labels, tr.groups), (te.X, te.labels, te.groups)]
     else:
-        parts = [make_letor(300, 20, 46, seed=s)[:3] for s in (0, 1)]
+        parts = [tuple(make_letor(300, 20, 46, seed=s)) for s in (0, 1)]  # (X, y, groups)
     nan_features = [f for f in (0, 5, 11, 40) if f < parts[0][0].shape[1]]
     return tuple((_with_nans(X, nan_features, seed), y, g)
                  for seed, (X, y, g) in enumerate(parts))
