@@ -1,17 +1,13 @@
-"""TensorBoardLogger (read back with TensorBoard's event reader), ROC helpers, progress."""
+"""TensorBoardLogger (read back with TensorBoard's event reader): the explicit API, the
+callback protocol, the run's hyper-parameters, the run folder."""
 
-import io
-
-import numpy as np
 import pytest
 import torch
 
 from torchrankboost import PNormPushLoss, RegressionTree
 from torchrankboost.contract import FitInfo, RoundRecord
 from torchrankboost.params import describe
-from torchrankboost.tensorboard import (TensorBoardLogger, default_logdir, render_roc_image,
-                                        roc_curve_points)
-from torchrankboost.progress import ProgressCallback
+from torchrankboost.tensorboard import TensorBoardLogger, default_logdir
 
 from conftest import read_events
 
@@ -176,156 +172,6 @@ def test_default_logdir_is_unique(tmp_path):
     assert a != b and a.startswith(str(tmp_path)) and "x-" in b
 
 
-def test_roc_points_match_sklearn():
-    from sklearn.metrics import roc_curve
-
-    rng = np.random.default_rng(0)
-    y = rng.integers(0, 3, 200)
-    s = np.round(rng.normal(size=200), 1)  # ties
-    fpr, tpr = roc_curve_points(y, s)
-    f2, t2, _ = roc_curve(y > 0, s, drop_intermediate=False)
-    np.testing.assert_allclose(fpr, f2)
-    np.testing.assert_allclose(tpr, t2)
-    assert roc_curve_points(np.zeros(4), s[:4]) is None
-    img = render_roc_image(fpr, tpr, size=100)
-    assert img.shape == (100, 100, 3) and img.dtype == np.uint8
-    assert (img != 255).any()
-
-
 def test_histogram_every_validated(tmp_path):
     with pytest.raises(ValueError, match="histogram_every"):
         TensorBoardLogger(tmp_path / "x", histogram_every=0)
-
-
-def test_progress_plain_lines_when_not_a_terminal():
-    out = io.StringIO()
-    p = ProgressCallback(stream=out, every=2)
-    p.on_fit_start(None, _info(5))
-    for r in range(1, 6):
-        p.on_round_end(None, RoundRecord(round=r, loss=1.0 / r, step=0.2,
-                                         metrics={"train": {"loss": 1.0 / r},
-                                                  "valid_0": {"ndcg@10": 0.3}}))
-    p.on_fit_end(None, None)
-    lines = out.getvalue().strip().splitlines()
-    assert len(lines) == 3  # rounds 2, 4 and the last
-    assert lines[0].startswith("round 2/5") and "valid/ndcg@10 0.3000" in lines[0]
-    assert "round/alpha" not in lines[0] and "s/round" in lines[0]
-
-
-def test_progress_prints_the_last_round_of_an_early_stop():
-    out = io.StringIO()
-    p = ProgressCallback(stream=out, every=10, total=100)
-    p.start()
-    for r in range(13):
-        p.update(r, {"train/loss": 1.0})
-    p.finish()
-    lines = out.getvalue().strip().splitlines()
-    assert [l.split()[1] for l in lines] == ["10/100", "13/100"]
-
-
-def test_progress_quiet_and_tqdm():
-    out = io.StringIO()
-    p = ProgressCallback(stream=out, quiet=True)
-    p.start(3)
-    for r in range(3):
-        p.update(r, {"train/loss": 1.0})
-    p.finish("done")
-    assert out.getvalue() == ""
-    out = io.StringIO()
-    p = ProgressCallback(stream=out, use_tqdm=True, keys=["valid/auc"])
-    p.start(3)
-    for r in range(3):
-        p.update(r, {"valid": {"auc": torch.tensor(0.75)}, "train/loss": 2.0})
-    p.finish()
-    text = out.getvalue()
-    assert "3/3" in text and "valid/auc 0.7500" in text and "train/loss" not in text
-
-
-def test_progress_bar_on_a_120_column_terminal_keeps_its_bar_and_whole_names():
-    out = io.StringIO()
-    p = ProgressCallback(stream=out, use_tqdm=True)
-    p.start(200)
-    p._bar.ncols = 120
-    metrics = {"metrics": {"train": {"loss": 123.456}, "valid_0": {
-        "ndcg@10": 0.77, "ndcg@1": 0.6, "ndcg@5": 0.7, "map": 0.71}}}
-    for r in range(200):
-        p.update(r, metrics)
-    p.finish()
-    last = out.getvalue().split("\r")[-1].strip()
-    assert len(last) <= 120, last
-    assert "|################|" in last  # the bar keeps its width
-    shown = last.split(", ", 1)[1].split("  ")
-    known = {"train/loss", "valid/ndcg@10", "valid/ndcg@1", "valid/ndcg@5", "valid/map"}
-    assert shown and all(item.rsplit(" ", 1)[0] in known for item in shown), shown
-
-
-def _tensorboard_experiment(logdir):
-    """``(experiment, {run: session start hparams}, runs holding an experiment)`` as
-    TensorBoard itself finds them over a log folder (its multiplexer and the hparams
-    plugin's own experiment lookup)."""
-    from tensorboard.backend.event_processing.plugin_event_multiplexer import EventMultiplexer
-    from tensorboard.plugins.hparams import backend_context, metadata
-
-    mux = EventMultiplexer()
-    mux.AddRunsFromDirectory(str(logdir))
-    mux.Reload()
-    content = mux.PluginRunToTagToContent(metadata.PLUGIN_NAME)
-    exp = backend_context.Context(None)._find_experiment_tag(content, include_metrics=True)
-    sessions = {run: metadata.parse_session_start_info_plugin_data(
-        tags[metadata.SESSION_START_INFO_TAG]).hparams
-        for run, tags in content.items() if metadata.SESSION_START_INFO_TAG in tags}
-    holders = [run for run, tags in content.items() if metadata.EXPERIMENT_TAG in tags]
-    return exp, sessions, holders
-
-
-def test_runs_of_different_algorithms_share_one_experiment_with_the_union_of_columns(tmp_path):
-    """Two runs under one log folder (RankBoost with its default weak rankers, the generic
-    booster with a p-norm loss) give one experiment, at the folder's root, whose columns
-    hold both runs' hyper-parameters and every one the library knows; ``data`` is a column
-    shown by default; RankBoost's learner is the stumps it used, not ``None``."""
-    from torchrankboost.tensorboard.experiment import known_hparams
-    from torchrankboost.data import load_data, slice_queries
-    from torchrankboost.factory import make_ranker
-
-    tr = slice_queries(load_data("synthetic", seed=0)[0], 0, 8)
-    runs = {"rb": make_ranker("rankboost", n_rounds=2),
-            "pnorm": make_ranker("boost", loss="pnorm_push", loss_params={"p": 3},
-                                 learner="tree", learner_params={"max_leaves": 3},
-                                 n_rounds=2)}
-    for name, ranker in runs.items():
-        with TensorBoardLogger(tmp_path / name, hparams={"data": f"data-{name}"}) as lg:
-            ranker.fit(tr.X, tr.labels, tr.groups, callbacks=[lg])
-    exp, sessions, holders = _tensorboard_experiment(tmp_path)
-    assert holders == ["."]  # one definition, not one per run
-    columns = {h.name for h in exp.hparam_infos}
-    assert set(sessions) == {"rb", "pnorm"}
-    for run, hp in sessions.items():
-        assert set(hp) <= columns, (run, set(hp) - columns)
-    assert set(known_hparams()) <= columns
-    assert {"loss.p", "variant", "learner.max_thresholds", "learner.l2", "C"} <= columns
-    assert sessions["pnorm"]["loss.p"].number_value == 3
-    assert sessions["rb"]["learner"].string_value == "stump"
-    assert sessions["rb"]["data"].string_value == "data-rb"
-    shown = sorted(h.name for h in exp.hparam_infos if h.differs)  # TensorBoard shows 5
-    assert len(shown) == 5 and "data" in shown and "algorithm" in shown
-
-
-def test_experiment_definition_is_rewritten_only_when_its_columns_grow(tmp_path):
-    from torchrankboost.tensorboard.experiment import (EXPERIMENT_FILE, known_hparams,
-                                               read_experiment, update_experiment)
-
-    assert update_experiment(tmp_path, {"algorithm": "boost", "data": "a"}, ["summary/x"])
-    cols, metrics = read_experiment(tmp_path)
-    assert list(cols)[:3] == ["algorithm", "loss", "learner"]
-    assert "summary/x" in metrics and "summary/test/ndcg@10" in metrics
-    # nothing new: the file is left alone
-    assert not update_experiment(tmp_path, {"algorithm": "rankboost", "loss.p": 2.0})
-    # a run's own column (a script's setting) and a type learnt for a None default
-    assert "learner.hidden" not in known_hparams()
-    assert update_experiment(tmp_path, {"learner.hidden": 64, "learner.max_depth": 4})
-    cols2, metrics2 = read_experiment(tmp_path)
-    assert cols2["learner.hidden"] == cols2["learner.max_depth"] == cols2["learning_rate"]
-    assert set(cols) <= set(cols2) and "summary/x" in metrics2  # nothing dropped
-    assert len([p for p in tmp_path.iterdir() if "tfevents" in p.name]) == 1
-    (tmp_path / EXPERIMENT_FILE).write_bytes(b"not an event file")  # damaged: rewritten
-    assert update_experiment(tmp_path, {}) and read_experiment(tmp_path) is not None
