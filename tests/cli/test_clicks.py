@@ -1,12 +1,14 @@
-"""Clicks through the estimator (debias=, fit(position=...)) and the command line
-(--debias, --position / the .position side file, --propensity)."""
+"""The command line's side of learning from clicks: ``--debias`` (its choices from the
+registry), ``--position`` / the ``.position`` side file, ``--propensity``."""
+
+import argparse
 
 import numpy as np
-import pytest
 import torch
 
-from torchrankboost import BoostedRanker, Groups
+from torchrankboost import Groups
 from torchrankboost.cli import main
+from torchrankboost.cli.clicks import add_click_options
 from torchrankboost.clicks import simulate_clicks
 from torchrankboost.data.positions import read_positions
 from torchrankboost.boosting.ensemble import Ensemble
@@ -19,22 +21,6 @@ def _log(G=30, L=8):
     log = simulate_clicks(torch.tensor(y), Groups.from_sizes([L] * G), torch.tensor(X[:, 1]),
                           n_sessions=4000, top_k=5, seed=0)
     return X, y, np.repeat(np.arange(G), L), log
-
-
-def test_estimator_debias_rows_in_any_order():
-    X, y, qid, log = _log()
-    within = np.arange(len(qid)) % 8
-    perm = np.lexsort((qid, within))  # rows interleaved: the fit's stable sort undoes it
-    pos, ctr = log.position.numpy(), log.ctr().numpy()
-    a = BoostedRanker(n_rounds=4, debias="em").fit(X, ctr, qid=qid, position=pos)
-    b = BoostedRanker(n_rounds=4, debias="em").fit(X[perm], ctr[perm], qid=qid[perm],
-                                                   position=pos[perm])
-    np.testing.assert_array_equal(a.predict(X), b.predict(X))
-    assert a.model_.info["position_debias"]["method"] == "em"
-    with pytest.raises(ValueError, match="needs fit"):
-        BoostedRanker(n_rounds=2, debias="additive").fit(X, ctr, qid=qid)
-    with pytest.raises(ValueError, match="debias="):
-        BoostedRanker(n_rounds=2).fit(X, ctr, qid=qid, position=pos)
 
 
 def test_cli_position_side_file(tmp_path, capsys):
@@ -58,3 +44,17 @@ def test_cli_position_side_file(tmp_path, capsys):
     rc = main(["train", "--data", str(train), "--rounds", "1", "--debias", "additive",
                "--position", str(bad), "--quiet", "--logdir", str(tmp_path / "run3")])
     assert rc != 0 and "bad.position:2:" in capsys.readouterr().err
+
+
+def test_debias_choices_are_the_registry_s_and_list_shows_them(capsys):
+    from torchrankboost import registry
+
+    ap = argparse.ArgumentParser()
+    add_click_options(ap)
+    choices = next(a.choices for a in ap._actions if a.dest == "debias")
+    assert tuple(choices) == ("none", *registry.names("debias", sort=False))
+    assert ap.parse_args([]).debias == "none"
+    assert main(["list", "debias"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("Debiasing methods (--debias")
+    assert all(f"  {n} " in out for n in registry.names("debias"))
