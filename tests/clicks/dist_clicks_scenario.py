@@ -1,4 +1,4 @@
-"""Worker of tests/test_clicks_distributed.py: a debiased fit on this rank's half of the
+"""Worker of tests/clicks/test_debias.py's two-process tests: a debiased fit on this rank's half of the
 queries (gloo process group); rank 0 saves the model's predictions and learned state.
 ``argv``: the output file and the comma-separated methods (default all)."""
 

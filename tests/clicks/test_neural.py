@@ -12,7 +12,7 @@ from torchrankboost.clicks import pbm_propensity, simulate_clicks
 from torchrankboost.clicks.neural import ClickLoss
 from torchrankboost.losses import ExponentialPairwiseLoss
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 F64 = torch.float64
 
 
