@@ -1,6 +1,6 @@
-"""The binned-data cache (torchrankboost.data.cache, `torchrankboost bin`, `train --cache`):
-the same model bit for bit as from the text file, memory-mapped shards per rank, stale and
-damaged caches refused (or rebuilt by `train --cache`), never silently used."""
+"""The binned-data cache (torchrankboost.data.cache): the same model bit for bit as from the
+text file, memory-mapped shards per rank, stale and damaged caches refused, never silently
+used (the commands `bin` and `train --cache`: tests/cli/test_cached.py)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,6 @@ from safetensors.torch import save_file
 from torchrankboost.boosting import Booster
 from torchrankboost.boosting.binning import attach_bins, bin_features
 from torchrankboost.boosting.learners import RegressionTree
-from torchrankboost.cli import main
 from torchrankboost.data import load_file
 from torchrankboost.data.cache import (BinSpec, CacheError, StaleCacheError, build_cache,
                                        cache_status, load_cache, realized,
@@ -150,35 +149,3 @@ def test_damaged_cache_is_one_line_error(tmp_path, damage):
         load_cache(c)
     assert "not a valid torchrankboost bin cache" in str(info.value)
     assert "\n" not in str(info.value)
-
-
-def _model_tensors(path):
-    with safe_open(str(path), "pt") as fh:
-        return {k: fh.get_tensor(k) for k in fh.keys()}
-
-
-def test_cli_bin_and_train_cache_same_model(tmp_path, capsys):
-    f = _write_letor(tmp_path / "t.txt", n_queries=40)
-    v = _write_letor(tmp_path / "v.txt", n_queries=10, seed=1)
-    c = tmp_path / "c.trbin"
-    common = ["--valid", str(v), "--rounds", "3", "--max-leaves", "4", "--no-tensorboard",
-              "-q", "--learner-param", "n_bins=15"]
-    assert main(["bin", str(f), "-o", str(c), "--max-bins", "15", "-q"]) == 0
-    capsys.readouterr()
-    assert main(["train", "--data", str(f), "--cache", str(c), "-o", str(tmp_path / "a.st")]
-                + common) == 0
-    table_cache = capsys.readouterr().out.split(", ")[-1].splitlines()[1:-2]
-    assert main(["train", "--data", str(f), "-o", str(tmp_path / "b.st")] + common) == 0
-    table_text = capsys.readouterr().out.split(", ")[-1].splitlines()[1:-2]
-    assert table_cache == table_text and any(r.startswith("valid") for r in table_text)
-    a, b = _model_tensors(tmp_path / "a.st"), _model_tensors(tmp_path / "b.st")
-    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
-    common[-1] = "n_bins=31"  # another binning: rebuilt with a message, then used
-    assert main(["train", "--data", str(f), "--cache", str(c), "-o", str(tmp_path / "d.st")]
-                + common) == 0
-    assert "building the bin cache" in capsys.readouterr().err
-    assert cache_status(c, BinSpec(n_bins=31)) is None
-    c.write_bytes(c.read_bytes()[:100])  # damaged: one line, status 2, not overwritten
-    assert main(["train", "--data", str(f), "--cache", str(c)] + common) == 2
-    err = capsys.readouterr().err.strip()
-    assert err.startswith("torchrankboost: error:") and "\n" not in err
