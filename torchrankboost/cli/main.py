@@ -1,7 +1,7 @@
 """The ``torchrankboost`` command's entry point: the parser of every sub-command, the
 ``list`` command, and how each failure becomes one line on stderr and an exit status (2 for
 bad input, 1 for a failed run, 130 for an interrupt, 141 for a closed pipe; on several
-processes, one line for every rank). The commands themselves live beside it (see
+processes, one line for the whole run). The commands themselves live beside it (see
 :mod:`torchrankboost.cli`).
 """
 
