@@ -47,8 +47,8 @@ import torch
 
 from torchrankboost import Booster, RegressionTree
 from torchrankboost import metrics as M
-from torchrankboost.clicks import (AdditivePositionLoss, DualLearningLoss, IPWLoss,
-                                   RegressionEMLoss, pbm_propensity, simulate_clicks)
+from torchrankboost.clicks import IPWLoss, make_debias, pbm_propensity, simulate_clicks
+from torchrankboost.clicks.neural import NAIVE, NEURAL_DEBIAS
 from torchrankboost.data import dataset_path, load_files, load_letor_fold
 from torchrankboost.groups import Groups
 from torchrankboost.losses import ExponentialPairwiseLoss
@@ -82,11 +82,10 @@ def ndcg(scores, te) -> float:
 
 def fit_ours(name, tr, ctr, pos, te, args, eta, seed):
     base = ExponentialPairwiseLoss()
-    loss = {"naive": lambda: IPWLoss(base, [1.0] * K),
-            "ipw": lambda: IPWLoss(base, pbm_propensity(K, eta), clip=0.01),
-            "em": lambda: RegressionEMLoss(base),
-            "dla": lambda: DualLearningLoss(base),
-            "additive": lambda: AdditivePositionLoss(base)}[name]()
+    if name == NAIVE:  # click pairs without correction
+        loss = IPWLoss(base, [1.0] * K)
+    else:  # a registered method (ipw: the true propensities, clipped at 0.01 by default)
+        loss = make_debias(name, base, propensity=pbm_propensity(K, eta))
     t0 = time.perf_counter()
     model = booster(loss, args, seed).fit(tr.X, ctr, tr.groups, position=pos)
     return ndcg(model.predict(te.X), te), time.perf_counter() - t0, model.info
@@ -131,7 +130,7 @@ def fit_xgboost(tr, ctr, pos, te, args, seed):
     return ndcg(b.predict(xgb.DMatrix(te.X.numpy())), te), time.perf_counter() - t0, {}
 
 
-OURS = ("naive", "ipw", "em", "dla", "additive")
+OURS = NEURAL_DEBIAS  # naive, then the registry's debiasing methods
 METHODS = ("skyline",) + OURS + ("lightgbm_position", "xgboost_unbiased")
 _CACHE = {}
 

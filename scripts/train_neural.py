@@ -280,6 +280,8 @@ def score_main(argv) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from torchrankboost.clicks.neural import NAIVE, NEURAL_DEBIAS
+
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--data", default=DEFAULT_DATA,
@@ -309,10 +311,9 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--clicks", action="store_true",
                     help="train on simulated clicks (position-based, a production ranker's "
                          "top --top-k) instead of the labels; evaluate on the labels")
-    ap.add_argument("--debias", default="naive",
-                    choices=["naive", "ipw", "em", "dla", "additive"],
-                    help="with --clicks: no correction, known propensities, regression-EM or "
-                         "dual-learning propensities (per epoch), f(x) + g(position)")
+    ap.add_argument("--debias", default=NAIVE, choices=NEURAL_DEBIAS,
+                    help="with --clicks: naive (no correction) or a debiasing method (see "
+                         "`torchrankboost list debias`; em and dla propensities per epoch)")
     ap.add_argument("--eta", type=float, default=1.0, help="--clicks: examination (1/p)^eta")
     ap.add_argument("--sessions", type=int, default=20_000, help="--clicks: sessions")
     ap.add_argument("--top-k", type=int, default=10, help="--clicks: positions shown")
@@ -519,7 +520,8 @@ def main(argv=None):
         return score_main(argv[1:])
     args = build_parser().parse_args(argv)
     if args.output:  # before any work: a folder, read-only, an input...
-        from torchrankboost.training import CLIError, check_output
+        from torchrankboost.cli import CLIError
+        from torchrankboost.cli.inputs import check_output
 
         try:
             check_output(args.output, [Path(args.data)] if Path(args.data).exists() else [])

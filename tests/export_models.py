@@ -1,7 +1,9 @@
 """Models and data shared by the export tests (to_lightgbm / to_xgboost / to_onnx /
 from_*) and the explain tests: LETOR data with NaNs, a tree and a stump ensemble (each
-fitted once per session), hand-made trees, the tolerance ``1e-5 · (1 + max|score|)`` of
-float32 libraries, and the raw scores LightGBM / XGBoost give a written model."""
+fitted once per session), hand-made trees, a weak model that is not a tree, a linear
+model as RankSVM fits it, the raw scores LightGBM / XGBoost give a written model, the
+scores of an ONNX file (onnxruntime) and of a Treelite model (its GTIL), and the
+tolerance ``1e-5 · (1 + max|score|)`` of float32 libraries."""
 
 import functools
 
@@ -9,8 +11,9 @@ import numpy as np
 import pytest
 import torch
 
+from torchrankboost import LinearRanker
 from torchrankboost.boosting import Booster
-from torchrankboost.boosting.learners import RegressionTree, Stumps, TreeModel
+from torchrankboost.boosting.learners import FeatureModel, RegressionTree, Stumps, TreeModel
 from torchrankboost.boosting.papers import RankBoost
 from torchrankboost.data import make_letor
 from torchrankboost.export import to_lightgbm, to_xgboost
@@ -75,3 +78,36 @@ def xgboost_scores(ens, X, path):
     to_xgboost(ens, path)
     booster = xgb.Booster(model_file=str(path))
     return booster.predict(xgb.DMatrix(X.numpy(), missing=np.nan), output_margin=True)
+
+
+def feature_model():
+    """A single-feature weak model (not a tree: the tree formats refuse it)."""
+    return FeatureModel(feature=0, lo=torch.tensor(0.0), hi=torch.tensor(1.0),
+                        coef=torch.tensor([0.0, 1.0]), normalize=False)
+
+
+def linear_model():
+    """``(model, X)``: a linear model as ``RankSVM`` fits it (``LinearRanker``: ``w·x + b``,
+    float64), and features with NaNs (counting as 0). Built directly: RankSVM's L-BFGS imports
+    ``torch._dynamo`` (seconds), and ``test_linear.py`` checks the fit."""
+    X, _, _ = make_letor(30, 10, 6, seed=0)
+    X = X.clone()
+    X[::4, 1] = float("nan")
+    w = torch.linspace(-1.3, 2.1, 6, dtype=torch.float64) / 3.0
+    return LinearRanker(w, bias=-0.123456789, info={"algorithm": "ranksvm"}), X
+
+
+def ort_scores(path, X):
+    """The scores of the ONNX file ``path`` on ``X`` in onnxruntime (one thread)."""
+    ort = pytest.importorskip("onnxruntime")
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = 1
+    sess = ort.InferenceSession(str(path), opts, providers=["CPUExecutionProvider"])
+    return sess.run(["scores"], {"X": np.asarray(X, dtype=np.float32)})[0][:, 0]
+
+
+def gtil_scores(m, X):
+    """The margins of the ``treelite.Model`` ``m`` on ``X`` (Treelite's GTIL, one thread)."""
+    import treelite
+
+    return treelite.gtil.predict(m, np.asarray(X), nthread=1, pred_margin=True).reshape(-1)

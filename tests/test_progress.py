@@ -1,14 +1,93 @@
-"""Progress output (``progress.py``): the Booster shows a progress bar on a terminal only."""
+"""ProgressCallback: plain lines off a terminal, the last round of an early stop, quiet, a
+tqdm bar that keeps its width and whole metric names."""
 
 import io
+
+import torch
+
+from torchrankboost import PNormPushLoss, RegressionTree
+from torchrankboost.contract import FitInfo, RoundRecord
+from torchrankboost.params import describe
+from torchrankboost.progress import ProgressCallback
 import sys
-
 import pytest
-
 from torchrankboost import Booster
 from torchrankboost.boosting import RegressionTree
 from torchrankboost.data import make_letor
 from torchrankboost.losses import ExponentialPairwiseLoss
+
+
+def _info(n_rounds=12):
+    """A FitInfo shaped like the driver's (see boosting/booster.py)."""
+    return FitInfo(algorithm="boost", n_docs=50, n_queries=5, n_features=4, n_rounds=n_rounds,
+                   eval_names=["valid_0"], metric_names=["auc", "ndcg@10"],
+                   params={"learning_rate": 0.1, "callbacks": [1, 2],
+                           "loss": describe(PNormPushLoss(2.0)),
+                           "learner": describe(RegressionTree(max_leaves=15, l2=1.0)),
+                           "step": "line_search", "curvature": "diag", "base_score": 0.0,
+                           "seed": 0, "subsample": 1.0, "device": "cpu"})
+
+
+def test_progress_plain_lines_when_not_a_terminal():
+    out = io.StringIO()
+    p = ProgressCallback(stream=out, every=2)
+    p.on_fit_start(None, _info(5))
+    for r in range(1, 6):
+        p.on_round_end(None, RoundRecord(round=r, loss=1.0 / r, step=0.2,
+                                         metrics={"train": {"loss": 1.0 / r},
+                                                  "valid_0": {"ndcg@10": 0.3}}))
+    p.on_fit_end(None, None)
+    lines = out.getvalue().strip().splitlines()
+    assert len(lines) == 3  # rounds 2, 4 and the last
+    assert lines[0].startswith("round 2/5") and "valid/ndcg@10 0.3000" in lines[0]
+    assert "round/alpha" not in lines[0] and "s/round" in lines[0]
+
+
+def test_progress_prints_the_last_round_of_an_early_stop():
+    out = io.StringIO()
+    p = ProgressCallback(stream=out, every=10, total=100)
+    p.start()
+    for r in range(13):
+        p.update(r, {"train/loss": 1.0})
+    p.finish()
+    lines = out.getvalue().strip().splitlines()
+    assert [l.split()[1] for l in lines] == ["10/100", "13/100"]
+
+
+def test_progress_quiet_and_tqdm():
+    out = io.StringIO()
+    p = ProgressCallback(stream=out, quiet=True)
+    p.start(3)
+    for r in range(3):
+        p.update(r, {"train/loss": 1.0})
+    p.finish("done")
+    assert out.getvalue() == ""
+    out = io.StringIO()
+    p = ProgressCallback(stream=out, use_tqdm=True, keys=["valid/auc"])
+    p.start(3)
+    for r in range(3):
+        p.update(r, {"valid": {"auc": torch.tensor(0.75)}, "train/loss": 2.0})
+    p.finish()
+    text = out.getvalue()
+    assert "3/3" in text and "valid/auc 0.7500" in text and "train/loss" not in text
+
+
+def test_progress_bar_on_a_120_column_terminal_keeps_its_bar_and_whole_names():
+    out = io.StringIO()
+    p = ProgressCallback(stream=out, use_tqdm=True)
+    p.start(200)
+    p._bar.ncols = 120
+    metrics = {"metrics": {"train": {"loss": 123.456}, "valid_0": {
+        "ndcg@10": 0.77, "ndcg@1": 0.6, "ndcg@5": 0.7, "map": 0.71}}}
+    for r in range(200):
+        p.update(r, metrics)
+    p.finish()
+    last = out.getvalue().split("\r")[-1].strip()
+    assert len(last) <= 120, last
+    assert "|################|" in last  # the bar keeps its width
+    shown = last.split(", ", 1)[1].split("  ")
+    known = {"train/loss", "valid/ndcg@10", "valid/ndcg@1", "valid/ndcg@5", "valid/map"}
+    assert shown and all(item.rsplit(" ", 1)[0] in known for item in shown), shown
 
 
 @pytest.fixture(scope="module")

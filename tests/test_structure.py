@@ -52,7 +52,7 @@ PARALLEL_DIR = PKG_DIR / "parallel"
 MAX_FILE_LINES = 800
 MAX_FUNCTION_LINES = 60
 NEW_ROOMS = ["parallel", "data", "boosting/learners", "kernels",
-             "boosting/papers/coordinate.py", "training.py"]
+             "boosting/papers/coordinate.py", "cli/training.py"]
 
 _DIST_RECEIVER = re.compile(r"ctx|comm|context|dist", re.IGNORECASE)
 _DIST_STRING = re.compile(r"^torch\.distributed(\.\w+)*$")

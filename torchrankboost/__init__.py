@@ -120,10 +120,16 @@ from .export import (from_lightgbm, from_xgboost, to_lightgbm, to_onnx,  # noqa:
                      to_torch, to_treelite, to_xgboost)
 
 
-def __getattr__(name):  # PEP 562: the estimator imports scikit-learn (~1 s), load it on use
-    if name in ("BoostedRanker", "estimator"):
+#: loaded on first use (PEP 562): the estimator imports scikit-learn (~1 s); importing the
+#: package does not import the command line
+_LAZY = {"BoostedRanker": "estimator", "estimator": "estimator",
+         "TrainOptions": "cli", "run_training": "cli"}
+
+
+def __getattr__(name):
+    if name in _LAZY:
         import importlib
 
-        estimator = importlib.import_module(f"{__name__}.estimator")
-        return estimator if name == "estimator" else getattr(estimator, name)
+        module = importlib.import_module(f"{__name__}.{_LAZY[name]}")
+        return module if name == _LAZY[name] else getattr(module, name)
     raise AttributeError(f"module 'torchrankboost' has no attribute {name!r}")

@@ -18,7 +18,7 @@ import time
 from typing import Any, Mapping, Optional, Sequence, TextIO
 
 from .contract import FitInfo, RoundRecord
-from .tensorboard import flatten, round_tag
+from .tensorboard.tags import flatten, round_tag
 
 __all__ = ["ProgressCallback"]
 

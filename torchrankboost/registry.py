@@ -1,13 +1,15 @@
-"""Names → losses, algorithms, weak learners and metrics (used by the CLI and the estimator).
+"""Names → losses, algorithms, weak learners, metrics and debiasing methods (used by the CLI,
+the estimator and the scripts).
 
-Every entry has a kind (``"loss"``, ``"algorithm"``, ``"learner"``, ``"metric"``), a name, a
-one-line description and a lazily imported target::
+Every entry has a kind (``"loss"``, ``"algorithm"``, ``"learner"``, ``"metric"``,
+``"debias"``), a name, a one-line description and a lazily imported target::
 
     from torchrankboost import registry
     registry.names("loss")                       # ['adaboost', 'exponential', ...]
     loss = registry.create("loss", "pnorm_push", p=4)
     metric = registry.metric("ndcg@10")          # callable(scores, labels, groups) -> float
     print(registry.describe())                   # the table `torchrankboost list` prints
+    registry.names("debias", sort=False)         # ['ipw', 'em', 'dla', 'additive']
 
 Names are case-insensitive and ``-`` equals ``_``. An unknown name raises ``ValueError``
 listing the valid choices.
@@ -27,7 +29,7 @@ from .params import build_from_params
 __all__ = ["Entry", "Metric", "KINDS", "names", "lookup", "create", "metric", "describe",
            "resolve_loss", "resolve_learner"]
 
-KINDS = ("loss", "algorithm", "learner", "metric")
+KINDS = ("loss", "algorithm", "learner", "metric", "debias")
 _PLURAL = {"losses": "loss", "algorithms": "algorithm", "learners": "learner",
            "metrics": "metric"}
 
@@ -37,7 +39,9 @@ class Entry:
     """One registered name.
 
     Attributes:
-        kind: ``"loss"``, ``"algorithm"``, ``"learner"`` or ``"metric"``.
+        kind: ``"loss"``, ``"algorithm"``, ``"learner"``, ``"metric"`` or ``"debias"`` (a
+            position-debiasing wrapper of a pairwise loss, for learning from clicks:
+            ``target(loss, **params)``; see :mod:`torchrankboost.clicks`).
         name: the canonical name (lower case, ``_`` separated; metrics may contain ``@k``).
         target: ``"module:attribute"`` imported on first use.
         description: one line.
@@ -117,6 +121,7 @@ def _check_kwargs(fn, kwargs: Dict[str, Any], what: str) -> None:
 _L = "torchrankboost.losses"
 _B = "torchrankboost.boosting"
 _P = "torchrankboost.boosting.papers"
+_C = "torchrankboost.clicks.debias"
 
 _ENTRIES: List[Entry] = [
     # losses ---------------------------------------------------------------------------
@@ -197,6 +202,19 @@ _ENTRIES: List[Entry] = [
           aliases=("stumps",)),
     Entry("learner", "feature", f"{_B}.learners:FeatureRankers",
           "a single (scaled) feature as the weak ranker", aliases=("features", "feature_ranker")),
+    # debiasing methods (learning from clicks; in the order --debias shows them) -------
+    Entry("debias", "ipw", f"{_C}:IPWLoss",
+          "inverse propensity weighting of the click pairs with known propensities "
+          "(--propensity, clipped)"),
+    Entry("debias", "em", f"{_C}:RegressionEMLoss",
+          "propensities estimated from the clicks by regression-EM between rounds "
+          "(Wang et al. 2018)"),
+    Entry("debias", "dla", f"{_C}:DualLearningLoss",
+          "dual learning algorithm: a propensity table learned with the ranker by inverse "
+          "relevance weighting (Ai et al. 2018)"),
+    Entry("debias", "additive", f"{_C}:AdditivePositionLoss",
+          "the clicks' loss of f(x) + g(position), g a learned position term (LightGBM's); "
+          "the model predicts f"),
 ]
 
 
@@ -332,12 +350,14 @@ def _kind(kind: str) -> str:
     return k
 
 
-def names(kind: str) -> List[str]:
-    """Canonical names of one kind, sorted."""
+def names(kind: str, *, sort: bool = True) -> List[str]:
+    """Canonical names of one kind, sorted (``sort=False``: in the order they are
+    registered, e.g. the debiasing methods as ``--debias`` lists them)."""
     k = _kind(kind)
     if k == "metric":
         return _metric_names()
-    return sorted(e.name for e in _ENTRIES if e.kind == k)
+    found = [e.name for e in _ENTRIES if e.kind == k]
+    return sorted(found) if sort else found
 
 
 def entries(kind: str) -> List[Entry]:
@@ -400,7 +420,8 @@ def describe(kind: Optional[str] = None) -> str:
     """The table printed by ``torchrankboost list [KIND]``: name, aliases, one line each."""
     kinds = KINDS if kind is None else (_kind(kind),)
     titles = {"loss": "Losses (--loss)", "algorithm": "Algorithms (--algorithm)",
-              "learner": "Weak learners (--learner)", "metric": "Metrics (--metric)"}
+              "learner": "Weak learners (--learner)", "metric": "Metrics (--metric)",
+              "debias": "Debiasing methods (--debias; learning from clicks)"}
     lines: List[str] = []
     for k in kinds:
         if lines:

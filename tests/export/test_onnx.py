@@ -1,4 +1,5 @@
-"""Export to ONNX: onnxruntime's scores of the written graph equal ours."""
+"""Export to ONNX: onnxruntime's scores of the written graph equal ours (tree and stump ensembles,
+and a linear ranker as RankSVM fits it)."""
 
 import numpy as np
 import pytest
@@ -9,7 +10,7 @@ from torchrankboost.boosting.learners import FeatureModel, TreeModel
 from torchrankboost.export.onnx import onnx_threshold, to_onnx
 
 import export_models
-from export_models import hand_tree, tolerance
+from export_models import hand_tree, linear_model, ort_scores, tolerance
 
 ort = pytest.importorskip("onnxruntime")
 onnx = pytest.importorskip("onnx")
@@ -97,3 +98,20 @@ def test_onnx_refuses_weak_models_that_are_not_trees(tmp_path):
     with pytest.raises(ValueError, match="expected a fitted boosting Ensemble"):
         to_onnx(object(), tmp_path / "m.onnx")
     assert not (tmp_path / "m.onnx").exists()
+
+
+@pytest.fixture(scope="module")
+def ranksvm():
+    """A linear model as ``RankSVM`` fits it, and features with NaNs."""
+    return linear_model()
+
+
+def test_ranksvm_linear_model_to_onnx(ranksvm, tmp_path):
+    pytest.importorskip("onnx")
+    from torchrankboost.export import to_onnx
+
+    model, X = ranksvm
+    to_onnx(model, tmp_path / "lin.onnx")
+    ours = model.predict(X).numpy()
+    np.testing.assert_allclose(ort_scores(tmp_path / "lin.onnx", X), ours, rtol=0,
+                               atol=tolerance(ours))

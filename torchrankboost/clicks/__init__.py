@@ -1,5 +1,7 @@
-"""Learning to rank from clicks: click simulation (:mod:`.simulate`) and position-debiased
-losses (:mod:`.debias`)."""
+"""Learning to rank from clicks: click simulation (:mod:`.simulate`), position-debiased losses
+(:mod:`.debias`; the methods are named in the registry, ``registry.names("debias")``, and
+built by name with :func:`make_debias`) and their minibatch form for neural training
+(:mod:`.neural`)."""
 
 from .simulate import (  # noqa: F401
     MODELS,
@@ -11,6 +13,7 @@ from .simulate import (  # noqa: F401
 )
 from .debias import (  # noqa: F401
     DEBIAS,
+    NO_DEBIAS,
     AdditivePositionLoss,
     DualLearningLoss,
     IPWLoss,

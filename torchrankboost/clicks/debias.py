@@ -39,8 +39,10 @@ RankNet; the p-norm push's outer power makes it hold to first order only).
   L2-regularised Newton step on :math:`g` between rounds (sums per position). The model
   predicts :math:`f` alone.
 
-Without positions (an unbound call, an evaluation set) each wrapper is its base loss on the
-labels. The learned state (propensities, calibration, position table) is exact (float hex)
+Each wrapper is registered by name (``registry.names("debias")``: ``"ipw"``, ``"em"``,
+``"dla"``, ``"additive"``; :func:`make_debias` builds one by name, ``"none"`` keeps the loss);
+the registry is where a new method is named. Without positions (an unbound call, an
+evaluation set) each wrapper is its base loss on the labels. The learned state (propensities, calibration, position table) is exact (float hex)
 JSON: :meth:`PositionBound.state` / :meth:`PositionBound.load_state`, saved with the model.
 """
 
@@ -52,6 +54,7 @@ from typing import Optional, Sequence
 import torch
 from torch import Tensor
 
+from .. import registry
 from ..groups import Groups
 from ..losses.base import RankingLoss
 from ..losses.exponential import ExponentialPairwiseLoss
@@ -59,10 +62,15 @@ from ..pairs import ExplicitPairs
 from ..params import from_params
 
 __all__ = ["PositionDebiasLoss", "IPWLoss", "RegressionEMLoss", "DualLearningLoss",
-           "AdditivePositionLoss", "PositionBound", "click_pairs", "make_debias", "DEBIAS"]
+           "AdditivePositionLoss", "PositionBound", "click_pairs", "make_debias", "DEBIAS",
+           "NO_DEBIAS"]
 
 F64 = torch.float64
-DEBIAS = ("none", "ipw", "em", "dla", "additive")
+#: ``debias="none"``: no debiasing, the labels are relevance (not clicks)
+NO_DEBIAS = "none"
+#: the ``debias`` choices of the estimator and the command line: ``"none"``, then the
+#: registry's debiasing methods in their registered order
+DEBIAS = (NO_DEBIAS, *registry.names("debias", sort=False))
 NEGATIVES = ("shown", "all")
 
 
@@ -186,8 +194,9 @@ class PositionDebiasLoss(RankingLoss):
     unshown ones, below the cut-off, then count as non-relevant, which teaches the logging
     ranker's selection: much worse in the experiment)."""
 
-    method = "none"
+    method = "none"  # the registry's name of the method (saved in the model's state)
     reweights = True
+    takes_propensity = False  # the constructor's second argument is the known propensities
 
     def __init__(self, loss, *, n_positions: Optional[int] = None, negatives: str = "shown"):
         loss = from_params(loss)
@@ -273,6 +282,7 @@ class IPWLoss(PositionDebiasLoss):
     :func:`~torchrankboost.clicks.pbm_propensity`), clipped below at ``clip``."""
 
     method = "ipw"
+    takes_propensity = True
 
     def __init__(self, loss, propensity: Sequence[float], *, clip: float = 0.01,
                  negatives: str = "shown"):
@@ -563,19 +573,17 @@ class AdditivePositionLoss(PositionDebiasLoss):
 
 
 def make_debias(method: str, loss, *, propensity=None, **options):
-    """The debiasing wrapper named ``method`` (``"ipw"`` needs ``propensity``; ``"none"``
-    returns ``loss``): what the estimator's and the command line's ``debias`` build."""
+    """The debiasing wrapper registered as ``method`` around ``loss`` (one that takes known
+    propensities, ``"ipw"``, needs ``propensity``; ``"none"`` returns ``loss``): what the
+    estimator's and the command line's ``debias`` build."""
     if method not in DEBIAS:
         raise ValueError(f"debias must be one of {DEBIAS}, got {method!r}")
-    if method == "none":
+    if method == NO_DEBIAS:
         return loss
-    if method == "ipw":
-        if propensity is None:
-            raise ValueError("debias='ipw' needs the propensities of positions 1..K "
-                             "(propensity=...)")
-        return IPWLoss(loss, propensity, **options)
-    if method == "em":
-        return RegressionEMLoss(loss, **options)
-    if method == "dla":
-        return DualLearningLoss(loss, **options)
-    return AdditivePositionLoss(loss, **options)
+    cls = registry.lookup("debias", method).resolve()
+    if not cls.takes_propensity:
+        return cls(loss, **options)
+    if propensity is None:
+        raise ValueError(f"debias={method!r} needs the propensities of positions 1..K "
+                         f"(propensity=...)")
+    return cls(loss, propensity, **options)

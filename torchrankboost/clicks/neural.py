@@ -25,15 +25,19 @@ from typing import Optional, Sequence
 import torch
 from torch import Tensor, nn
 
+from .. import registry
 from ..groups import Groups
 from ..parallel import FitComm, get_context
 from .debias import (DualLearningLoss, IPWLoss, RegressionEMLoss, dla_step, em_step)
 from .simulate import simulate_clicks
 
-__all__ = ["ClickLoss", "NEURAL_DEBIAS", "simulate_training_clicks"]
+__all__ = ["ClickLoss", "NAIVE", "NEURAL_DEBIAS", "simulate_training_clicks"]
 
 F64 = torch.float64
-NEURAL_DEBIAS = ("naive", "ipw", "em", "dla", "additive")
+#: the click pairs without correction (propensity 1): the neural baseline
+NAIVE = "naive"
+#: ``ClickLoss``'s methods: ``"naive"``, then the registry's debiasing methods
+NEURAL_DEBIAS = (NAIVE, *registry.names("debias", sort=False))
 
 
 class ClickLoss(nn.Module):

@@ -28,8 +28,8 @@ from .svmlight import read_svmlight
 from .synthetic import make_letor
 
 __all__ = ["DATA_ENV", "BUILTIN", "data_root", "dataset_path", "load_builtin", "load_data",
-           "load_file", "load_files", "looked_in", "resolve_data_path", "pad_features", "align_features", "single_query",
-           "slice_queries"]
+           "load_file", "load_files", "looked_in", "read_run_files", "resolve_data_path",
+           "pad_features", "align_features", "single_query", "slice_queries"]
 
 DATA_ENV = "TORCHRANKBOOST_DATA"
 BUILTIN = ("wdbc", "synthetic")
@@ -167,8 +167,8 @@ def _check_file(path) -> Path:
     return p
 
 
-def _read_run_files(paths, *, context: DistContext, n_features: Optional[int] = None,
-                    zero_based="auto", max_features: Optional[int] = None):
+def read_run_files(paths, *, context: DistContext, n_features: Optional[int] = None,
+                   zero_based="auto", max_features: Optional[int] = None):
     """The files of a run read together (one feature numbering, one feature count), each
     as this rank's byte range of it (the whole file in one process); errors as
     :func:`load_file` (on every rank: :class:`~torchrankboost.parallel.DistributedError`)."""
@@ -196,7 +196,7 @@ def load_files(paths, *, n_features: Optional[int] = None, zero_based="auto",
                max_features: Optional[int] = None):
     """Several SVMlight/LETOR files read together — one feature numbering decided for all
     of them, one feature count — as a list of ``RankingData``; errors as :func:`load_file`."""
-    return _read_run_files(paths, context=get_context(False), n_features=n_features,
+    return read_run_files(paths, context=get_context(False), n_features=n_features,
                            zero_based=zero_based, max_features=max_features)
 
 
@@ -264,7 +264,7 @@ def load_data(source: str, *, valid: Optional[str] = None, test: Optional[str] =
         files["test"] = test
     numbering = None
     if files:
-        loaded = dict(zip(files, _read_run_files(list(files.values()), context=ctx,
+        loaded = dict(zip(files, read_run_files(list(files.values()), context=ctx,
                                                  zero_based=zero_based,
                                                  max_features=max_features)))
         numbering = next(iter(loaded.values())).zero_based

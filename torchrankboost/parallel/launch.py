@@ -1,7 +1,7 @@
 """Starting a command on several processes, and what a run says about them.
 
 ``torchrankboost train --nproc N`` re-launches the command on ``N`` ranks (:func:`relaunch`,
-the parent of :mod:`.launcher`: it forwards signals, waits for every rank and reports
+the parent of :mod:`.parent`: it forwards signals, waits for every rank and reports
 once); under it or ``torchrun`` (``WORLD_SIZE`` set, :func:`under_launcher`) each process
 starts the process group (:func:`start_process_group`: gloo, or NCCL on ``LOCAL_RANK``'s
 GPU, with the wait of :mod:`.timeouts`) and ends it (:func:`end_process_group`); only rank
@@ -19,7 +19,7 @@ from typing import Any, Dict, List, Optional, Sequence, Tuple, Type
 from .._errors import first_line
 from .context import DistContext, get_context
 from .errors import DistributedError
-from .launcher import run_ranks, worker_setup
+from .parent import run_ranks, worker_setup
 from .timeouts import set_wait_timeout, wait_timeout
 
 __all__ = ["check_distributed_algorithm", "context", "empty_split_message", "end_process_group",
@@ -110,7 +110,7 @@ def strip_nproc(argv: Sequence[str]) -> List[str]:
 def relaunch(argv: Sequence[str], nproc: int, *, module: str = "torchrankboost",
              timeout_s: Optional[float] = None) -> int:
     """``python -m module argv`` (without ``--nproc``) on ``nproc`` processes of this host
-    (:func:`~.launcher.run_ranks`: signals forwarded, every rank waited for, one report);
+    (:func:`~.parent.run_ranks`: signals forwarded, every rank waited for, one report);
     returns the command's exit status (``OMP_NUM_THREADS`` defaults to 1). ``ValueError``
     unless ``nproc >= 1``."""
     if nproc < 1:

@@ -9,7 +9,7 @@ import torch
 from torchrankboost.boosting.learners import Stumps
 from torchrankboost.boosting.papers import AdaBoost, RankBoost, with_zero_skew_intercept
 
-from .paper_fixtures import discrete_fixture as _discrete_fixture
+from paper_fixtures import discrete_fixture as _discrete_fixture
 
 F64 = torch.float64
 

@@ -9,7 +9,7 @@ from torchrankboost.boosting.papers.dictionaries import CodesDictionary
 from torchrankboost.boosting.papers.pair_stats import make_pair_stats
 from torchrankboost.pairs import Bipartite, ExplicitPairs, Graded
 
-from .paper_fixtures import random_ragged
+from paper_fixtures import random_ragged
 
 F64 = torch.float64
 

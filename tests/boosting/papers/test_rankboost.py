@@ -15,8 +15,8 @@ from torchrankboost.boosting.papers.rankboost import smooth_margin_alpha
 from torchrankboost.contract import NumericalError, UnboundedDirectionError
 from torchrankboost.pairs import ExplicitPairs
 
-from .paper_fixtures import discrete_fixture as _discrete_fixture
-from .paper_fixtures import random_ragged, ranking_8x8
+from paper_fixtures import discrete_fixture as _discrete_fixture
+from paper_fixtures import random_ragged, ranking_8x8
 
 F64 = torch.float64
 

@@ -1,0 +1,127 @@
+"""What the commands share: the program's name, the one-line input error
+(:class:`CLIError`, exit status 2), ``KEY=VALUE`` parameters, devices, saved models read
+with one-line errors, output checks made before any long work, per-query feature scaling
+and the default metric tables.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Dict, Optional, Sequence
+
+from .._errors import first_line
+from ..factory import load_model, resolve_device
+from ..registry import parse_value
+
+__all__ = ["PROG", "DEFAULT_REPORT_GRADED", "DEFAULT_REPORT_BINARY", "ZERO_BASED",
+           "NUMBERING_HELP", "MAX_FEATURES_HELP", "CLIError",
+           "parse_params", "is_binary", "device", "load_saved_model", "normalized",
+           "check_output", "check_model_output"]
+
+PROG = "torchrankboost"
+DEFAULT_REPORT_GRADED = ("ndcg@1", "ndcg@5", "ndcg@10", "map", "auc", "pair_error")
+DEFAULT_REPORT_BINARY = ("auc", "pair_error", "map", "ndcg@10", "pos_above_neg")
+#: ``--zero-based`` choices → the readers' ``zero_based``
+ZERO_BASED = {"auto": "auto", "yes": True, "no": False}
+#: the help of ``--zero-based`` and ``--max-features`` (the commands add their default)
+NUMBERING_HELP = ("feature numbering of the SVMlight files: auto (0-based iff some file of "
+                  "the run uses index 0), yes (0-based) or no (1-based, LETOR)")
+MAX_FEATURES_HELP = ("widest feature matrix a file may imply before it is allocated "
+                     "(default 100000; a stray huge index is refused, naming its line)")
+
+
+class CLIError(Exception):
+    """An input problem reported as one line and exit status 2."""
+
+
+def parse_params(items: Optional[Sequence[str]], what: str = "--param") -> Dict[str, Any]:
+    """``["p=4", "l2=0.5", "criterion=correlation"]`` → ``{"p": 4, "l2": 0.5, ...}``.
+
+    Values are read as bool (true/false), None, int, float, JSON list/dict, else string.
+    """
+    out: Dict[str, Any] = {}
+    for item in items or ():
+        for piece in item.split(","):
+            if not piece.strip():
+                continue
+            key, sep, val = piece.partition("=")
+            key = key.strip().replace("-", "_")
+            if not sep or not key.isidentifier():
+                raise CLIError(f"{what} expects KEY=VALUE, got {piece!r}")
+            out[key] = parse_value(val)
+    return out
+
+
+def is_binary(labels) -> bool:
+    """All labels are 0 or 1."""
+    import torch
+
+    u = torch.unique(labels)
+    return u.numel() <= 2 and bool(((u == 0) | (u == 1)).all())
+
+
+def device(name: str):
+    """The torch device ``name``; a bad name is a :class:`CLIError`."""
+    try:
+        return resolve_device(name)
+    except ValueError as exc:
+        raise CLIError(str(exc)) from None
+
+
+def load_saved_model(path: str, device):
+    """The model saved at ``path`` (``torchrankboost train``'s output) on ``device``; a
+    missing or unreadable file is a :class:`CLIError`."""
+    if not os.path.lexists(path):
+        raise CLIError(f"model not found: {path}")
+    try:
+        return load_model(path, device=device)
+    except Exception as exc:  # any reader error (safetensors, JSON, ...) is one line
+        msg = first_line(exc)
+        if msg.startswith(f"{path}: "):
+            msg = msg[len(path) + 2:]
+        raise CLIError(f"cannot load model {path}: {msg}") from None
+
+
+def normalized(d):
+    """``d`` with its features scaled per query (``None`` stays ``None``)."""
+    from dataclasses import replace
+
+    from ..data import normalize_per_query
+
+    return None if d is None else replace(d, X=normalize_per_query(d.X, d.groups))
+
+
+def check_output(path: str, inputs: Sequence[Path], what: str = "--output") -> None:
+    """Refuse, before any long work, an output that is one of the inputs, a folder, a
+    special or read-only file, or in a folder that cannot take a new file."""
+    from .._io import check_writable
+
+    target = Path(path)
+    for folder in target.parents:
+        if folder.exists():
+            if not folder.is_dir():
+                raise CLIError(f"{what}: cannot write {path}: {folder} is a file, not a folder")
+            break
+    for p in inputs:
+        try:
+            same = target.exists() and os.path.samefile(target, p)
+        except OSError:
+            same = False
+        if same or target.resolve() == Path(p).resolve():
+            raise CLIError(f"{what} {path} is also an input ({p}); choose another file")
+    try:
+        check_writable(target)
+    except ValueError as exc:
+        raise CLIError(f"{what}: {exc}") from None
+
+
+def check_model_output(path: str) -> None:
+    """A model output named like another format (``.json``, ``.txt``, ...): a ``CLIError``."""
+    from .._modelfile import check_model_suffix
+
+    try:
+        check_model_suffix(path, "--output")
+    except ValueError as exc:
+        raise CLIError(str(exc).replace("--output.save: ", "--output ")) from None
+

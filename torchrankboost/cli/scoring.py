@@ -1,0 +1,178 @@
+"""A saved model applied to a data file: the ``evaluate`` command (a metrics table) and the
+``predict`` command (one score per line, in the file's order), and the plain text table of
+metrics that ``train`` prints as well.
+
+The file is read with the model's own feature numbering (``--zero-based`` may only confirm
+it; a model saved from Python records none and needs it), padded to the model's feature
+count, and scaled per query when the model was trained so (``--normalize`` may only confirm
+it).
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from pathlib import Path
+from typing import Dict, List, Sequence
+
+from .._errors import first_line
+from ..data import load_file, pad_features
+from .inputs import (DEFAULT_REPORT_BINARY, DEFAULT_REPORT_GRADED, MAX_FEATURES_HELP,
+                     NUMBERING_HELP, ZERO_BASED, CLIError, check_output, device, is_binary,
+                     load_saved_model, normalized)
+
+__all__ = ["add_scoring_commands", "cmd_evaluate", "cmd_predict", "compute_metrics",
+           "format_table"]
+
+
+# ============================================================================ tables
+def compute_metrics(scores, labels, groups, names: Sequence[str]) -> Dict[str, float]:
+    """``{name: value}`` for each metric name (see ``torchrankboost list metrics``)."""
+    from .. import registry
+
+    out = {}
+    for n in names:
+        m = registry.metric(n)
+        try:
+            out[m.name] = m(scores, labels, groups)
+        except ValueError:
+            out[m.name] = float("nan")
+    return out
+
+
+def format_table(rows: Dict[str, Dict[str, float]]) -> str:
+    """A plain text table: one row per split, one column per metric."""
+    cols: List[str] = []
+    for r in rows.values():
+        for c in r:
+            if c not in cols:
+                cols.append(c)
+    w0 = max([len("split")] + [len(k) for k in rows])
+    widths = [max(len(c), 8) for c in cols]
+    head = f"{'split':<{w0}}  " + "  ".join(f"{c:>{w}}" for c, w in zip(cols, widths))
+    lines = [head, "-" * len(head)]
+    for k, r in rows.items():
+        cells = []
+        for c, w in zip(cols, widths):
+            v = r.get(c)
+            cells.append(f"{'':>{w}}" if v is None else
+                         f"{'nan':>{w}}" if isinstance(v, float) and math.isnan(v) else
+                         f"{v:>{w}.4f}")
+        lines.append(f"{k:<{w0}}  " + "  ".join(cells))
+    return "\n".join(lines)
+
+
+# ============================================================================ parsers
+def add_scoring_commands(sub) -> None:
+    """The ``evaluate`` and ``predict`` sub-commands' parsers."""
+    ev = _add_scoring_command(sub, "evaluate", "metrics of a saved model on a data file",
+                              "Print the metrics of a saved model on an SVMlight file.",
+                              "SVMlight/LETOR file (with qid for several queries)")
+    ev.add_argument("--metric", "-m", nargs="+", default=None, metavar="NAME",
+                    help="metrics (default: a standard set)")
+    pr = _add_scoring_command(sub, "predict", "write one score per line for a data file",
+                              "Score every line of an SVMlight file with a saved model.",
+                              "SVMlight/LETOR file")
+    pr.add_argument("--output", "-o", default=None, metavar="PATH",
+                    help="output file (default: standard output)")
+
+
+def _add_scoring_command(sub, name: str, help: str, description: str, file_help: str):
+    """``evaluate`` / ``predict``: a saved model applied to a data file."""
+    p = sub.add_parser(name, help=help, description=description)
+    p.add_argument("model", help="a model saved by `torchrankboost train`")
+    p.add_argument("file", help=file_help)
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--normalize", action="store_true",
+                   help="per-query min-max feature scaling, for a model that does not record "
+                        "it (a model records its training choice and applies it)")
+    p.add_argument("--zero-based", choices=tuple(ZERO_BASED), default="auto",
+                   help=NUMBERING_HELP + "; default: the numbering stored in the model (required "
+                        "for a model saved from Python, which records none)")
+    p.add_argument("--max-features", type=int, default=None, metavar="N",
+                   help=MAX_FEATURES_HELP)
+    return p
+
+
+# ============================================================================ commands
+def _normalize(args, stored) -> bool:
+    """Per-query scaling for ``evaluate``/``predict``: the model's stored choice (a
+    ``--normalize`` that contradicts it is an error); the flag alone for a model without one."""
+    asked = bool(getattr(args, "normalize", False))
+    if stored is None:
+        return asked
+    if asked and not stored:
+        raise CLIError(f"--normalize contradicts the model {args.model}: it was trained "
+                       f"without per-query normalisation")
+    return bool(stored)
+
+
+def _score_file(args):
+    """``(data, scores)``: the saved model ``args.model`` applied to ``args.file`` (its
+    features padded to the model's count) on ``args.device``."""
+    import torch
+
+    dev = device(args.device)
+    model = load_saved_model(args.model, dev)
+    stored = model.info.get("zero_based")  # the training run's numbering
+    asked = ZERO_BASED[getattr(args, "zero_based", "auto")]
+    if stored is not None and asked != "auto" and asked != stored:
+        raise CLIError(f"--zero-based {args.zero_based} contradicts the model's "
+                       f"{'0' if stored else '1'}-based feature numbering ({args.model})")
+    if stored is None and asked == "auto":  # saved from Python: no numbering to go by
+        raise CLIError(f"{args.model} records no feature numbering (a model saved from "
+                       f"Python); pass --zero-based yes (file index i is feature i) or "
+                       f"--zero-based no (index i is feature i-1)")
+    zb = asked if asked != "auto" else bool(stored)
+    try:
+        data = load_file(args.file, zero_based=zb,
+                         max_features=getattr(args, "max_features", None))
+    except ValueError as exc:
+        if stored is False and "feature index 0" in str(exc):
+            raise CLIError(f"{first_line(exc, default='')}; the model {args.model} was "
+                           f"trained with 1-based feature numbering (index 0 does not exist "
+                           f"there)") from None
+        raise
+    F = model.num_features
+    if data.num_features > F:
+        raise CLIError(f"{args.file}: has {data.num_features} features, the model expects {F}")
+    data = pad_features(data, F).to(dev)
+    if _normalize(args, model.info.get("normalize")):
+        data = normalized(data)
+    with torch.no_grad():
+        return data, model.predict(data.X)
+
+
+def cmd_evaluate(args) -> int:
+    """``evaluate``: the metrics table of the model on the file."""
+    from .. import registry
+
+    names = args.metric
+    for n in names or ():
+        registry.metric(n)
+    data, s = _score_file(args)
+    if names is None:
+        names = DEFAULT_REPORT_BINARY if is_binary(data.labels) else DEFAULT_REPORT_GRADED
+    print(format_table({Path(args.file).name: compute_metrics(s, data.labels, data.groups,
+                                                              names)}))
+    return 0
+
+
+def cmd_predict(args) -> int:
+    """``predict``: one score per line of the file, to ``--output`` or standard output."""
+    import torch
+
+    from .._io import atomic_write
+
+    if args.output:  # before any work: not an input, a folder, read-only or unwritable
+        check_output(args.output, [Path(p) for p in (args.model, args.file)
+                                    if Path(p).exists()])
+    data, s = _score_file(args)
+    if data.row is not None:  # back to file order if the loader regrouped the rows
+        s = torch.empty_like(s).index_copy_(0, data.row.to(s.device), s)
+    text = "\n".join(repr(float(v)) for v in s.detach().cpu().tolist())
+    if args.output:
+        atomic_write(args.output, lambda fh: fh.write(text + ("\n" if text else "")))
+    else:
+        sys.stdout.write(text + ("\n" if text else ""))
+    return 0

@@ -1,0 +1,394 @@
+"""The scikit-learn estimator :class:`BoostedRanker`: ``fit`` / ``predict`` / ``score`` /
+``staged_predict`` / ``apply``, ``get_params`` / ``set_params``, ``save_model`` /
+``load_model``, over every algorithm of the library (built by name with
+:func:`~torchrankboost.factory.make_ranker`). Its usage, the cross-validation ways and the
+conventions it follows: :mod:`torchrankboost.estimator`.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from .. import registry
+from .._threads import limit_threads, resolve_n_jobs
+from ..boosting.checkpoint import warm_start_init
+from ..factory import load_model, make_ranker, resolve_device, rounds_kept
+from . import compat
+from .arrays import features, fit_weights, groups_from, to_numpy
+from .debiasing import debias_fit_args
+
+try:  # scikit-learn is a dependency; keep the import local to this module
+    from sklearn.base import BaseEstimator
+except ImportError:  # pragma: no cover
+    BaseEstimator = object
+
+__all__ = ["BoostedRanker"]
+
+_IMPORTANCE = {"gain": "gain", "split": "count"}
+
+
+def _importances(model, importance_type: str) -> np.ndarray:
+    """Per-feature importance of a fitted model (see ``feature_importances_``)."""
+    return model.feature_importance(_IMPORTANCE[importance_type]).to(
+        "cpu", torch.float64).numpy()
+
+
+class BoostedRanker(compat.TheirNames, BaseEstimator):
+    """Boosted learning-to-rank model with scikit-learn's estimator API.
+
+    Args:
+        algorithm: ``"boost"`` (the generic driver: ``loss`` + ``learner``) or a paper's
+            algorithm (``"rankboost"``, ``"pnorm_push"``, ... — ``torchrankboost list``).
+        loss: loss name (``"exponential"``, ``"pnorm_push"``, ``"hinge"``, ...) or a loss
+            object (callable ``loss(scores, labels, groups)``); for ``algorithm="boost"``
+            (``None``: ``"exponential"``).
+        learner: weak learner name (``"tree"``, ``"stump"``, ``"feature"``) or object
+            (``None``: ``"tree"`` for the driver, the algorithm's own default otherwise).
+        n_rounds: boosting rounds (the maximum, with early stopping; ``None``: the
+            algorithm's default, 100 for ``"boost"``; RankSVM has ``max_iter`` in ``params``
+            instead).
+        learning_rate: shrinkage (``None``: the algorithm's default; the algorithms with
+            exact steps, such as RankBoost, have none).
+        max_leaves: leaves per tree (tree learner).
+        loss_params, learner_params, params: dicts of extra options for the loss, the
+            learner and the driver/algorithm.
+        early_stopping_rounds: patience on the first ``eval_set`` (``fit(eval_set=...)``).
+        eval_metric: metric name watched on the ``eval_set`` (default ``"ndcg@10"``).
+        score_metric: metric of :meth:`score` (default ``"ndcg@10"``, higher is better).
+        qid_column: if an int, that column of ``X`` holds the query ids and is removed from
+            the features (the way to cross-validate with plain ``cross_val_score``).
+        device: torch device for training and prediction (default CPU).
+        seed: random seed of the algorithm (``None``: its default; not every algorithm has
+            one).
+        n_jobs: CPU threads of torch while fitting and predicting (``None``: 1, the
+            default that does not stall on a busy machine, see the README; ``-1``: every
+            core).
+        importance_type: ``feature_importances_`` as ``"gain"`` (total split gain per
+            feature, LightGBM's ``importance_type="gain"``) or ``"split"`` (number of splits
+            using the feature). A linear model (RankSVM) reports ``|weight|``.
+        verbose: show a progress bar (or lines, off a terminal) while fitting.
+        warm_start: a second ``fit`` continues the fitted model up to ``n_rounds`` rounds in
+            all (scikit-learn's convention; the algorithms that take ``init_model``).
+        debias, propensity: learning from clicks (labels = clicks, ``fit(..., position=...)``):
+            ``"none"`` or a debiasing method of the registry (``torchrankboost list debias``;
+            ``"ipw"`` takes the known ``propensity`` of positions ``1..K``;
+            :mod:`torchrankboost.clicks`; the ``"boost"`` driver).
+
+    Attributes after ``fit``: ``ranker_`` (the fitted algorithm, see
+    :mod:`torchrankboost.contract`), ``model_`` (the fitted model, e.g. an ``Ensemble``),
+    ``n_features_in_``, ``best_round_``, ``best_score_``, ``evals_result_`` (``{set name:
+    {metric: [value per round]}}``), ``history_`` (one ``RoundRecord`` per round),
+    ``stop_reason_``, ``n_rounds_`` (the rounds in ``model_``), ``n_queries_`` (training
+    queries), ``feature_importances_`` and ``best_iteration_`` (LightGBM's name of
+    ``best_round_``: the 1-based best round, ``None`` without an ``eval_set``).
+    """
+
+    def __init__(self, *, algorithm: str = "boost", loss=None, learner=None,
+                 n_rounds: Optional[int] = None, learning_rate: Optional[float] = None,
+                 max_leaves: Optional[int] = None, loss_params: Optional[dict] = None,
+                 learner_params: Optional[dict] = None, params: Optional[dict] = None,
+                 early_stopping_rounds: Optional[int] = None, eval_metric: str = "ndcg@10",
+                 score_metric: str = "ndcg@10", qid_column: Optional[int] = None,
+                 device: Optional[str] = None, seed: Optional[int] = None,
+                 n_jobs: Optional[int] = None, importance_type: str = "gain",
+                 verbose: bool = False, warm_start: bool = False, debias: str = "none",
+                 propensity=None):
+        self.algorithm = algorithm
+        self.loss = loss
+        self.learner = learner
+        self.n_rounds = n_rounds
+        self.learning_rate = learning_rate
+        self.max_leaves = max_leaves
+        self.loss_params = loss_params
+        self.learner_params = learner_params
+        self.params = params
+        self.early_stopping_rounds = early_stopping_rounds
+        self.eval_metric = eval_metric
+        self.score_metric = score_metric
+        self.qid_column = qid_column
+        self.device = device
+        self.seed = seed
+        self.n_jobs = n_jobs
+        self.importance_type = importance_type
+        self.verbose = verbose
+        self.warm_start = warm_start
+        self.debias, self.propensity = debias, propensity  # clicks (fit's position=)
+
+    # ------------------------------------------------------------------ helpers
+    def _device(self):
+        """The torch device; an unavailable one is the CLI's one-line error."""
+        return torch.device("cpu") if self.device is None else resolve_device(self.device)
+
+    def _split_X(self, X, qid):
+        """(features tensor on device, qid or None) — the qid column removed if configured."""
+        if isinstance(X, Tensor):
+            Xt = X.detach()
+            if not Xt.dtype.is_floating_point:
+                Xt = Xt.to(torch.float32)
+        else:
+            arr = features(X)
+            Xt = torch.as_tensor(arr.astype(np.float64 if arr.dtype == np.float64
+                                            else np.float32))
+        if Xt.dim() != 2:
+            raise ValueError(f"X must be 2-D (n_samples, n_features), got shape "
+                             f"{tuple(Xt.shape)}")
+        if self.qid_column is not None:
+            c = int(self.qid_column)
+            if not -Xt.shape[1] <= c < Xt.shape[1]:
+                raise ValueError(f"qid_column={c} but X has {Xt.shape[1]} columns")
+            c %= Xt.shape[1]
+            if qid is not None:
+                raise ValueError("qid given both as qid_column and as the qid argument")
+            qid = Xt[:, c].cpu().numpy()
+            if not (np.isfinite(qid) & (qid == np.round(qid))).all():
+                raise ValueError(compat.qid_column_message(c, qid))
+            Xt = torch.cat([Xt[:, :c], Xt[:, c + 1:]], 1)
+        return Xt.to(self._device()), qid
+
+    def _labels(self, y, n):
+        yt = torch.as_tensor(to_numpy(y, "y").astype(np.float64)).reshape(-1)
+        if yt.shape[0] != n:
+            raise ValueError(f"y has {yt.shape[0]} entries but X has {n} rows")
+        if not bool(torch.isfinite(yt).all()):
+            raise ValueError("y contains NaN or inf")
+        return yt.to(torch.float32).to(self._device())
+
+    def _prepare(self, X, y, qid, group):
+        Xt, qid = self._split_X(X, qid)
+        n = Xt.shape[0]
+        yt = self._labels(y, n)
+        groups, perm = groups_from(n, qid, group)
+        if perm is not None:
+            perm = perm.to(Xt.device)
+            Xt, yt = Xt[perm], yt[perm]
+        return Xt, yt, groups.to(Xt.device)
+
+    # ------------------------------------------------------------------ API
+    @compat.refusing_their_names(compat.THEIR_FIT, "BoostedRanker.fit")
+    def fit(self, X, y, *, qid=None, group=None, eval_set=None, eval_qid=None,
+            eval_group=None, callbacks=None, sample_weight=None, group_weight=None,
+            position=None):
+        """Fit on ``X (n, F)`` and relevance labels ``y (n,)``.
+
+        Queries: ``qid`` (a query id per row, rows in any order), ``group`` (sizes of
+        consecutive queries, LightGBM style), ``qid_column`` (constructor), or none of these
+        (one query: bipartite ranking). ``eval_set``: a list of ``(X_v, y_v)`` pairs with
+        their query ids in ``eval_qid`` / ``eval_group`` (lists), or ``(X_v, y_v, qid_v)``
+        triples; the first drives ``early_stopping_rounds`` (ignored without an ``eval_set``).
+        ``callbacks``: callbacks of the contract (e.g. a
+        :class:`~torchrankboost.tensorboard.TensorBoardLogger`). ``sample_weight`` ``(n,)``
+        (per row) and ``group_weight`` (per query, in the order the queries first appear):
+        see :mod:`torchrankboost.boosting.weights`. ``position`` ``(n,)``: displayed ranks of
+        click labels ``y``, with ``debias`` (:mod:`torchrankboost.clicks`).
+
+        A data frame's column names are kept in ``feature_names_in_``. Inside scikit-learn's
+        cross-validation without metadata routing, ``qid``/``group`` are refused at once
+        (they would never reach ``score``; the message shows the two ways that work).
+        """
+        if (qid is not None or group is not None) and compat.cv_scores_without_qid():
+            raise ValueError(compat.FIT_IN_CV)
+        compat.check_feature_names(self, X, reset=True)
+        Xt, yt, groups = self._prepare(X, y, qid, group)
+        weights = fit_weights(sample_weight, group_weight, qid, group, Xt.shape[0])
+        if Xt.shape[0] == 0:
+            raise ValueError("X has no rows")
+        evals = []
+        for j, ev in enumerate(eval_set or ()):
+            if not isinstance(ev, (tuple, list)) or len(ev) not in (2, 3):
+                raise ValueError("eval_set entries must be (X, y) or (X, y, qid) tuples")
+            compat.check_feature_names(self, ev[0], reset=False)
+            q = ev[2] if len(ev) == 3 else (eval_qid[j] if eval_qid is not None else None)
+            gsz = eval_group[j] if eval_group is not None else None
+            Xv, yv, gv = self._prepare(ev[0], ev[1], q, gsz)
+            if Xv.shape[1] != Xt.shape[1]:
+                raise ValueError(f"eval_set[{j}] has {Xv.shape[1]} features, X has "
+                                 f"{Xt.shape[1]}")
+            evals.append((Xv, yv, gv))
+        registry.metric(self.score_metric)  # validate early
+        if self.importance_type not in _IMPORTANCE:
+            raise ValueError(f"importance_type must be one of {tuple(_IMPORTANCE)}, got "
+                             f"{self.importance_type!r}")
+        params = dict(self.params or {})
+        if registry.lookup("algorithm", self.algorithm).name == "boost":
+            # the driver alone shows a bar by default ("auto"); the estimator's is its own
+            params.setdefault("verbose", False)
+        ranker = make_ranker(
+            self.algorithm, loss=self.loss, learner=self.learner, n_rounds=self.n_rounds,
+            learning_rate=self.learning_rate, max_leaves=self.max_leaves,
+            loss_params=self.loss_params, learner_params=self.learner_params,
+            params=params, seed=self.seed, n_threads=resolve_n_jobs(self.n_jobs))
+        weights.update(debias_fit_args(self, ranker, self._split_X(X, qid)[1], group, position,
+                                       Xt.shape[0]))
+        init = warm_start_init(ranker, getattr(self, "model_", None) if self.warm_start else None)
+        init = {} if init is None else {"init_model": init}
+        stopping = self.early_stopping_rounds if evals else None
+        cbs = list(callbacks or ())
+        if self.verbose:
+            from ..progress import ProgressCallback
+
+            cbs.append(ProgressCallback())
+        model = ranker.fit(Xt, yt, groups, eval_set=evals or None, eval_metric=self.eval_metric,
+                           early_stopping_rounds=stopping, callbacks=cbs, **init, **weights)
+        self.ranker_ = ranker
+        self.n_queries_ = int(groups.num_groups)
+        self.model_ = model
+        self.n_features_in_ = int(Xt.shape[1]) + (1 if self.qid_column is not None else 0)
+        self.best_round_ = ranker.best_round_
+        self.best_score_ = ranker.best_score_
+        self.evals_result_ = ranker.evals_result_
+        self.history_ = ranker.history_
+        self.stop_reason_ = ranker.stop_reason_
+        self.n_rounds_ = rounds_kept(ranker, stopping)
+        self.best_iteration_ = self.best_round_
+        return self
+
+    @property
+    def feature_importances_(self) -> np.ndarray:
+        """``(n_features_in_,)`` importance of each feature (``importance_type``): the total
+        split gain (``"gain"``) or the number of splits (``"split"``) over the ensemble's
+        weak models; ``|weight|`` for a linear model. The ``qid_column`` gets 0."""
+        self._check_fitted()
+        imp = _importances(self.model_, self.importance_type)
+        if self.qid_column is not None:
+            c = int(self.qid_column) % self.n_features_in_
+            imp = np.insert(imp, c, 0.0)
+        return imp
+
+    def load_model(self, path) -> "BoostedRanker":
+        """Load a model saved by :meth:`save_model` (or ``torchrankboost train``) into this
+        estimator and return it, ready to ``predict`` and ``score`` (its training history is
+        not in the file: ``evals_result_`` is empty, ``best_iteration_`` ``None``)."""
+        model = load_model(path, device=self._device())
+        self.model_ = model
+        self.ranker_ = None
+        self.n_features_in_ = int(model.num_features) + (1 if self.qid_column is not None
+                                                         else 0)
+        info = model.info
+        self.best_round_ = self.best_iteration_ = info.get("best_round")
+        self.best_score_ = info.get("best_score")
+        self.evals_result_ = info.get("evals_result") or {}
+        self.history_ = []
+        self.stop_reason_ = info.get("stop_reason")
+        self.n_rounds_ = getattr(model, "n_rounds", None)
+        self.n_queries_ = None  # unknown: score() then trusts the caller
+        self.__dict__.pop("feature_names_in_", None)  # not in the file
+        return self
+
+    def _check_fitted(self):
+        if not hasattr(self, "model_"):
+            try:
+                from sklearn.exceptions import NotFittedError
+            except ImportError:  # pragma: no cover
+                NotFittedError = ValueError
+            raise NotFittedError("this BoostedRanker is not fitted yet; call fit first")
+
+    @compat.refusing_their_names(compat.THEIR_PREDICT, "BoostedRanker.predict")
+    def predict(self, X, *, n_rounds: Optional[int] = None, contrib: bool = False) -> np.ndarray:
+        """Scores ``(n,)`` (numpy float64), higher = more relevant; input row order kept.
+
+        ``n_rounds``: score with the first ``n_rounds`` rounds of the ensemble only
+        (``None``: all of ``model_``, which early stopping already cut at the best round;
+        LightGBM's ``num_iteration``). A data frame's columns must be those of ``fit``, in
+        the same order. ``contrib=True``: the TreeSHAP contributions ``(n, F + 1)`` instead
+        (``F`` features without a ``qid_column``, expected value last; rows sum to the
+        scores; :meth:`Ensemble.predict <torchrankboost.boosting.Ensemble.predict>`)."""
+        Xt = self._predict_input(X)
+        kw = {}
+        if n_rounds is not None:
+            self._check_ensemble("n_rounds")
+            kw["n_rounds"] = n_rounds
+        if contrib:
+            self._check_ensemble("contrib")
+            kw["contrib"] = True
+        with torch.no_grad(), limit_threads(resolve_n_jobs(self.n_jobs)):
+            s = self.model_.predict(Xt, **kw)
+        return s.detach().to("cpu", torch.float64).numpy()
+
+    def apply(self, X, *, n_rounds: Optional[int] = None) -> np.ndarray:
+        """``(n, n_rounds)`` int64 leaf index of every row in each round (LightGBM's
+        ``pred_leaf``; :meth:`Ensemble.apply <torchrankboost.boosting.Ensemble.apply>`)."""
+        Xt = self._predict_input(X)
+        self._check_ensemble("apply")
+        with torch.no_grad(), limit_threads(resolve_n_jobs(self.n_jobs)):
+            leaves = self.model_.apply(Xt, n_rounds=n_rounds)
+        return leaves.to("cpu").numpy()
+
+    def staged_predict(self, X):
+        """Yield the scores ``(n,)`` (numpy float64) after each round ``1..n_rounds_`` (as
+        scikit-learn's gradient boosting; the last equals ``predict(X)``)."""
+        Xt = self._predict_input(X)
+        self._check_ensemble("staged_predict")
+        with torch.no_grad(), limit_threads(resolve_n_jobs(self.n_jobs)):
+            for s in self.model_.staged_predict(Xt):
+                yield s.detach().to("cpu", torch.float64).numpy()
+
+    def _predict_input(self, X):
+        self._check_fitted()
+        compat.check_feature_names(self, X, reset=False)
+        Xt, _ = self._split_X(X, None)
+        self._check_nfeatures(Xt)
+        return Xt
+
+    def _check_ensemble(self, what: str) -> None:
+        if not callable(getattr(self.model_, "staged_predict", None)):
+            raise ValueError(f"{what} needs a model of boosting rounds; this one is a "
+                             f"{type(self.model_).__name__}")
+
+    def _check_nfeatures(self, Xt) -> None:
+        n = int(Xt.shape[1]) + (1 if self.qid_column is not None else 0)
+        if n != self.n_features_in_:
+            raise ValueError(f"X has {n} features, but BoostedRanker is expecting "
+                             f"{self.n_features_in_} features as input.")
+
+    def score(self, X, y, sample_weight=None, *, qid=None, group=None) -> float:
+        """``score_metric`` (default NDCG@10, mean over queries) of the predictions.
+
+        ``sample_weight`` ``(n,)``: a query then weighs the mean weight of its documents
+        (LightGBM's query weights): ``Σ_q w̄_q m_q / Σ_q w̄_q`` (queries of weight 0 do not
+        count); scikit-learn's ``Pipeline.score`` passes it (``None`` by default)."""
+        self._check_fitted()
+        if qid is None and group is None and self.qid_column is None and \
+                (getattr(self, "n_queries_", None) or 0) > 1:
+            raise ValueError(
+                f"score() got no query ids, but the model was fitted on {self.n_queries_} "
+                f"queries: the whole X would be scored as one query (a wrong "
+                f"{self.score_metric}). Pass qid=... (or group=...). "
+                + compat.SCORE_WITHOUT_QID[0].upper() + compat.SCORE_WITHOUT_QID[1:] + ".")
+        compat.check_feature_names(self, X, reset=False)
+        Xt, q = self._split_X(X, qid)
+        self._check_nfeatures(Xt)
+        yt = self._labels(y, Xt.shape[0])
+        w = None if sample_weight is None else compat.document_weights(sample_weight,
+                                                                       Xt.shape[0])
+        groups, perm = groups_from(Xt.shape[0], q, group)
+        if perm is not None:
+            Xt, yt = Xt[perm.to(Xt.device)], yt[perm.to(Xt.device)]
+            w = None if w is None else w[perm]
+        groups = groups.to(Xt.device)
+        with torch.no_grad(), limit_threads(resolve_n_jobs(self.n_jobs)):
+            s = self.model_.predict(Xt)
+        metric = registry.metric(self.score_metric)
+        if w is None:
+            return float(metric(s, yt, groups))
+        return compat.weighted_score(metric, s, yt, groups, w)
+
+    def save_model(self, path) -> None:
+        """Save the fitted model (safetensors + JSON; load with ``load_model``)."""
+        self._check_fitted()
+        self.model_.save(path)
+
+    def __sklearn_tags__(self):  # scikit-learn >= 1.6
+        tags = super().__sklearn_tags__()
+        try:
+            tags.input_tags.allow_nan = True  # NaN = a missing value (trees route it)
+            tags.input_tags.sparse = True  # scipy sparse X is densified
+        except AttributeError:  # pragma: no cover
+            pass
+        return tags
+
+    def _more_tags(self):  # scikit-learn < 1.6
+        return {"allow_nan": True}
