@@ -114,7 +114,7 @@ class Saved:
 def load_checkpoint(path, *, device=None) -> Saved:
     """Read a checkpoint written by :class:`Checkpoint` (``ValueError`` for another file)."""
     from .._modelfile import ModelFileError, check_ensemble, read_model_file
-    from .ensemble import _default_registry
+    from .ensemble import default_registry
 
     meta, tensors = read_model_file(path, KEY, "checkpoint", device=device)
     if meta.get("format") != FORMAT or int(meta.get("version", 0)) > FORMAT_VERSION:
@@ -125,7 +125,7 @@ def load_checkpoint(path, *, device=None) -> Saved:
         models = []
         for t, mmeta in enumerate(em["models"]):
             pre = f"model.m{t}."
-            models.append(_default_registry(
+            models.append(default_registry(
                 {k[len(pre):]: v for k, v in tensors.items() if k.startswith(pre)}, mmeta))
         ens = Ensemble(models, tensors["model.weights"].to("cpu", F64).tolist(),
                        base_score=float.fromhex(em["base_score"]),
