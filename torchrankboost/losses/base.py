@@ -288,20 +288,21 @@ class BoundLoss:
         self.n = inp.groups.num_docs
 
     # -- internal: scores already checked ----------------------------------------------
-    def _at(self, scores: Tensor) -> Prepared:
+    def prepared_at(self, scores: Tensor) -> Prepared:
+        """The bound inputs with ``scores`` (already checked) as a :class:`Prepared`."""
         b = self._inp
         return Prepared(scores, b.labels, b.groups, b.pairs, b.weights, b.state,
                         b.group_weights)
 
     def _value(self, scores: Tensor) -> Tensor:
-        return self.loss._value(self._at(scores))
+        return self.loss._value(self.prepared_at(scores))
 
     def _grad_hess(self, scores: Tensor, hess: str) -> Tuple[Tensor, Tensor]:
-        g, h = self.loss._grad_hess(self._at(scores), hess)
+        g, h = self.loss._grad_hess(self.prepared_at(scores), hess)
         return _per_doc(self._inp, g, h)
 
     def _value_grad_hess(self, scores: Tensor, hess: str) -> Tuple[Tensor, Tensor, Tensor]:
-        return self.loss._value_grad_hess(self._at(scores), hess)
+        return self.loss._value_grad_hess(self.prepared_at(scores), hess)
 
     def _check(self, scores) -> Tensor:
         if not isinstance(scores, Tensor):
