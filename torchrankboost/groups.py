@@ -402,7 +402,7 @@ class Groups:
             p1 = torch.argsort(key, descending=descending, stable=True)
             p2 = torch.argsort(gi[p1], stable=True)
             return p1[p2]
-        bits = _sortable_bits32(key)
+        bits = sortable_bits32(key)
         if descending:
             bits = ((1 << 32) - 1) - bits  # order-reversing bijection of [0, 2^32)
         composite = (gi << 32) + bits
@@ -460,7 +460,7 @@ class Groups:
         return padded[gi, pos]
 
 
-def _sortable_bits32(key: Tensor) -> Tensor:
+def sortable_bits32(key: Tensor) -> Tensor:
     """Map a ≤32-bit key to int64 values in ``[0, 2^32)`` with the same order."""
     if key.dtype == torch.bool:
         return key.to(torch.int64)

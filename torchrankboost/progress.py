@@ -84,7 +84,9 @@ class ProgressCallback:
     def _out(self) -> TextIO:
         return self.stream if self.stream is not None else sys.stderr
 
-    def _is_tty(self) -> bool:
+    def is_tty(self) -> bool:
+        """Whether the display is a terminal (a bar; else lines), or what ``use_tqdm``
+        says."""
         if self.use_tqdm is not None:
             return bool(self.use_tqdm)
         isatty = getattr(self._out(), "isatty", None)
@@ -123,7 +125,7 @@ class ProgressCallback:
         self._count = 0
         if self.quiet:
             return
-        if self._is_tty():
+        if self.is_tty():
             from tqdm.auto import tqdm
 
             # a bar of fixed width: the metrics after it get the rest of the line (tqdm's

@@ -1,7 +1,7 @@
 """The binned-data cache (``data/cache.py``): the same model bit for bit as from the text
 file, memory-mapped shards per rank, stale and damaged caches refused, never silently used;
 the grouped column maxima that check a cache's codes equal ``amax`` (the ``bin`` command and
-``train --cache``: ``tests/test_bincache.py``)."""
+``train --cache``: ``tests/cli/test_cached.py``)."""
 
 from __future__ import annotations
 

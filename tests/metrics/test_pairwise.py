@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from torchrankboost import metrics as M
 from torchrankboost.metrics import _common as metrics_common
+from torchrankboost.metrics.pairwise import label_pair_diffs
 from torchrankboost.groups import Groups
 from torchrankboost.pairs import ExplicitPairs
 
@@ -105,8 +106,8 @@ def test_precision_at_percent_sequence_and_chunks():
     out = M.precision_at_percent(s, y, g, percent=ps)
     close(out, [ref_precision_at_percent(d, p) for p in ps])
     # chunked generation gives the same diffs
-    a = M._label_pair_diffs(s, y, g, 10**9, chunk=17).sort().values
-    b = M._label_pair_diffs(s, y, g, 10**9).sort().values
+    a = label_pair_diffs(s, y, g, 10**9, chunk=17).sort().values
+    b = label_pair_diffs(s, y, g, 10**9).sort().values
     assert torch.equal(a, b) and a.numel() == len(d)
     with pytest.raises(ValueError, match="max_pairs"):
         M.precision_at_percent(s, y, g, percent=10, max_pairs=10)

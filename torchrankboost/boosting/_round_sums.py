@@ -14,15 +14,11 @@ from typing import Optional, Tuple
 import torch
 from torch import Tensor
 
-from ..losses.base import _all_finite
+# ``bool(torch.isfinite(x).all())`` through one sum first (no ``(n,)`` temporary unless the
+# sum is not finite): the losses' own input check, the round's finiteness test too
+from ..losses.base import all_finite
 
 __all__ = ["all_finite", "gradient_stats", "newton_target", "step_sums", "moved"]
-
-
-def all_finite(x: Tensor) -> bool:
-    """``bool(torch.isfinite(x).all())``, through one sum first (no ``(n,)`` temporary
-    unless the sum is not finite)."""
-    return _all_finite(x)
 
 
 def gradient_stats(g: Tensor, h: Tensor, out: Tensor, slot: int) -> Tensor:

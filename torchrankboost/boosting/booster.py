@@ -234,7 +234,7 @@ class Booster(FitState):
     """
 
     _algorithm = "boost"  # the registry name callbacks see (QBRank/GBT pass their own)
-    _continues = True  # init_model / resume (see torchrankboost.boosting.checkpoint)
+    can_continue = True  # init_model / resume (see torchrankboost.boosting.checkpoint)
 
     def __init__(self, loss: Callable, learner, *, n_rounds: int = 100,
                  learning_rate: float = 0.1, step: str = "auto",
@@ -431,7 +431,7 @@ class Booster(FitState):
         if self.verbose == "auto":
             if not any(isinstance(cb, (ProgressCallback, PrintCallback)) for cb in cbs):
                 bar = ProgressCallback()
-                if bar._is_tty():  # a terminal: a bar; a log file, a pipe, CI: nothing
+                if bar.is_tty():  # a terminal: a bar; a log file, a pipe, CI: nothing
                     cbs.append(bar)
         elif self.verbose:
             cbs.append(PrintCallback(10 if self.verbose is True else int(self.verbose)))

@@ -114,7 +114,7 @@ class Saved:
 def load_checkpoint(path, *, device=None) -> Saved:
     """Read a checkpoint written by :class:`Checkpoint` (``ValueError`` for another file)."""
     from .._modelfile import ModelFileError, check_ensemble, read_model_file
-    from .ensemble import _default_registry
+    from .ensemble import default_registry
 
     meta, tensors = read_model_file(path, KEY, "checkpoint", device=device)
     if meta.get("format") != FORMAT or int(meta.get("version", 0)) > FORMAT_VERSION:
@@ -125,7 +125,7 @@ def load_checkpoint(path, *, device=None) -> Saved:
         models = []
         for t, mmeta in enumerate(em["models"]):
             pre = f"model.m{t}."
-            models.append(_default_registry(
+            models.append(default_registry(
                 {k[len(pre):]: v for k, v in tensors.items() if k.startswith(pre)}, mmeta))
         ens = Ensemble(models, tensors["model.weights"].to("cpu", F64).tolist(),
                        base_score=float.fromhex(em["base_score"]),
@@ -231,7 +231,7 @@ def open_start(ranker, init_model=None, resume=None, *, init_score=None) -> Opti
     what = "init_model" if resume is None else "resume"
     if init_model is not None and resume is not None:
         raise ValueError("give init_model or resume, not both (a checkpoint holds its model)")
-    if not getattr(ranker, "_continues", False):
+    if not getattr(ranker, "can_continue", False):
         raise ValueError(f"{type(ranker).__name__} cannot continue a model ({what}): its "
                          f"state is not a function of the ensemble's scores; use Booster, "
                          f"QBRank, GBT, RankBoost or PNormPush")
@@ -302,39 +302,25 @@ def coordinate_resume(algo, start: Optional[Start], X: Tensor, s: Tensor):
     round it was taken at (rank 0's round on several processes)."""
     monitor = algo.monitor_
     stats = getattr(algo, "stats_", None)
-    facts = _jsonable(dict(algorithm=type(algo).__name__, n_docs=algo._sizes[0],
-                           n_queries=algo._sizes[1]))
-    _track_centre(stats, monitor)
-    monitor.snapshot = lambda: (algo._builder.build(), {}, {
+    facts = _jsonable(dict(algorithm=type(algo).__name__, n_docs=algo.totals_[0],
+                           n_queries=algo.totals_[1]))
+    if hasattr(stats, "track_centre"):
+        stats.track_centre(lambda: monitor.n_rounds)
+    monitor.snapshot = lambda: (algo.builder_.build(), {}, {
         "round": monitor.n_rounds, "facts": facts,
-        "centre_round": getattr(stats, "_centre_round", None)})
+        "centre_round": getattr(stats, "centre_round", None)})
     if start is None:
         return range(algo.n_rounds), s, 0.0
     start.check(facts)
-    start.restore(monitor, X, monitor.evals, algo._builder.info)
+    start.restore(monitor, X, monitor.evals, algo.builder_.info)
     cr = start.saved.meta.get("centre_round") if start.saved is not None else None
-    if cr is not None and hasattr(stats, "_centre"):
-        stats._c = stats._centre(s + start.ensemble.predict(X, n_rounds=cr, batch_size=None))
-        stats._centre_round = cr
+    if cr is not None and hasattr(stats, "restore_centre"):
+        stats.restore_centre(s + start.ensemble.predict(X, n_rounds=cr, batch_size=None), cr)
     l1 = 0.0
     for w in start.ensemble.weights:  # the loop's own order of sums
         l1 += abs(w)
     r = start.rounds(algo.n_rounds)
     return range(r.start - 1, r.stop - 1), s + start.scores(X), l1
-
-
-def _track_centre(stats, monitor) -> None:
-    """Note on ``stats`` the round whose scores its per-query centre was taken from."""
-    centre = getattr(stats, "_centre", None)
-    if not callable(centre):
-        return
-
-    def tracked(s, **kw):
-        if not kw:
-            stats._centre_round = monitor.n_rounds
-        return centre(s, **kw)
-
-    stats._centre = tracked
 
 
 def warm_start_init(ranker, previous):
@@ -344,7 +330,7 @@ def warm_start_init(ranker, previous):
     k = getattr(previous, "n_rounds", None)
     if k is None:  # nothing fitted yet, or a model without rounds (RankSVM): a new fit
         return None
-    if not getattr(ranker, "_continues", False):
+    if not getattr(ranker, "can_continue", False):
         raise ValueError(f"warm_start: {type(ranker).__name__} cannot continue a model; "
                          f"use warm_start=False")
     if k > ranker.n_rounds:

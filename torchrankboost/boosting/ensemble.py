@@ -29,7 +29,7 @@ FORMAT = "torchrankboost.Ensemble"
 FORMAT_VERSION = 2  # 2: the file carries a SHA-256 (older files load with a warning)
 
 
-def _default_registry(tensors, meta):
+def default_registry(tensors, meta):
     from .learners import weak_model_from_state  # noqa: WPS433 (late: learners import torch only)
 
     return weak_model_from_state(tensors, meta)
@@ -253,7 +253,7 @@ class Ensemble:
         check_format(path, meta, FORMAT, FORMAT_VERSION, default_version=0)
         check_ensemble_state(path, meta, tensors, max_features=max_features)
         try:
-            build = model_from_state or _default_registry
+            build = model_from_state or default_registry
             models = []
             for t, mmeta in enumerate(meta["models"]):
                 prefix = f"m{t}."

@@ -119,6 +119,9 @@ class FitState(Params):
     #: torch intra-op threads while ``fit`` runs (restored after; ``None``: torch's own
     #: setting). One by default: see :mod:`torchrankboost._threads` for why.
     n_threads: Optional[int] = DEFAULT_THREADS
+    #: whether ``fit(init_model=..., resume=...)`` can continue a model (the algorithm's
+    #: state is the ensemble's scores; see :mod:`~torchrankboost.boosting.checkpoint`)
+    can_continue: bool = False
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)

@@ -387,7 +387,7 @@ def _pair_queries(bound, s: Tensor) -> List[float]:
     if not isinstance(bound, BoundLoss):
         return [0.0, 0.0]
     with torch.no_grad():
-        _, has = bound.loss.per_group(bound._at(s))
+        _, has = bound.loss.per_group(bound.prepared_at(s))
     if has is None:
         return [0.0, 0.0]
     return [1.0, float(has.sum())]

@@ -250,10 +250,7 @@ def _search(ev: _Phi, sign: float, f0: float, d0: float, h0: float, *, alpha0, m
     lo, f_lo, d_lo = 0.0, f0, g0
     hi: Optional[float] = None
     d_hi = float("nan")
-    if ev.order >= 2 and math.isfinite(h0) and h0 > 0:
-        b = -g0 / h0
-    else:
-        b = alpha0
+    b = _first_trial(ev.order, g0, h0, alpha0)
     scale = max(b, min_scale)  # the natural scale of α for the relative tolerances
     if max_alpha is None:
         max_alpha = max_ratio * b
@@ -301,15 +298,26 @@ def _search(ev: _Phi, sign: float, f0: float, d0: float, h0: float, *, alpha0, m
                                         hi, d_hi, dx_old)
         last_b, last_d = b, d
         b = cand
-    else:
-        status = "max_iter"
     if select == "derivative" and status != "unbounded":
         # the root of φ' (φ is flat to rounding there: its value need not beat φ(0))
-        fin = [(abs(dd), a, v) for a, v, dd in ev.history
-               if math.isfinite(v) and math.isfinite(dd)]
-        _, a_root, best_f = min(fin)
-        best_b = sign * a_root
+        best_b, best_f = _derivative_root(ev, sign)
     return _line_search_result(ev, status, sign, best_b, best_f, f0, d0)
+
+
+def _first_trial(order: int, g0: float, h0: float, alpha0: float) -> float:
+    """The first trial step: Newton's ``-ψ'(0)/ψ''(0)`` when the curvature at 0 is known
+    and positive, else ``alpha0``."""
+    if order >= 2 and math.isfinite(h0) and h0 > 0:
+        return -g0 / h0
+    return alpha0
+
+
+def _derivative_root(ev: _Phi, sign: float) -> Tuple[float, float]:
+    """``(α, φ(α))`` of the evaluated point with the smallest finite ``|φ'|``."""
+    fin = [(abs(dd), a, v) for a, v, dd in ev.history
+           if math.isfinite(v) and math.isfinite(dd)]
+    _, a_root, f = min(fin)
+    return sign * a_root, f
 
 
 def _check_line_search_args(max_alpha, max_ratio, alpha0, order) -> None:

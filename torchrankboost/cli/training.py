@@ -272,7 +272,7 @@ def _prepare(opts: TrainOptions, ctx, kwargs: Dict[str, Any], splits, name: str)
             for key, value in _LOGGED_OPTIONS.get(run.algorithm, {}).items():
                 kwargs["params"].setdefault(key, value)
         ranker = make_ranker(**kwargs)  # bad parameters fail here, before a run folder
-        if (opts.init_model or opts.resume) and not getattr(ranker, "_continues", False):
+        if (opts.init_model or opts.resume) and not getattr(ranker, "can_continue", False):
             raise CLIError(f"--init-model/--resume: algorithm {run.algorithm!r} cannot "
                            f"continue a model (boost, qbrank, gbt, rankboost, pnorm_push can)")
         if ctx.is_main:

@@ -205,7 +205,7 @@ class PositionDebiasLoss(RankingLoss):
         self.negatives = negatives
         if not isinstance(loss, RankingLoss):
             raise ValueError(f"loss must be a RankingLoss, got {type(loss).__name__}")
-        super().__init__(reduction=getattr(loss, "reduction", "sum"))
+        super().__init__(reduction=loss.reduction)
         self.loss = loss
         if n_positions is not None and int(n_positions) < 1:
             raise ValueError(f"n_positions must be >= 1, got {n_positions}")

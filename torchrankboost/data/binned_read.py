@@ -177,7 +177,7 @@ def _parse(lib, chunk: bytes, shift: int, max_index: int, nthreads: int):
         y, q = np.empty(m, np.float64), np.empty(m, np.int64)
         ptr = lib.trl_take(state, y.ctypes.data, q.ctypes.data)
         if ptr and m * w:
-            X = np.asarray(fastread._Owned(lib, ptr, (m, w), np.float32))
+            X = np.asarray(fastread.Owned(lib, ptr, (m, w), np.float32))
         else:
             if ptr:
                 lib.trl_free_buffer(ptr)
@@ -253,9 +253,10 @@ def _streamed(p: Path, n_bins, sample_count, seed, zero_based, max_features, que
         num_bins = torch.cat([num_bins, torch.ones(F - num_bins.numel(), dtype=torch.int64)])
     binned = BinnedFeatures(codes=codes, edges=edges, num_bins=num_bins, has_missing=has_missing,
                             missing_code=missing, n_bins=n_bins)
-    from .svmlight import _check_runs, _file_queries
+    from .svmlight import check_query_runs, file_queries
 
-    groups, qid = _file_queries(p, q, n, query_file, lambda: _check_runs(p, q, 0, None, None, None))
+    groups, qid = file_queries(p, q, n, query_file,
+                               lambda: check_query_runs(p, q, 0, None, None, None))
     labels = torch.from_numpy(y).to(torch.float32)
     return binned, labels, groups, qid, torch.arange(n), bool(shift == 0)
 

@@ -71,7 +71,7 @@ def available() -> bool:
     return library() is not None
 
 
-class _Owned:
+class Owned:
     """A buffer malloc'ed by the reader, seen by NumPy through ``__array_interface__`` and
     freed when the last array on it is garbage."""
 
@@ -174,7 +174,7 @@ def read_part(path: Path, rng: Optional[Tuple[int, int]], *, npdt, zero_based,
         q = np.empty(n, dtype=np.int64)
         ptr = lib.trl_take(state, y.ctypes.data, q.ctypes.data)
         if ptr and n * w:
-            X = np.asarray(_Owned(lib, ptr, (n, w), npdt))
+            X = np.asarray(Owned(lib, ptr, (n, w), npdt))
         else:
             if ptr:
                 lib.trl_free_buffer(ptr)

@@ -16,7 +16,7 @@ from typing import Optional
 import numpy as np
 import torch
 
-from .svmlight import PathLike, _read_per_line
+from .svmlight import PathLike, read_per_line
 
 __all__ = ["position_file", "read_positions", "document_positions"]
 
@@ -41,7 +41,7 @@ def position_file(path: PathLike) -> Optional[Path]:
 def read_positions(path: PathLike, n_rows: Optional[int] = None) -> np.ndarray:
     """``(n,)`` int64 positions, one per non-blank line of ``path``; ``ValueError`` naming
     the line for a bad value, or when ``n_rows`` is given and the count differs."""
-    out = _read_per_line(path, _position, "bad position")
+    out = read_per_line(path, _position, "bad position")
     if n_rows is not None and len(out) != n_rows:
         raise ValueError(f"{path}: {len(out)} positions for {n_rows} data rows (one position "
                          f"per data line of the file)")

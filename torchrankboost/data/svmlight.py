@@ -70,7 +70,7 @@ PathLike = Union[str, "os.PathLike[str]"]
 
 # ====================================================================== side files and checks
 
-def _read_per_line(path: PathLike, parse, what: str) -> list:
+def read_per_line(path: PathLike, parse, what: str) -> list:
     """One value per non-blank line of a side file: ``parse(text)`` → the value, or
     ``ValueError(reason)``, reported as ``"<path>:<line>: <reason>"``."""
     out = []
@@ -107,7 +107,7 @@ def _weight(s: str) -> float:
 
 
 def _read_sizes_file(path: Path) -> np.ndarray:
-    return np.asarray(_read_per_line(path, _query_size, "bad query size"), dtype=np.int64)
+    return np.asarray(read_per_line(path, _query_size, "bad query size"), dtype=np.int64)
 
 
 def weight_file(path: PathLike) -> Optional[Path]:
@@ -120,7 +120,7 @@ def read_weights(path: PathLike, n_rows: Optional[int] = None) -> np.ndarray:
     """Document weights from a text file, one non-negative number per data row of the data
     file (LightGBM's ``.weight`` format; blank lines skipped). ``ValueError`` naming the
     line for a bad value, or when ``n_rows`` is given and the count differs."""
-    out = _read_per_line(path, _weight, "bad weight")
+    out = read_per_line(path, _weight, "bad weight")
     if n_rows is not None and len(out) != n_rows:
         raise ValueError(f"{path}: {len(out)} weights for {n_rows} data rows (one weight per "
                          f"data line of the file)")
@@ -443,7 +443,7 @@ def check_contiguous(p: Path, runs: Sequence[Tuple[np.ndarray, np.ndarray]], min
     raise _split_query_error(p, int(run_qid[hit[0]]), line(hit[0]), line(hit[1]))
 
 
-def _check_runs(p: Path, q: np.ndarray, i: int, gathered, part, ranges) -> None:
+def check_query_runs(p: Path, q: np.ndarray, i: int, gathered, part, ranges) -> None:
     """:func:`check_contiguous` for file ``i``: over every rank's runs when they were
     gathered (``gathered[r][i]``), else over this process's part alone."""
     if gathered is None:
@@ -454,7 +454,7 @@ def _check_runs(p: Path, q: np.ndarray, i: int, gathered, part, ranges) -> None:
                      lambda r: rank_byte_range(p, r, world))
 
 
-def _file_queries(p: Path, q: np.ndarray, n: int, query_file, check_runs=None):
+def file_queries(p: Path, q: np.ndarray, n: int, query_file, check_runs=None):
     """``(groups, qid)`` of one file from its ``qid:`` fields (contiguous queries:
     ``check_runs()`` refuses split ones) or a sizes file (``.query``/``.group``)."""
     sizes_path = _find_sizes_file(p, query_file)
@@ -558,11 +558,11 @@ def _ranking_data(p: Path, i: int, X: np.ndarray, y: np.ndarray, q: np.ndarray, 
                   dtype: torch.dtype, query_file, normalize: bool, runs, part,
                   ranges) -> RankingData:
     """File ``i``'s :class:`RankingData` from its dense ``X (n, F)``, labels and qids
-    (queries checked by :func:`_file_queries`)."""
+    (queries checked by :func:`file_queries`)."""
     n = X.shape[0]
     labels = torch.from_numpy(np.ascontiguousarray(y)).to(dtype)
-    groups, qid = _file_queries(p, q, n, query_file,
-                                lambda: _check_runs(p, q, i, runs, part, ranges))
+    groups, qid = file_queries(p, q, n, query_file,
+                               lambda: check_query_runs(p, q, i, runs, part, ranges))
     Xt = torch.from_numpy(X).to(dtype)
     if normalize:
         Xt = normalize_per_query(Xt, groups)

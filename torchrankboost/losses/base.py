@@ -96,7 +96,7 @@ class BindState:
         return val
 
 
-def _all_finite(x: Tensor) -> bool:
+def all_finite(x: Tensor) -> bool:
     """Whether every entry of ``x`` is finite: one sum (finite only when every term is;
     an overflowing sum of finite values falls back to the elementwise test)."""
     if x.numel() == 0 or bool(torch.isfinite(x.sum())):
@@ -105,12 +105,12 @@ def _all_finite(x: Tensor) -> bool:
 
 
 def _check_finite(x: Tensor, name: str) -> None:
-    if not _all_finite(x):
+    if not all_finite(x):
         bad = "NaN" if bool(torch.isnan(x).any()) else "inf"
         raise ValueError(f"{name} contains {bad} values")
 
 
-def _check_hess(hess: str) -> None:
+def check_hess(hess: str) -> None:
     if hess not in HESS:
         raise ValueError(f"hess must be 'diag' or 'bound', got {hess!r}")
 
@@ -129,7 +129,7 @@ def _targets(n: int, device, labels: Optional[Tensor], groups: Groups, pairs: Pa
                 f"labels must have shape ({n},) like {like}, got {tuple(labels.shape)}"
             )
         labels = labels.to(device)
-        if labels.dtype.is_floating_point and not _all_finite(labels):
+        if labels.dtype.is_floating_point and not all_finite(labels):
             _check_finite(labels, "labels")
     if isinstance(p, ExplicitPairs):
         p = p.validate(groups)
@@ -288,20 +288,21 @@ class BoundLoss:
         self.n = inp.groups.num_docs
 
     # -- internal: scores already checked ----------------------------------------------
-    def _at(self, scores: Tensor) -> Prepared:
+    def prepared_at(self, scores: Tensor) -> Prepared:
+        """The bound inputs with ``scores`` (already checked) as a :class:`Prepared`."""
         b = self._inp
         return Prepared(scores, b.labels, b.groups, b.pairs, b.weights, b.state,
                         b.group_weights)
 
     def _value(self, scores: Tensor) -> Tensor:
-        return self.loss._value(self._at(scores))
+        return self.loss._value(self.prepared_at(scores))
 
     def _grad_hess(self, scores: Tensor, hess: str) -> Tuple[Tensor, Tensor]:
-        g, h = self.loss._grad_hess(self._at(scores), hess)
+        g, h = self.loss._grad_hess(self.prepared_at(scores), hess)
         return _per_doc(self._inp, g, h)
 
     def _value_grad_hess(self, scores: Tensor, hess: str) -> Tuple[Tensor, Tensor, Tensor]:
-        return self.loss._value_grad_hess(self._at(scores), hess)
+        return self.loss._value_grad_hess(self.prepared_at(scores), hess)
 
     def _check(self, scores) -> Tensor:
         if not isinstance(scores, Tensor):
@@ -328,14 +329,14 @@ class BoundLoss:
 
     def grad_hess(self, scores: Tensor, *, hess: str = "diag") -> Tuple[Tensor, Tensor]:
         """``(grad, curvature)``, both ``(n,)``: the unbound :meth:`RankingLoss.grad_hess`."""
-        _check_hess(hess)
+        check_hess(hess)
         return self._grad_hess(self._check(scores).detach(), hess)
 
     def value_grad_hess(self, scores: Tensor, *, hess: str = "diag"
                         ) -> Tuple[Tensor, Tensor, Tensor]:
         """``(value 0-d, grad (n,), curvature (n,))`` in one call (no autograd): the value
         of the loss reduced as the gradient is (``"none"`` summed), in the scores' dtype."""
-        _check_hess(hess)
+        check_hess(hess)
         return self._value_grad_hess(self._check(scores).detach(), hess)
 
     def with_group_weights(self, group_weights: Optional[Tensor]) -> "BoundLoss":
@@ -493,7 +494,7 @@ class RankingLoss(Params, nn.Module):
         Returns:
             ``(grad, curvature)``, both ``(n,)`` in the dtype of ``scores``.
         """
-        _check_hess(hess)
+        check_hess(hess)
         inp = self._inputs(scores.detach(), labels, groups, pairs=pairs, weights=weights)
         return self._bound(inp)._grad_hess(inp.scores, hess)
 

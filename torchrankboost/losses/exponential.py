@@ -37,7 +37,7 @@ __all__ = ["ExponentialPairwiseLoss", "AdaBoostLoss", "f_skew", "relative_f_skew
            "zero_skew_intercept"]
 
 
-class _ExpFamilyLoss(RankingLoss):
+class ExpFamilyLoss(RankingLoss):
     """Shared machinery of the pairwise exponential family (p-norm push with exponent p).
 
     Per-query values come from the pair engine's ``FamilyFn``: log-space
@@ -91,7 +91,7 @@ class _ExpFamilyLoss(RankingLoss):
         return f"log={self.log}, normalize={self.normalize}, reduction={self.reduction!r}"
 
 
-class ExponentialPairwiseLoss(_ExpFamilyLoss):
+class ExponentialPairwiseLoss(ExpFamilyLoss):
     r"""RankBoost's exponential pairwise loss ``Σ_{crucial (hi, lo)} w · exp(-(s_hi - s_lo))``.
 
     Call: ``loss(scores, labels, groups=None, *, pairs=None, weights=None, mask=None)``.

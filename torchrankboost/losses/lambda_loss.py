@@ -62,7 +62,8 @@ from .._pair_engine.levels import dense_levels
 from ..groups import Groups
 from ..pairs import Graded
 from .base import BindState, Prepared, RankingLoss
-from .listwise import PairGrad, _block_pairs, _doc_blocks, _per_query_scale, logistic_pair_sums
+from .listwise import (PairGrad, doc_blocks, logistic_pair_sums, pairs_in_block,
+                       per_query_scale)
 
 __all__ = ["LambdaLoss", "LAMBDA_SCHEMES"]
 
@@ -121,8 +122,8 @@ class _LambdaPairs:
         """``(i, j, c)`` triples in document indices, ``c`` float64."""
         loss, st, sub = self.loss, self.st, self.sub
         per_doc = sub.sizes[sub.group_index]
-        for a, b in _doc_blocks(per_doc, loss.block_pairs):
-            i, j = _block_pairs(sub, a, b, per_doc)
+        for a, b in doc_blocks(per_doc, loss.block_pairs):
+            i, j = pairs_in_block(sub, a, b, per_doc)
             if self.docs is not None:
                 i, j = self.docs[i], self.docs[j]
             keep = (i != j) if loss.scheme == "ndcgLoss1" else st.labels[i] > st.labels[j]
@@ -274,7 +275,7 @@ class LambdaLoss(RankingLoss):
                 q = c * (self.sigma ** 2 / 2.0)
                 hdiag.index_add_(0, i, q)
                 hdiag.index_add_(0, j, q)
-        scale = _per_query_scale(self, has)
+        scale = per_query_scale(self, has)
         dt = s.dtype
         return loss.to(dt), has, (grad * scale).to(dt), (hdiag * scale).to(dt)
 

@@ -31,7 +31,7 @@ from torch import Tensor
 from .._pair_engine.lambdarank import lambdarank_hvp, lambdarank_setup, lambdarank_terms
 from ..pairs import Graded
 from .base import BindState, Prepared, RankingLoss
-from .listwise import PairGrad, _per_query_scale
+from .listwise import PairGrad, per_query_scale
 
 __all__ = ["LambdaRankExpLoss"]
 
@@ -99,7 +99,7 @@ class LambdaRankExpLoss(RankingLoss):
         if inp.labels is None:
             raise ValueError(f"{name} needs labels")
         st = lambdarank_setup(inp.labels, inp.groups, inp.weights, normalize=self.normalize)
-        return BindState(setup=st, has=st.has, scale=_per_query_scale(self, st.has))
+        return BindState(setup=st, has=st.has, scale=per_query_scale(self, st.has))
 
     def per_group(self, inp: Prepared) -> Tuple[Tensor, Optional[Tensor]]:
         st = self._state(inp)

@@ -57,7 +57,7 @@ def _no_pairs_no_weights(loss: RankingLoss, inp: Prepared) -> Tensor:
     return inp.labels
 
 
-def _per_query_scale(loss: RankingLoss, has: Tensor) -> float:
+def per_query_scale(loss: RankingLoss, has: Tensor) -> float:
     """The factor the summed gradient gets under ``reduction="mean"``."""
     if loss.reduction == "mean":
         return 1.0 / max(int(has.sum()), 1)
@@ -151,7 +151,7 @@ class ListNetLoss(_RepeatBind, RankingLoss):
             tot = g.segment_sum(gain)
             has = tot > 0
             P = gain / g.broadcast(torch.where(has, tot, torch.ones_like(tot)))
-        return P, has, g.broadcast(has).to(y.dtype), _per_query_scale(self, has)
+        return P, has, g.broadcast(has).to(y.dtype), per_query_scale(self, has)
 
     def per_group(self, inp: Prepared) -> Tuple[Tensor, Optional[Tensor]]:
         g = inp.groups
@@ -222,7 +222,7 @@ class ListMLELoss(_RepeatBind, RankingLoss):
     def _bind_state(self, inp: Prepared) -> BindState:
         y = _no_pairs_no_weights(self, inp)
         has = inp.groups.sizes > 1
-        return BindState(labels=y, has=has, scale=_per_query_scale(self, has))
+        return BindState(labels=y, has=has, scale=per_query_scale(self, has))
 
     def _sorted(self, inp: Prepared) -> Tuple[Tensor, Tensor, Tensor]:
         """The label order (ties by decreasing score), the sorted scores and their suffix
@@ -273,7 +273,7 @@ class ListMLELoss(_RepeatBind, RankingLoss):
 
 
 # ============================================================================ RankNet
-def _doc_blocks(sizes_per_doc: Tensor, block_pairs: int):
+def doc_blocks(sizes_per_doc: Tensor, block_pairs: int):
     """Split the documents into ranges ``[a, b)`` whose pair rows hold at most
     ``block_pairs`` entries (a single longer row is a block of its own)."""
     cum = torch.cumsum(sizes_per_doc, 0)
@@ -287,7 +287,7 @@ def _doc_blocks(sizes_per_doc: Tensor, block_pairs: int):
         a = b
 
 
-def _block_pairs(groups: Groups, a: int, b: int, sizes_per_doc: Tensor) -> Tuple[Tensor, Tensor]:
+def pairs_in_block(groups: Groups, a: int, b: int, sizes_per_doc: Tensor) -> Tuple[Tensor, Tensor]:
     """All ``(i, j)`` with ``i`` in ``[a, b)`` and ``j`` in ``i``'s query (``j ≠ i`` is left
     to the label mask)."""
     cnt = sizes_per_doc[a:b]
@@ -370,8 +370,8 @@ class _RankNetPairs:
         g = self.groups
         y = self.labels
         per_doc = g.sizes[g.group_index]
-        for a, b in _doc_blocks(per_doc, self.block_pairs):
-            i, j = _block_pairs(g, a, b, per_doc)
+        for a, b in doc_blocks(per_doc, self.block_pairs):
+            i, j = pairs_in_block(g, a, b, per_doc)
             if isinstance(self.pairs, Bipartite):
                 t = self.pairs.threshold
                 keep = (y[i] > t) & (y[j] <= t)
@@ -534,7 +534,7 @@ class RankNetLoss(_RepeatBind, RankingLoss):
                                                 need_hess=hess == "diag")
         if hess == "bound":
             hdiag = self._degree_bound(st, inp.scores.dtype)
-        scale = _per_query_scale(self, has)
+        scale = per_query_scale(self, has)
         return loss, has, grad * scale, hdiag * scale
 
     def _grad_hess(self, inp: Prepared, hess: str) -> Tuple[Tensor, Tensor]:

@@ -22,9 +22,9 @@ from ..groups import Groups
 from ..pairs import PairSpec
 from .._pair_engine import exponential as K
 from .._pair_engine.segment import acc_dtype, seg_lse
-from .base import (BindState, BoundLoss, Prepared, _check_hess, prepare_inputs,
+from .base import (BindState, BoundLoss, Prepared, check_hess, prepare_inputs,
                    prepare_targets)
-from .exponential import _ExpFamilyLoss
+from .exponential import ExpFamilyLoss
 
 __all__ = ["SmoothMarginLoss", "smooth_margin"]
 
@@ -49,7 +49,7 @@ def _check_scale(scale):
     return scale if isinstance(scale, Tensor) else v
 
 
-class SmoothMarginLoss(_ExpFamilyLoss):
+class SmoothMarginLoss(ExpFamilyLoss):
     r"""Negated smooth ranking margin ``−G̃ = ln F̃ / scale`` per query (minimise it to
     *maximise* the smooth margin ``G̃ = −ln F̃ / scale``; :func:`smooth_margin` returns
     ``G̃`` itself).
@@ -119,7 +119,7 @@ class SmoothMarginLoss(_ExpFamilyLoss):
                   weights: Optional[Tensor] = None, hess: str = "diag", scale=None
                   ) -> Tuple[Tensor, Tensor]:
         sc = _check_scale(self.scale if scale is None else scale)
-        _check_hess(hess)
+        check_hess(hess)
         inp = self._inputs(scores.detach(), labels, groups, pairs=pairs, weights=weights)
         return self._bound(inp, scale=sc)._grad_hess(inp.scores, hess)
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 
-from .exponential import _ExpFamilyLoss
+from .exponential import ExpFamilyLoss
 
 __all__ = ["PNormPushLoss"]
 
@@ -32,7 +32,7 @@ def _check_p(p) -> float:
     return pf
 
 
-class PNormPushLoss(_ExpFamilyLoss):
+class PNormPushLoss(ExpFamilyLoss):
     r"""p-norm push ``Σ_lo (Σ_{hi preferred to lo} w · exp(−(s_hi − s_lo)))^p``, per query.
 
     Call and pair options as :class:`~torchrankboost.losses.ExponentialPairwiseLoss`

@@ -3,7 +3,7 @@
 Every metric takes a flat 1-D ``scores`` tensor, a flat 1-D ``labels`` tensor of the same
 length and optional :class:`~torchrankboost.groups.Groups` (``None`` = one query holding
 every document), and works on whatever device the scores live on. The recipe is the same
-everywhere: **one segmented sort by score** (descending, stable; see ``_order``: a row-wise
+everywhere: **one segmented sort by score** (descending, stable; see ``order_by_score``: a row-wise
 ``topk``/sort of a temporary padded matrix while padding stays within 4n, else
 :meth:`Groups.argsort`), then positions, tie blocks, prefix sums
 (:meth:`Groups.segment_cumsum`) and segment reductions. Pairwise metrics over label-induced
@@ -52,7 +52,6 @@ from ._common import F64  # noqa: F401
 from .graded import (TIES, dcg_at_k, mean_average_precision, ndcg_at_k,  # noqa: F401
                      precision_at_k, reciprocal_rank)
 from .margin import ranking_margin
-from .pairwise import _label_pair_diffs  # noqa: F401  (tests call it directly)
 from .pairwise import auc, pair_error, precision_at_percent, roc_curve
 from .top import positives_above_first_negative, positives_below_top_negative
 

@@ -1,8 +1,8 @@
 """Shared plumbing of the metrics: input checks, padded input, option checks, reductions.
 
-Every metric validates its input with :func:`_prepare` (flat ``(n,)`` scores and labels,
+Every metric validates its input with :func:`prepare` (flat ``(n,)`` scores and labels,
 ``Groups`` covering them; labels as float64), takes padded ``(B, L)`` input through
-:func:`_accepts_padding` and reduces its ``(G,)`` per-query values with :func:`_reduce`.
+:func:`accepts_padding` and reduces its ``(G,)`` per-query values with :func:`reduce_per_query`.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ F64 = torch.float64
 _MANY_LEVELS = 32  # above this many distinct labels, counting switches to merge passes
 
 
-def _many_levels(K: int) -> bool:
+def many_levels(K: int) -> bool:
     """Whether ``K`` label levels take the O(n log n) paths (merge counting of pairs, a
     sort and running maximum for margins) instead of one O(n) pass per level."""
     return K > _MANY_LEVELS
@@ -50,7 +50,7 @@ def _unpad(scores, labels, groups, mask) -> Tuple[Tensor, Tensor, Groups]:
     return scores[mask], labels[mask], Groups.from_padded(mask).to(scores.device)
 
 
-def _accepts_padding(fn):
+def accepts_padding(fn):
     """Let a metric take padded ``(B, L)`` scores/labels with ``mask=`` (same result as the
     flat tensors with the row ``Groups``)."""
     @functools.wraps(fn)
@@ -62,7 +62,7 @@ def _accepts_padding(fn):
     return metric
 
 
-def _check_grades(y: Tensor, what: str) -> None:
+def check_grades(y: Tensor, what: str) -> None:
     """Graded relevance (gains, label-induced pairs) needs labels >= 0; a negative label is
     most often padding (allRank pads with -1)."""
     if y.numel() and float(y.min()) < 0:
@@ -73,7 +73,7 @@ def _check_grades(y: Tensor, what: str) -> None:
             f"order counts for pairs)")
 
 
-def _prepare(scores, labels, groups) -> Tuple[Tensor, Tensor, Groups]:
+def prepare(scores, labels, groups) -> Tuple[Tensor, Tensor, Groups]:
     """Validate and return ``(scores, labels as float64, groups)`` on the scores' device."""
     s = _as_1d(scores, "scores")
     y = _as_1d(labels, "labels", device=s.device)
@@ -86,7 +86,7 @@ def _prepare(scores, labels, groups) -> Tuple[Tensor, Tensor, Groups]:
     return s, y.to(F64), g
 
 
-def _check_k(k, *, allow_none: bool = True) -> Optional[int]:
+def check_k(k, *, allow_none: bool = True) -> Optional[int]:
     if k is None:
         if allow_none:
             return None
@@ -98,21 +98,22 @@ def _check_k(k, *, allow_none: bool = True) -> Optional[int]:
     return int(k)
 
 
-def _check_choice(value, name: str, choices) -> str:
+def check_choice(value, name: str, choices) -> str:
     if not isinstance(value, str) or value not in choices:
         raise ValueError(f"{name} must be one of {', '.join(map(repr, choices))}; got {value!r}")
     return value
 
 
-def _tie_weight(ties: str, choices=("error", "half")) -> float:
-    _check_choice(ties, "ties", choices)
+def tie_weight(ties: str, choices=("error", "half")) -> float:
+    check_choice(ties, "ties", choices)
     return {"error": 0.0, "half": 0.5, "correct": 1.0}[ties]
 
 
-def _reduce(per_query: Tensor, reduction: str, *, valid: Optional[Tensor] = None) -> Tensor:
+def reduce_per_query(per_query: Tensor, reduction: str, *,
+                     valid: Optional[Tensor] = None) -> Tensor:
     """``"none"`` → the (G,) tensor; ``"mean"`` → mean over ``valid`` queries (all when
     ``valid`` is None; NaN when no query is valid)."""
-    _check_choice(reduction, "reduction", ("mean", "none"))
+    check_choice(reduction, "reduction", ("mean", "none"))
     if reduction == "none":
         return per_query
     if valid is None:

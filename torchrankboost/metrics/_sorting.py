@@ -1,7 +1,7 @@
 """The one segmented sort of the metrics: each query's documents by score, descending.
 
-:func:`_order` sorts (optionally only the top ``k`` of each query) with a padded row-wise
-kernel while the padding stays small, else one global segmented sort; :class:`_Sorted`
+:func:`order_by_score` sorts (optionally only the top ``k`` of each query) with a padded row-wise
+kernel while the padding stays small, else one global segmented sort; :class:`Sorted`
 adds the tie blocks (runs of equal scores inside a query) and per-block sums.
 """
 
@@ -12,7 +12,7 @@ from typing import Optional, Tuple
 import torch
 from torch import Tensor
 
-from ..groups import Groups, _sortable_bits32
+from ..groups import Groups, sortable_bits32
 
 _PAD_FACTOR = 4  # internal padded sorts only while G * max_size <= 4 n (or _PAD_MIN)
 _PAD_MIN = 1 << 20
@@ -20,7 +20,7 @@ _SORT32 = (torch.float32, torch.float16, torch.bfloat16, torch.int32, torch.int1
            torch.int8, torch.uint8)
 
 
-def _order(s: Tensor, g: Groups, k: Optional[int] = None) -> Tuple[Tensor, Groups]:
+def order_by_score(s: Tensor, g: Groups, k: Optional[int] = None) -> Tuple[Tensor, Groups]:
     """Each query's documents by score descending, ties in input order, truncated to
     the first ``k``: returns ``(perm, gk)`` with ``s[perm]`` laid out by ``gk`` (the groups
     of sizes ``min(n_q, k)``; ``gk`` is ``g`` itself when nothing is truncated).
@@ -42,7 +42,7 @@ def _order(s: Tensor, g: Groups, k: Optional[int] = None) -> Tuple[Tensor, Group
         gi, pos = g.group_index, g.position
         if kk < L and s.dtype in _SORT32 and L < (1 << 30):
             shift = max(1, (L - 1).bit_length())
-            key = (_sortable_bits32(s) << shift) + (L - 1 - pos)
+            key = (sortable_bits32(s) << shift) + (L - 1 - pos)
             P = torch.full((G, L), -1, dtype=torch.long, device=s.device)
             P[gi, pos] = key
             idx = torch.topk(P, kk, dim=1)[1]
@@ -61,12 +61,12 @@ def _order(s: Tensor, g: Groups, k: Optional[int] = None) -> Tuple[Tensor, Group
     return perm, gk
 
 
-class _Sorted:
+class Sorted:
     """One segmented sort by score (descending, stable) and its tie blocks."""
 
     def __init__(self, s: Tensor, groups: Groups):
         self.groups = groups
-        self.perm, _ = _order(s, groups)
+        self.perm, _ = order_by_score(s, groups)
         self.s = s[self.perm]
         self.pos = groups.position  # position inside the query after sorting
         self.gi = groups.group_index

@@ -14,10 +14,10 @@ import torch
 from torch import Tensor
 
 from ..groups import Groups
-from ._common import (F64, _accepts_padding, _check_choice, _check_grades, _check_k, _prepare,
-                      _reduce)
+from ._common import (F64, accepts_padding, check_choice, check_grades, check_k, prepare,
+                      reduce_per_query)
 from ._memo import label_side
-from ._sorting import _order, _Sorted
+from ._sorting import Sorted, order_by_score
 
 def _discount_table(L: int, device) -> Tensor:
     """``D[m] = Σ_{r<m} 1/log2(r+2)`` for ``m = 0..L``."""
@@ -73,7 +73,7 @@ def _gain(gain, y: Tensor, groups: Optional[Groups] = None) -> Tensor:
     label above 1023 (gain ``2^l - 1`` beyond float64) is a ``ValueError``; labels up to
     1023 have finite gains (their discounted sum is checked by :func:`dcg_at_k`)."""
     if isinstance(gain, str):
-        _check_choice(gain, "gain", ("exp", "linear"))
+        check_choice(gain, "gain", ("exp", "linear"))
         if gain == "linear":
             return y
         top = float(y.max()) if y.numel() else 0.0
@@ -117,11 +117,11 @@ TIES = ("stable", "average")
 
 
 def _list_common(scores, labels, groups, k, ties="stable"):
-    s, y, g = _prepare(scores, labels, groups)
-    k = _check_k(k)
-    if _check_choice(ties, "ties", TIES) == "average":
+    s, y, g = prepare(scores, labels, groups)
+    k = check_k(k)
+    if check_choice(ties, "ties", TIES) == "average":
         return s, y, g, k, None, _TieRuns(s, g, k)
-    perm, gk = _order(s, g, k)  # the top min(k, n_q) documents of each query, in order
+    perm, gk = order_by_score(s, g, k)  # the top min(k, n_q) documents of each query, in order
     return s, y, g, k, perm, gk
 
 
@@ -136,7 +136,7 @@ class _TieRuns:
     """
 
     def __init__(self, s: Tensor, g: Groups, k: Optional[int]):
-        st = _Sorted(s, g)
+        st = Sorted(s, g)
         self.sorted, self.perm, self.groups = st, st.perm, g
         self.pos = st.pos
         self.a = self.pos[st.block_first][st.block_id]
@@ -197,7 +197,7 @@ def _log_choose(n: Tensor, k: Tensor) -> Tensor:
     return torch.lgamma(n + 1.0) - torch.lgamma(k + 1.0) - torch.lgamma(n - k + 1.0)
 
 
-@_accepts_padding
+@accepts_padding
 def dcg_at_k(scores, labels, groups: Optional[Groups] = None, *, k: Optional[int] = 10,
              gain="exp", ties: str = "stable", reduction: str = "mean") -> Tensor:
     r"""Discounted cumulative gain at ``k``:
@@ -216,8 +216,8 @@ def dcg_at_k(scores, labels, groups: Optional[Groups] = None, *, k: Optional[int
     Documents are ranked by score descending.
     """
     s, y, g, k, perm, order = _list_common(scores, labels, groups, k, ties)
-    _check_grades(y, "dcg_at_k")
-    out = _reduce(_dcg(_gain(gain, y), perm, order), reduction)
+    check_grades(y, "dcg_at_k")
+    out = reduce_per_query(_dcg(_gain(gain, y), perm, order), reduction)
     if not bool(torch.isfinite(out).all()):  # large finite gains whose sum overflows
         raise ValueError(f"DCG is beyond float64: the discounted sum of the gains of labels "
                          f"up to {float(y.max()):g} overflows; {_DCG_ADVICE}")
@@ -231,7 +231,7 @@ def _dcg(gains: Tensor, perm: Optional[Tensor], order) -> Tensor:
     return order.segment_sum(gains[perm] * _discount(order.position))
 
 
-@_accepts_padding
+@accepts_padding
 def ndcg_at_k(scores, labels, groups: Optional[Groups] = None, *, k: Optional[int] = 10,
               gain="exp", empty: float = 1.0, ties: str = "stable",
               reduction: str = "mean") -> Tensor:
@@ -256,7 +256,7 @@ def ndcg_at_k(scores, labels, groups: Optional[Groups] = None, *, k: Optional[in
     s, y, g, k, perm, order = _list_common(scores, labels, groups, k, ties)
 
     def labels_side():
-        _check_grades(y, "ndcg_at_k")
+        check_grades(y, "ndcg_at_k")
         gains = _gain(gain, y, g)  # scaled per query for large labels: NDCG is a ratio
         return gains, _ideal_dcg(gains, y, g, k)
 
@@ -267,10 +267,10 @@ def ndcg_at_k(scores, labels, groups: Optional[Groups] = None, *, k: Optional[in
     dcg = _dcg(gains_all, perm, order)
     ok = idcg > 0
     nd = torch.where(ok, dcg / torch.where(ok, idcg, torch.ones_like(idcg)), idcg.new_tensor(float(empty)))
-    return _reduce(nd, reduction)
+    return reduce_per_query(nd, reduction)
 
 
-@_accepts_padding
+@accepts_padding
 def mean_average_precision(scores, labels, groups: Optional[Groups] = None, *,
                            threshold: float = 0.0, k: Optional[int] = None,
                            denominator: str = "min_k", empty: float = 1.0,
@@ -295,7 +295,7 @@ def mean_average_precision(scores, labels, groups: Optional[Groups] = None, *,
             Najork 2008; independent of the input order).
         reduction: ``"mean"`` or ``"none"``.
     """
-    _check_choice(denominator, "denominator", ("min_k", "relevant"))
+    check_choice(denominator, "denominator", ("min_k", "relevant"))
     s, y, g, k, perm, order = _list_common(scores, labels, groups, k, ties)
     if perm is None:
         sum_ap = order.expected_precision_sum((y[order.perm] > threshold).to(F64))
@@ -307,10 +307,10 @@ def mean_average_precision(scores, labels, groups: Optional[Groups] = None, *,
     D = R if (k is None or denominator == "relevant") else torch.clamp(R, max=float(k))
     ok = R > 0
     ap = torch.where(ok, sum_ap / torch.where(ok, D, torch.ones_like(D)), R.new_tensor(float(empty)))
-    return _reduce(ap, reduction)
+    return reduce_per_query(ap, reduction)
 
 
-@_accepts_padding
+@accepts_padding
 def precision_at_k(scores, labels, groups: Optional[Groups] = None, *, k: Optional[int] = 10,
                    threshold: float = 0.0, denominator: str = "k", ties: str = "stable",
                    reduction: str = "mean") -> Tensor:
@@ -326,7 +326,7 @@ def precision_at_k(scores, labels, groups: Optional[Groups] = None, *, k: Option
             Najork 2008; independent of the input order).
         reduction: ``"mean"`` or ``"none"``.
     """
-    _check_choice(denominator, "denominator", ("k", "min_k"))
+    check_choice(denominator, "denominator", ("k", "min_k"))
     s, y, g, k, perm, order = _list_common(scores, labels, groups, k, ties)
     if perm is None:
         rel = (y[order.perm] > threshold).to(F64)
@@ -340,10 +340,10 @@ def precision_at_k(scores, labels, groups: Optional[Groups] = None, *, k: Option
         D = torch.full_like(sizes, float(k))
     else:
         D = torch.clamp(sizes, max=float(k))
-    return _reduce(hits / D.clamp_min(1.0), reduction)
+    return reduce_per_query(hits / D.clamp_min(1.0), reduction)
 
 
-@_accepts_padding
+@accepts_padding
 def reciprocal_rank(scores, labels, groups: Optional[Groups] = None, *,
                     threshold: float = 0.0, k: Optional[int] = None, empty: float = 0.0,
                     ties: str = "stable", reduction: str = "mean") -> Tensor:
@@ -362,7 +362,7 @@ def reciprocal_rank(scores, labels, groups: Optional[Groups] = None, *,
     any_rel = g.segment_sum((y > threshold).to(F64)) > 0
     if perm is None:
         rr = order.expected_reciprocal_rank((y[order.perm] > threshold).to(F64))
-        return _reduce(torch.where(any_rel, rr, rr.new_tensor(float(empty))), reduction)
+        return reduce_per_query(torch.where(any_rel, rr, rr.new_tensor(float(empty))), reduction)
     gk = order
     rel = y[perm] > threshold
     big = torch.iinfo(torch.long).max
@@ -372,4 +372,4 @@ def reciprocal_rank(scores, labels, groups: Optional[Groups] = None, *,
     rr = torch.where(found, 1.0 / (first.clamp(max=2**52).to(F64) + 1.0),
                      torch.zeros(first.shape, dtype=F64, device=first.device))
     rr = torch.where(any_rel, rr, rr.new_tensor(float(empty)))
-    return _reduce(rr, reduction)
+    return reduce_per_query(rr, reduction)

@@ -12,9 +12,11 @@ from .._pair_engine.levels import label_levels
 from .._pair_engine.margin import explicit_margin, label_margin
 from ..groups import Groups
 from ..pairs import ExplicitPairs, Graded, resolve_pairs
-from ._common import F64, _many_levels, _accepts_padding, _check_choice, _check_grades, _prepare, _reduce
+from ._common import (F64, accepts_padding, check_choice, check_grades, many_levels, prepare,
+                      reduce_per_query)
 
-@_accepts_padding
+
+@accepts_padding
 def ranking_margin(scores, labels, groups: Optional[Groups] = None, *, pairs=None,
                    scale: float = 1.0, reduction: str = "min") -> Tensor:
     r"""Ranking margin: the smallest score gap over crucial pairs,
@@ -34,25 +36,25 @@ def ranking_margin(scores, labels, groups: Optional[Groups] = None, *, pairs=Non
             the per-query margins over queries with a pair) or ``"none"`` (``(G,)``,
             ``+inf`` for queries without a pair).
     """
-    s, y, g = _prepare(scores, labels, groups)
+    s, y, g = prepare(scores, labels, groups)
     scale = float(scale)
     if not (scale > 0 and math.isfinite(scale)):
         raise ValueError(f"scale must be positive and finite, got {scale}")
-    _check_choice(reduction, "reduction", ("min", "mean", "none"))
+    check_choice(reduction, "reduction", ("min", "mean", "none"))
     s64 = s.to(F64)
     inf = float("inf")
     spec = resolve_pairs(pairs)
     if isinstance(spec, Graded):
-        _check_grades(y, "ranking_margin with graded pairs")
+        check_grades(y, "ranking_margin with graded pairs")
     if isinstance(spec, ExplicitPairs):
         p = spec.validate(g)
         per_q = explicit_margin(s64, p.hi, p.lo, g, p.weight)
     else:
         lev, K, _ = label_levels(y, g, spec)
-        per_q = label_margin(s64, lev, K, g, many=_many_levels(K))
+        per_q = label_margin(s64, lev, K, g, many=many_levels(K))
     per_q = per_q / scale
     if reduction == "none":
         return per_q
     if reduction == "min":
         return per_q.min() if per_q.numel() else s64.new_tensor(inf)
-    return _reduce(per_q, "mean", valid=torch.isfinite(per_q))
+    return reduce_per_query(per_q, "mean", valid=torch.isfinite(per_q))

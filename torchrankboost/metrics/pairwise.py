@@ -18,11 +18,11 @@ from torch import Tensor
 from .._pair_engine.levels import dense_levels, label_levels, label_pair_chunks
 from ..groups import Groups
 from ..pairs import Bipartite, ExplicitPairs, Graded, resolve_pairs
-from ._common import (F64, _accepts_padding, _check_choice, _check_grades, _many_levels,
-                      _prepare, _reduce, _tie_weight)
-from ._sorting import _Sorted
+from ._common import (F64, accepts_padding, check_choice, check_grades, many_levels,
+                      prepare, reduce_per_query, tie_weight)
+from ._sorting import Sorted
 
-@_accepts_padding
+@accepts_padding
 def auc(scores, labels, groups: Optional[Groups] = None, *, threshold: float = 0.0,
         ties: str = "half", reduction: str = "mean") -> Tensor:
     r"""Area under the ROC curve, per query (or globally with ``groups=None``).
@@ -44,9 +44,9 @@ def auc(scores, labels, groups: Optional[Groups] = None, *, threshold: float = 0
             one negative; the others are excluded, NaN when none qualifies) or ``"none"``
             (``(G,)``, NaN for excluded queries).
     """
-    s, y, g = _prepare(scores, labels, groups)
-    w = _tie_weight(ties, ("half", "error", "correct"))
-    st = _Sorted(s, g)
+    s, y, g = prepare(scores, labels, groups)
+    w = tie_weight(ties, ("half", "error", "correct"))
+    st = Sorted(s, g)
     pos = (y[st.perm] > threshold).to(F64)
     neg = 1.0 - pos
     n_pos = g.segment_sum(pos)
@@ -58,7 +58,7 @@ def auc(scores, labels, groups: Optional[Groups] = None, *, threshold: float = 0
     valid = (n_pos > 0) & (n_neg > 0)
     per_q = torch.where(valid, correct / (n_pos * n_neg).clamp_min(1.0),
                         correct.new_tensor(float("nan")))
-    return _reduce(per_q, reduction, valid=valid)
+    return reduce_per_query(per_q, reduction, valid=valid)
 
 
 def roc_curve(scores, labels, *, threshold: float = 0.0) -> Tuple[Tensor, Tensor, Tensor]:
@@ -71,8 +71,8 @@ def roc_curve(scores, labels, *, threshold: float = 0.0) -> Tuple[Tensor, Tensor
     are ``label > threshold``. With no negatives (positives) ``fpr`` (``tpr``) is NaN, as in
     sklearn.
     """
-    s, y, g = _prepare(scores, labels, None)
-    st = _Sorted(s, g)
+    s, y, g = prepare(scores, labels, None)
+    st = Sorted(s, g)
     pos = (y[st.perm] > threshold).to(F64)
     tp = torch.cumsum(pos, 0)
     fp = torch.cumsum(1.0 - pos, 0)
@@ -88,7 +88,7 @@ def roc_curve(scores, labels, *, threshold: float = 0.0) -> Tuple[Tensor, Tensor
 
 
 
-def _label_pair_counts(st: _Sorted, lev: Tensor, K: int):
+def _label_pair_counts(st: Sorted, lev: Tensor, K: int):
     """Per-document counts over label-induced pairs where the document is the preferred
     one: (#lower-labelled docs scored strictly above, #tied, #lower-labelled docs), from
     the label levels ``lev`` (``(n,)`` in ``[0, K)``, the pair engine's) in sorted order.
@@ -96,7 +96,7 @@ def _label_pair_counts(st: _Sorted, lev: Tensor, K: int):
     Up to ``_MANY_LEVELS`` distinct labels: one prefix-sum pass per label level, O(K·n).
     More levels (e.g. real-valued labels): bottom-up merge counting, O(n log n · log L)."""
     g = st.groups
-    if _many_levels(K):
+    if many_levels(K):
         return _label_pair_counts_many(st, lev, K)
     above = torch.zeros(lev.shape, dtype=F64, device=lev.device)
     tied = torch.zeros_like(above)
@@ -138,7 +138,7 @@ def _count_preceding_smaller(r: Tensor, g: Groups, R: int) -> Tensor:
     return out
 
 
-def _label_pair_counts_many(st: _Sorted, rank: Tensor, R: int):
+def _label_pair_counts_many(st: Sorted, rank: Tensor, R: int):
     g = st.groups
     # order 1: score desc, then label desc inside a tie block -> earlier & smaller label
     # means strictly higher score; order 2: label asc inside a tie block -> higher or tied
@@ -161,7 +161,7 @@ def _label_pair_counts_many(st: _Sorted, rank: Tensor, R: int):
     return above, above_or_tied - above, lower
 
 
-@_accepts_padding
+@accepts_padding
 def pair_error(scores, labels, groups: Optional[Groups] = None, *, pairs=None,
                ties: str = "error", reduction: str = "pooled") -> Tensor:
     r"""Weighted fraction of misordered crucial pairs: R̂1 (``ties="error"``) and R̂2
@@ -184,12 +184,12 @@ def pair_error(scores, labels, groups: Optional[Groups] = None, *, pairs=None,
             (mean of the per-query fractions over queries with at least one pair) or
             ``"none"`` (per-query fractions ``(G,)``, NaN for queries without pairs).
     """
-    s, y, g = _prepare(scores, labels, groups)
-    t = {"error": 1.0, "half": 0.5}[_check_choice(ties, "ties", ("error", "half"))]
-    _check_choice(reduction, "reduction", ("pooled", "sum", "mean", "none"))
+    s, y, g = prepare(scores, labels, groups)
+    t = {"error": 1.0, "half": 0.5}[check_choice(ties, "ties", ("error", "half"))]
+    check_choice(reduction, "reduction", ("pooled", "sum", "mean", "none"))
     spec = resolve_pairs(pairs)
     if isinstance(spec, Graded):
-        _check_grades(y, "pair_error with graded pairs")
+        check_grades(y, "pair_error with graded pairs")
     if isinstance(spec, ExplicitPairs):
         p = spec.validate(g)
         s64 = s.to(F64)
@@ -201,7 +201,7 @@ def pair_error(scores, labels, groups: Optional[Groups] = None, *, pairs=None,
         tot = d.new_zeros(g.num_groups).index_add_(0, gp, w)
     else:
         lev, K, _ = label_levels(y, g, spec)
-        st = _Sorted(s, g)
+        st = Sorted(s, g)
         above, tied, lower = _label_pair_counts(st, lev[st.perm], K)
         err = g.segment_sum(above + t * tied)
         tot = g.segment_sum(lower)
@@ -214,18 +214,18 @@ def pair_error(scores, labels, groups: Optional[Groups] = None, *, pairs=None,
     valid = tot > 0
     per_q = torch.where(valid, err / torch.where(valid, tot, torch.ones_like(tot)),
                         tot.new_tensor(float("nan")))
-    return _reduce(per_q, reduction, valid=valid)
+    return reduce_per_query(per_q, reduction, valid=valid)
 
 
-def _label_pair_diffs(s64: Tensor, y: Tensor, g: Groups, max_pairs: int,
-                      chunk: int = 1 << 22) -> Tensor:
+def label_pair_diffs(s64: Tensor, y: Tensor, g: Groups, max_pairs: int,
+                     chunk: int = 1 << 22) -> Tensor:
     """``s_hi - s_lo`` of every label-induced pair (``y_hi > y_lo``, same query).
 
     The ``Σ n_q²`` ordered candidate pairs are enumerated in ranges of ``chunk`` candidates
     (whatever the query sizes), keeping only the crucial ones, so the transient memory is
     O(chunk) and the result O(m)."""
     # number of crucial pairs (for the max_pairs guard), without materialising them
-    st = _Sorted(s64, g)
+    st = Sorted(s64, g)
     lev, K = dense_levels(y)
     _, _, lower = _label_pair_counts(st, lev[st.perm], K)
     m = int(lower.sum().item())
@@ -238,7 +238,7 @@ def _label_pair_diffs(s64: Tensor, y: Tensor, g: Groups, max_pairs: int,
     return torch.cat(out) if out else s64.new_zeros(0)
 
 
-@_accepts_padding
+@accepts_padding
 def precision_at_percent(scores, labels, groups: Optional[Groups] = None, *,
                          percent: Union[float, Sequence[float]] = 100.0, pairs=None,
                          ties: str = "error", max_pairs: int = 50_000_000) -> Tensor:
@@ -268,8 +268,8 @@ def precision_at_percent(scores, labels, groups: Optional[Groups] = None, *,
 
     Returns a scalar, or a ``(len(percent),)`` tensor for a sequence.
     """
-    s, y, g = _prepare(scores, labels, groups)
-    t = {"error": 0.0, "half": 0.5}[_check_choice(ties, "ties", ("error", "half"))]
+    s, y, g = prepare(scores, labels, groups)
+    t = {"error": 0.0, "half": 0.5}[check_choice(ties, "ties", ("error", "half"))]
     scalar = isinstance(percent, Real)
     ps = [percent] if scalar else list(percent)
     for p in ps:
@@ -277,7 +277,7 @@ def precision_at_percent(scores, labels, groups: Optional[Groups] = None, *,
             raise ValueError(f"percent must lie in (0, 100], got {p!r}")
     spec = resolve_pairs(pairs)
     if isinstance(spec, Graded):
-        _check_grades(y, "precision_at_percent with graded pairs")
+        check_grades(y, "precision_at_percent with graded pairs")
     s64 = s.to(F64)
     if isinstance(spec, ExplicitPairs):
         pp = spec.validate(g)
@@ -285,7 +285,7 @@ def precision_at_percent(scores, labels, groups: Optional[Groups] = None, *,
     else:
         if isinstance(spec, Bipartite):
             y = (y > spec.threshold).to(F64)
-        d = _label_pair_diffs(s64, y, g, int(max_pairs))
+        d = label_pair_diffs(s64, y, g, int(max_pairs))
     m = d.numel()
     if m == 0:
         out = s64.new_full((len(ps),), float("nan"))

@@ -8,10 +8,10 @@ import torch
 from torch import Tensor
 
 from ..groups import Groups
-from ._common import F64, _accepts_padding, _prepare, _reduce
+from ._common import F64, accepts_padding, prepare, reduce_per_query
 
 def _top_negative_counts(scores, labels, groups, threshold):
-    s, y, g = _prepare(scores, labels, groups)
+    s, y, g = prepare(scores, labels, groups)
     s64 = s.to(F64)
     pos = y > threshold
     top_neg = g.segment_max(torch.where(pos, torch.full_like(s64, float("-inf")), s64))
@@ -21,7 +21,7 @@ def _top_negative_counts(scores, labels, groups, threshold):
     return n_above, n_pos
 
 
-@_accepts_padding
+@accepts_padding
 def positives_above_first_negative(scores, labels, groups: Optional[Groups] = None, *,
                                    threshold: float = 0.0, normalize: bool = False,
                                    reduction: str = "mean") -> Tensor:
@@ -46,10 +46,10 @@ def positives_above_first_negative(scores, labels, groups: Optional[Groups] = No
     n_above, n_pos = _top_negative_counts(scores, labels, groups, threshold)
     if normalize:
         n_above = n_above / n_pos.clamp_min(1.0)
-    return _reduce(n_above, reduction)
+    return reduce_per_query(n_above, reduction)
 
 
-@_accepts_padding
+@accepts_padding
 def positives_below_top_negative(scores, labels, groups: Optional[Groups] = None, *,
                                  threshold: float = 0.0, normalize: bool = False,
                                  reduction: str = "mean") -> Tensor:
@@ -62,4 +62,4 @@ def positives_below_top_negative(scores, labels, groups: Optional[Groups] = None
     below = n_pos - n_above
     if normalize:
         below = below / n_pos.clamp_min(1.0)
-    return _reduce(below, reduction)
+    return reduce_per_query(below, reduction)

@@ -157,9 +157,9 @@ class CoordinateBoosting(FitState):
     #: data-parallel training (``distributed=``): only :class:`~.rankboost.RankBoost` takes
     #: it; the other algorithms always fit in this process alone
     distributed = False
-    #: ``init_model`` / ``resume`` (:mod:`~torchrankboost.boosting.checkpoint`): where the
-    #: state is the scores
-    _continues = False
+    #: ``init_model`` / ``resume`` (:mod:`~torchrankboost.boosting.checkpoint`): only the
+    #: algorithms whose state is the scores (RankBoost, PNormPush) set it
+    can_continue = False
     #: weighted fits list the crucial pairs with their weights
     #: (:func:`~torchrankboost.boosting.weights.weighted_pairs`); an algorithm that weighs
     #: label-induced pairs itself (PNormPush) sets it False
@@ -264,7 +264,7 @@ class CoordinateBoosting(FitState):
         if self.on_unbounded == "raise":
             rnd = len(self.history_) + 1
             raise UnboundedDirectionError(f"round {rnd}: undefined step: {reason}", round=rnd,
-                                          model=self._builder.build())
+                                          model=self.builder_.build())
         self.stop_reason_ = reason
 
     def _halt(self, reason: str):
@@ -321,7 +321,7 @@ class CoordinateBoosting(FitState):
         ctx.check_same("the number of eval sets", _count_sets(eval_set))
         tot = ctx.all_reduce_sum(torch.tensor([int(X.shape[0]), groups.num_groups],
                                               dtype=torch.int64))
-        self._sizes = (int(tot[0]), int(tot[1]))
+        self.totals_ = (int(tot[0]), int(tot[1]))  # (documents, queries) on all processes
         with comm.local():
             self.monitor_ = FitMonitor(self, n_features=X.shape[1], device=X.device,
                                        eval_set=eval_set, eval_metric=eval_metric,
@@ -344,7 +344,7 @@ class CoordinateBoosting(FitState):
         return per_eval_set(lambda y, g: make_pair_stats(y, g, pairs).log_loss)
 
     def _start(self, X, groups, builder):
-        self._builder = builder
+        self.builder_ = builder  # the ensemble so far (checkpoint snapshots build it)
         # the weak rankers used (``learner=None`` means Stumps()), not the None given
         params = {"learner": describe(source_class(self.learner)[1]),
                   "on_unbounded": self.on_unbounded}
@@ -353,7 +353,7 @@ class CoordinateBoosting(FitState):
                 params[k] = getattr(self, k)
         if self._comm.ctx.world_size > 1:
             params["world_size"] = self._comm.ctx.world_size
-        n_docs, n_queries = self._sizes
+        n_docs, n_queries = self.totals_
         self.monitor_.start(FitInfo(algorithm=self._algorithm, n_docs=n_docs,
                                     n_queries=n_queries, n_features=int(X.shape[1]),
                                     n_rounds=self.n_rounds, params=params),
@@ -364,7 +364,7 @@ class CoordinateBoosting(FitState):
         round's weak rankers, its :class:`RoundRecord` (``step`` = α, ``weight`` = the signed
         ensemble weight, ``loss`` = the objective after the step; the rest of ``diag`` in
         ``extra``) goes to the monitor; ``True`` when training stops."""
-        terms, intercept = self._builder.end_round()
+        terms, intercept = self.builder_.end_round()
         self.monitor_.add(terms, intercept)
         alpha = diag.get("alpha", 0.0)
         record = RoundRecord(round=t + 1, loss=diag.get("loss"), step=alpha,

@@ -45,6 +45,7 @@ dictionaries all-reduce their per-candidate sums (:class:`~.dictionaries.CodesDi
 from __future__ import annotations
 
 import math
+from typing import Callable, Optional
 
 import torch
 from torch import Tensor
@@ -147,6 +148,10 @@ class LabelPairStats:
         rank's; see the module docstring); ``None``: this process alone.
     """
 
+    #: the round whose scores the kept per-query centre of the linear path was taken from
+    #: (``None``: not tracked or not taken yet; see :meth:`track_centre`)
+    centre_round: Optional[int] = None
+
     def __init__(self, labels: Tensor, groups: Groups, pairs, context=None):
         self.ctx = get_context(False) if context is None else context
         labels = torch.as_tensor(labels)
@@ -232,6 +237,23 @@ class LabelPairStats:
                                              device=like.device).triu(1)
         return t
 
+    def track_centre(self, clock: Callable[[], int]) -> None:
+        """Note in :attr:`centre_round`, each time the per-query centre is taken again,
+        the round ``clock()`` gives (a checkpoint keeps it: a resume rebuilds that centre)."""
+        self._clock = clock
+
+    def restore_centre(self, s: Tensor, rnd: int) -> None:
+        """Keep the per-query centre of ``s``, the scores of round ``rnd`` (a resume)."""
+        self._c = self._centre(s)
+        self.centre_round = rnd
+
+    def _retake_centre(self, s: Tensor) -> Tensor:
+        clock = getattr(self, "_clock", None)
+        if clock is not None:
+            self.centre_round = clock()
+        c = self._c = self._centre(s)
+        return c
+
     def _centre(self, s: Tensor, *, span: bool = False):
         """Per-document query centre ``(max + min)/2`` of the scores (``(n,)``); with
         ``span=True`` also the largest query span ``max − min`` (a float)."""
@@ -256,10 +278,10 @@ class LabelPairStats:
         G, K = self.G, self.K
         c = getattr(self, "_c", None)
         if c is None or c.shape != s.shape or c.dtype != s.dtype or c.device != s.device:
-            c = self._c = self._centre(s)
+            c = self._retake_centre(s)
         x = s - c
         if float(x.abs().max()) > 300:
-            c = self._c = self._centre(s)
+            c = self._retake_centre(s)
             x = s - c
             if float(x.abs().max()) > 300:
                 return None

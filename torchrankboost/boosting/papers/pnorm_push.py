@@ -108,7 +108,7 @@ class PNormPush(CoordinateBoosting):
     """
 
     _algorithm = "pnorm_push"
-    _continues = True
+    can_continue = True
     _lists_weighted_pairs = False  # the pair weights enter the p-norm (_PNormObjective)
 
     def __init__(self, p: float = 4.0, *, learner=None, n_rounds: int = 200, pairs="bipartite",

@@ -105,7 +105,7 @@ class _ProxyBound:
 
 class _ZhengBase(FitState):
     _algorithm = ""
-    _continues = True  # init_model / resume through the driver
+    can_continue = True  # init_model / resume through the driver
 
     def _common(self, learning_rate, learner, n_rounds, base_score, callbacks, seed, verbose,
                 line_search_tol):

@@ -88,7 +88,7 @@ class RankBoost(CoordinateBoosting):
     VARIANTS = ("rb-d", "rb-c", "coordinate")
     UNBOUNDED = ("stop", "raise", "cap", "smooth")
     _algorithm = "rankboost"
-    _continues = True
+    can_continue = True
 
     def __init__(self, variant: str = "rb-c", *, learner=None, n_rounds: int = 100, pairs=None,
                  allow_negative_alpha: bool = True, on_unbounded: str = "stop",

@@ -1,5 +1,6 @@
-"""The no-grad pair-engine paths that reuse their temporaries (in place / ``out=``) give the
-same bits as the plain formulas they replace (copied below as the reference)."""
+"""``_pair_engine/exponential.py``: the no-grad paths that reuse their temporaries (in place /
+``out=``) give the same bits as the plain formulas they replace (copied below as the
+reference), the segment helpers of ``segment.py`` they call among them."""
 
 import math
 

@@ -1,4 +1,4 @@
-"""The ``--nproc`` parent (``parallel/launcher.py``), faults injected for real: a signal to
+"""The ``--nproc`` parent (``parallel/parent.py``), faults injected for real: a signal to
 the real ``train --nproc`` command stops every rank before it returns; bad input is one line
 from the parent before any rank starts, or from rank 0 when only the ranks can see it."""
 

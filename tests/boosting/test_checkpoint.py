@@ -17,7 +17,7 @@ from torchrankboost.boosting.checkpoint import Checkpoint, load_checkpoint
 from torchrankboost.boosting.papers import AdaBoost, PNormPush, RankBoost
 from torchrankboost.losses import ExponentialPairwiseLoss
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _data(n=240, seed=0):
