@@ -43,9 +43,10 @@ def data():
     return X, y, g, Xv, yv, gv
 
 
-def test_every_algorithm_is_covered():
-    assert set(ALGORITHMS) == {"boost", "rankboost", "rankboost_plus", "adaboost",
-                               "smooth_margin", "pnorm_push", "qbrank", "gbt", "ranksvm"}
+def test_every_registered_algorithm_is_covered():
+    """The contract runs over the registry's algorithms: a new one is checked by registering
+    it (``_params`` gives it small settings, a stump dictionary by default)."""
+    assert len(ALGORITHMS) >= 9 and {"boost", "rankboost", "ranksvm"} <= set(ALGORITHMS)
 
 
 @pytest.mark.parametrize("name", ALGORITHMS)

@@ -12,15 +12,16 @@ import sys
 from ..data.cache import bin_spec_of, build_cache, training_file
 from .inputs import PROG, ZERO_BASED, check_output, parse_params
 
-__all__ = ["add_bin_command", "cmd_bin"]
+__all__ = ["add_commands", "cmd_bin"]
 
 
-def add_bin_command(sub) -> None:
+def add_commands(sub) -> None:
     """The ``bin`` sub-command's parser."""
     p = sub.add_parser("bin", help="bin a training file once into a memory-mapped cache",
                        description="Read an SVMlight/LETOR training file, bin its features "
                                    "as the tree learner does and store them (safetensors) for "
                                    "`train --cache`.")
+    p.set_defaults(handler=cmd_bin)
     p.add_argument("data", help="SVMlight/LETOR training file (or a LETOR fold folder)")
     p.add_argument("--output", "-o", required=True, metavar="PATH", help="the cache file")
     p.add_argument("--max-bins", type=int, default=None, metavar="N",

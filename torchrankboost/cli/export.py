@@ -17,7 +17,7 @@ from pathlib import Path
 from .._io import atomic_write
 from .inputs import CLIError, check_output, device, load_saved_model
 
-__all__ = ["FORMATS", "add_export_command", "cmd_export"]
+__all__ = ["FORMATS", "add_commands", "cmd_export"]
 
 #: format name -> (what is written, the optional package it needs)
 FORMATS = {"lightgbm": ("LightGBM text model", "lightgbm"),
@@ -26,11 +26,12 @@ FORMATS = {"lightgbm": ("LightGBM text model", "lightgbm"),
            "treelite": ("Treelite checkpoint", "treelite")}
 
 
-def add_export_command(sub) -> None:
+def add_commands(sub) -> None:
     """The ``export`` sub-command's parser on ``sub`` (argparse sub-parsers)."""
     p = sub.add_parser("export", help="write a saved model as LightGBM, XGBoost, ONNX or "
                        "Treelite", description="Write a saved model in a format that "
                        "serving systems read (see the README's 'Export and serve').")
+    p.set_defaults(handler=cmd_export)
     p.add_argument("model", help="a model saved by `torchrankboost train`")
     p.add_argument("--format", "-f", required=True, metavar="FORMAT",
                    help="lightgbm (text model), xgboost (JSON model), onnx (ai.onnx.ml graph; "

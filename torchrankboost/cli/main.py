@@ -18,13 +18,16 @@ from ..parallel import DistributedError
 from ..parallel.launch import end_process_group, reports_failures, start_process_group, \
     under_launcher
 from ..parallel.parent import report_to_parent
-from .bin import add_bin_command, cmd_bin
-from .export import add_export_command, cmd_export
+from . import bin as bin_command, export, scoring, train
 from .inputs import PROG, CLIError
-from .scoring import add_scoring_commands, cmd_evaluate, cmd_predict
-from .train import add_train_command, cmd_train, launch_train
+from .train import launch_train
 
-__all__ = ["main", "build_parser"]
+__all__ = ["main", "build_parser", "COMMAND_MODULES"]
+
+#: the modules of the sub-commands: each has ``add_commands(sub)``, which adds its parsers
+#: with ``set_defaults(handler=cmd_<name>)``; a new sub-command is a module here (``list`` is
+#: this module's own)
+COMMAND_MODULES = (train, scoring, export, bin_command)
 
 
 # ============================================================================ parser
@@ -36,13 +39,12 @@ def build_parser() -> argparse.ArgumentParser:
         epilog="Run `torchrankboost train` with no arguments for the main job on built-in data.",
     )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    add_train_command(sub)
-    add_scoring_commands(sub)
-    add_export_command(sub)
-    add_bin_command(sub)
+    for module in COMMAND_MODULES:
+        module.add_commands(sub)
     ls = sub.add_parser("list", help="list losses, algorithms, learners, metrics and "
                         "debiasing methods",
                         description="List the available names with a one-line description.")
+    ls.set_defaults(handler=cmd_list)
     ls.add_argument("kind", nargs="?", default=None,
                     help="losses, algorithms, learners, metrics or debias (default: all)")
     return parser
@@ -123,10 +125,6 @@ def _say(line: str, reporter: Optional[int] = None) -> None:
         print(line, file=sys.stderr)
 
 
-COMMANDS = {"train": cmd_train, "evaluate": cmd_evaluate, "predict": cmd_predict,
-            "list": cmd_list, "export": cmd_export, "bin": cmd_bin}
-
-
 def main(argv: Optional[Sequence[str]] = None) -> int:
     """Entry point of the ``torchrankboost`` console script; returns the exit status."""
     parser = build_parser()
@@ -144,7 +142,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             _one_line_warnings()
         if args.command == "train":  # under torchrun: this process joins the group
             owned, args.device = start_process_group(args.device, args.timeout)
-        status = COMMANDS[args.command](args)
+        status = args.handler(args)
         sys.stdout.flush()  # a reader that left (`| head`) shows up here, not at exit
         return status
     except BrokenPipeError:  # `torchrankboost list | head -2`: no traceback, no message

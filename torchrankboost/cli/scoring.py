@@ -21,7 +21,7 @@ from .inputs import (DEFAULT_REPORT_BINARY, DEFAULT_REPORT_GRADED, MAX_FEATURES_
                      NUMBERING_HELP, ZERO_BASED, CLIError, check_output, device, is_binary,
                      load_saved_model, normalized)
 
-__all__ = ["add_scoring_commands", "cmd_evaluate", "cmd_predict", "compute_metrics",
+__all__ = ["add_commands", "cmd_evaluate", "cmd_predict", "compute_metrics",
            "format_table"]
 
 
@@ -63,16 +63,18 @@ def format_table(rows: Dict[str, Dict[str, float]]) -> str:
 
 
 # ============================================================================ parsers
-def add_scoring_commands(sub) -> None:
+def add_commands(sub) -> None:
     """The ``evaluate`` and ``predict`` sub-commands' parsers."""
     ev = _add_scoring_command(sub, "evaluate", "metrics of a saved model on a data file",
                               "Print the metrics of a saved model on an SVMlight file.",
                               "SVMlight/LETOR file (with qid for several queries)")
+    ev.set_defaults(handler=cmd_evaluate)
     ev.add_argument("--metric", "-m", nargs="+", default=None, metavar="NAME",
                     help="metrics (default: a standard set)")
     pr = _add_scoring_command(sub, "predict", "write one score per line for a data file",
                               "Score every line of an SVMlight file with a saved model.",
                               "SVMlight/LETOR file")
+    pr.set_defaults(handler=cmd_predict)
     pr.add_argument("--output", "-o", default=None, metavar="PATH",
                     help="output file (default: standard output)")
 

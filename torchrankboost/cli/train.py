@@ -21,7 +21,7 @@ from .options import OptionError, TrainOptions
 from .scoring import format_table
 from .training import TrainResult, ranker_options, run_training
 
-__all__ = ["add_train_command", "flag", "train_options", "cmd_train", "launch_train",
+__all__ = ["add_commands", "flag", "train_options", "cmd_train", "launch_train",
            "print_summary"]
 
 #: the fields of :class:`TrainOptions` whose flag is not ``--<field with dashes>``
@@ -29,10 +29,11 @@ _FLAGS = {"params": "--param", "loss_params": "--loss-param",
           "learner_params": "--learner-param", "tensorboard": "--no-tensorboard"}
 
 
-def add_train_command(sub) -> None:
+def add_commands(sub) -> None:
     """The ``train`` sub-command's parser."""
     tr = sub.add_parser("train", help="train a ranker, log to TensorBoard, save the model",
                         description="Train a boosted ranker and print train/valid/test metrics.")
+    tr.set_defaults(handler=cmd_train)
     _add_train_data_options(tr)
     _add_train_model_options(tr)
     _add_train_output_options(tr)
