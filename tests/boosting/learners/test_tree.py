@@ -289,9 +289,10 @@ def test_nan_only_outside_fit_rows_matches_nan_free_data():
     assert torch.equal(pa.edges, pb.edges) and bool(pa.has_missing[1]) and not bool(pb.has_missing.any())
     a = tree.fit(pa, y, w, rows=keep)
     b = tree.fit(pb, y[keep], w[keep])
-    for k in ("split_feature", "threshold_bin", "threshold", "default_left", "left_child", "right_child",
-              "leaf_value"):
+    for k in ("split_feature", "threshold_bin", "threshold", "default_left", "left_child", "right_child"):
         assert torch.equal(getattr(a, k), getattr(b, k)), k
+    # 600 and 400 rows: fixed points of 52 and 53 fraction bits, the same values to ~1e-14
+    assert torch.allclose(a.leaf_value, b.leaf_value, rtol=1e-12)
     assert torch.allclose(a.split_gain, b.split_gain, rtol=1e-12)
 
 
