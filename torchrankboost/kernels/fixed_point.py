@@ -36,7 +36,7 @@ synchronisation on the torch path; the compiled kernels read ``scale`` as Python
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, List, Optional
+from typing import Callable, List, Optional, Sequence, Union
 
 import torch
 from torch import Tensor
@@ -92,32 +92,52 @@ class FixedPoint:
         return [float(v) for v in self.scale.tolist()]
 
 
-def quantize(x: Tensor, *, num_rows: int, rows: Optional[Tensor] = None,
+def quantize(x: Union[Tensor, Sequence[Tensor]], *, num_rows: int,
+             rows: Optional[Tensor] = None,
              max_reduce: Optional[Callable[[Tensor], Tensor]] = None) -> FixedPoint:
-    """The fixed point of the float channels ``x`` (n, k) of a fit of at most ``num_rows``
-    rows over all ranks (``rows`` (m,) int64: the fit's rows, whose maxima set the scales;
-    ``None``: all). ``max_reduce`` (in place, e.g. ``DistContext.all_reduce_max``) agrees on
-    each channel's maximum over the ranks (``None``: one process). Rows outside ``rows`` get
-    values too (clamped to ``±2^62``: never summed). Finite inputs only (the learners check
-    them). No host synchronisation."""
-    if not isinstance(x, Tensor) or x.dim() != 2 or not x.dtype.is_floating_point:
-        raise ValueError(f"x: expected a 2-D float tensor (n, k), got "
-                         f"{tuple(x.shape) if isinstance(x, Tensor) else type(x).__name__}")
+    """The fixed point of the float channels ``x`` ((n, k), or a sequence of ``k`` (n,)
+    columns) of a fit of at most ``num_rows`` rows over all ranks (``rows`` (m,) int64: the
+    fit's rows, whose maxima set the scales; ``None``: all). ``max_reduce`` (in place, e.g.
+    ``DistContext.all_reduce_max``) agrees on each channel's maximum over the ranks
+    (``None``: one process). Rows outside ``rows`` get values too (clamped to ``±2^62``:
+    never summed). Finite inputs only (the learners check them). No host synchronisation;
+    per column one pass for the extremes and one for the values."""
+    cols = _columns(x)
     K = fraction_bits(num_rows)
-    x = x.to(torch.float64)
-    k = x.shape[1]
-    fit = x if rows is None else x.index_select(0, rows)
-    M = fit.abs().amax(0) if fit.shape[0] else x.new_zeros(k)
+    n, dev = cols[0].shape[0], cols[0].device
+    M = torch.zeros(len(cols), dtype=torch.float64, device=dev)
+    for c, col in enumerate(cols):
+        fit = col if rows is None else col.index_select(0, rows)
+        if fit.numel():
+            lo, hi = torch.aminmax(fit)  # no |x| temporary
+            M[c] = torch.maximum(hi, -lo)
     if max_reduce is not None:
         out = max_reduce(M)
         M = M if out is None else out
     E = torch.frexp(M).exponent.to(torch.int64).clamp_(min=K + _MIN_NORMAL_EXP)
     shift = K - E  # in [K - 1024, 1022]
-    y = x * _pow2(shift)
-    if rows is not None:
-        y.clamp_(-float(1 << SUM_BITS), float(1 << SUM_BITS))
-    q = torch.round(y).to(torch.int64)
-    return FixedPoint(q=q.contiguous(), shift=shift, scale=_pow2(-shift))
+    mult = _pow2(shift)
+    q = torch.empty((n, len(cols)), dtype=torch.int64, device=dev)
+    tmp = torch.empty(n, dtype=torch.float64, device=dev)
+    for c, col in enumerate(cols):
+        torch.mul(col, mult[c], out=tmp)  # exact: a power of two
+        if rows is not None:
+            tmp.clamp_(-float(1 << SUM_BITS), float(1 << SUM_BITS))
+        q[:, c].copy_(tmp.round_())  # round half to even, then exactly to int64
+    return FixedPoint(q=q, shift=shift, scale=_pow2(-shift))
+
+
+def _columns(x) -> List[Tensor]:
+    """The (n,) float64 columns of ``x`` ((n, k) or a sequence of (n,)); one-line errors."""
+    if isinstance(x, Tensor):
+        if x.dim() != 2 or not x.dtype.is_floating_point or x.shape[1] == 0:
+            raise ValueError(f"x: expected a 2-D float tensor (n, k >= 1), got "
+                             f"{tuple(x.shape)} {x.dtype}")
+        x = x.unbind(1)
+    cols = [c.to(torch.float64) for c in x]
+    if not cols or any(c.dim() != 1 or c.shape != cols[0].shape for c in cols):
+        raise ValueError("x: expected k >= 1 float columns of one length (n,)")
+    return cols
 
 
 def agreed_rows(prepared) -> int:
@@ -137,8 +157,8 @@ def agreed_rows(prepared) -> int:
     return total
 
 
-def quantize_fit(prepared, x: Tensor, rows: Optional[Tensor] = None) -> FixedPoint:
-    """:func:`quantize` of the channels ``x`` (n, k) of a fit on ``rows`` (``None``: all;
+def quantize_fit(prepared, x, rows: Optional[Tensor] = None) -> FixedPoint:
+    """:func:`quantize` of the channels ``x`` ((n, k) or ``k`` (n,) columns) of a fit on ``rows`` (``None``: all;
     at most :func:`agreed_rows` of them over the ranks, e.g. no row twice) of ``prepared``
     (binned features): ``N`` = :func:`agreed_rows`, the maxima reduced through its context."""
     ctx = prepared.context

@@ -303,7 +303,7 @@ class RegressionTree(Params):
         dev = prepared.codes.device
         target, weight, rows = check_fit_inputs(n, dev, target, weight, rows)
         w = weight.double()
-        fixed = quantize_fit(prepared, torch.stack([w * target.double(), w], 1), rows)
+        fixed = quantize_fit(prepared, (w * target.double(), w), rows)
         return target, fixed, rows, self._feature_mask(F, dev, generator)
 
     def _grow(self, prepared, target, weight, rows, generator):
