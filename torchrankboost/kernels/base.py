@@ -80,8 +80,10 @@ class GrownTree:
     ``split_gain``), the ``depth``, and ``leaf_sums`` (L, 3) int64 ``(Σ q_wt, Σ q_w, rows)``
     per leaf id: the leaf's integer sums in the fit's fixed point (summed over the ranks when
     data-parallel; exact, so independent of the row order and the ranks; ``G, H =
-    fixed.to_float(leaf_sums[:, :2])``), ``leaf_count`` (L,) float64: this rank's rows of the
-    fit in each leaf (not summed over the ranks; ``None``: unknown). ``output(leaf_value)``:
+    fixed.to_float(leaf_sums[:, :2])``; the rows over the ranks are the covers),
+    ``leaf_count`` (L,) float64: this rank's rows of the fit in each leaf (not summed over
+    the ranks; ``None``: unknown; informative, the learners do not need it).
+    ``output(leaf_value)``:
     the tree's output on every row of the prepared data from the growth's row partition, or
     ``None`` (the caller traverses the tree)."""
 

@@ -297,9 +297,11 @@ class NativeBackend:
         S = prepared.missing_code + 1
         lib = library()
         fn = lib.trb_histogram16 if codes.dtype == torch.int16 else lib.trb_histogram
+        if values.dtype != torch.int64:
+            raise ValueError(f"values: expected int64 channels (fixed point), got {values.dtype}")
         out = torch.empty((len(counts), F, S, 3), dtype=torch.int64)
         r32 = rows.to(torch.int32).contiguous()
-        values = values.to(torch.int64).contiguous()
+        values = values.contiguous()
         step, nt = F * S * 3 * 8, torch.get_num_threads()
         starts = [0]
         for c in counts:
