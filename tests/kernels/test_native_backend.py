@@ -140,6 +140,8 @@ def _problem(seed, n=3000, F=5):
     X = torch.randn(n, F, generator=g, dtype=torch.float64)
     X[torch.rand(n, F, generator=g) < 0.08] = math.nan
     X[:, 1] = torch.randint(0, 4, (n,), generator=g).double()  # few distinct values
+    if seed % 2 == 0:  # exact ties: a copy of a feature has the same gains
+        X[:, F - 1] = X[:, 0]
     t = torch.sin(4 * X[:, 0].nan_to_num()) + 0.3 * torch.randn(n, generator=g, dtype=torch.float64)
     w = torch.rand(n, generator=g, dtype=torch.float64) if seed % 2 else None
     rows = torch.nonzero(torch.rand(n, generator=g) < 0.7).reshape(-1) if seed % 3 == 0 else None
@@ -165,6 +167,8 @@ def test_native_equals_torch_bit_for_bit_on_int16_codes(seed, n_bins, threads, n
     finally:
         torch.set_num_threads(old)
     assert (ref.kernel_, nat.kernel_) == ("torch", "native") and a.num_leaves > 2
+    if seed % 2 == 0:  # the copy of feature 0 ties with it exactly: the lower feature wins
+        assert 0 in a.split_feature.tolist() and X.shape[1] - 1 not in a.split_feature.tolist()
     _assert_same_tree(a, b)
     assert torch.equal(fa, fb)
     # the traversal of the codes: the same leaves in both kernels
