@@ -251,8 +251,9 @@ def scenario_ddp_equivalence(out, steps):
 
 
 def scenario_local_sums():
-    """float64 sums through the shared mapping equal gloo's (the same result on every rank,
-    rank-ordered); other dtypes and sizes above the slot go through gloo."""
+    """float64 and int64 sums through the shared mapping equal gloo's (the same result on
+    every rank, rank-ordered; int64 exact, wrapping as torch's); other dtypes and sizes above
+    the slot go through gloo."""
     import torch
 
     from torchrankboost.parallel import shm as D
@@ -260,19 +261,21 @@ def scenario_local_sums():
     ctx = _ctx()
     gen = torch.Generator().manual_seed(100 + ctx.rank)
     for n in (1, 7, 5000, 200_003):
-        t = torch.randn(n, dtype=torch.float64, generator=gen)
-        mine = t.clone()
-        local = ctx.all_reduce_sum(t)
-        assert D.host_transport(ctx) is not None
-        parts = ctx.all_gather_object(mine)
-        expect = parts[0].clone()
-        for q in parts[1:]:
-            expect += q
-        assert torch.equal(local, expect), n
+        for t in (torch.randn(n, dtype=torch.float64, generator=gen),
+                  torch.randint(-2 ** 62, 2 ** 62, (n,), dtype=torch.int64, generator=gen)):
+            mine = t.clone()
+            assert D.host_transport(ctx).accepts(t, "SUM")
+            local = ctx.all_reduce_sum(t)
+            parts = ctx.all_gather_object(mine)
+            expect = parts[0].clone()
+            for q in parts[1:]:
+                expect += q
+            assert torch.equal(local, expect), (n, t.dtype)
     big = torch.ones(D.host_transport(ctx).cap + 1, dtype=torch.float64)
     assert float(ctx.all_reduce_sum(big)[0]) == ctx.world_size  # through gloo
-    ints = torch.full((3,), ctx.rank + 1, dtype=torch.int64)
-    assert ctx.all_reduce_sum(ints).tolist() == [3, 3, 3]
+    ints = torch.full((3,), ctx.rank + 1, dtype=torch.int32)
+    assert not D.host_transport(ctx).accepts(ints, "SUM")
+    assert ctx.all_reduce_sum(ints).tolist() == [3, 3, 3]  # through gloo
     print("local sums ok", flush=True)
 
 

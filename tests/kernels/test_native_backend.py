@@ -1,7 +1,8 @@
 """The compiled CPU backend (kernels/native_backend.py over trees.c) against the pure-torch
-reference: identical trees (uint8 and int16 codes, any thread count, every row or none), the
-same histograms, the same boosted ensembles, the same bin codes and the same ensemble scores,
-bit for bit; where a kernel does not apply the reference runs instead.
+reference: identical trees (uint8 and int16 codes, any thread count, every row or none, NaNs
+and exact ties), the same int64 histograms, the same boosted ensembles, the same bin codes and
+the same ensemble scores, bit for bit; where a kernel does not apply the reference runs
+instead.
 """
 
 import math
@@ -14,6 +15,7 @@ from torchrankboost.boosting import Booster
 from torchrankboost.boosting.learners import RegressionTree
 from torchrankboost.data import make_letor
 from torchrankboost.kernels import binning, native_backend
+from torchrankboost.kernels.fixed_point import quantize
 from torchrankboost.kernels.histogram import histogram
 from torchrankboost.losses import ExponentialPairwiseLoss, QBRankLoss
 
@@ -28,7 +30,11 @@ def _random_problem(seed):
     X = torch.randn(n, F, generator=g, dtype=torch.float64)
     X[torch.rand(n, F, generator=g) < 0.1] = math.nan
     X[:, 0] = torch.randint(0, 3, (n,), generator=g).double()  # few distinct values
+    if F > 2 and seed % 2 == 0:  # exact ties: a copy of a feature has the same gains
+        X[:, F - 1] = X[:, 1]
     t = torch.randn(n, generator=g, dtype=torch.float64)
+    if seed % 6 == 1:  # few distinct targets: equal sums in many bins
+        t = t.sign()
     w = torch.rand(n, generator=g, dtype=torch.float64) if seed % 2 else None
     rows = torch.nonzero(torch.rand(n, generator=g) < 0.7).reshape(-1) if seed % 3 == 0 else None
     kw = dict(max_leaves=int(torch.randint(2, 40, (), generator=g)),
@@ -53,7 +59,12 @@ def test_native_tree_equals_torch_tree(seed):
     nat = RegressionTree(kernel="native", **kw)
     p = ref.prepare(X)
     a = ref.fit(p, t, w, rows=rows)
-    b = nat.fit(p, t, w, rows=rows)
+    old = torch.get_num_threads()
+    torch.set_num_threads(1 + seed % 2)  # the compiled kernels' result does not depend on it
+    try:
+        b = nat.fit(p, t, w, rows=rows)
+    finally:
+        torch.set_num_threads(old)
     assert ref.kernel_ == "torch" and nat.kernel_ == "native"
     _assert_same_tree(a, b)
     assert torch.equal(a.predict_prepared(p, kernel="torch"), b.predict_prepared(p))
@@ -64,11 +75,11 @@ def test_native_histogram_equals_reference():
     X, t, w, rows, _ = _random_problem(3)
     p = RegressionTree().prepare(X)
     w = torch.rand(X.shape[0], dtype=torch.float64)
-    vals = torch.stack([w * t, w], 1)
+    vals = quantize(torch.stack([w * t, w], 1), num_rows=X.shape[0]).q
     lib = native_backend.library()
     for r in (None, torch.arange(0, X.shape[0], 3)):
-        ref = histogram(p.codes, r, vals, slots=256, packed=torch.complex(vals[:, 0], vals[:, 1]))
-        out = torch.empty((X.shape[1], 256, 3), dtype=torch.float64)
+        ref = histogram(p.codes, r, vals, slots=256)
+        out = torch.empty((X.shape[1], 256, 3), dtype=torch.int64)
         r32 = None if r is None else r.to(torch.int32)
         lib.trb_histogram(p.codes.data_ptr(), X.shape[0], X.shape[1],
                           None if r32 is None else r32.data_ptr(),
@@ -129,6 +140,8 @@ def _problem(seed, n=3000, F=5):
     X = torch.randn(n, F, generator=g, dtype=torch.float64)
     X[torch.rand(n, F, generator=g) < 0.08] = math.nan
     X[:, 1] = torch.randint(0, 4, (n,), generator=g).double()  # few distinct values
+    if seed % 2 == 0:  # exact ties: a copy of a feature has the same gains
+        X[:, F - 1] = X[:, 0]
     t = torch.sin(4 * X[:, 0].nan_to_num()) + 0.3 * torch.randn(n, generator=g, dtype=torch.float64)
     w = torch.rand(n, generator=g, dtype=torch.float64) if seed % 2 else None
     rows = torch.nonzero(torch.rand(n, generator=g) < 0.7).reshape(-1) if seed % 3 == 0 else None
@@ -154,6 +167,8 @@ def test_native_equals_torch_bit_for_bit_on_int16_codes(seed, n_bins, threads, n
     finally:
         torch.set_num_threads(old)
     assert (ref.kernel_, nat.kernel_) == ("torch", "native") and a.num_leaves > 2
+    if seed % 2 == 0:  # the copy of feature 0 ties with it exactly: the lower feature wins
+        assert 0 in a.split_feature.tolist() and X.shape[1] - 1 not in a.split_feature.tolist()
     _assert_same_tree(a, b)
     assert torch.equal(fa, fb)
     # the traversal of the codes: the same leaves in both kernels
@@ -165,10 +180,10 @@ def test_native_histogram16_equals_reference():
     p = RegressionTree(n_bins=900).prepare(X)
     S = p.missing_code + 1
     w = torch.rand(X.shape[0], dtype=torch.float64)
-    vals = torch.stack([w * t, w], 1).contiguous()
+    vals = quantize(torch.stack([w * t, w], 1), num_rows=X.shape[0]).q
     for r in (None, torch.arange(0, X.shape[0], 3)):
-        ref = histogram(p.codes, r, vals, slots=S, packed=torch.complex(vals[:, 0], vals[:, 1]))
-        out = torch.empty((X.shape[1], S, 3), dtype=torch.float64)
+        ref = histogram(p.codes, r, vals, slots=S)
+        out = torch.empty((X.shape[1], S, 3), dtype=torch.int64)
         r32 = None if r is None else r.to(torch.int32)
         native_backend.library().trb_histogram16(
             p.codes.data_ptr(), X.shape[0], X.shape[1], None if r32 is None else r32.data_ptr(),
@@ -305,7 +320,8 @@ def test_level_steps_equal_the_reference(seed):
     p = binning.bin_features(X, n_bins=int(40 + 50 * seed))
     n, F = p.codes.shape
     w = torch.ones(n, dtype=torch.float64) if w is None else w
-    values = torch.stack([w * t, w], 1).contiguous()
+    fixed = quantize(torch.stack([w * t, w], 1), num_rows=n)
+    values = fixed.q
     params = TreeParams(max_leaves=8, max_depth=3, min_child_weight=1e-3,
                         min_samples_leaf=1 + seed, l2=float(seed), min_split_gain=0.0)
     nat, ref = native_backend.NativeBackend(), native_backend.TorchBackend()
@@ -319,8 +335,8 @@ def test_level_steps_equal_the_reference(seed):
     assert hists[0].shape == hists[1].shape == (4, 3, F, p.missing_code + 1)
     assert torch.equal(hists[0], hists[1])
     miss = hists[1][0, 2, :, -1] > 0
-    a = nat.best_level(hists[0], p, feat_ok, miss, params=params)
-    b = ref.best_level(hists[1], p, feat_ok, miss, params=params)
+    a = nat.best_level(hists[0], p, feat_ok, miss, params=params, scale=fixed.scale)
+    b = ref.best_level(hists[1], p, feat_ok, miss, params=params, scale=fixed.scale)
     assert (a is None) == (b is None)
     if a is not None:
         assert a[:3] == b[:3]

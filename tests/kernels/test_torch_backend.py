@@ -6,6 +6,7 @@ import torch
 
 from torchrankboost.boosting.learners import RegressionTree
 from torchrankboost.kernels.binning import bin_features
+from torchrankboost.kernels.fixed_point import quantize
 from torchrankboost.kernels.histogram import histogram
 from torchrankboost.kernels.torch_backend import TorchBackend
 
@@ -49,7 +50,8 @@ def test_level_histograms_are_the_built_nodes_histograms(device):
     X = _features(seed=2).to(device)
     p = bin_features(X, n_bins=31)
     g = torch.Generator().manual_seed(2)
-    values = torch.rand(X.shape[0], 2, generator=g, dtype=torch.float64).to(device)
+    values = quantize(torch.rand(X.shape[0], 2, generator=g, dtype=torch.float64).to(device),
+                      num_rows=X.shape[0]).q
     rows = torch.arange(0, X.shape[0], 2, device=device)
     counts = [100, 0, rows.numel() - 100]
     seen = []

@@ -1,5 +1,5 @@
 """The shared-memory sum of one host's ranks (``parallel/shm.py``, injected faults for
-real): float64 sums through the shared mapping, a dead or stopped peer noticed and named, a
+real): float64 and int64 sums through the shared mapping, a dead or stopped peer noticed and named, a
 ``/dev/shm`` too small falls back to gloo with one warning (a real small tmpfs in a user
 namespace; a simulated allocation failure where none can be mounted)."""
 
@@ -17,8 +17,9 @@ linux_only = pytest.mark.skipif(sys.platform != "linux", reason="Linux processes
 
 
 def test_same_host_sums_go_through_shared_memory():
-    """Ranks of one host sum float64 tensors through the shared mapping: the rank-ordered
-    sum on every rank; other dtypes and larger tensors through gloo."""
+    """Ranks of one host sum float64 and int64 tensors (the fixed-point histograms) through
+    the shared mapping: the rank-ordered sum on every rank, int64 exact; other dtypes and
+    larger tensors through gloo."""
     res = launch("local_sums", 2, timeout=90)
     assert all(r.returncode == 0 for r in res), explain(res)
     assert all("local sums ok" in r.out for r in res)

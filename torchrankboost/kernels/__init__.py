@@ -6,7 +6,9 @@ binning, tree growth, oblivious levels, traversal, prediction): ``"native"``
 (:mod:`.native_backend`, the compiled CPU kernels of ``trees.c``, the only module that loads
 them), ``"torch"`` (:mod:`.torch_backend`, the pure-torch reference, any device). Every backend
 gives the same codes, trees and scores bit for bit. **A new backend (a GPU kernel) is one
-module here and one entry in** ``_AUTO_ORDER``. The node histogram of the torch path (and of
+module here and one entry in** ``_AUTO_ORDER``. Every histogram of every backend is an int64
+sum of the fit's channels in the fixed point of :mod:`.fixed_point` (exact: the same on every
+backend, number of processes and row order). The node histogram of the torch path (and of
 stumps) is :func:`.histogram.histogram`; the oblivious level arithmetic is :mod:`.levels`; the
 quantile binning (:func:`.binning.bin_features`, :class:`.binning.BinnedFeatures`) is
 :mod:`.binning`.

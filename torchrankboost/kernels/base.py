@@ -16,6 +16,12 @@ every backend:
 * **prediction**: an ensemble's weighted trees summed over raw features
   (:meth:`TreeBackend.predict_trees`).
 
+The arithmetic, the same on every backend (:mod:`.fixed_point`): the float64 channels
+``w·t`` and ``w`` of a fit become int64 fixed point once (:func:`.fixed_point.quantize_fit`),
+every histogram is int64 ``(Σ q_wt, Σ q_w, count)`` per (feature, bin) (exact and
+associative: the same on every backend, any number of ranks and any row order), and ``G``,
+``H`` below are integer sums converted to float64 (``float64(Q) · 2^-shift``).
+
 Growth, in Newton form: with ``G = Σ w·t`` and ``H = Σ w`` over a node's rows, a split into L
 and R has gain ``G_L²/(H_L + λ) + G_R²/(H_R + λ) − G²/(H + λ)``; the leaf of largest gain
 (the first one in leaf order on ties) is split until ``max_leaves`` or no leaf has a split
@@ -25,10 +31,10 @@ Candidates are tried in (feature, threshold bin, NaN left / NaN right) order, th
 maximum wins. Leaf ids: a split leaves the left child the parent's id and gives the right
 child the next id.
 
-Data-parallel: ``reduce`` (``None`` in one process) replaces a float64 tensor by its sum over
-the ranks, in place; a backend applies it to every histogram it builds and to the leaf sums,
-and takes every decision (row counts included) from the reduced histograms, so every rank
-grows the same tree on its own rows.
+Data-parallel: ``reduce`` (``None`` in one process) replaces an int64 tensor by its sum over
+the ranks, in place (exact); a backend applies it to every histogram it builds and takes every
+decision (row counts and leaf sums included) from the reduced histograms, so every rank grows
+the same tree on its own rows, the tree of one process.
 
 A new backend is one module in this folder (a class with these methods; subclassing
 :class:`~.torch_backend.TorchBackend` inherits the reference of whatever it does not speed up)
@@ -38,15 +44,18 @@ and one entry in the chooser's ``_AUTO_ORDER`` (:mod:`torchrankboost.kernels`).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, List, NamedTuple, Optional, Protocol, Sequence
+from typing import TYPE_CHECKING, Callable, List, NamedTuple, Optional, Protocol, Sequence
 
 import torch
 from torch import Tensor
 
+if TYPE_CHECKING:
+    from .fixed_point import FixedPoint
+
 __all__ = ["TreeParams", "GrownTree", "Level", "TreeBackend", "Unavailable", "Reduce",
            "newton_values"]
 
-#: ``reduce(buf)``: ``buf`` (float64) summed over the ranks in place (the result returned)
+#: ``reduce(buf)``: ``buf`` (int64) summed over the ranks in place (the result returned)
 Reduce = Callable[[Tensor], Tensor]
 
 
@@ -68,11 +77,15 @@ class GrownTree:
     """A grown tree's structure: internal nodes ``k = 0..K-1`` (``split_feature``,
     ``threshold_bin`` (``code <= bin`` goes left), ``default_left`` (NaN side),
     ``left_child`` / ``right_child`` (``>= 0`` internal node, ``< 0`` leaf ``~child``),
-    ``split_gain``), the ``depth``, and ``leaf_sums`` (L, 2) float64 ``(Σ w·t, Σ w)`` per leaf
-    id (summed over the ranks when data-parallel; sequentially in each leaf's row order),
+    ``split_gain``), the ``depth``, and ``leaf_sums`` (L, 3) int64 ``(Σ q_wt, Σ q_w, rows)``
+    per leaf id: the leaf's integer sums in the fit's fixed point (summed over the ranks when
+    data-parallel; exact, so independent of the row order and the ranks; ``G, H =
+    fixed.to_float(leaf_sums[:, :2])``; the rows over the ranks are the covers),
     ``leaf_count`` (L,) float64: this rank's rows of the fit in each leaf (not summed over
-    the ranks; ``None``: unknown). ``output(leaf_value)``: the tree's output on every row of the prepared data from the
-    growth's row partition, or ``None`` (the caller traverses the tree)."""
+    the ranks; ``None``: unknown; informative, the learners do not need it).
+    ``output(leaf_value)``:
+    the tree's output on every row of the prepared data from the growth's row partition, or
+    ``None`` (the caller traverses the tree)."""
 
     split_feature: List[int]
     threshold_bin: List[int]
@@ -119,11 +132,12 @@ class TreeBackend(Protocol):
         codes, or float raw features) with ``num_rows`` rows on ``device``; else why not."""
         ...
 
-    def grow(self, prepared, wt: Tensor, w: Tensor, rows: Optional[Tensor], feat_ok: Tensor, *,
+    def grow(self, prepared, fixed: "FixedPoint", rows: Optional[Tensor], feat_ok: Tensor, *,
              params: TreeParams, reduce: Optional[Reduce]) -> GrownTree:
-        """Grow one tree on ``prepared`` (``BinnedFeatures``) from the float64 channels
-        ``wt = w·target`` and ``w`` (n,), on ``rows`` (int64, or ``None`` = all rows) and the
-        features ``feat_ok`` (F,) bool."""
+        """Grow one tree on ``prepared`` (``BinnedFeatures``) from the fixed-point channels
+        ``fixed`` (:class:`.fixed_point.FixedPoint`: ``q`` (n, 2) int64 ``(q_wt, q_w)`` and
+        their ``scale``), on ``rows`` (int64, or ``None`` = all rows) and the features
+        ``feat_ok`` (F,) bool."""
         ...
 
     def leaves_from_codes(self, tree, codes: Tensor) -> Tensor:
@@ -154,20 +168,21 @@ class TreeBackend(Protocol):
 
     def level_histograms(self, prepared, values: Tensor, rows: Tensor, counts: List[int],
                          build: List[int], *, reduce: Optional[Reduce]) -> Tensor:
-        """The (B, 3, F, S) float64 histograms (channels Σ w·t, Σ w, count; S = missing code
+        """The (B, 3, F, S) int64 histograms (channels Σ q_wt, Σ q_w, count; S = missing code
         + 1) of the ``B = len(counts)`` nodes of an oblivious level on ``prepared``
         (``BinnedFeatures``): node ``j``'s rows are ``rows[s_j : s_j + counts[j]]``
-        (``s_j = Σ_{i<j} counts[i]``; each node's rows ascending), ``values`` (n, 2) float64
-        the channels ``(w·t, w)``. Only the nodes in ``build`` are filled, each summed over the
+        (``s_j = Σ_{i<j} counts[i]``; each node's rows ascending), ``values`` (n, 2) int64
+        the fixed-point channels ``(q_wt, q_w)``. Only the nodes in ``build`` are filled, each summed over the
         ranks through ``reduce``; the others are left for the caller (parent − sibling). The
         result may be a view of the backend's own layout (a (B, F, S, 3) buffer, say)."""
         ...
 
     def best_level(self, hists: Tensor, prepared, feat_ok: Tensor, miss: Tensor, *,
-                   params: TreeParams) -> Optional[Level]:
+                   params: TreeParams, scale: Tensor) -> Optional[Level]:
         """The best question of an oblivious level from its nodes' ``hists`` (a
         :meth:`level_histograms` result, summed over the ranks), over the features ``feat_ok``
-        (F,) bool, NaN right tried only for the features ``miss`` (F,) bool; ``None`` when no
+        (F,) bool, NaN right tried only for the features ``miss`` (F,) bool; ``scale`` (2,)
+        float64 the fixed point's (:attr:`.fixed_point.FixedPoint.scale`); ``None`` when no
         allowed candidate gains enough (:mod:`.levels` states the gain and the rules)."""
         ...
 

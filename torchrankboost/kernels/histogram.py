@@ -1,22 +1,19 @@
 """The node histogram of the histogram learners (trees, stumps): one function, every device.
 
-For a set of rows (a tree node, or all rows) and per-row channels ``values`` (n, k), the
-histogram holds, per feature ``f`` and bin code ``b``, the sums of the channels over the rows
-whose code of ``f`` is ``b``:
+For a set of rows (a tree node, or all rows) and per-row int64 channels ``values`` (n, k) (the
+fixed point of :mod:`.fixed_point`), the histogram holds, per feature ``f`` and bin code
+``b``, the integer sums of the channels over the rows whose code of ``f`` is ``b``:
 
     hist[j, f, b] = Σ_{r in rows, codes[r, f] = b} values[r, j]        (j < k)
     hist[k, f, b] = #{r in rows : codes[r, f] = b}                      (the count channel)
 
-How: the rows' bin codes (m, F) are gathered, transposed to an int64 (F, m) index and
+all int64: exact, so the same on every device, for any order of the rows and any split of
+them over the ranks (the compiled kernels of ``trees.c`` hold the same sums in an (F, S, 3)
+layout). How: the rows' bin codes (m, F) are gathered, transposed to an int64 (F, m) index and
 scattered with ``scatter_add_`` along the bin axis into (F, slots) accumulators (one launch
-per channel, features in parallel). On CPU the two channels of a tree (Σ w·t, Σ w) are packed
-into one ``complex128`` scatter (measured faster than two real scatters, see
-``scripts/bench_trees.py``). Accumulation is float64 on every device (float32 histograms lose
-~1e-4 relative accuracy over 10⁶ rows and histogram subtraction amplifies it). Rows are
-processed in chunks of 2048 rows on CPU (the (F, 2048) int64 index stays in cache, measured
-~3x faster than 65536-row chunks), 2^20 rows on other devices. Every bin sums its rows in row
-order (as ``scatter_add_`` does), which the compiled kernels (``trees.c``) reproduce bit for
-bit.
+per channel, features in parallel; integer additions, so the atomics of a GPU give the same
+sums). Rows are processed in chunks of 2048 rows on CPU (the (F, 2048) int64 index stays in
+cache, measured ~3x faster than 65536-row chunks), 2^20 rows on other devices.
 """
 
 from __future__ import annotations
@@ -33,79 +30,66 @@ _DEV_CHUNK = 1 << 20
 
 
 def histogram(codes: Tensor, rows: Optional[Tensor], values: Tensor, *, slots: int,
-              packed: Optional[Tensor] = None,
               count: Union[None, str, Tensor] = "scatter") -> Tensor:
-    """Per-feature histograms of ``values`` (and row counts) over the bin codes of ``rows``.
+    """Per-feature integer histograms of ``values`` (and row counts) over the bin codes of
+    ``rows``.
 
     Args:
         codes: (n, F) integer bin codes (uint8 or int16), each ``< slots``.
         rows: (m,) int64 row indices, or ``None`` for all n rows (no gather).
-        values: (n, k) float64 per-row channels.
+        values: (n, k) int64 per-row channels (e.g. :attr:`.fixed_point.FixedPoint.q`).
         slots: number of code slots (max code + 1).
-        packed: optional (n,) complex128 ``values[:, 0] + i·values[:, 1]`` (k == 2): one
-            complex scatter instead of two real ones on CPU (the same sums bit for bit).
-        count: the count channel: ``"scatter"`` (counted), ``None`` (no count channel),
-            ``"weight"`` (a copy of channel 1: every weight is exactly 1, so Σ w is the
-            count, exactly below 2^53 rows), or an (F, slots) float64 tensor (the counts
-            when already known, e.g. :func:`all_rows_count`).
+        count: the count channel: ``"scatter"`` (counted), ``None`` (no count channel), or
+            an (F, slots) int64 tensor (the counts when already known, e.g.
+            :func:`all_rows_count`).
 
     Returns:
-        ``(k + 1, F, slots)`` float64 (``(k, F, slots)`` with ``count=None``).
+        ``(k + 1, F, slots)`` int64 (``(k, F, slots)`` with ``count=None``).
     """
     n, F = codes.shape
-    dev = codes.device
+    if values.dtype != torch.int64:
+        raise ValueError(f"values: expected int64 channels (fixed point), got {values.dtype}")
     k = values.shape[1]
     m = n if rows is None else rows.numel()
-    out = torch.zeros((k + (count is not None), F, slots), dtype=torch.float64, device=dev)
-    use_complex = packed is not None and dev.type == "cpu" and k == 2
+    out = torch.zeros((k + (count is not None), F, slots), dtype=torch.int64, device=codes.device)
     scatter_count = isinstance(count, str) and count == "scatter"
     if m > 0:
-        _accumulate(codes, rows, values, packed if use_complex else None, out, scatter_count)
+        _accumulate(codes, rows, values, out, scatter_count)
     if isinstance(count, Tensor):
         out[k] = count
-    elif isinstance(count, str) and count == "weight":
-        out[k] = out[1]
     return out
 
 
-def _accumulate(codes: Tensor, rows: Optional[Tensor], values: Tensor, packed: Optional[Tensor],
-                out: Tensor, scatter_count: bool) -> None:
+def _accumulate(codes: Tensor, rows: Optional[Tensor], values: Tensor, out: Tensor,
+                scatter_count: bool) -> None:
     """The chunked scatter of :func:`histogram` into ``out`` (channels first)."""
     n, F = codes.shape
     dev = codes.device
     k = values.shape[1]
     m = n if rows is None else rows.numel()
     chunk = _CPU_CHUNK if dev.type == "cpu" else _DEV_CHUNK
-    hc = torch.zeros(out.shape[1:], dtype=torch.complex128, device=dev) if packed is not None else None
     idx_buf = torch.empty((F, min(chunk, m)), dtype=torch.int64, device=dev)
-    ones = torch.ones(min(chunk, m), dtype=torch.float64, device=dev) if scatter_count else None
+    ones = torch.ones(min(chunk, m), dtype=torch.int64, device=dev) if scatter_count else None
     for s in range(0, m, chunk):
         r = None if rows is None else rows[s : s + chunk]
         c = codes[s : s + chunk] if r is None else codes.index_select(0, r)
         mc = c.shape[0]
         idx = idx_buf[:, :mc]
         idx.copy_(c.t())
-        if hc is not None:
-            src = packed[s : s + mc] if r is None else packed.index_select(0, r)
-            hc.scatter_add_(1, idx, src.unsqueeze(0).expand(F, mc))
-        else:
-            vals = values[s : s + mc] if r is None else values.index_select(0, r)
-            for j in range(k):
-                out[j].scatter_add_(1, idx, vals[:, j].unsqueeze(0).expand(F, mc))
+        vals = values[s : s + mc] if r is None else values.index_select(0, r)
+        for j in range(k):
+            out[j].scatter_add_(1, idx, vals[:, j].unsqueeze(0).expand(F, mc))
         if scatter_count:
             out[k].scatter_add_(1, idx, ones[:mc].unsqueeze(0).expand(F, mc))
-    if hc is not None:
-        out[0] = hc.real
-        out[1] = hc.imag
 
 
 def all_rows_count(prepared, slots: int) -> Tensor:
-    """(F, slots) row counts per bin over all rows of ``prepared`` (a ``BinnedFeatures``):
-    the same for every fit on it (cached there)."""
+    """(F, slots) int64 row counts per bin over all rows of ``prepared`` (a
+    ``BinnedFeatures``): the same for every fit on it (cached there)."""
     codes = prepared.codes
     count = prepared.cache.get(("count", slots))
     if count is None or count.device != codes.device:
-        no_values = torch.empty((codes.shape[0], 0), dtype=torch.float64, device=codes.device)
+        no_values = torch.empty((codes.shape[0], 0), dtype=torch.int64, device=codes.device)
         count = histogram(codes, None, no_values, slots=slots)[0]
         prepared.cache[("count", slots)] = count
     return count
@@ -113,7 +97,7 @@ def all_rows_count(prepared, slots: int) -> Tensor:
 
 def compact_reducer(prepared, layout: str, sum_):
     """The sum over ranks of a data-parallel fit's node histograms and leaf sums, compacted:
-    ``reduce(buf)`` in place on a float64 buffer, or ``None`` when ``sum_`` is ``None`` (one
+    ``reduce(buf)`` in place on an int64 (or any) buffer, or ``None`` when ``sum_`` is ``None`` (one
     process: nothing to sum).
 
     Args:

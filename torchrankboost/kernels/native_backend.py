@@ -8,8 +8,11 @@ coding; where a kernel does not apply (see each method) the torch reference runs
 :mod:`.torch_backend` and the same tree bit for bit: root histogram, split search, in-place
 stable row partition (every leaf owns a contiguous range of one int32 row buffer, as in
 LightGBM's data partition), the smaller child's histogram and the larger child's by
-subtraction, leaf sums. Histogram buffers are kept on the prepared data between fits. The
-data-parallel ``reduce`` hook is passed to C as a callback (:func:`_reduce_callback`).
+subtraction, the leaves' integer sums. Histograms are int64 ``(F, S, 3)`` ``(Σ q_wt, Σ q_w,
+count)`` of the fixed point of :mod:`.fixed_point` (the torch path holds the same sums as
+``(3, F, S)``). Histogram buffers are kept on the prepared data between fits. The
+data-parallel ``reduce`` hook is passed to C as a callback on int64 buffers
+(:func:`_reduce_callback`).
 """
 
 from __future__ import annotations
@@ -25,15 +28,16 @@ from .. import _native
 from .._io import deferred_interrupts
 from . import levels
 from .base import GrownTree, Level, Reduce, TreeParams, Unavailable
+from .fixed_point import FixedPoint
 from .histogram import compact_reducer
 from .torch_backend import TorchBackend
 
 __all__ = ["NativeBackend", "library", "status", "SOURCE"]
 
 SOURCE = Path(__file__).with_name("trees.c")
-_ABI = 7
-#: the C type of the data-parallel reduction callback ``reduce(double *buf, int64_t len)``
-REDUCE_FN = ctypes.CFUNCTYPE(None, ctypes.POINTER(ctypes.c_double), ctypes.c_int64)
+_ABI = 8
+#: the C type of the data-parallel reduction callback ``reduce(int64_t *buf, int64_t len)``
+REDUCE_FN = ctypes.CFUNCTYPE(None, ctypes.POINTER(ctypes.c_int64), ctypes.c_int64)
 
 _p, _i64 = ctypes.c_void_p, ctypes.c_int64
 
@@ -43,9 +47,10 @@ class GrowArgs(ctypes.Structure):
 
     _fields_ = [
         ("codes", _p), ("n", _i64), ("F", _i64), ("rows", _p), ("m", _i64), ("all_rows", _i64),
-        ("gh", _p), ("S", _i64), ("num_bins", _p), ("feat_ok", _p), ("Vm", _i64),
+        ("q", _p), ("S", _i64), ("num_bins", _p), ("feat_ok", _p), ("Vm", _i64),
         ("l2", ctypes.c_double), ("min_samples_leaf", _i64), ("min_child_weight", ctypes.c_double),
-        ("min_split_gain", ctypes.c_double), ("max_leaves", _i64), ("max_depth", _i64),
+        ("min_split_gain", ctypes.c_double), ("scale_g", ctypes.c_double),
+        ("scale_h", ctypes.c_double), ("max_leaves", _i64), ("max_depth", _i64),
         ("missing_code", _i64), ("nthreads", _i64), ("reduce", REDUCE_FN),
         ("pool", _p), ("pool_size", _i64), ("free_list", _p), ("scratch", _p), ("miss_feat", _p),
         ("leaves", _p), ("order", _p),
@@ -61,9 +66,7 @@ def _declare(lib: ctypes.CDLL) -> None:
         "trb_abi_version": ([], i32),
         "trb_histogram": ([p, i64, i64, p, i64, p, p, i64, i32], None),
         "trb_subtract": ([p, p, p, i64], None),
-        "trb_best_split": ([p, i64, i64, p, p, p, i64, d, d, d, p], None),
         "trb_partition": ([p, i64, p, i64, i64, i64, i32, i32, p], i64),
-        "trb_leaf_sums": ([p, p, p, i64, p, p], None),
         "trb_tree_leaves": ([p, i64, i64, p, p, p, p, p, i64, i32, p, i32], None),
         "trb_tree_leaves16": ([p, i64, i64, p, p, p, p, p, i64, i32, p, i32], None),
         "trb_histogram16": ([p, i64, i64, p, i64, p, p, i64, i32], None),
@@ -74,8 +77,8 @@ def _declare(lib: ctypes.CDLL) -> None:
         "trb_grow": ([ctypes.POINTER(GrowArgs)], i64),
         "trb_apply_bins": ([p, p, i32, i64, i64, i64, i64, p, i32, i32], None),
         "trb_predict_trees": ([p, i32, i64, i64, i64, p, p, p, p, p, p, p, p, p, p, p, i32], None),
-        "trb_oblivious_level": ([p, i64, i64, i64, p, p, p, i64, d, d, d, p, p, p], None),
-        "trb_oblivious_nodes": ([p, i64, i64, i64, p, i64, d, i64, i64, i32, p, p, p], None),
+        "trb_oblivious_level": ([p, i64, i64, i64, p, p, p, i64, d, d, d, d, d, p, p, p], None),
+        "trb_oblivious_nodes": ([p, i64, i64, i64, p, i64, d, d, d, i64, i64, i32, p, p, p], None),
     }
     for name, (args, res) in sig.items():
         fn = getattr(lib, name)
@@ -114,11 +117,11 @@ def _buffers(lib, prepared, F: int, S: int, L: int) -> dict:
     key = ("native_buffers", F, S, L)
     bufs = prepared.cache.get(key)
     if bufs is None:
-        bufs = {"pool": torch.empty((L + 1, F, S, 3), dtype=torch.float64),
+        bufs = {"pool": torch.empty((L + 1, F, S, 3), dtype=torch.int64),
                 "free": torch.empty(L + 1, dtype=torch.int64),
                 "leaves": torch.empty(lib.trb_leaf_struct_size() * (L + 1), dtype=torch.uint8),
                 "order": torch.empty(L + 1, dtype=torch.int64),
-                "cum": torch.empty(3 * max(S - 1, 1), dtype=torch.float64),
+                "cum": torch.empty(3 * max(S - 1, 1), dtype=torch.int64),
                 "num_bins": prepared.num_bins.to("cpu", torch.int64).contiguous()}
         nb = bufs["num_bins"]
         bufs["Vm"] = min(max(1, int(nb.max())) if F else 1, prepared.missing_code)
@@ -129,13 +132,13 @@ def _buffers(lib, prepared, F: int, S: int, L: int) -> dict:
 def _outputs(F: int, L: int) -> dict:
     """Fresh output buffers of one ``trb_grow`` call (one allocation, cut into views)."""
     u8 = torch.empty(F + L, dtype=torch.uint8)
-    i64 = torch.empty(7 * L + 1, dtype=torch.int64)
-    f64 = torch.empty(3 * L, dtype=torch.float64)
+    i64 = torch.empty(9 * L + 1, dtype=torch.int64)
+    f64 = torch.empty(L, dtype=torch.float64)
     i = [i64[k * L:(k + 1) * L] for k in range(6)]
     return dict(miss_feat=u8[:F], default_left=u8[F:], split_feature=i[0], threshold_bin=i[1],
                 left_child=i[2], right_child=i[3], leaf_begin=i[4], leaf_count=i[5],
-                depth_out=i64[6 * L:6 * L + 1].zero_(), split_gain=f64[:L],
-                leaf_sums=f64[L:].view(L, 2))
+                depth_out=i64[6 * L:6 * L + 1].zero_(), split_gain=f64,
+                leaf_sums=i64[6 * L + 1:].view(L, 3))
 
 
 #: the data the compiled kernels take: bin codes (1 or 2 bytes) and raw features
@@ -163,7 +166,7 @@ class NativeBackend:
             return Unavailable(str(exc), missing=True)
         return None
 
-    def grow(self, prepared, wt: Tensor, w: Tensor, rows: Optional[Tensor], feat_ok: Tensor, *,
+    def grow(self, prepared, fixed: FixedPoint, rows: Optional[Tensor], feat_ok: Tensor, *,
              params: TreeParams, reduce: Optional[Reduce]) -> GrownTree:
         lib = library()
         codes = prepared.codes.contiguous()
@@ -176,7 +179,8 @@ class NativeBackend:
         if m == 0:  # no rows (a rank whose rows all weigh 0): a real buffer, not NULL = all
             rows32 = torch.zeros(1, dtype=torch.int32)
         num_bins = bufs["num_bins"]
-        t = dict(gh=torch.stack([wt, w], 1).contiguous(), rows=rows32,
+        sg, sh = fixed.host_scales()
+        t = dict(q=fixed.q.contiguous(), rows=rows32,
                  scratch=torch.empty_like(rows32), num_bins=num_bins,
                  feat_ok=feat_ok.to("cpu", torch.uint8).contiguous(),
                  **_outputs(F, L))
@@ -186,7 +190,7 @@ class NativeBackend:
             Vm=bufs["Vm"],
             l2=params.l2, min_samples_leaf=params.min_samples_leaf,
             min_child_weight=params.min_child_weight, min_split_gain=params.min_split_gain,
-            max_leaves=L, max_depth=params.max_depth if params.max_depth is not None else 1 << 62,
+            scale_g=sg, scale_h=sh, max_leaves=L, max_depth=params.max_depth if params.max_depth is not None else 1 << 62,
             missing_code=prepared.missing_code, nthreads=torch.get_num_threads(),
             reduce=REDUCE_FN(0) if hook is None else REDUCE_FN(hook),
             pool=bufs["pool"].data_ptr(), pool_size=L + 1, free_list=bufs["free"].data_ptr(),
@@ -287,13 +291,15 @@ class NativeBackend:
                          build: List[int], *, reduce: Optional[Reduce]) -> Tensor:
         """``trb_histogram`` (``trb_histogram16`` on int16 codes) of each built node into one
         (B, F, S, 3) buffer (the kernel zeroes its output first: an empty node is all
-        zeros), returned as its (B, 3, F, S) view."""
+        zeros), int64, returned as its (B, 3, F, S) view."""
         codes = prepared.codes.contiguous()
         n, F = codes.shape
         S = prepared.missing_code + 1
         lib = library()
         fn = lib.trb_histogram16 if codes.dtype == torch.int16 else lib.trb_histogram
-        out = torch.empty((len(counts), F, S, 3), dtype=torch.float64)
+        if values.dtype != torch.int64:
+            raise ValueError(f"values: expected int64 channels (fixed point), got {values.dtype}")
+        out = torch.empty((len(counts), F, S, 3), dtype=torch.int64)
         r32 = rows.to(torch.int32).contiguous()
         values = values.contiguous()
         step, nt = F * S * 3 * 8, torch.get_num_threads()
@@ -307,13 +313,14 @@ class NativeBackend:
         return out.permute(0, 3, 1, 2)
 
     def best_level(self, hists: Tensor, prepared, feat_ok: Tensor, miss: Tensor, *,
-                   params: TreeParams) -> Optional[Level]:
+                   params: TreeParams, scale: Tensor) -> Optional[Level]:
         """``trb_oblivious_level`` (the best candidate) and ``trb_oblivious_nodes`` (its node
         gains and left counts) on the (B, F, S, 3) layout; the reference for histograms off
         the CPU or of more than 256 slots."""
         if hists.device.type != "cpu" or hists.shape[-1] > 256:
-            return _REFERENCE.best_level(hists, prepared, feat_ok, miss, params=params)
-        setup = levels.level_setup(hists, prepared, params.l2)
+            return _REFERENCE.best_level(hists, prepared, feat_ok, miss, params=params,
+                                         scale=scale)
+        setup = levels.level_setup(hists, prepared, params.l2, scale)
         if setup is None:
             return None
         Vm, parent = setup
@@ -324,20 +331,21 @@ class NativeBackend:
             nb = prepared.cache["num_bins_i64"] = prepared.num_bins.to("cpu", torch.int64).contiguous()
         fo = feat_ok.to("cpu", torch.uint8).contiguous()
         mf = miss.to("cpu", torch.uint8).contiguous()
-        cum = torch.empty(B * 256 * 3, dtype=torch.float64)
+        cum = torch.empty(B * 256 * 3, dtype=torch.int64)
+        sg, sh = (float(v) for v in scale.tolist())
         par = torch.empty(B, dtype=torch.float64)
         out = torch.empty(5, dtype=torch.float64)
         lib = library()
         lib.trb_oblivious_level(raw.data_ptr(), B, F, S, nb.data_ptr(), fo.data_ptr(),
                                 mf.data_ptr(), Vm, params.l2, params.min_samples_leaf - 0.5,
-                                params.min_child_weight, cum.data_ptr(), par.data_ptr(),
+                                params.min_child_weight, sg, sh, cum.data_ptr(), par.data_ptr(),
                                 out.data_ptr())
         bg, _, f, t, dl = out.tolist()
         if not levels.accepted(bg, parent, params):
             return None
         ng, nl = torch.empty(B, dtype=torch.float64), torch.empty(B, dtype=torch.float64)
-        lib.trb_oblivious_nodes(raw.data_ptr(), B, F, S, nb.data_ptr(), Vm, params.l2, int(f),
-                                int(t), int(dl == 1.0), par.data_ptr(), ng.data_ptr(),
+        lib.trb_oblivious_nodes(raw.data_ptr(), B, F, S, nb.data_ptr(), Vm, params.l2, sg, sh,
+                                int(f), int(t), int(dl == 1.0), par.data_ptr(), ng.data_ptr(),
                                 nl.data_ptr())
         return Level(int(f), int(t), dl == 1.0, ng, nl)
 
@@ -369,8 +377,8 @@ def _grown(lib, t: dict, n: int, nleaves: int) -> GrownTree:
 
 
 def _reduce_callback(reduce: Optional[Reduce]):
-    """A ctypes-callable ``(double *buf, int64_t len)`` that sums ``buf`` over all ranks in
-    place through ``reduce`` (a function of a float64 tensor), or ``None`` for ``None``.
+    """A ctypes-callable ``(int64_t *buf, int64_t len)`` that sums ``buf`` over all ranks in
+    place through ``reduce`` (a function of an int64 tensor), or ``None`` for ``None``.
 
     An exception cannot cross the C code: the first one is kept in the callable's ``error``
     (the caller raises it when ``trb_grow`` returns) and the later calls do nothing (a
@@ -382,8 +390,8 @@ def _reduce_callback(reduce: Optional[Reduce]):
         if call.error is not None:
             return
         try:
-            buf = torch.frombuffer((ctypes.c_double * length).from_address(ctypes.addressof(ptr.contents)),
-                                   dtype=torch.float64)
+            buf = torch.frombuffer((ctypes.c_int64 * length).from_address(ctypes.addressof(ptr.contents)),
+                                   dtype=torch.int64)
             out = reduce(buf)
             if out is not None and out.data_ptr() != buf.data_ptr():
                 buf.copy_(out)

@@ -2,12 +2,13 @@
 path that runs on CUDA (and on CPU where the compiled kernels cannot be built): tree growth,
 oblivious levels (:mod:`.levels`), traversal, prediction and bin coding in torch ops.
 
-The growth (see :mod:`.base`): the root's histogram comes from all of the fit's rows; each
-split gathers the rows of the smaller child (by the row counts of the histogram, summed over
-the ranks when data-parallel) and takes the larger child's histogram as the parent's minus the
-smaller's. The split search evaluates a compact list of candidates for a batch of nodes at once
-(cumulative sums of the histograms, no (B, F, 255, sides, 3) intermediates). Leaf sums are
-exact sums of the rows (not of subtracted histograms), sequential in each leaf's row order.
+The growth (see :mod:`.base`): the root's int64 histogram (the fixed point of
+:mod:`.fixed_point`) comes from all of the fit's rows; each split gathers the rows of the
+smaller child (by the row counts of the histogram, summed over the ranks when data-parallel)
+and takes the larger child's histogram as the parent's minus the smaller's (exact). The split
+search evaluates a compact list of candidates for a batch of nodes at once (integer cumulative
+sums of the histograms converted to float64, no (B, F, 255, sides, 3) intermediates). A
+leaf's sums are its histogram's totals: exact integers.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from torch import Tensor
 
 from . import levels
 from .base import GrownTree, Level, Reduce, TreeParams
+from .fixed_point import FixedPoint
 from .histogram import all_rows_count, compact_reducer, histogram
 
 __all__ = ["TorchBackend"]
@@ -33,7 +35,7 @@ _CODE_CHUNK = 1 << 16  # rows coded at once by apply_bins (bounds its (F, chunk)
 class _Leaf:
     leaf_id: int
     rows: Tensor
-    hist: Optional[Tensor]  # (3, F, S) float64: Σ w·t, Σ w, count
+    hist: Optional[Tensor]  # (3, F, S) int64: Σ q_wt, Σ q_w, count
     depth: int
     parent: int  # internal node index, -1 for the root
     is_left: bool
@@ -73,12 +75,13 @@ def split_candidates(prepared, feat_ok: Tensor, miss: Tensor) -> dict:
 
 
 def _candidate_sums(hists: Tensor, cand: dict):
-    """Left and right ``(B, 3, Q)`` sums of every candidate, and the node totals (B, 3, F)."""
+    """Left and right ``(B, 3, Q)`` int64 sums of every candidate, and the node totals
+    (B, 3, F) (the same for every feature, exactly)."""
     Bn, _, F, S = hists.shape
     Vm, pos = cand["Vm"], cand["pos"]
     c = torch.cumsum(hists[..., :Vm], -1)  # (B, 3, F, Vm) left sums, missing excluded
     miss = hists[..., S - 1]  # (B, 3, F)
-    tot = c[..., Vm - 1] + miss  # (B, 3, F) node totals (per feature, equal up to rounding)
+    tot = c[..., Vm - 1] + miss  # (B, 3, F) node totals (per feature, all equal)
     # torch.gather along the last dim (much faster than index_select there on CPU)
     Q = pos.numel()
     cs = torch.gather(c.reshape(Bn * 3, F * Vm), 1, pos.expand(Bn * 3, Q))  # (B·3, Q)
@@ -92,27 +95,31 @@ def _candidate_sums(hists: Tensor, cand: dict):
     return left, ts.view(Bn, 3, Q) - left, tot
 
 
-def best_splits(hists: Tensor, cand: dict, params: TreeParams) -> List[Optional[tuple]]:
+def best_splits(hists: Tensor, cand: dict, params: TreeParams,
+                scale: Tensor) -> List[Optional[tuple]]:
     """Best split of each node in a batch.
 
     Args:
-        hists: (B, 3, F, S) float64 histograms (channels Σ w·t, Σ w, count; slot S−1 = missing).
+        hists: (B, 3, F, S) int64 histograms (channels Σ q_wt, Σ q_w, count; slot S−1 =
+            missing).
         cand: from :func:`split_candidates`.
         params: the growth settings.
+        scale: (2,) float64, the fixed point's ``2^-shift`` of the two channels.
 
     Returns:
         list of ``(gain, feature, bin, default_left)`` or None per node.
 
-    Cumulative sums over the value bins give the left sums with NaN right; adding the missing
-    slot gives NaN left; right = node total − left.
+    Integer cumulative sums over the value bins give the left sums with NaN right; adding the
+    missing slot gives NaN left; right = node total − left (exact). Each sum is converted to
+    float64 once (``float64(Q) · scale``) and the gains computed from those.
     """
     lam = params.l2
     Bn = hists.shape[0]
     if cand["pos"].numel() == 0:
         return [None] * Bn
     left, right, tot = _candidate_sums(hists, cand)
-    gl, hl, nl = left.unbind(1)
-    gr, hr, nr = right.unbind(1)
+    gl, hl, nl = levels.to_float(left, scale)
+    gr, hr, nr = levels.to_float(right, scale)
     dl = hl + lam
     dr = hr + lam
     gain = gl * gl / dl + gr * gr / dr  # (B, Q)
@@ -122,9 +129,9 @@ def best_splits(hists: Tensor, cand: dict, params: TreeParams) -> List[Optional[
         ok &= torch.minimum(dl, dr) > 0
     gain = torch.where(ok, gain, torch.full_like(gain, -math.inf))
     best, flat = torch.max(gain, 1)
-    T0 = tot[:, :, 0]  # (B, 3)
-    d0 = T0[:, 1] + lam
-    parent = torch.where(d0 > 0, T0[:, 0] * T0[:, 0] / torch.where(d0 > 0, d0, torch.ones_like(d0)),
+    G0, H0, _ = levels.to_float(tot[:, :, 0], scale)  # (B,) node totals
+    d0 = H0 + lam
+    parent = torch.where(d0 > 0, G0 * G0 / torch.where(d0 > 0, d0, torch.ones_like(d0)),
                          torch.zeros_like(d0))
     res = torch.cat([best.unsqueeze(1), parent.unsqueeze(1), cand["info"].index_select(0, flat)], 1)
     out = []
@@ -142,7 +149,7 @@ class _Grower:
     the internal nodes made so far. Row counts (the ``min_samples_leaf`` test, the smaller
     child) are read off the count channel of the (reduced) histograms: exact integers."""
 
-    def __init__(self, prepared, wt: Tensor, w: Tensor, rows: Optional[Tensor], feat_ok: Tensor,
+    def __init__(self, prepared, fixed: FixedPoint, rows: Optional[Tensor], feat_ok: Tensor,
                  params: TreeParams, reduce: Optional[Reduce]):
         self.params = params
         self.reduce = reduce
@@ -150,12 +157,10 @@ class _Grower:
         self.missing_code = prepared.missing_code
         n = self.codes.shape[0]
         dev = self.codes.device
-        self.values = torch.stack([wt, w], 1)
-        self.packed = torch.complex(wt, w) if dev.type == "cpu" else None
+        self.values = fixed.q
+        self.scale = fixed.scale
         self.slots = prepared.missing_code + 1
         self.max_depth = params.max_depth if params.max_depth is not None else 1 << 30
-        # Unit weights: the count channel equals Σ w exactly (sums of 1.0 below 2^53).
-        self.count = "weight" if (bool((w == 1.0).all()) if n else False) else "scatter"
         if rows is None:
             root = _Leaf(0, torch.arange(n, device=dev), self.histogram(
                 None, count=all_rows_count(prepared, self.slots)), 0, -1, True)
@@ -170,11 +175,10 @@ class _Grower:
         self.depth = 0
         self.evaluate(root)
 
-    def histogram(self, rows: Optional[Tensor], count=None) -> Tensor:
-        """(3, F, slots) histogram of ``rows`` (``None``: every row, with the cached
+    def histogram(self, rows: Optional[Tensor], count="scatter") -> Tensor:
+        """(3, F, slots) int64 histogram of ``rows`` (``None``: every row, with the cached
         ``count``), summed over the ranks when data-parallel."""
-        h = histogram(self.codes, rows, self.values, slots=self.slots, packed=self.packed,
-                      count=self.count if count is None else count)
+        h = histogram(self.codes, rows, self.values, slots=self.slots, count=count)
         if self.reduce is not None:
             self.reduce(h)
         return h
@@ -183,11 +187,12 @@ class _Grower:
         """Set each leaf's best split (None when it may not or cannot split), one batch."""
         msl = self.params.min_samples_leaf
         todo = [lf for lf in lvs
-                if lf.depth < self.max_depth and float(lf.hist[2, 0].sum()) >= 2 * msl]
+                if lf.depth < self.max_depth and int(lf.hist[2, 0].sum()) >= 2 * msl]
         for lf in lvs:
             lf.best = None
         if todo:
-            res = best_splits(torch.stack([lf.hist for lf in todo]), self.cand, self.params)
+            res = best_splits(torch.stack([lf.hist for lf in todo]), self.cand, self.params,
+                              self.scale)
             for lf, r in zip(todo, res):
                 lf.best = r
 
@@ -216,8 +221,8 @@ class _Grower:
         if leaf.parent >= 0:
             (self.lc if leaf.is_left else self.rc)[leaf.parent] = k
         cnt = leaf.hist[2, f]  # the children's row counts (over all ranks), exact
-        n_left = float(cnt[: t + 1].sum()) + (float(cnt[-1]) if d_left else 0.0)
-        small_left = n_left <= float(cnt.sum()) - n_left
+        n_left = int(cnt[: t + 1].sum()) + (int(cnt[-1]) if d_left else 0)
+        small_left = n_left <= int(cnt.sum()) - n_left
         hs = self.histogram(lrows if small_left else rrows)
         hl = leaf.hist - hs
         if not small_left:
@@ -236,19 +241,10 @@ class _Grower:
         return torch.tensor([float(lf.rows.numel()) for lf in leaves], dtype=torch.float64)
 
     def leaf_sums(self) -> Tensor:
-        """``(L, 2)`` float64 ``(Σ w·t, Σ w)`` per leaf in leaf id order, sequentially in each
-        leaf's row order (``index_add_`` over the concatenated rows), summed over the ranks."""
+        """``(L, 3)`` int64 ``(Σ q_wt, Σ q_w, rows)`` per leaf in leaf id order, over the
+        ranks: each leaf histogram's totals (exact)."""
         leaves = sorted(self.leaves, key=lambda lf: lf.leaf_id)
-        wt, w = self.values[:, 0], self.values[:, 1]
-        sizes = torch.tensor([lf.rows.numel() for lf in leaves], device=wt.device)
-        all_rows = torch.cat([lf.rows for lf in leaves])
-        leaf_of = torch.repeat_interleave(torch.arange(len(leaves), device=wt.device), sizes)
-        sums = torch.zeros((len(leaves), 2), dtype=torch.float64, device=wt.device)
-        sums[:, 0].index_add_(0, leaf_of, wt.index_select(0, all_rows))
-        sums[:, 1].index_add_(0, leaf_of, w.index_select(0, all_rows))
-        if self.reduce is not None:
-            self.reduce(sums)
-        return sums
+        return torch.stack([lf.hist[:, 0, :].sum(-1) for lf in leaves])
 
 
 class TorchBackend:
@@ -259,9 +255,9 @@ class TorchBackend:
     def unavailable(self, *, device, data_dtype, num_rows) -> None:
         return None  # any device, any codes
 
-    def grow(self, prepared, wt: Tensor, w: Tensor, rows: Optional[Tensor], feat_ok: Tensor, *,
+    def grow(self, prepared, fixed: FixedPoint, rows: Optional[Tensor], feat_ok: Tensor, *,
              params: TreeParams, reduce: Optional[Reduce]) -> GrownTree:
-        g = _Grower(prepared, wt, w, rows, feat_ok, params, compact_reducer(prepared, "3FS", reduce))
+        g = _Grower(prepared, fixed, rows, feat_ok, params, compact_reducer(prepared, "3FS", reduce))
         g.grow()
         return GrownTree(split_feature=g.sf, threshold_bin=g.tb, default_left=g.dl,
                          left_child=g.lc, right_child=g.rc, split_gain=g.sg, depth=g.depth,
@@ -319,17 +315,15 @@ class TorchBackend:
                          build: List[int], *, reduce: Optional[Reduce]) -> Tensor:
         codes = prepared.codes
         F, S = codes.shape[1], prepared.missing_code + 1
-        out = torch.empty((len(counts), 3, F, S), dtype=torch.float64, device=codes.device)
-        packed = torch.complex(values[:, 0], values[:, 1]) if codes.device.type == "cpu" else None
+        out = torch.empty((len(counts), 3, F, S), dtype=torch.int64, device=codes.device)
         starts = [0]
         for c in counts:
             starts.append(starts[-1] + c)
         for j in build:
-            out[j] = histogram(codes, rows[starts[j]:starts[j + 1]], values, slots=S,
-                               packed=packed)
+            out[j] = histogram(codes, rows[starts[j]:starts[j + 1]], values, slots=S)
         levels.sum_built(out, build, reduce)
         return out
 
     def best_level(self, hists: Tensor, prepared, feat_ok: Tensor, miss: Tensor, *,
-                   params: TreeParams) -> Optional[Level]:
-        return levels.search(hists, prepared, feat_ok, miss, params=params)
+                   params: TreeParams, scale: Tensor) -> Optional[Level]:
+        return levels.search(hists, prepared, feat_ok, miss, params=params, scale=scale)

@@ -4,18 +4,20 @@
  * Plain C99 + OpenMP, called through ctypes on the memory of contiguous torch tensors (no
  * Python C API, no torch headers). Every kernel reproduces the pure-torch reference path of
  * torch_backend.py bit for bit:
- *   - histograms accumulate each (feature, bin) in row order (as scatter_add_ does), and the
- *     work is split across threads by FEATURE, so the result does not depend on the number of
- *     threads;
+ *   - histograms are int64 sums of the fixed-point channels (kernels/fixed_point.py): exact,
+ *     so the same for any row order and any split of the work (threads split by FEATURE);
  *   - the split search walks the candidates in the reference's (feature, bin, NaN side) order
- *     and keeps the first maximum, with the same floating-point expressions;
- *   - leaf sums are sequential in row order (as index_add_ is).
+ *     and keeps the first maximum; its left / right sums are exact integer sums, each
+ *     converted once to float64 ((double)Q * scale, scale = 2^-shift) and the gains computed
+ *     with the reference's floating-point expressions;
+ *   - leaf sums are the integer sums of the leaves (the chosen splits' sides): exact.
  * Build flags keep IEEE semantics: -O2 -ffp-contract=off, never -ffast-math.
  *
  * Layouts: codes (n, F) uint8 row-major (int16 above 255 bins: the *16 variants, and
- * trb_grow with code_bytes = 2); gh (n, 2) float64 = (w·target, w) per row;
- * hist (F, S, 3) float64 = (Σ w·t, Σ w, row count) per (feature, slot), S = missing code + 1
- * (the last slot holds NaNs); rows int32.
+ * trb_grow with code_bytes = 2); q (n, 2) int64 = (q_wt, q_w) per row, the fixed point of
+ * (w·target, w); hist (F, S, 3) int64 = (Σ q_wt, Σ q_w, row count) per (feature, slot),
+ * S = missing code + 1 (the last slot holds NaNs); rows int32. A fit's sums stay below 2^62
+ * (the fixed point's choice of scale), so no int64 sum or difference here overflows.
  */
 #include <math.h>
 #include <stdint.h>
@@ -27,7 +29,7 @@
 
 #define CH 3
 
-int trb_abi_version(void) { return 7; }
+int trb_abi_version(void) { return 8; }
 
 /* Work below this many (row, feature) updates runs on one thread: a parallel region costs
  * more than it saves on small nodes. */
@@ -35,21 +37,18 @@ int trb_abi_version(void) { return 7; }
 /* rows ahead whose codes are prefetched (measured: 1.1 -> 0.7 ns per update on 30% of 400k rows) */
 #define PREFETCH_AHEAD 8
 
-/* hist := Σ over rows (or all n rows when rows == NULL) of (gh[r,0], gh[r,1], 1) at
+/* hist := Σ over rows (or all n rows when rows == NULL) of (q[r,0], q[r,1], 1) at
  * (f, codes[r, f]) for every feature f. */
 static void histogram_impl(const uint8_t *codes, int64_t n, int64_t F, const int32_t *rows,
-                           int64_t m, const double *gh, double *hist, int64_t S, int nthreads,
+                           int64_t m, const int64_t *q, int64_t *hist, int64_t S, int nthreads,
                            const int64_t *num_bins);
 
 void trb_histogram(const uint8_t *codes, int64_t n, int64_t F, const int32_t *rows, int64_t m,
-                   const double *gh, double *hist, int64_t S, int nthreads)
+                   const int64_t *q, int64_t *hist, int64_t S, int nthreads)
 {
-    histogram_impl(codes, n, F, rows, m, gh, hist, S, nthreads, NULL);
+    histogram_impl(codes, n, F, rows, m, q, hist, S, nthreads, NULL);
 }
 
-/* Zero the slots of a (F, S, 3) histogram that can hold rows: each feature's value bins
- * [0, num_bins[f]) and its missing slot S - 1 (all slots when num_bins is NULL). The other
- * slots are never written nor read by trb_grow: sparse features with few bins cost nothing. */
 /* This thread's share [lo, hi) of n items inside an OpenMP parallel region (all of them
  * outside one or without OpenMP). */
 static inline void thread_slice(int64_t n, int64_t *lo, int64_t *hi)
@@ -63,45 +62,32 @@ static inline void thread_slice(int64_t n, int64_t *lo, int64_t *hi)
     *hi = n * (tid + 1) / T;
 }
 
-static void zero_used(double *hist, int64_t F, int64_t S, const int64_t *num_bins)
+/* Zero the slots of a (F, S, 3) histogram that can hold rows: each feature's value bins
+ * [0, num_bins[f]) and its missing slot S - 1 (all slots when num_bins is NULL). The other
+ * slots are never written nor read by trb_grow: sparse features with few bins cost nothing. */
+static void zero_used(int64_t *hist, int64_t F, int64_t S, const int64_t *num_bins)
 {
     if (num_bins == NULL) {
-        memset(hist, 0, sizeof(double) * (size_t)(F * S * CH));
+        memset(hist, 0, sizeof(int64_t) * (size_t)(F * S * CH));
         return;
     }
     for (int64_t f = 0; f < F; f++) {
         int64_t nb = num_bins[f] < S - 1 ? num_bins[f] : S - 1;
-        double *hf = hist + f * S * CH;
-        memset(hf, 0, sizeof(double) * (size_t)(nb * CH));
-        memset(hf + (S - 1) * CH, 0, sizeof(double) * CH);
-    }
-}
-
-/* The row-count channel is accumulated as an integer in the slot's own 8 bytes (an integer
- * add instead of a floating-point one: measured ~5% faster per update) and converted to a
- * double when the pass ends. Counts are exact integers either way (< 2^53), so the histogram
- * is the same bit for bit. count_t may alias the double storage. */
-typedef int64_t __attribute__((may_alias)) count_t;
-
-static void counts_to_double(double *hist, int64_t F, int64_t S, const int64_t *num_bins)
-{
-    for (int64_t f = 0; f < F; f++) {
-        int64_t nb = num_bins == NULL ? S - 1 : (num_bins[f] < S - 1 ? num_bins[f] : S - 1);
-        double *hf = hist + f * S * CH;
-        for (int64_t b = 0; b < nb; b++) hf[b * CH + 2] = (double)*(count_t *)(hf + b * CH + 2);
-        hf[(S - 1) * CH + 2] = (double)*(count_t *)(hf + (S - 1) * CH + 2);
+        int64_t *hf = hist + f * S * CH;
+        memset(hf, 0, sizeof(int64_t) * (size_t)(nb * CH));
+        memset(hf + (S - 1) * CH, 0, sizeof(int64_t) * CH);
     }
 }
 
 /* The histogram pass, instantiated for uint8 codes (histogram_impl) and int16 codes
- * (histogram_impl16, more than 255 bins; codes in [0, S)): the same sums in the same order
- * for both widths. */
+ * (histogram_impl16, more than 255 bins; codes in [0, S)): the same integer sums for both
+ * widths. */
 #define TRB_HISTOGRAM(NAME, T)                                                                 \
 static void NAME(const T *codes, int64_t n, int64_t F, const int32_t *rows, int64_t m,         \
-                 const double *gh, double *hist, int64_t S, int nthreads,                      \
+                 const int64_t *q, int64_t *hist, int64_t S, int nthreads,                     \
                  const int64_t *num_bins)                                                      \
 {                                                                                              \
-    zero_used(hist, F, S, num_bins); /* +0.0 and integer 0 have the same bits */               \
+    zero_used(hist, F, S, num_bins);                                                           \
     if (rows == NULL) m = n;                                                                   \
     int nt = nthreads;                                                                         \
     if (nt < 1 || (double)m * (double)F < PAR_MIN_WORK) nt = 1;                                \
@@ -111,84 +97,75 @@ static void NAME(const T *codes, int64_t n, int64_t F, const int32_t *rows, int6
         int64_t f0, f1;                                                                        \
         thread_slice(F, &f0, &f1);                                                             \
         int64_t i = 0;                                                                         \
-        /* two rows at a time (more independent updates in flight; each bin still sums its     \
-         * rows in row order, so the result is the same bit for bit) */                        \
+        /* two rows at a time (more independent updates in flight) */                         \
         for (; i + 1 < m; i += 2) {                                                            \
             int64_t r = rows ? (int64_t)rows[i] : i, r2 = rows ? (int64_t)rows[i + 1] : i + 1; \
             if (rows && i + PREFETCH_AHEAD + 1 < m) { /* a node's rows are scattered */        \
-                const T *q = codes + (int64_t)rows[i + PREFETCH_AHEAD] * F + f0;               \
-                const T *q2 = codes + (int64_t)rows[i + PREFETCH_AHEAD + 1] * F + f0;          \
+                const T *p8 = codes + (int64_t)rows[i + PREFETCH_AHEAD] * F + f0;              \
+                const T *p9 = codes + (int64_t)rows[i + PREFETCH_AHEAD + 1] * F + f0;          \
                 for (int64_t o = 0; o < f1 - f0; o += 64 / (int64_t)sizeof(T)) {               \
-                    __builtin_prefetch(q + o);                                                 \
-                    __builtin_prefetch(q2 + o);                                                \
+                    __builtin_prefetch(p8 + o);                                                \
+                    __builtin_prefetch(p9 + o);                                                \
                 }                                                                              \
-                /* and their (w·t, w): at 10M rows gh is 160 MB, far past the L3 cache         \
+                /* and their (q_wt, q_w): at 10M rows q is 160 MB, far past the L3 cache       \
                  * (measured: 0.89-0.95x the time per 10M-row tree, 0.98x at 1M) */            \
-                __builtin_prefetch(gh + 2 * (int64_t)rows[i + PREFETCH_AHEAD]);                \
-                __builtin_prefetch(gh + 2 * (int64_t)rows[i + PREFETCH_AHEAD + 1]);            \
+                __builtin_prefetch(q + 2 * (int64_t)rows[i + PREFETCH_AHEAD]);                 \
+                __builtin_prefetch(q + 2 * (int64_t)rows[i + PREFETCH_AHEAD + 1]);             \
             }                                                                                  \
             const T *c = codes + r * F, *c2 = codes + r2 * F;                                  \
-            double g = gh[2 * r], h = gh[2 * r + 1], g2 = gh[2 * r2], h2 = gh[2 * r2 + 1];     \
+            int64_t g = q[2 * r], h = q[2 * r + 1], g2 = q[2 * r2], h2 = q[2 * r2 + 1];        \
             for (int64_t f = f0; f < f1; f++) {                                                \
-                double *p = hist + (f * S + c[f]) * CH;                                        \
+                int64_t *p = hist + (f * S + c[f]) * CH;                                       \
                 p[0] += g;                                                                     \
                 p[1] += h;                                                                     \
-                *(count_t *)(p + 2) += 1;                                                      \
-                double *p2 = hist + (f * S + c2[f]) * CH;                                      \
+                p[2] += 1;                                                                     \
+                int64_t *p2 = hist + (f * S + c2[f]) * CH;                                     \
                 p2[0] += g2;                                                                   \
                 p2[1] += h2;                                                                   \
-                *(count_t *)(p2 + 2) += 1;                                                     \
+                p2[2] += 1;                                                                    \
             }                                                                                  \
         }                                                                                      \
         for (; i < m; i++) {                                                                   \
             int64_t r = rows ? (int64_t)rows[i] : i;                                           \
             const T *c = codes + r * F;                                                        \
-            double g = gh[2 * r], h = gh[2 * r + 1];                                           \
+            int64_t g = q[2 * r], h = q[2 * r + 1];                                            \
             for (int64_t f = f0; f < f1; f++) {                                                \
-                double *p = hist + (f * S + c[f]) * CH;                                        \
+                int64_t *p = hist + (f * S + c[f]) * CH;                                       \
                 p[0] += g;                                                                     \
                 p[1] += h;                                                                     \
-                *(count_t *)(p + 2) += 1;                                                      \
+                p[2] += 1;                                                                     \
             }                                                                                  \
         }                                                                                      \
     }                                                                                          \
-    counts_to_double(hist, F, S, num_bins);                                                    \
 }
 TRB_HISTOGRAM(histogram_impl, uint8_t)
 TRB_HISTOGRAM(histogram_impl16, int16_t)
 
-/* out := a - b, elementwise over len doubles (the larger child's histogram). */
-void trb_subtract_mt(const double *a, const double *b, double *out, int64_t len, int nthreads)
+/* out := a - b, elementwise over len int64 (the larger child's histogram; exact). */
+void trb_subtract(const int64_t *a, const int64_t *b, int64_t *out, int64_t len)
 {
-    int nt = (nthreads > 1 && len >= PAR_MIN_WORK) ? nthreads : 1;
-#pragma omp parallel for num_threads(nt) if (nt > 1) schedule(static)
     for (int64_t i = 0; i < len; i++) out[i] = a[i] - b[i];
-}
-
-void trb_subtract(const double *a, const double *b, double *out, int64_t len)
-{
-    trb_subtract_mt(a, b, out, len, 1);
 }
 
 /* The node histogram on codes of either width (wide: int16, else uint8). */
 static void node_histogram(const void *codes, int wide, int64_t n, int64_t F, const int32_t *rows,
-                           int64_t m, const double *gh, double *hist, int64_t S, int nthreads,
+                           int64_t m, const int64_t *q, int64_t *hist, int64_t S, int nthreads,
                            const int64_t *num_bins)
 {
     if (wide)
-        histogram_impl16((const int16_t *)codes, n, F, rows, m, gh, hist, S, nthreads, num_bins);
+        histogram_impl16((const int16_t *)codes, n, F, rows, m, q, hist, S, nthreads, num_bins);
     else
-        histogram_impl((const uint8_t *)codes, n, F, rows, m, gh, hist, S, nthreads, num_bins);
+        histogram_impl((const uint8_t *)codes, n, F, rows, m, q, hist, S, nthreads, num_bins);
 }
 
 void trb_histogram16(const int16_t *codes, int64_t n, int64_t F, const int32_t *rows, int64_t m,
-                     const double *gh, double *hist, int64_t S, int nthreads)
+                     const int64_t *q, int64_t *hist, int64_t S, int nthreads)
 {
-    histogram_impl16(codes, n, F, rows, m, gh, hist, S, nthreads, NULL);
+    histogram_impl16(codes, n, F, rows, m, q, hist, S, nthreads, NULL);
 }
 
 /* a - b over the used slots of (F, S, 3) histograms (see zero_used). */
-static void subtract_used(const double *a, const double *b, double *out, int64_t F, int64_t S,
+static void subtract_used(const int64_t *a, const int64_t *b, int64_t *out, int64_t F, int64_t S,
                           const int64_t *num_bins, int nthreads)
 {
     int nt = (nthreads > 1 && F * S * CH >= PAR_MIN_WORK) ? nthreads : 1;
@@ -201,37 +178,47 @@ static void subtract_used(const double *a, const double *b, double *out, int64_t
     }
 }
 
-/* The best split of one node from its histogram.
+/* The best split of one node (best_split_impl's result). */
+typedef struct {
+    double gain;      /* the best raw gain GL²/(HL+λ) + GR²/(HR+λ) (-inf when none) */
+    double parent;    /* G²/(H+λ) of the node's totals (0 where H + λ <= 0) */
+    int64_t f, t, dl; /* its feature, threshold bin, NaN side (1: left) */
+    int seen_nan;     /* a NaN gain was met: no split (as torch.max propagates NaN) */
+    int64_t l[CH], r[CH]; /* the integer sums of its left and right child */
+} split_t;
+
+/* The float64 value of an integer sum: one correctly rounded conversion and an exact
+ * multiplication by a power of two (torch: Q.double() * scale). */
+static inline double fx(int64_t v, double scale) { return (double)v * scale; }
+
+/* The best split of one node from its int64 histogram.
  *
  * Candidates: feature f with feat_ok[f], threshold bin t < num_bins[f] (t < Vm), NaN going
- * left (side 0) and, where miss_feat[f], NaN going right (side 1). Left sums are the
+ * left (side 0) and, where miss_feat[f], NaN going right (side 1). Left sums are the integer
  * cumulative sums of the value bins (+ the missing slot for NaN-left), right = node total -
- * left, gain = GL²/(HL+λ) + GR²/(HR+λ) where both children have count >= msl_half and
- * Σw >= mcw (and a positive denominator when mcw <= 0). The first maximum wins; a NaN gain
- * anywhere gives no split (as torch.max propagates NaN).
- *
- * out[0] = best raw gain (-inf when none), out[1] = the parent term G²/(H+λ) of feature 0's
- * totals, out[2] = feature, out[3] = bin, out[4] = default_left (1/0), out[5] = 1 if a NaN
- * gain was met, out[6], out[7] = the row counts of the best split's left and right child. */
-static void best_split_impl(const double *hist, int64_t F, int64_t S, const int64_t *num_bins,
+ * left (exact); with gl = fx(GL, sg), hl = fx(HL, sh), nl = (double)NL (and the same for the
+ * right), gain = gl²/(hl+λ) + gr²/(hr+λ) where both children have nl >= msl_half rows and
+ * hl >= mcw (and a positive denominator when mcw <= 0). The first maximum wins. cum: scratch
+ * of 3 * (S - 1) int64. */
+static void best_split_impl(const int64_t *hist, int64_t F, int64_t S, const int64_t *num_bins,
                             const uint8_t *feat_ok, const uint8_t *miss_feat, int64_t Vm,
-                            double lam, double msl_half, double mcw, double *cum, double *out)
+                            double lam, double msl_half, double mcw, double sg, double sh,
+                            int64_t *cum, split_t *out)
 {
     const int64_t V = S - 1;
     double best = -INFINITY;
     int64_t bf = 0, bt = 0, bdl = 1;
-    double bnl = 0.0, bnr = 0.0;
+    int64_t bl[CH] = {0, 0, 0}, br[CH] = {0, 0, 0};
     int seen_nan = 0;
     int check_den = !(mcw > 0);
     double parent = 0.0;
     for (int64_t f = 0; f < F; f++) {
-        const double *hf = hist + f * S * CH;
+        const int64_t *hf = hist + f * S * CH;
         if (f > 0 && !feat_ok[f]) continue;
-        /* cumulative sums of the value bins (bins at or beyond num_bins[f] are empty: adding
-         * their zeros would not change the totals) */
+        /* cumulative sums of the value bins (bins at or beyond num_bins[f] are empty) */
         int64_t nb = num_bins[f] < Vm ? num_bins[f] : Vm;
-        if (nb > V) nb = V; /* cum holds 3 * V doubles */
-        double c0 = 0.0, c1 = 0.0, c2 = 0.0;
+        if (nb > V) nb = V; /* cum holds 3 * V int64 */
+        int64_t c0 = 0, c1 = 0, c2 = 0;
         for (int64_t t = 0; t < nb; t++) {
             c0 += hf[t * CH];
             c1 += hf[t * CH + 1];
@@ -240,24 +227,22 @@ static void best_split_impl(const double *hist, int64_t F, int64_t S, const int6
             cum[3 * t + 1] = c1;
             cum[3 * t + 2] = c2;
         }
-        const double m0 = hf[V * CH], m1 = hf[V * CH + 1], m2 = hf[V * CH + 2];
-        const double T0 = c0 + m0, T1 = c1 + m1, T2 = c2 + m2;
+        const int64_t m0 = hf[V * CH], m1 = hf[V * CH + 1], m2 = hf[V * CH + 2];
+        const int64_t T0 = c0 + m0, T1 = c1 + m1, T2 = c2 + m2;
         if (f == 0) {
-            double d0 = T1 + lam;
-            parent = d0 > 0 ? T0 * T0 / d0 : 0.0;
+            double g0 = fx(T0, sg), d0 = fx(T1, sh) + lam;
+            parent = d0 > 0 ? g0 * g0 / d0 : 0.0;
             if (!feat_ok[0]) continue;
         }
         int sides = miss_feat[f] ? 2 : 1;
         for (int64_t t = 0; t < nb; t++) {
-            const double s0 = cum[3 * t], s1 = cum[3 * t + 1], s2 = cum[3 * t + 2];
+            const int64_t s0 = cum[3 * t], s1 = cum[3 * t + 1], s2 = cum[3 * t + 2];
             for (int side = 0; side < sides; side++) {
-                double gl, hl, nl;
-                if (side == 0) {
-                    gl = s0 + m0; hl = s1 + m1; nl = s2 + m2;
-                } else {
-                    gl = s0; hl = s1; nl = s2;
-                }
-                double gr = T0 - gl, hr = T1 - hl, nr = T2 - nl;
+                int64_t GL = s0, HL = s1, NL = s2;
+                if (side == 0) { GL += m0; HL += m1; NL += m2; }
+                const int64_t GR = T0 - GL, HR = T1 - HL, NR = T2 - NL;
+                double gl = fx(GL, sg), hl = fx(HL, sh), nl = (double)NL;
+                double gr = fx(GR, sg), hr = fx(HR, sh), nr = (double)NR;
                 int ok = (nl < nr ? nl : nr) >= msl_half && (hl < hr ? hl : hr) >= mcw;
                 double dl = hl + lam, dr = hr + lam;
                 if (check_den) ok = ok && (dl < dr ? dl : dr) > 0;
@@ -265,72 +250,61 @@ static void best_split_impl(const double *hist, int64_t F, int64_t S, const int6
                 double gain = gl * gl / dl + gr * gr / dr;
                 if (isnan(gain)) { seen_nan = 1; continue; }
                 if (gain > best) {
-                    best = gain; bf = f; bt = t; bdl = side == 0; bnl = nl; bnr = nr;
+                    best = gain; bf = f; bt = t; bdl = side == 0;
+                    bl[0] = GL; bl[1] = HL; bl[2] = NL;
+                    br[0] = GR; br[1] = HR; br[2] = NR;
                 }
             }
         }
     }
-    out[0] = best;
-    out[1] = parent;
-    out[2] = (double)bf;
-    out[3] = (double)bt;
-    out[4] = (double)bdl;
-    out[5] = (double)seen_nan;
-    out[6] = bnl;
-    out[7] = bnr;
+    out->gain = best;
+    out->parent = parent;
+    out->f = bf;
+    out->t = bt;
+    out->dl = bdl;
+    out->seen_nan = seen_nan;
+    for (int c = 0; c < CH; c++) { out->l[c] = bl[c]; out->r[c] = br[c]; }
 }
 
-/* best_split_impl with its scratch: cum holds the cumulative sums of one feature's value
- * bins, 3 * (S - 1) doubles (on the stack up to 256 value bins, else allocated; out[5] = 1,
- * "no split", when that allocation fails). */
-void trb_best_split(const double *hist, int64_t F, int64_t S, const int64_t *num_bins,
-                    const uint8_t *feat_ok, const uint8_t *miss_feat, int64_t Vm, double lam,
-                    double msl_half, double mcw, double *out)
-{
-    double stack[3 * 256];
-    double *cum = S - 1 <= 256 ? stack : (double *)malloc(sizeof(double) * 3 * (size_t)(S - 1));
-    if (cum == NULL) {
-        out[0] = -INFINITY;
-        out[5] = 1.0;
-        return;
-    }
-    best_split_impl(hist, F, S, num_bins, feat_ok, miss_feat, Vm, lam, msl_half, mcw, cum, out);
-    if (cum != stack) free(cum);
-}
-
-/* The best question of one level of an oblivious tree from its B nodes' histograms hist
+/* The best question of one level of an oblivious tree from its B nodes' int64 histograms hist
  * (B, F, S, 3): for every candidate (f, t, side) in (feature, bin, NaN left / NaN right)
  * order, the level gain is the sum over the nodes, in node order, of
- * T(G_L, H_L) + T(G_R, H_R) - T(G, H) (T(g, h) = g^2 / (h + lam), 0 where h + lam <= 0; the
- * node totals G, H of feature 0), allowed when every non-empty child has >= msl_half rows and
- * >= mcw weight. cum: scratch of B * 256 * 3 doubles. out[0] = best level gain (NaN when a
- * NaN gain was met, -inf when no candidate is allowed), out[1] = the sum of the nodes'
- * parent terms, out[2..4] = feature, bin, default_left. The arithmetic is that of the torch
- * reference (learners/oblivious.py), bit for bit. */
+ * T(G_L, H_L) + T(G_R, H_R) - T(G, H) (T(g, h) = g^2 / (h + lam), 0 where h + lam <= 0; G, H
+ * the nodes' totals), allowed when every non-empty child has >= msl_half rows and >= mcw
+ * weight; every G, H is an exact integer sum converted once (fx, scales sg, sh). cum: scratch
+ * of B * 256 * 3 int64. out[0] = best level gain (NaN when a NaN gain was met, -inf when no
+ * candidate is allowed), out[1] = the sum of the nodes' parent terms, out[2..4] = feature,
+ * bin, default_left. The arithmetic is that of the torch reference (kernels/levels.py), bit
+ * for bit. */
 static double obl_term(double g, double h, double lam)
 {
     double d = h + lam;
     return d > 0 ? g * g / d : 0.0;
 }
 
-void trb_oblivious_level(const double *hist, int64_t B, int64_t F, int64_t S,
+/* The totals of one node's feature f (B, F, S, 3 layout: hf = its (S, 3) slots). */
+static void feature_totals(const int64_t *hf, int64_t S, int64_t nb, int64_t *tot)
+{
+    tot[0] = tot[1] = tot[2] = 0;
+    if (nb > S - 1) nb = S - 1;
+    for (int64_t b = 0; b < nb; b++)
+        for (int c = 0; c < CH; c++) tot[c] += hf[b * CH + c];
+    for (int c = 0; c < CH; c++) tot[c] += hf[(S - 1) * CH + c];
+}
+
+void trb_oblivious_level(const int64_t *hist, int64_t B, int64_t F, int64_t S,
                          const int64_t *num_bins, const uint8_t *feat_ok, const uint8_t *miss_feat,
-                         int64_t Vm, double lam, double msl_half, double mcw, double *cum,
-                         double *parent, double *out)
+                         int64_t Vm, double lam, double msl_half, double mcw, double sg, double sh,
+                         int64_t *cum, double *parent, double *out)
 {
     const int64_t V = S - 1;
     double best = -INFINITY, psum = 0.0;
     int64_t bf = 0, bt = 0, bdl = 1;
     int seen_nan = 0;
-    for (int64_t j = 0; j < B; j++) { /* node totals of feature 0 (as the reference) */
-        const double *h0 = hist + (j * F) * S * CH;
-        int64_t nb = num_bins[0] < Vm ? num_bins[0] : Vm;
-        double c0 = 0.0, c1 = 0.0;
-        for (int64_t t = 0; t < Vm; t++) {
-            if (t < nb) { c0 += h0[t * CH]; c1 += h0[t * CH + 1]; }
-            else { c0 += 0.0; c1 += 0.0; }
-        }
-        parent[j] = obl_term(c0 + h0[V * CH], c1 + h0[V * CH + 1], lam);
+    for (int64_t j = 0; j < B; j++) { /* node totals (feature 0's slots: every row once) */
+        int64_t tot[CH];
+        feature_totals(hist + (j * F) * S * CH, S, num_bins[0], tot);
+        parent[j] = obl_term(fx(tot[0], sg), fx(tot[1], sh), lam);
         psum = j == 0 ? parent[0] : psum + parent[j];
     }
     for (int64_t f = 0; f < F; f++) {
@@ -338,9 +312,9 @@ void trb_oblivious_level(const double *hist, int64_t B, int64_t F, int64_t S,
         int64_t nb = num_bins[f] < Vm ? num_bins[f] : Vm;
         if (nb > 256) nb = 256;
         for (int64_t j = 0; j < B; j++) {
-            const double *hf = hist + (j * F + f) * S * CH;
-            double *cj = cum + j * 256 * 3;
-            double c0 = 0.0, c1 = 0.0, c2 = 0.0;
+            const int64_t *hf = hist + (j * F + f) * S * CH;
+            int64_t *cj = cum + j * 256 * 3;
+            int64_t c0 = 0, c1 = 0, c2 = 0;
             for (int64_t t = 0; t < nb; t++) {
                 c0 += hf[t * CH]; c1 += hf[t * CH + 1]; c2 += hf[t * CH + 2];
                 cj[3 * t] = c0; cj[3 * t + 1] = c1; cj[3 * t + 2] = c2;
@@ -352,14 +326,15 @@ void trb_oblivious_level(const double *hist, int64_t B, int64_t F, int64_t S,
                 double acc = 0.0;
                 int ok = 1;
                 for (int64_t j = 0; j < B && ok; j++) {
-                    const double *hf = hist + (j * F + f) * S * CH;
-                    const double *cj = cum + j * 256 * 3;
-                    const double m0 = hf[V * CH], m1 = hf[V * CH + 1], m2 = hf[V * CH + 2];
-                    const double *ce = cj + 3 * (nb - 1);
-                    const double T0 = ce[0] + m0, T1 = ce[1] + m1, T2 = ce[2] + m2;
-                    double gl = cj[3 * t], hl = cj[3 * t + 1], nl = cj[3 * t + 2];
-                    if (side == 0) { gl = gl + m0; hl = hl + m1; nl = nl + m2; }
-                    double gr = T0 - gl, hr = T1 - hl, nr = T2 - nl;
+                    const int64_t *hf = hist + (j * F + f) * S * CH;
+                    const int64_t *cj = cum + j * 256 * 3;
+                    const int64_t m0 = hf[V * CH], m1 = hf[V * CH + 1], m2 = hf[V * CH + 2];
+                    const int64_t *ce = cj + 3 * (nb - 1);
+                    const int64_t T0 = ce[0] + m0, T1 = ce[1] + m1, T2 = ce[2] + m2;
+                    int64_t GL = cj[3 * t], HL = cj[3 * t + 1], NL = cj[3 * t + 2];
+                    if (side == 0) { GL += m0; HL += m1; NL += m2; }
+                    double gl = fx(GL, sg), hl = fx(HL, sh), nl = (double)NL;
+                    double gr = fx(T0 - GL, sg), hr = fx(T1 - HL, sh), nr = (double)(T2 - NL);
                     ok = (nl < 0.5 || (nl >= msl_half && hl >= mcw))
                          && (nr < 0.5 || (nr >= msl_half && hr >= mcw));
                     double g = obl_term(gl, hl, lam) + obl_term(gr, hr, lam) - parent[j];
@@ -382,27 +357,27 @@ void trb_oblivious_level(const double *hist, int64_t B, int64_t F, int64_t S,
  * bin t (< its value bins), NaN left when dleft; gain[j] = T(G_L, H_L) + T(G_R, H_R) -
  * parent[j] and left_count[j] = the left child's rows, for the B nodes of hist (B, F, S, 3):
  * the terms trb_oblivious_level sums, with its arithmetic (and the torch reference's). */
-void trb_oblivious_nodes(const double *hist, int64_t B, int64_t F, int64_t S,
-                         const int64_t *num_bins, int64_t Vm, double lam, int64_t f, int64_t t,
-                         int dleft, const double *parent, double *gain, double *left_count)
+void trb_oblivious_nodes(const int64_t *hist, int64_t B, int64_t F, int64_t S,
+                         const int64_t *num_bins, int64_t Vm, double lam, double sg, double sh,
+                         int64_t f, int64_t t, int dleft, const double *parent, double *gain,
+                         double *left_count)
 {
     const int64_t V = S - 1;
     int64_t nb = num_bins[f] < Vm ? num_bins[f] : Vm;
     if (nb > 256) nb = 256;
     for (int64_t j = 0; j < B; j++) {
-        const double *hf = hist + (j * F + f) * S * CH;
-        double c0 = 0.0, c1 = 0.0, c2 = 0.0, l0 = 0.0, l1 = 0.0, l2 = 0.0;
+        const int64_t *hf = hist + (j * F + f) * S * CH;
+        int64_t c0 = 0, c1 = 0, l0 = 0, l1 = 0, l2 = 0, c2 = 0;
         for (int64_t b = 0; b < nb; b++) {
             c0 += hf[b * CH]; c1 += hf[b * CH + 1]; c2 += hf[b * CH + 2];
             if (b == t) { l0 = c0; l1 = c1; l2 = c2; }
         }
-        const double m0 = hf[V * CH], m1 = hf[V * CH + 1], m2 = hf[V * CH + 2];
-        const double T0 = c0 + m0, T1 = c1 + m1;
-        double gl = l0, hl = l1, nl = l2;
-        if (dleft) { gl = gl + m0; hl = hl + m1; nl = nl + m2; }
-        double gr = T0 - gl, hr = T1 - hl;
-        gain[j] = obl_term(gl, hl, lam) + obl_term(gr, hr, lam) - parent[j];
-        left_count[j] = nl;
+        const int64_t m0 = hf[V * CH], m1 = hf[V * CH + 1], m2 = hf[V * CH + 2];
+        const int64_t T0 = c0 + m0, T1 = c1 + m1;
+        if (dleft) { l0 += m0; l1 += m1; l2 += m2; }
+        gain[j] = obl_term(fx(l0, sg), fx(l1, sh), lam) + obl_term(fx(T0 - l0, sg), fx(T1 - l1, sh), lam)
+                  - parent[j];
+        left_count[j] = (double)l2;
     }
 }
 
@@ -532,34 +507,6 @@ int64_t trb_partition(const uint8_t *codes, int64_t F, int32_t *rows, int64_t m,
     return partition_serial(codes, 0, F, rows, m, f, t, dleft, miss, scratch);
 }
 
-/* Per-leaf sums (Σ w·t, Σ w) in row order over the leaves' row ranges
- * rows[begin[k] .. begin[k] + count[k]). */
-void trb_leaf_sums_mt(const int32_t *rows, const int64_t *begin, const int64_t *count, int64_t L,
-                      const double *gh, double *out, int nthreads)
-{
-    int64_t total = 0;
-    for (int64_t k = 0; k < L; k++) total += count[k];
-    int nt = (nthreads > 1 && total >= 65536) ? nthreads : 1;
-    /* leaves in parallel, each summed sequentially in row order: the same sums */
-#pragma omp parallel for num_threads(nt) if (nt > 1) schedule(dynamic, 1)
-    for (int64_t k = 0; k < L; k++) {
-        double a = 0.0, b = 0.0;
-        const int32_t *rk = rows + begin[k];
-        for (int64_t i = 0; i < count[k]; i++) {
-            a += gh[2 * (int64_t)rk[i]];
-            b += gh[2 * (int64_t)rk[i] + 1];
-        }
-        out[2 * k] = a;
-        out[2 * k + 1] = b;
-    }
-}
-
-void trb_leaf_sums(const int32_t *rows, const int64_t *begin, const int64_t *count, int64_t L,
-                   const double *gh, double *out)
-{
-    trb_leaf_sums_mt(rows, begin, count, L, gh, out, 1);
-}
-
 /* Leaf index of every row of codes (n, F) in a tree (internal nodes 0..K-1, children >= 0
  * internal, < 0 leaf ~child); K == 0: leaf 0. trb_tree_leaves: uint8 codes;
  * trb_tree_leaves16: int16 codes (more than 255 bins). */
@@ -593,51 +540,44 @@ TRB_TREE_LEAVES(trb_tree_leaves16, int16_t)
  * reference's list order (a split puts the left child at the parent's position and appends the
  * right child), so the leaf of largest gain is the first maximum in that order, as there.
  *
- * Data-parallel training: every decision is taken from histograms only (row counts included),
- * so when `reduce` is given it is called on every histogram this rank builds (the root's and
- * each smaller child's: F*S*3 doubles) and on the leaf sums (L*2 doubles), and must replace
- * them by their sum over all ranks; every rank then grows the same tree on its own rows.
+ * Data-parallel training: every decision is taken from histograms only (row counts and leaf
+ * sums included), so when `reduce` is given it is called on every histogram this rank builds
+ * (the root's and each smaller child's: F*S*3 int64) and must replace it by its sum over all
+ * ranks (exact); every rank then grows the same tree on its own rows.
  */
-typedef void (*trb_reduce_fn)(double *buf, int64_t len);
+typedef void (*trb_reduce_fn)(int64_t *buf, int64_t len);
 
 typedef struct {
     int64_t id, begin, count, depth, parent, is_left, hist;
     int has_best;
-    double gain, nl, nr;
+    double gain;
     int64_t f, t, dl;
+    int64_t sum[CH];          /* the leaf's (Σ q_wt, Σ q_w, rows) over all ranks */
+    int64_t bl[CH], br[CH];   /* its best split's left and right sums */
 } leaf_t;
 
-static double node_count(const double *hist, int64_t S, int64_t nb0)
-{
-    /* feature 0's row counts over its used slots: the node's row count, exactly */
-    double c = 0.0;
-    if (nb0 > S - 1) nb0 = S - 1;
-    for (int64_t b = 0; b < nb0; b++) c += hist[b * CH + 2];
-    return c + hist[(S - 1) * CH + 2];
-}
-
-static void evaluate_leaf(leaf_t *lf, const double *hist, int64_t F, int64_t S,
+static void evaluate_leaf(leaf_t *lf, const int64_t *hist, int64_t F, int64_t S,
                           const int64_t *num_bins, const uint8_t *feat_ok, const uint8_t *miss_feat,
                           int64_t Vm, double lam, int64_t msl, double mcw, double min_split_gain,
-                          int64_t max_depth, int any_ok, double *cum)
+                          int64_t max_depth, int any_ok, double sg, double sh, int64_t *cum)
 {
     lf->has_best = 0;
     if (lf->depth >= max_depth || !any_ok || F == 0 || Vm < 1) return;
-    if (node_count(hist, S, num_bins[0]) < 2.0 * (double)msl) return;
-    double out[8];
-    best_split_impl(hist, F, S, num_bins, feat_ok, miss_feat, Vm, lam, msl - 0.5, mcw, cum, out);
-    double bg = out[0], pa = out[1];
-    if (out[5] != 0.0 || !isfinite(bg)) return;
+    if (lf->sum[2] < 2 * msl) return;
+    split_t sp;
+    best_split_impl(hist, F, S, num_bins, feat_ok, miss_feat, Vm, lam, msl - 0.5, mcw, sg, sh,
+                    cum, &sp);
+    double bg = sp.gain, pa = sp.parent;
+    if (sp.seen_nan || !isfinite(bg)) return;
     double gain_b = bg - pa;
     double floor_ = 1e-10 * fabs(pa);
     if (!(gain_b > (min_split_gain > floor_ ? min_split_gain : floor_))) return;
     lf->has_best = 1;
     lf->gain = gain_b;
-    lf->f = (int64_t)out[2];
-    lf->t = (int64_t)out[3];
-    lf->dl = out[4] == 1.0;
-    lf->nl = out[6];
-    lf->nr = out[7];
+    lf->f = sp.f;
+    lf->t = sp.t;
+    lf->dl = sp.dl;
+    for (int c = 0; c < CH; c++) { lf->bl[c] = sp.l[c]; lf->br[c] = sp.r[c]; }
 }
 
 /* The arguments of trb_grow (one struct instead of three dozen positional arguments; the
@@ -645,25 +585,25 @@ static void evaluate_leaf(leaf_t *lf, const double *hist, int64_t F, int64_t S,
 typedef struct {
     /* the data: codes (n, F) (uint8, or int16 when code_bytes == 2), the fit's rows[0..m)
      * (partitioned in place; all_rows: rows holds 0..n-1 and the root histogram skips the
-     * gather), gh (n, 2) = (w·t, w) */
+     * gather), q (n, 2) = the fixed point of (w·t, w) */
     const void *codes;
     int64_t n, F;
     int32_t *rows;
     int64_t m, all_rows;
-    const double *gh;
+    const int64_t *q;
     int64_t S;                  /* histogram slots: missing code + 1 */
     const int64_t *num_bins;    /* (F,) value bins per feature */
     const uint8_t *feat_ok;     /* (F,) features this tree may split on */
     int64_t Vm;                 /* max value bins, <= S - 1 */
-    /* the settings */
+    /* the settings, and the fixed point's scales 2^-shift of the two channels */
     double l2;
     int64_t min_samples_leaf;
-    double min_child_weight, min_split_gain;
+    double min_child_weight, min_split_gain, scale_g, scale_h;
     int64_t max_leaves, max_depth, missing_code, nthreads;
     trb_reduce_fn reduce;       /* NULL in one process */
-    /* work buffers: pool (pool_size, F, S, 3), free_list (pool_size,), scratch (m,),
+    /* work buffers: pool (pool_size, F, S, 3) int64, free_list (pool_size,), scratch (m,),
      * miss_feat (F,), leaves (pool_size leaf_t), order (pool_size,) */
-    double *pool;
+    int64_t *pool;
     int64_t pool_size;
     int64_t *free_list;
     int32_t *scratch;
@@ -671,42 +611,53 @@ typedef struct {
     leaf_t *leaves;
     int64_t *order;
     /* outputs: the internal nodes (max_leaves - 1 of each at most), the depth, and per leaf
-     * id the sums (L, 2) and the row range [leaf_begin, leaf_begin + leaf_count) in rows */
+     * id the sums (L, 3) and the row range [leaf_begin, leaf_begin + leaf_count) in rows */
     int64_t *split_feature, *threshold_bin;
     uint8_t *default_left;
     int64_t *left_child, *right_child;
     double *split_gain;
     int64_t *depth_out;
-    double *leaf_sums;
+    int64_t *leaf_sums;
     int64_t *leaf_begin, *leaf_count;
     /* the width of a code (1: uint8, 2: int16) and the split search's scratch: 3 * (S - 1)
-     * doubles */
+     * int64 */
     int64_t code_bytes;
-    double *cum;
+    int64_t *cum;
 } trb_grow_args;
 
 int64_t trb_grow_args_size(void) { return (int64_t)sizeof(trb_grow_args); }
 
+/* Set a new leaf's record (its histogram index hist, -1 for none). */
+static void init_leaf(leaf_t *lf, int64_t id, int64_t begin, int64_t count, int64_t depth,
+                      int64_t parent, int is_left, int64_t hist, const int64_t *sum)
+{
+    lf->id = id; lf->begin = begin; lf->count = count; lf->depth = depth;
+    lf->parent = parent; lf->is_left = is_left; lf->hist = hist; lf->has_best = 0;
+    for (int c = 0; c < CH; c++) lf->sum[c] = sum[c];
+}
+
 /* Returns the number of leaves L (or -1 when max_leaves exceeds the buffers). Outputs: the
  * internal nodes (split_feature, threshold_bin, default_left, left_child, right_child,
- * split_gain; K = L - 1 of them), *depth_out, and per leaf id: leaf_sums (L, 2) = (Σ w·t,
- * Σ w) (reduced), leaf_begin / leaf_count into rows (the rank's own rows). */
+ * split_gain; K = L - 1 of them), *depth_out, and per leaf id: leaf_sums (L, 3) = (Σ q_wt,
+ * Σ q_w, rows) over all ranks (exact), leaf_begin / leaf_count into rows (the rank's own
+ * rows). */
 int64_t trb_grow(const trb_grow_args *a)
 {
     const void *codes = a->codes;
     const int wide = a->code_bytes == 2;
-    double *cum = a->cum;
+    int64_t *cum = a->cum;
     const int64_t n = a->n, F = a->F, m = a->m, S = a->S, Vm = a->Vm;
     int32_t *rows = a->rows, *scratch = a->scratch;
     const int all_rows = a->all_rows != 0;
-    const double *gh = a->gh;
+    const int64_t *q = a->q;
     const int64_t *num_bins = a->num_bins;
     const uint8_t *feat_ok = a->feat_ok;
     const double lam = a->l2, mcw = a->min_child_weight, min_split_gain = a->min_split_gain;
+    const double sg = a->scale_g, sh = a->scale_h;
     const int64_t msl = a->min_samples_leaf, max_leaves = a->max_leaves, max_depth = a->max_depth;
     const int miss_code = (int)a->missing_code, nthreads = (int)a->nthreads;
     trb_reduce_fn reduce = a->reduce;
-    double *pool = a->pool;
+    int64_t *pool = a->pool;
     const int64_t pool_size = a->pool_size;
     int64_t *free_list = a->free_list, *order = a->order;
     uint8_t *miss_feat = a->miss_feat;
@@ -714,7 +665,8 @@ int64_t trb_grow(const trb_grow_args *a)
     int64_t *split_feature = a->split_feature, *threshold_bin = a->threshold_bin;
     uint8_t *default_left = a->default_left;
     int64_t *left_child = a->left_child, *right_child = a->right_child;
-    double *split_gain = a->split_gain, *leaf_sums = a->leaf_sums;
+    double *split_gain = a->split_gain;
+    int64_t *leaf_sums = a->leaf_sums;
     int64_t *leaf_begin = a->leaf_begin, *leaf_count = a->leaf_count;
     const int64_t HS = F * S * CH;
     if (max_leaves > pool_size || max_leaves < 1 || (a->code_bytes != 1 && a->code_bytes != 2)
@@ -726,16 +678,17 @@ int64_t trb_grow(const trb_grow_args *a)
     for (int64_t f = 0; f < F; f++) any_ok |= feat_ok[f] != 0;
 
     int64_t L = 1, K = 0, depth = 0;
-    leaf_t *root = &leaves[0];
-    root->id = 0; root->begin = 0; root->count = m; root->depth = 0; root->parent = -1;
-    root->is_left = 1; root->hist = free_list[--n_free];
-    double *rh = pool + root->hist * HS;
-    node_histogram(codes, wide, n, F, all_rows ? NULL : rows, m, gh, rh, S, nthreads, num_bins);
+    int64_t root_hist = free_list[--n_free];
+    int64_t *rh = pool + root_hist * HS;
+    node_histogram(codes, wide, n, F, all_rows ? NULL : rows, m, q, rh, S, nthreads, num_bins);
     if (reduce) reduce(rh, HS);
     for (int64_t f = 0; f < F; f++) miss_feat[f] = rh[(f * S + S - 1) * CH + 2] > 0;
+    int64_t root_sum[CH] = {0, 0, 0};
+    if (F > 0) feature_totals(rh, S, num_bins[0], root_sum);
+    init_leaf(&leaves[0], 0, 0, m, 0, -1, 1, root_hist, root_sum);
     order[0] = 0;
-    evaluate_leaf(root, rh, F, S, num_bins, feat_ok, miss_feat, Vm, lam, msl, mcw, min_split_gain,
-                  max_depth, any_ok, cum);
+    evaluate_leaf(&leaves[0], rh, F, S, num_bins, feat_ok, miss_feat, Vm, lam, msl, mcw,
+                  min_split_gain, max_depth, any_ok, sg, sh, cum);
     while (L < max_leaves) {
         int64_t pos = -1;
         double bestg = 0.0;
@@ -744,66 +697,58 @@ int64_t trb_grow(const trb_grow_args *a)
             if (lf->has_best && (pos < 0 || lf->gain > bestg)) { pos = i; bestg = lf->gain; }
         }
         if (pos < 0) break;
-        leaf_t *lf = &leaves[order[pos]];
-        int64_t nl = partition_mt(codes, wide, F, rows + lf->begin, lf->count, lf->f, lf->t,
-                                  (int)lf->dl, miss_code, scratch, nthreads);
-        int64_t nr = lf->count - nl;
+        leaf_t sp = leaves[order[pos]]; /* a copy: its record becomes the left child's */
+        int64_t nl = partition_mt(codes, wide, F, rows + sp.begin, sp.count, sp.f, sp.t,
+                                  (int)sp.dl, miss_code, scratch, nthreads);
+        int64_t nr = sp.count - nl;
         int64_t k = K++;
-        split_feature[k] = lf->f; threshold_bin[k] = lf->t; default_left[k] = (uint8_t)lf->dl;
-        split_gain[k] = lf->gain;
-        left_child[k] = ~lf->id; right_child[k] = ~L;
-        if (lf->parent >= 0) {
-            if (lf->is_left) left_child[lf->parent] = k; else right_child[lf->parent] = k;
+        split_feature[k] = sp.f; threshold_bin[k] = sp.t; default_left[k] = (uint8_t)sp.dl;
+        split_gain[k] = sp.gain;
+        left_child[k] = ~sp.id; right_child[k] = ~L;
+        if (sp.parent >= 0) {
+            if (sp.is_left) left_child[sp.parent] = k; else right_child[sp.parent] = k;
         }
-        /* the smaller child (by the row counts of the histogram, global when data-parallel:
-         * the same choice on every rank) gets a new histogram; the parent's buffer becomes
-         * the larger child's */
-        double nlg = lf->nl, nrg = lf->nr;
+        /* the smaller child (by the row counts over all ranks: the same choice on every rank)
+         * gets a new histogram; the parent's buffer becomes the larger child's */
+        const int64_t nlg = sp.bl[2], nrg = sp.br[2];
         int small_left = nlg <= nrg;
-        int64_t hs_idx = free_list[--n_free];
-        double *hs = pool + hs_idx * HS, *hp = pool + lf->hist * HS;
-        int64_t d = lf->depth + 1;
+        int64_t d = sp.depth + 1;
         /* children that can never be split (this split makes the last leaf, or both are too
          * deep or too small: evaluate_leaf would give has_best = 0 from these same global
          * counts) need no histograms: LightGBM skips them too. The decision is the same on
          * every rank, so the reduce calls still match. */
         int final = L + 1 >= max_leaves || d >= max_depth || !any_ok || F == 0 || Vm < 1
-                    || (nlg < 2.0 * (double)msl && nrg < 2.0 * (double)msl);
+                    || (nlg < 2 * msl && nrg < 2 * msl);
+        int64_t hs_idx = -1;
         if (!final) {
+            hs_idx = free_list[--n_free];
+            int64_t *hs = pool + hs_idx * HS, *hp = pool + sp.hist * HS;
             if (small_left)
-                node_histogram(codes, wide, n, F, rows + lf->begin, nl, gh, hs, S, nthreads,
+                node_histogram(codes, wide, n, F, rows + sp.begin, nl, q, hs, S, nthreads,
                                num_bins);
             else
-                node_histogram(codes, wide, n, F, rows + lf->begin + nl, nr, gh, hs, S, nthreads,
+                node_histogram(codes, wide, n, F, rows + sp.begin + nl, nr, q, hs, S, nthreads,
                                num_bins);
             if (reduce) reduce(hs, HS);
             subtract_used(hp, hs, hp, F, S, num_bins, nthreads);
         }
-        leaf_t *left = &leaves[lf->id], *right = &leaves[L];
-        int64_t parent_hist = lf->hist, id = lf->id, begin = lf->begin;
-        right->id = L; right->begin = begin + nl; right->count = nr; right->depth = d;
-        right->parent = k; right->is_left = 0; right->hist = small_left ? parent_hist : hs_idx;
-        left->id = id; left->begin = begin; left->count = nl; left->depth = d;
-        left->parent = k; left->is_left = 1; left->hist = small_left ? hs_idx : parent_hist;
+        leaf_t *left = &leaves[sp.id], *right = &leaves[L];
+        init_leaf(right, L, sp.begin + nl, nr, d, k, 0, small_left ? sp.hist : hs_idx, sp.br);
+        init_leaf(left, sp.id, sp.begin, nl, d, k, 1, small_left ? hs_idx : sp.hist, sp.bl);
         if (d > depth) depth = d;
         order[L] = L; /* the right child is appended; the left keeps the parent's position */
         L++;
-        if (final) {
-            left->has_best = 0;
-            right->has_best = 0;
-            continue;
-        }
+        if (final) continue;
         evaluate_leaf(left, pool + left->hist * HS, F, S, num_bins, feat_ok, miss_feat, Vm, lam,
-                      msl, mcw, min_split_gain, max_depth, any_ok, cum);
+                      msl, mcw, min_split_gain, max_depth, any_ok, sg, sh, cum);
         evaluate_leaf(right, pool + right->hist * HS, F, S, num_bins, feat_ok, miss_feat, Vm,
-                      lam, msl, mcw, min_split_gain, max_depth, any_ok, cum);
+                      lam, msl, mcw, min_split_gain, max_depth, any_ok, sg, sh, cum);
     }
     for (int64_t id = 0; id < L; id++) {
         leaf_begin[id] = leaves[id].begin;
         leaf_count[id] = leaves[id].count;
+        for (int c = 0; c < CH; c++) leaf_sums[CH * id + c] = leaves[id].sum[c];
     }
-    trb_leaf_sums_mt(rows, leaf_begin, leaf_count, L, gh, leaf_sums, nthreads);
-    if (reduce) reduce(leaf_sums, 2 * L);
     *a->depth_out = depth;
     return L;
 }

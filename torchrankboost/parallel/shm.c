@@ -1,10 +1,11 @@
 /* The shared-memory sum of the ranks of one host (torchrankboost.parallel.shm).
  *
  * trb_shm_allreduce: the sum over W processes of one host through a shared mapping, for the
- * data-parallel histograms (a loopback socket all-reduce costs ~1 ms per call). Layout of
- * the mapping: ctrl (int64) [0] arrivals (monotonic), [1] abort flag, [2] futex word,
+ * data-parallel histograms (a loopback socket all-reduce costs ~1 ms per call), of float64
+ * values or (is_int) of int64 values (the fixed-point histograms: an exact sum, wrapping
+ * modulo 2^64 like torch's). Layout of the mapping: ctrl (int64) [0] arrivals (monotonic), [1] abort flag, [2] futex word,
  * [8 + r] pid of rank r, [8 + W + r] the reductions rank r has arrived at (who is late);
- * then 2 sets x W slots of cap doubles. Reduction `epoch` (the same count on every rank, as
+ * then 2 sets x W slots of cap 8-byte values. Reduction `epoch` (the same count on every rank, as
  * every rank makes the same collective calls) uses slot set epoch % 2: a rank writes its
  * slot, arrives, waits until all W have arrived, then sums the W slots in rank order (the
  * same result on every rank). Two sets make a second barrier unnecessary: no rank can write
@@ -32,7 +33,7 @@
 #include <unistd.h>
 #endif
 
-int trb_shm_abi_version(void) { return 2; }
+int trb_shm_abi_version(void) { return 3; }
 
 /* the futex word: the low 32 bits of ctrl[2] (a shared mapping: no FUTEX_PRIVATE_FLAG) */
 static uint32_t *futex_word(int64_t *ctrl)
@@ -96,12 +97,31 @@ static int check_peers(int64_t *ctrl, int W, double t0, double timeout_s)
     return now_s() - t0 > timeout_s ? 1 : 0;
 }
 
-int trb_shm_allreduce(int64_t *ctrl, double *slots, int64_t cap, int rank, int W, double *buf,
-                      int64_t len, int64_t epoch, double timeout_s)
+/* buf[i] := the sum over the W slots of `base` (stride cap), in rank order. */
+static void sum_slots_f64(const double *base, int64_t cap, int W, double *buf, int64_t len)
+{
+    for (int64_t i = 0; i < len; i++) {
+        double acc = base[i];
+        for (int r = 1; r < W; r++) acc += base[(int64_t)r * cap + i];
+        buf[i] = acc;
+    }
+}
+
+static void sum_slots_i64(const int64_t *base, int64_t cap, int W, int64_t *buf, int64_t len)
+{
+    for (int64_t i = 0; i < len; i++) {
+        uint64_t acc = (uint64_t)base[i]; /* unsigned: wraps as torch's int64 sum, never UB */
+        for (int r = 1; r < W; r++) acc += (uint64_t)base[(int64_t)r * cap + i];
+        buf[i] = (int64_t)acc;
+    }
+}
+
+int trb_shm_allreduce(int64_t *ctrl, void *slots, int64_t cap, int rank, int W, void *buf,
+                      int64_t len, int64_t epoch, double timeout_s, int is_int)
 {
     const int64_t set = epoch & 1;
-    double *mine = slots + (set * W + rank) * cap;
-    memcpy(mine, buf, sizeof(double) * (size_t)len);
+    char *mine = (char *)slots + 8 * (set * W + rank) * cap;
+    memcpy(mine, buf, 8 * (size_t)len);
     const int64_t target = (epoch + 1) * (int64_t)W;
     __atomic_store_n(&ctrl[8 + W + rank], epoch + 1, __ATOMIC_RELEASE);
     if (__atomic_add_fetch(&ctrl[0], 1, __ATOMIC_ACQ_REL) == target) wake_all(ctrl);
@@ -119,11 +139,10 @@ int trb_shm_allreduce(int64_t *ctrl, double *slots, int64_t cap, int rank, int W
         /* a peer that arrived and then exited has left its slot complete */
         if (failure && __atomic_load_n(&ctrl[0], __ATOMIC_ACQUIRE) < target) return failure;
     }
-    const double *base = slots + set * W * cap;
-    for (int64_t i = 0; i < len; i++) {
-        double acc = base[i];
-        for (int r = 1; r < W; r++) acc += base[(int64_t)r * cap + i];
-        buf[i] = acc;
-    }
+    const char *base = (const char *)slots + 8 * set * W * cap;
+    if (is_int)
+        sum_slots_i64((const int64_t *)base, cap, W, (int64_t *)buf, len);
+    else
+        sum_slots_f64((const double *)base, cap, W, (double *)buf, len);
     return 0;
 }

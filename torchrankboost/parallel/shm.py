@@ -1,7 +1,7 @@
-"""Sums of float64 CPU tensors over the ranks of one host through shared memory: an optional
-:class:`~torchrankboost.parallel.transport.Transport` that a
+"""Sums of float64 and int64 CPU tensors over the ranks of one host through shared memory: an
+optional :class:`~torchrankboost.parallel.transport.Transport` that a
 :class:`~torchrankboost.parallel.DistContext` of a gloo group puts before
-``torch.distributed`` for float64 CPU sums (:func:`host_transport`)."""
+``torch.distributed`` for float64 and int64 CPU sums (:func:`host_transport`)."""
 
 from __future__ import annotations
 
@@ -30,14 +30,14 @@ SOURCE = Path(__file__).with_name("shm.c")
 
 def _declare(lib: ctypes.CDLL) -> None:
     p, i64, i32, d = ctypes.c_void_p, ctypes.c_int64, ctypes.c_int, ctypes.c_double
-    lib.trb_shm_allreduce.argtypes = [p, p, i64, i32, i32, p, i64, i64, d]
+    lib.trb_shm_allreduce.argtypes = [p, p, i64, i32, i32, p, i64, i64, d, i32]
     lib.trb_shm_allreduce.restype = i32
-    if lib.trb_shm_abi_version() != 2:
+    if lib.trb_shm_abi_version() != 3:
         raise _native.NativeUnavailable("unexpected shared-memory sum ABI version")
 
 
 class SharedMemorySum:
-    """Sums of float64 CPU tensors over the ranks of one host through shared memory.
+    """Sums of float64 and int64 CPU tensors over the ranks of one host through shared memory.
 
     A loopback-socket all-reduce (gloo) costs about 1 ms a call whatever its size up to
     ~1 MB; a boosted tree makes one per split. When every rank of the process group runs on
@@ -45,11 +45,12 @@ class SharedMemorySum:
     rank has mapped it) and each sum goes through ``trb_shm_allreduce`` (``shm.c``
     beside this module, compiled on first use): every rank copies its tensor into its slot, waits for the
     others (a short spin, then asleep on a futex: a stopped peer costs the others no CPU),
-    and sums the W slots **in rank order** — the same result on every rank, deterministic.
+    and sums the W slots **in rank order** — the same result on every rank, deterministic
+    (int64, the fixed-point histograms of the tree learners: exact, wrapping as torch's).
     A peer that dies (named) or a wait beyond ``timeout_s`` (:func:`~.timeouts.wait_timeout`,
     60 s unless ``--timeout``/``TORCHRANKBOOST_TIMEOUT`` say otherwise) raises
     :class:`DistributedError` instead of hanging. Set up once per process group, by a
-    collective, the first time a float64 CPU sum is asked of a gloo group; absent when the
+    collective, the first time a float64 / int64 CPU sum is asked of a gloo group; absent when the
     ranks span several hosts, when the compiled kernels are unavailable or with
     ``TORCHRANKBOOST_SHM=0`` (then gloo does every sum). The file's space is reserved when
     it is created (``posix_fallocate``): a ``/dev/shm`` too small for it (Docker's 64 MB with
@@ -57,13 +58,14 @@ class SharedMemorySum:
     """
 
     CAP_BYTES = 1 << 23  # largest tensor summed here (8 MiB, above a 136-feature histogram)
+    DTYPES = (torch.float64, torch.int64)  # 8-byte values, summed as such
     TOTAL_BYTES = 1 << 28  # the whole mapping: 2 sets x W slots (smaller slots for many ranks)
 
     def __init__(self, ctx: Collectives, lib, path: str, size: int, cap: int):
         self.lib, self.rank, self.W, self.cap = lib, ctx.rank, ctx.world_size, cap
         self.map = torch.from_file(path, shared=True, size=size, dtype=torch.uint8)
         self.ctrl = self.map[: 8 * (8 + 2 * self.W)].view(torch.int64)
-        self.slots = self.map[8 * (8 + 2 * self.W):].view(torch.float64)
+        self.slots = self.map[8 * (8 + 2 * self.W):].view(torch.int64)
         self.epoch = 0
         self.timeout_s = wait_timeout()
 
@@ -71,10 +73,11 @@ class SharedMemorySum:
         return candidate(t, op, "gloo") and t.numel() <= self.cap
 
     def all_reduce(self, t: Tensor, op: str) -> Tensor:
-        """The sum of ``t`` over the ranks in place (``op`` must be ``"SUM"``)."""
+        """The sum of ``t`` (float64 or int64) over the ranks in place (``op`` must be
+        ``"SUM"``)."""
         rc = self.lib.trb_shm_allreduce(self.ctrl.data_ptr(), self.slots.data_ptr(), self.cap,
                                         self.rank, self.W, t.data_ptr(), t.numel(), self.epoch,
-                                        self.timeout_s)
+                                        self.timeout_s, int(t.dtype == torch.int64))
         self.epoch += 1
         if rc >= 4:  # rank rc - 4 died: the lowest live rank reports it
             dead = rc - 4
@@ -100,9 +103,9 @@ _LOCAL = {}  # process group -> SharedMemorySum or None (decided once per group)
 
 
 def candidate(t: Tensor, op: str, backend: Optional[str]) -> bool:
-    """Whether the shared-memory sum could take ``t`` (a contiguous float64 CPU sum on a
-    gloo group): the test before :func:`host_transport` sets it up."""
-    return (op == "SUM" and backend == "gloo" and t.dtype == torch.float64
+    """Whether the shared-memory sum could take ``t`` (a contiguous float64 or int64 CPU sum
+    on a gloo group): the test before :func:`host_transport` sets it up."""
+    return (op == "SUM" and backend == "gloo" and t.dtype in SharedMemorySum.DTYPES
             and t.device.type == "cpu" and t.is_contiguous())
 
 

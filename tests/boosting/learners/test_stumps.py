@@ -101,3 +101,18 @@ def test_stumps_rows_and_validation():
         st.fit(p, y, -w)
     with pytest.raises(ValueError, match="v"):
         st.threshold_sums(p, torch.randn(5))
+
+
+@pytest.mark.parametrize("criterion", ["correlation", "least_squares"])
+def test_stump_sums_are_exact_for_any_row_order(criterion):
+    """The tree learners' arithmetic: fixed-point integer sums, so the rows in another order
+    give the same sums and the same stump bit for bit."""
+    X, y, w = make_data(n=800, F=4, seed=18)
+    st = Stumps(criterion=criterion)
+    perm = torch.randperm(800, generator=torch.Generator().manual_seed(0))
+    pa, pb = st.prepare(X), st.prepare(X[perm])
+    v = torch.stack([w * y, w], 1)
+    assert torch.equal(st.threshold_sums(pa, v), st.threshold_sums(pb, v[perm]))
+    a, b = st.fit(pa, y, w), st.fit(pb, y[perm], w[perm])
+    assert (a.feature, a.threshold_index, a.gain) == (b.feature, b.threshold_index, b.gain)
+    assert torch.equal(a.coef, b.coef) and torch.equal(a.cover, b.cover)

@@ -69,7 +69,8 @@ class BestCandidateLearner(Params):
 
     ``"correlation"`` scores ``|Σ w·t·h|`` and outputs ``h``; ``"least_squares"`` scores the
     weighted SSE reduction of ``a + b·h`` and outputs that fit. Without a valid candidate the
-    model is the constant 0 (least squares: the weighted mean of the target).
+    model is the constant 0 (least squares: the weighted mean of the target, from
+    ``_totals``, :func:`totals` unless a subclass sums otherwise).
 
     A subclass gives ``_prepared_type`` (with ``num_rows``, ``device``, ``valid``,
     ``context``), ``_sums(prepared, v)`` (the candidates' ``Σ v·h``, invalid ones 0),
@@ -99,7 +100,7 @@ class BestCandidateLearner(Params):
         if best < 0:  # no valid candidate: h ≡ 0 (and the weighted mean for least squares)
             a = 0.0
             if self.criterion == "least_squares":
-                Y, W = (float(v) for v in totals(prepared, wt, w))
+                Y, W = (float(v) for v in self._totals(prepared, wt, w))
                 a = Y / W if W > 0 else 0.0
             return self._constant(prepared, a, dtype)
         if self.criterion == "correlation":
@@ -107,6 +108,10 @@ class BestCandidateLearner(Params):
         else:
             coef = self._ls_coef(stats, *index).to(dtype)
         return self.fit_cover(prepared, self._model(prepared, index, coef, best), rows)
+
+    def _totals(self, prepared, *vs: Tensor) -> Tensor:
+        """``[Σ v for v in vs]`` over the ranks (:func:`totals`)."""
+        return totals(prepared, *vs)
 
     def fit_cover(self, prepared, model, rows):
         """``model`` with the node covers of the fit's ``rows`` recorded (none here)."""

@@ -26,10 +26,11 @@ every tree. The level histograms and the level search run in the tree backend ch
 :func:`~torchrankboost.kernels.choose_backend` (``level_histograms`` and ``best_level`` of
 :class:`~torchrankboost.kernels.TreeBackend`; the level arithmetic is
 :mod:`torchrankboost.kernels.levels`): the compiled kernels (``kernel="native"``, CPU) or the
-pure-torch reference (``"torch"``, any device), the same trees bit for bit. Data-parallel:
-each level's histograms and the leaf sums are summed over the ranks (the reduce hook of the
-data-parallel context), and every decision is taken from the summed values, so every rank
-grows the same tree.
+pure-torch reference (``"torch"``, any device), the same trees bit for bit: the histograms are
+int64 sums of the fit's fixed-point channels (:mod:`torchrankboost.kernels.fixed_point`),
+exact, and the leaf sums are the last level's integer sums. Data-parallel: each level's
+histograms are summed over the ranks (the reduce hook of the data-parallel context), and every
+decision is taken from the summed values, so every rank grows the same tree.
 """
 
 from __future__ import annotations
@@ -39,10 +40,12 @@ from typing import List, Optional
 import torch
 from torch import Tensor
 
-from ...kernels import GrownTree, TreeParams, newton_values
+from ...kernels import GrownTree, TreeParams
 from ...kernels.binning import BinnedFeatures
+from ...kernels.fixed_point import FixedPoint
+from ...kernels.levels import children_sums, node_totals
 from .base import check_int, out_dtype
-from .tree import RegressionTree, TreeModel, node_covers
+from .tree import RegressionTree, TreeModel, leaf_values, node_covers
 
 __all__ = ["ObliviousTree"]
 
@@ -89,13 +92,13 @@ class ObliviousTree(RegressionTree):
 
     # ------------------------------------------------------------------ growth
     def _grow(self, prepared, target, weight, rows, generator):
-        target, wt, w, rows, feat_ok = self._channels(prepared, target, weight, rows, generator)
-        grower = _LevelGrower(prepared, wt, w, rows, backend=self._backend(prepared),
+        target, fixed, rows, feat_ok = self._channels(prepared, target, weight, rows, generator)
+        grower = _LevelGrower(prepared, fixed, rows, backend=self._backend(prepared),
                               reduce=prepared.context.sum_hook())
         levels = grower.grow(feat_ok, self.params, self.depth)
-        leaf_sums, leaf_count = grower.leaf_sums(len(levels))
-        leaf_value = newton_values(leaf_sums, self.l2).to(out_dtype(target))
-        model = _tree_model(levels, prepared, leaf_value, leaf_count)
+        leaf_sums = grower.leaf_sums
+        leaf_value, leaf_count = leaf_values(leaf_sums, fixed, self.l2)
+        model = _tree_model(levels, prepared, leaf_value.to(out_dtype(target)), leaf_count)
         node = grower.node_all
 
         def output(values: Tensor) -> Optional[Tensor]:
@@ -111,19 +114,23 @@ class _LevelGrower:
     """The rows of one oblivious fit and their node ids, level by level, over a tree backend
     (its level histograms and level search). A level's node histograms: the smaller child of
     each split is built from its rows (its size read off the parent's summed histogram), the
-    larger one is the parent's minus it."""
+    larger one is the parent's minus it (exact: int64). After :meth:`grow`, ``leaf_sums``
+    (2^D, 3) int64: each leaf's ``(Σ q_wt, Σ q_w, rows)`` over the ranks, from the last
+    level's histograms."""
 
-    def __init__(self, prepared, wt: Tensor, w: Tensor, rows: Optional[Tensor], *, backend,
+    def __init__(self, prepared, fixed: FixedPoint, rows: Optional[Tensor], *, backend,
                  reduce):
         self.prepared = prepared
         self.backend = backend
         n = prepared.codes.shape[0]
         dev = prepared.codes.device
         self.rows = torch.arange(n, device=dev) if rows is None else rows
-        self.values = torch.stack([wt, w], 1).contiguous()
+        self.values = fixed.q
+        self.scale = fixed.scale
         self.slots = prepared.missing_code + 1
         self.sum_ = reduce
         self.node_all = torch.zeros(n, dtype=torch.int64, device=dev)  # every row's node id
+        self.leaf_sums: Optional[Tensor] = None
 
     def level_hists(self, prev: Optional[Tensor], left_count: Optional[Tensor]) -> Tensor:
         """The (B, 3, F, S) histograms of the ``B`` nodes of the current level, summed over
@@ -149,7 +156,7 @@ class _LevelGrower:
 
     def grow(self, feat_ok: Tensor, params: TreeParams, depth: int) -> List[tuple]:
         """The levels ``(feature, bin, default_left, node_gains (2^d,))`` grown, at most
-        ``depth``; moves :attr:`node_all` to the leaf ids."""
+        ``depth``; moves :attr:`node_all` to the leaf ids and sets :attr:`leaf_sums`."""
         levels: List[tuple] = []
         codes = self.prepared.codes
         hists, left_count, miss = None, None, None
@@ -157,28 +164,19 @@ class _LevelGrower:
             hists = self.level_hists(hists, left_count)
             if miss is None:  # NaN directions for the features with NaNs among the fit's rows
                 miss = hists[0, 2, :, self.slots - 1] > 0
-            best = self.backend.best_level(hists, self.prepared, feat_ok, miss, params=params)
-            if best is None:
+            best = self.backend.best_level(hists, self.prepared, feat_ok, miss, params=params,
+                                           scale=self.scale)
+            if best is None:  # the level's nodes are the leaves
+                self.leaf_sums = node_totals(hists)
                 break
             f, t, dleft, node_gain, left_count = best
+            self.leaf_sums = children_sums(hists, f, t, dleft)
             code = codes[:, f].to(torch.int64)
             missing = code == self.prepared.missing_code
             right = torch.where(missing, torch.full_like(missing, not dleft), code > t)
             self.node_all = self.node_all * 2 + right.to(torch.int64)
             levels.append((f, t, dleft, node_gain))
         return levels
-
-    def leaf_sums(self, D: int):
-        """(2^D, 2) float64 ``(Σ w·t, Σ w)`` per leaf over the fit's rows (row order), and
-        (2^D,) float64 row counts per leaf (both summed over the ranks)."""
-        L = 1 << D
-        leaf = self.node_all[self.rows]
-        out = torch.zeros((L, 3), dtype=torch.float64, device=self.prepared.codes.device)
-        out[:, :2].index_add_(0, leaf, self.values[self.rows])
-        out[:, 2] = torch.bincount(leaf, minlength=L).to(torch.float64)
-        if self.sum_ is not None:
-            self.sum_(out)
-        return out[:, :2].contiguous(), out[:, 2].contiguous()
 
 
 def _tree_model(levels: List[tuple], prepared: BinnedFeatures, leaf_value: Tensor,

@@ -2,8 +2,11 @@
 model :class:`StumpModel`, ``a + b·1[x_f > θ]``.
 
 Every (feature, threshold) candidate is scored at once from one histogram of the bin codes
-(:func:`~torchrankboost.kernels.histogram.histogram`) and prefix sums over the bins;
-data-parallel, the histogram and the totals are summed over the ranks.
+(:func:`~torchrankboost.kernels.histogram.histogram`) and prefix sums over the bins, in the
+arithmetic of the tree learners (:mod:`torchrankboost.kernels.fixed_point`): the channels in
+int64 fixed point, the histogram and its prefix sums exact integer sums, converted to float64
+once; data-parallel, the histogram is summed over the ranks (exact), so a stump is the same
+for any number of processes and any row order.
 """
 
 from __future__ import annotations
@@ -15,9 +18,10 @@ import torch
 from torch import Tensor
 
 from ...kernels.binning import BinnedFeatures, bin_features, check_features
+from ...kernels.fixed_point import quantize_fit
 from ...kernels.histogram import histogram
 from .base import check_int, fit_context
-from .candidates import BestCandidateLearner, OneFeatureModel, masked_score, totals
+from .candidates import BestCandidateLearner, OneFeatureModel, masked_score
 
 __all__ = ["Stumps", "StumpModel", "StumpFeatures"]
 
@@ -159,9 +163,11 @@ class Stumps(BestCandidateLearner):
             v: (n,) or (n, k) float.
 
         Returns:
-            (F, T) or (F, T, k) in v's dtype (accumulated in float64); padded candidates are 0.
-            Summed over every rank's rows on the prepared data of a data-parallel fit (one
-            all-reduce of the ``(k, F, bins)`` histogram).
+            (F, T) or (F, T, k) in v's dtype: exact integer sums of ``v`` in fixed point
+            (:mod:`~torchrankboost.kernels.fixed_point`, a scale per column), converted once;
+            padded candidates are 0. Summed over every rank's rows on the prepared data of a
+            data-parallel fit (one all-reduce of the ``(k, F, bins)`` int64 histogram, and one
+            of the columns' maxima).
         """
         codes = prepared.codes
         n, F = codes.shape
@@ -169,19 +175,26 @@ class Stumps(BestCandidateLearner):
             raise ValueError(f"v: expected shape ({n},) or ({n}, k), got "
                              f"{tuple(v.shape) if isinstance(v, Tensor) else type(v).__name__}")
         squeeze = v.dim() == 1
-        vv = v.to(codes.device).double().reshape(n, -1)
+        right, _, fixed = self._fixed_sums(prepared, v.to(codes.device).double().reshape(n, -1))
+        S = fixed.to_float(right).to(v.dtype if v.dtype.is_floating_point else torch.float64)
+        return S[..., 0] if squeeze else S
+
+    def _fixed_sums(self, prepared: StumpFeatures, x: Tensor):
+        """``(right, total, fixed)``: the integer sums of the fixed point ``fixed`` of ``x``
+        (n, k) over the rows with ``h = 1`` of every candidate, ``right`` (F, T, k) int64 (0
+        for padding), and over every row, ``total`` (k,) int64 (over the ranks)."""
+        codes = prepared.codes
         T = prepared.thresholds.shape[1]
         miss = prepared.binned.missing_code
-        packed = torch.complex(vv[:, 0], vv[:, 1]) if (vv.shape[1] == 2 and codes.device.type == "cpu") else None
-        hist = histogram(codes, None, vv, slots=miss + 1, packed=packed, count=None)  # (k, F, S)
+        fixed = quantize_fit(prepared.binned, x)
+        hist = histogram(codes, None, fixed.q, slots=miss + 1, count=None)  # (k, F, S)
         hist = prepared.context.all_reduce_sum(hist)
-        vals = hist[:, :, :miss].permute(1, 2, 0)  # (F, V, k) value bins (missing excluded: h = 0)
+        total = hist[:, 0, :].sum(-1) if codes.shape[1] else hist.new_zeros(hist.shape[0])
+        vals = hist[:, :, :miss].permute(1, 2, 0)  # (F, V, k) value bins (missing: h = 0)
         csum = torch.cumsum(vals, 1)
-        total = csum[:, -1:, :]
-        S = total - csum[:, :T, :]  # Σ over bins > t
-        S = torch.where(prepared.valid.unsqueeze(-1), S, torch.zeros_like(S))
-        S = S.to(v.dtype if v.dtype.is_floating_point else torch.float64)
-        return S[..., 0] if squeeze else S
+        right = csum[:, -1:, :] - csum[:, :T, :]  # Σ over bins > t
+        right = torch.where(prepared.valid.unsqueeze(-1), right, torch.zeros_like(right))
+        return right, total, fixed
 
     def make_model(self, feature: int, threshold_index: Optional[int] = None, *,
                    threshold: Optional[float] = None, prepared: Optional[StumpFeatures] = None,
@@ -240,12 +253,18 @@ class Stumps(BestCandidateLearner):
     _prepared_type = StumpFeatures
     _sums = threshold_sums
 
+    def _totals(self, prepared: StumpFeatures, *vs: Tensor) -> Tensor:
+        """``[Σ v for v in vs]`` over every rank's rows, exact integer sums in fixed point."""
+        _, total, fixed = self._fixed_sums(prepared, torch.stack(vs, 1))
+        return fixed.to_float(total)
+
     def _least_squares(self, prepared: StumpFeatures, w: Tensor, wt: Tensor):
-        """SSE reduction of the two-level fit (mean of each side of θ) per (feature, threshold)."""
-        S = self.threshold_sums(prepared, torch.stack([wt, w], 1))
-        Y1, W1 = S[..., 0], S[..., 1]
-        Y, W = totals(prepared, wt, w).unbind()
-        Y0, W0 = Y - Y1, W - W1
+        """SSE reduction of the two-level fit (mean of each side of θ) per (feature, threshold):
+        both sides' sums exact integers (the right side's and the total's difference)."""
+        right, total, fixed = self._fixed_sums(prepared, torch.stack([wt, w], 1))
+        Y1, W1 = fixed.to_float(right).unbind(-1)
+        Y0, W0 = fixed.to_float(total - right).unbind(-1)
+        Y, W = fixed.to_float(total).unbind()
         ok = prepared.valid & (W1 > 0) & (W0 > 0)
         one = torch.ones_like(W1)
         red = Y1 * Y1 / torch.where(ok, W1, one) + Y0 * Y0 / torch.where(ok, W0, one) - Y * Y / W.clamp_min(1e-300)

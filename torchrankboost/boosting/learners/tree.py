@@ -10,10 +10,16 @@ Trees grow best-first on bin codes (:mod:`torchrankboost.kernels.binning`); the 
 backend chosen by :func:`~torchrankboost.kernels.choose_backend` (the compiled CPU
 kernels or the pure-torch reference; the same trees bit for bit), and so does the traversal.
 
-Data-parallel: the binning agrees on the edges of all ranks' rows; a tree all-reduces each
-node histogram it builds (the root's, then the smaller child's of each split: the larger
-child's is still the parent's minus it) and the leaf sums, and reads row counts (the
-``min_samples_leaf`` tests, the smaller child) off the reduced histograms.
+The arithmetic (:mod:`torchrankboost.kernels.fixed_point`): the fit's ``w·t`` and ``w`` become
+int64 fixed point once (a power-of-two scale per channel from their maxima over the ranks),
+histograms are exact integer sums, and the gains and leaf values read those sums converted
+back to float64, so the same tree comes out of every backend, any number of processes and
+any order of the rows.
+
+Data-parallel: the binning agrees on the edges of all ranks' rows; a tree all-reduces (int64,
+exact) each node histogram it builds (the root's, then the smaller child's of each split: the
+larger child's is still the parent's minus it), and reads row counts (the
+``min_samples_leaf`` tests, the smaller child) and leaf sums off the reduced histograms.
 """
 
 from __future__ import annotations
@@ -26,11 +32,12 @@ from torch import Tensor
 from ...kernels.binning import (MAX_INT16_BINS, BinnedFeatures, bin_features, check_features,
                                code_slots)
 from ...kernels import GrownTree, TreeParams, check_kernel, choose_backend, newton_values
+from ...kernels.fixed_point import FixedPoint, quantize_fit
 from ...params import Params
 from .base import check_fit_inputs, check_float, check_int, fit_context, out_dtype
 from .memory import check_histogram_memory
 
-__all__ = ["RegressionTree", "TreeModel"]
+__all__ = ["RegressionTree", "TreeModel", "leaf_values", "node_covers"]
 
 
 class TreeModel:
@@ -143,6 +150,13 @@ class TreeModel:
 
     def __repr__(self):
         return f"TreeModel(leaves={self.num_leaves}, depth={self.depth})"
+
+
+def leaf_values(leaf_sums: Tensor, fixed: FixedPoint, l2: float):
+    """``(values, cover)``: the leaf values ``G / (H + λ)`` (L,) float64 of the integer leaf
+    sums ``leaf_sums`` (L, 3) ``(Σ q_wt, Σ q_w, rows)`` (over the ranks) converted from the
+    fit's fixed point ``fixed``, and the rows per leaf (L,) float64 (exact)."""
+    return newton_values(fixed.to_float(leaf_sums[:, :2]), l2), leaf_sums[:, 2].to(torch.float64)
 
 
 def node_covers(left_child, right_child, leaf_cover: Tensor) -> Tensor:
@@ -280,30 +294,27 @@ class RegressionTree(Params):
         return model, (f if f is not None else model.predict_prepared(prepared))
 
     def _channels(self, prepared, target, weight, rows, generator):
-        """The checked fit inputs as the growth's float64 channels: ``(target, wt = w·t, w,
-        rows, feat_ok)``."""
+        """The checked fit inputs as the growth's fixed-point channels: ``(target, fixed,
+        rows, feat_ok)``, ``fixed`` the :class:`~torchrankboost.kernels.fixed_point.FixedPoint`
+        of ``(w·t, w)`` (n, 2)."""
         if not isinstance(prepared, BinnedFeatures):
             raise ValueError(f"prepared: expected the output of {type(self).__name__}.prepare(X)")
         n, F = prepared.codes.shape
         dev = prepared.codes.device
         target, weight, rows = check_fit_inputs(n, dev, target, weight, rows)
         w = weight.double()
-        return target, w * target.double(), w, rows, self._feature_mask(F, dev, generator)
+        fixed = quantize_fit(prepared, (w * target.double(), w), rows)
+        return target, fixed, rows, self._feature_mask(F, dev, generator)
 
     def _grow(self, prepared, target, weight, rows, generator):
-        target, wt, w, rows, feat_ok = self._channels(prepared, target, weight, rows, generator)
+        target, fixed, rows, feat_ok = self._channels(prepared, target, weight, rows, generator)
         dev = prepared.codes.device
         backend = self._backend(prepared)
-        grown = backend.grow(prepared, wt, w, rows, feat_ok, params=self.params,
+        grown = backend.grow(prepared, fixed, rows, feat_ok, params=self.params,
                              reduce=prepared.context.sum_hook())
-        leaf_value = newton_values(grown.leaf_sums, self.l2).to(out_dtype(target))
-        cover = None
-        if grown.leaf_count is not None:  # exact integers: the same sum on every rank layout
-            cover = grown.leaf_count.to(dev, torch.float64).clone()
-            hook = prepared.context.sum_hook()
-            if hook is not None:
-                hook(cover)
-        return TreeModel.from_grown(grown, prepared, leaf_value, cover), grown
+        leaf_value, cover = leaf_values(grown.leaf_sums, fixed, self.l2)
+        return TreeModel.from_grown(grown, prepared, leaf_value.to(out_dtype(target)),
+                                    cover.to(dev)), grown
 
     def _backend(self, prepared: BinnedFeatures):
         codes = prepared.codes
