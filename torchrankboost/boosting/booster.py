@@ -506,15 +506,18 @@ class Booster(FitState):
             rows = run.weights.subset(run.subsample.rows(run.groups, run.X.device))
 
         spare = []  # the stats' (n,) scratch, then the learner's target
-        def first():  # Σ|h|, n, Σ g², each rank's max |g| in its own slot
-            out = torch.zeros(3 + W, dtype=F64)
-            if g.numel():
-                spare[:] = [gradient_stats(g, h, out, 3 + comm.rank)]
-            out[1] = run.weights.count(g.numel())
-            return out
+        offsets = run.groups.offsets
 
-        st = comm.sum(first, size=3 + W)
-        mean_h = float(st[0]) / float(st[1]) if float(st[1]) > 0 else 0.0
+        def first():  # n, each rank's max |g| in its own slot; Σ|h|, Σ g² exactly
+            out = torch.zeros(1 + W, dtype=F64)
+            out[0] = run.weights.count(g.numel())
+            acc, gmax, buf = gradient_stats(g, h, offsets)
+            if g.numel():
+                out[1 + comm.rank], spare[:] = gmax, [buf]
+            return out, acc
+
+        st, ex = comm.exact_sums(first, plain=1 + W, exact=2)  # ex: Σ|h|, Σ g²
+        mean_h = float(ex[0]) / float(st[0]) if float(st[0]) > 0 else 0.0
         target, weight, hc, ckind = learner_targets(
             g, h, ckind, curvature=self.curvature, hess_floor=self.hess_floor, mean_h=mean_h,
             work=spare[0] if spare else None)
@@ -528,17 +531,18 @@ class Booster(FitState):
         run.sync()
         t2 = time.perf_counter()
         n_rows = run.X.shape[0] if rows is None else int(rows.numel())
-        sums = comm.sum(lambda: step_sums(g, hc, f, n_rows), size=5)
+        n_sum, sums = comm.exact_sums(lambda: ([n_rows], step_sums(g, hc, f, offsets)),
+                                      plain=1, exact=4)
         step = self._take_step(run, rnd, f, float(sums[0]), float(sums[1]))
         if step is None:
             return False
         loss_before, w_round = obj.value, self.learning_rate * step.alpha
         self._apply(run, rnd, step, w_round, model, f)
         run.sync()
-        combined = {"grad_norm": math.sqrt(float(st[2])), "grad_max": float(st[3:].max()),
+        combined = {"grad_norm": math.sqrt(float(ex[1])), "grad_max": float(st[1:].max()),
                     "curvature_norm": math.sqrt(float(sums[2])),
-                    "curvature_mean": float(sums[3]) / max(float(st[1]), 1.0),
-                    "n_rows": int(sums[4])}
+                    "curvature_mean": float(sums[3]) / max(float(st[0]), 1.0),
+                    "n_rows": int(n_sum[0])}
         record = self._record(run, rnd, step, w_round, loss_before, ckind, model,
                               (t0, t1, t2, time.perf_counter()), combined)
         run.monitor.add([(model, w_round)])
