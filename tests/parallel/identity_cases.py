@@ -1,0 +1,141 @@
+"""The cases of the "same trees" tests: data, the default booster, whole-query permutations,
+and the worker that fits every case on several gloo processes.
+
+The default booster: :class:`~torchrankboost.losses.ExponentialPairwiseLoss`, the default
+step and curvature, 20 rounds of 31-leaf :class:`~torchrankboost.RegressionTree` (or
+depth-5 :class:`~torchrankboost.ObliviousTree`), early stopping on the validation NDCG@10.
+Data: the five MQ2008 folds (when the data folder has them) and a synthetic set with NaN
+features, exact ties and duplicated documents.
+
+``python tests/parallel/identity_cases.py OUT`` in each process (``RANK``, ``WORLD_SIZE``,
+``MASTER_ADDR``, ``MASTER_PORT`` set as :func:`dist_helpers.worker_env` sets them) fits
+every case on this rank's shard of the training and validation queries; rank 0 saves the
+test predictions ``{(case, learner): (n,) float64}`` to ``OUT``.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Dict, List, Optional, Tuple
+
+import torch
+
+ROUNDS, LEAVES, DEPTH, PATIENCE = 20, 31, 5, 5
+LEARNERS = ("tree", "oblivious")
+
+
+def kernels_are_exact() -> bool:
+    """Whether the tree kernels sum integer (fixed-point) histograms: the trees then
+    depend on neither the order of the rows nor their split over processes."""
+    import importlib.util
+
+    return importlib.util.find_spec("torchrankboost.kernels.fixed_point") is not None
+
+
+def mq2008(fold: int):
+    """``(train, valid, test)`` of MQ2008 fold ``fold``, or ``None`` when absent."""
+    from torchrankboost.data import data_root, load_letor_fold
+
+    folder = data_root() / "mq2008" / f"Fold{fold}"
+    if not (folder / "train.txt").exists():
+        return None
+    return load_letor_fold(folder)
+
+
+def synthetic():
+    """A LETOR-shaped set with 5% NaN features in a third of the columns, half-integer
+    columns (exact ties) and one document in ten copied into the next query (equal rows
+    with other labels), split by query 60/20/20."""
+    from torchrankboost.data import RankingData, make_letor
+
+    d = make_letor(150, 20, 12, seed=7, tie_fraction=0.3, dtype=torch.float64)
+    gen = torch.Generator().manual_seed(8)
+    X = d.X.clone()
+    nan = (torch.rand(X.shape, generator=gen) < 0.05) & (torch.arange(X.shape[1]) % 3 == 0)
+    X[nan] = float("nan")
+    off = d.groups.offsets
+    src = torch.arange(int(off[1]), int(off[-2]), 10)  # a document of each query ...
+    dst = torch.clamp(src + (off[1:] - off[:-1]).max(), max=int(off[-1]) - 1)  # ... later
+    X[dst] = X[src]
+    d = RankingData(X, d.labels, d.groups)
+    G = d.num_queries
+    return d.queries(0, int(0.6 * G)), d.queries(int(0.6 * G), int(0.8 * G)), \
+        d.queries(int(0.8 * G), G)
+
+
+def cases() -> List[Tuple[str, object]]:
+    """``[(name, (train, valid, test))]``: the MQ2008 folds present, and the synthetic set."""
+    out = [(f"mq2008-{f}", mq2008(f)) for f in range(1, 6)]
+    return [(k, v) for k, v in out if v is not None] + [("synthetic", synthetic())]
+
+
+def learner(name: str):
+    from torchrankboost import ObliviousTree, RegressionTree
+
+    if name == "tree":
+        return RegressionTree(max_leaves=LEAVES)
+    if name == "oblivious":
+        return ObliviousTree(depth=DEPTH)
+    raise ValueError(name)
+
+
+def fit(name: str, train, valid, *, distributed=False):
+    """The default booster with ``learner(name)`` on ``train``, early stopping on
+    ``valid`` (each a :class:`~torchrankboost.data.RankingData`; a rank's shard with
+    ``distributed``)."""
+    from torchrankboost import Booster
+    from torchrankboost.losses import ExponentialPairwiseLoss
+
+    b = Booster(ExponentialPairwiseLoss(), learner(name), n_rounds=ROUNDS, verbose=False,
+                distributed=distributed)
+    return b.fit(train.X, train.labels, train.groups,
+                 eval_set=[(valid.X, valid.labels, valid.groups)], eval_metric="ndcg@10",
+                 early_stopping_rounds=PATIENCE)
+
+
+def permuted(d, seed: int):
+    """``d`` with its queries in a seeded random order (each query's rows in their order)."""
+    from torchrankboost.data import RankingData
+    from torchrankboost.groups import Groups
+
+    G = d.num_queries
+    perm = torch.randperm(G, generator=torch.Generator().manual_seed(seed))
+    off = d.groups.offsets
+    rows = torch.cat([torch.arange(int(off[q]), int(off[q + 1])) for q in perm.tolist()])
+    return RankingData(d.X[rows], d.labels[rows], Groups.from_sizes(d.groups.sizes[perm]))
+
+
+def predictions(case: Optional[List[str]] = None, *, distributed=False
+                ) -> Dict[Tuple[str, str], torch.Tensor]:
+    """``{(case, learner): test predictions}`` of the named cases (all by default), each fit
+    on this rank's shard when ``distributed``."""
+    from torchrankboost.parallel import get_context
+
+    ctx = get_context(distributed or False)
+    out = {}
+    for name, (tr, va, te) in cases():
+        if case is not None and name not in case:
+            continue
+        if distributed:
+            tr, va = tr.shard(ctx.rank, ctx.world_size), va.shard(ctx.rank, ctx.world_size)
+        for lr in LEARNERS:
+            model = fit(lr, tr, va, distributed=distributed)
+            out[(name, lr)] = model.predict(te.X).double()
+    return out
+
+
+def main(path: str) -> None:
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo")
+    torch.set_num_threads(1)
+    out = predictions(distributed=True)
+    if dist.get_rank() == 0:
+        torch.save(out, path)
+    dist.barrier()
+    dist.destroy_process_group()
+    print("identity done")
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

@@ -1,0 +1,57 @@
+"""Elementwise functions whose value does not depend on where it sits in its tensor.
+
+On the CPU, PyTorch computes an elementwise function over the vector-width body of a tensor
+with one implementation and over the remaining tail with another (scalar) one. For
+``exp``, ``log``, ``expm1``, ``tanh``, ``sqrt`` and the arithmetic they agree bit for bit;
+for ``torch.sigmoid``, ``torch.log1p``, ``softplus``, ``torch.exp2``, ``torch.pow`` and
+``torch.logaddexp`` they differ in the last bit for some inputs, so a document's value
+would change when its query moves to another place of the batch (another order of the
+queries, another split over processes). The functions here are built from the agreeing
+operations only, differentiable to any order, accurate to a few units in the last place.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor
+
+__all__ = ["sigmoid", "log1p", "softplus", "exp2", "pow2"]
+
+_LN2 = math.log(2.0)
+
+
+def sigmoid(x: Tensor) -> Tensor:
+    """``1 / (1 + e^{-x})`` (``e^{-|x|}`` on both sides, never overflowing)."""
+    e = torch.exp(-x.abs())
+    return torch.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
+
+
+def log1p(u: Tensor) -> Tensor:
+    """``log(1 + u)`` for ``u > -1``: ``log(w) · u / (w − 1)`` with ``w = 1 + u`` rounded
+    (Goldberg's correction; ``u`` itself where ``w`` rounds to 1)."""
+    w = 1.0 + u
+    d = w - 1.0
+    return torch.where(d == 0, u, torch.log(w) * (u / torch.where(d == 0, 1.0, d)))
+
+
+def softplus(x: Tensor) -> Tensor:
+    """``log(1 + e^x)``, stable: ``max(x, 0) + log1p(e^{-|x|})``."""
+    return x.clamp_min(0) + log1p(torch.exp(-x.abs()))
+
+
+def pow2(k: Tensor) -> Tensor:
+    """``2^k`` exactly for integer ``k`` (any integer dtype; float64 from the bits;
+    ``[-1074, 1023]``, clamped)."""
+    k = k.to(torch.int64).clamp(-1074, 1023)
+    normal = (k.clamp_min(-1022) + 1023) << 52
+    sub = torch.ones_like(k) << (k + 1074).clamp(0, 51)
+    return torch.where(k >= -1022, normal, sub).view(torch.float64)
+
+
+def exp2(x: Tensor) -> Tensor:
+    """``2^x`` (float64): exact at integers, ``2^⌊x⌋ · e^{(x − ⌊x⌋) ln 2}`` otherwise."""
+    x = x.to(torch.float64)
+    k = torch.floor(x).clamp(-1074, 1023)
+    return torch.exp((x - k) * _LN2) * pow2(k.detach())
