@@ -53,11 +53,10 @@ def synthetic():
     X = d.X.clone()
     nan = (torch.rand(X.shape, generator=gen) < 0.05) & (torch.arange(X.shape[1]) % 3 == 0)
     X[nan] = float("nan")
-    off = d.groups.offsets
-    src = torch.arange(int(off[1]), int(off[-2]), 10)  # a document of each query ...
-    dst = torch.clamp(src + (off[1:] - off[:-1]).max(), max=int(off[-1]) - 1)  # ... later
-    X[dst] = X[src]
-    d = RankingData(X, d.labels, d.groups)
+    n = X.shape[0]
+    src = torch.arange(0, n, 10)  # one document in ten ...
+    X[(src + n // 3) % n] = X[src]  # ... copied a third of the set further on
+    d = RankingData(X, d.labels, d.groups, d.qid)
     G = d.num_queries
     return d.queries(0, int(0.6 * G)), d.queries(int(0.6 * G), int(0.8 * G)), \
         d.queries(int(0.8 * G), G)
@@ -102,7 +101,8 @@ def permuted(d, seed: int):
     perm = torch.randperm(G, generator=torch.Generator().manual_seed(seed))
     off = d.groups.offsets
     rows = torch.cat([torch.arange(int(off[q]), int(off[q + 1])) for q in perm.tolist()])
-    return RankingData(d.X[rows], d.labels[rows], Groups.from_sizes(d.groups.sizes[perm]))
+    return RankingData(d.X[rows], d.labels[rows], Groups.from_sizes(d.groups.sizes[perm]),
+                       d.qid[rows])
 
 
 def predictions(case: Optional[List[str]] = None, *, distributed=False
