@@ -51,7 +51,9 @@ def pow2(k: Tensor) -> Tensor:
 
 
 def exp2(x: Tensor) -> Tensor:
-    """``2^x`` (float64): exact at integers, ``2^⌊x⌋ · e^{(x − ⌊x⌋) ln 2}`` otherwise."""
+    """``2^x``: exact at integers, ``2^⌊x⌋ · e^{(x − ⌊x⌋) ln 2}`` otherwise, computed in
+    float64 and returned in ``x``'s floating dtype (float64 for integers)."""
+    dt = x.dtype if x.dtype.is_floating_point else torch.float64
     x = x.to(torch.float64)
     k = torch.floor(x).clamp(-1074, 1023)
-    return torch.exp((x - k) * _LN2) * pow2(k.detach())
+    return (torch.exp((x - k) * _LN2) * pow2(k.detach())).to(dt)

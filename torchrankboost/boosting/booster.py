@@ -43,7 +43,8 @@ agree on, so that every rank takes the same decisions and builds the same model:
   the single-process edges of the concatenated data); the base score (``"auto"``: its line
   search on the summed loss);
 * each round, one small all-reduce before the learner (``Σ|h|`` and the document count for
-  the ``hess_floor`` mean, ``Σ g²`` and each rank's ``max|g|`` for the record), the
+  the ``hess_floor`` mean, ``Σ g²`` and each rank's ``max|g|`` for the record; the sums
+  exact), the
   learner's own sums (a tree: every node histogram it builds and the leaf sums), one
   all-reduce after it (``Σ g f``, ``Σ h f²``, the curvature's sums and the subsample's row
   count), one per loss evaluation of the step rule (the surrogate's halving tests, the line
@@ -58,9 +59,11 @@ operations are identities in one process, so the fit calls them unconditionally)
 that fails in local work (a bad shard, a NaN gradient, a raising callback) makes every rank
 raise the same :class:`~torchrankboost.parallel.DistributedError` naming it, at the next
 collective instead of a hang. Rank 0 alone runs the callbacks (progress, TensorBoard, yours);
-the model is the same on every rank (save it on rank 0). With the shards of a data set in rank order
-the model is the single-process model of the whole data up to floating-point summation
-order (the same trees, leaf values equal to about 1e-12).
+the model is the same on every rank (save it on rank 0). It is the single-process model of
+the whole data, bit for bit, for any split of the queries over the ranks and any order of
+them: every sum that feeds it is exact (the learner's integer histograms; the round's sums,
+the loss values and the metrics summed per query in row order, then exactly over the
+queries and the ranks, :mod:`torchrankboost.exact`).
 """
 
 from __future__ import annotations
