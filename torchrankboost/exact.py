@@ -6,9 +6,11 @@ depends on how its queries are ordered and split over processes. Here every such
 made in two stages:
 
 1. **per query, in the query's row order** (:func:`query_sums`): ``torch.segment_reduce``
-   adds each query's values sequentially from 0, ``((0 + x_0) + x_1) + …`` (the same
-   additions as ``index_add_`` on the CPU, and one thread per query on CUDA, never
-   atomics), so a query's partial sum depends on its own rows only;
+   of an ``(n, 1)`` column adds each query's values sequentially from 0,
+   ``((0 + x_0) + x_1) + …``: on the CPU (the additions of ``index_add_``) and on CUDA
+   alike (one thread per query for data with a lane dimension; a 1-D input would take
+   CUB's segmented tree reduction there, deterministic but in another order), never
+   atomics; so a query's partial sum depends on its own rows only, and not on the device;
 2. **exactly over the queries** (a *superaccumulator*): every float64 ``x`` is an integer
    multiple of :math:`2^{-1074}`, ``x = ±M·2^p`` with ``M < 2^{53}``, ``0 ≤ p ≤ 2045``. Its
    bits are cut on 32-bit windows into three int64 chunks, each ``< 2^{32}``, added into
@@ -223,10 +225,12 @@ def query_sums(values: Tensor, offsets: Tensor) -> Tensor:
     ``values`` ``(n,)`` or ``(m, n)`` float, ``offsets`` ``(G + 1,)`` the queries' CSR
     offsets; returns ``(G,)`` or ``(m, G)`` in the values' dtype (empty queries: 0)."""
     off = offsets.to(device=values.device, dtype=_I64)
-    if values.dim() == 1:
-        return torch.segment_reduce(values, "sum", offsets=off, unsafe=True)
-    return torch.stack([torch.segment_reduce(v, "sum", offsets=off, unsafe=True)
-                        for v in values])
+
+    def one(v: Tensor) -> Tensor:  # (n, 1): the sequential kernel on every device
+        return torch.segment_reduce(v.unsqueeze(1), "sum", offsets=off, axis=0,
+                                    unsafe=True)[:, 0]
+
+    return one(values) if values.dim() == 1 else torch.stack([one(v) for v in values])
 
 
 def query_accumulate(values: Tensor, offsets: Optional[Tensor] = None) -> Tensor:

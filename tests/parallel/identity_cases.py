@@ -7,10 +7,12 @@ depth-5 :class:`~torchrankboost.ObliviousTree`), early stopping on the validatio
 Data: the five MQ2008 folds (when the data folder has them) and a synthetic set with NaN
 features, exact ties and duplicated documents.
 
-``python tests/parallel/identity_cases.py OUT`` in each process (``RANK``, ``WORLD_SIZE``,
-``MASTER_ADDR``, ``MASTER_PORT`` set as :func:`dist_helpers.worker_env` sets them) fits
-every case on this rank's shard of the training and validation queries; rank 0 saves the
-test predictions ``{(case, learner): (n,) float64}`` to ``OUT``.
+``python tests/parallel/identity_cases.py predictions OUT`` in each process (``RANK``,
+``WORLD_SIZE``, ``MASTER_ADDR``, ``MASTER_PORT`` set as :func:`dist_helpers.worker_env` sets
+them) fits every case on this rank's shard of the training and validation queries; rank 0
+saves the test predictions ``{(case, learner): (n,) float64}`` to ``OUT``.
+``... sums OUT``: the sums a round takes outside the tree (:func:`round_sums`), over the
+ranks' shards.
 """
 
 from __future__ import annotations
@@ -124,12 +126,52 @@ def predictions(case: Optional[List[str]] = None, *, distributed=False
     return out
 
 
-def main(path: str) -> None:
+def _scores(d):
+    """Scores that depend on each document's features only (so they follow it)."""
+    x = torch.nan_to_num(d.X.double(), nan=0.5)
+    return torch.sin(x @ torch.linspace(-1, 1, x.shape[1], dtype=torch.float64)) * 3
+
+
+def round_sums(*, distributed=False) -> list:
+    """What a round sums outside the tree, on the synthetic set (this rank's shard with
+    ``distributed``), as floats: the loss value, ``Σ|h|`` and ``Σ g²``, the step's four sums,
+    the line search's ``φ, φ', φ''`` at 0.3, the base score's search, and the validation
+    NDCG@10, MAP and pair error through :meth:`FitComm.metrics`."""
+    from torchrankboost import registry
+    from torchrankboost.boosting._round_sums import gradient_stats, step_sums
+    from torchrankboost.boosting.objective import FitObjective
+    from torchrankboost.boosting.weights import FitWeights
+    from torchrankboost.losses import ExponentialPairwiseLoss
+    from torchrankboost.parallel import FitComm, get_context
+
+    comm = FitComm(get_context(True) if distributed else None)
+    tr, va, _ = synthetic()
+    if distributed:
+        tr, va = tr.shard(comm.rank, comm.world_size), va.shard(comm.rank, comm.world_size)
+    s, off = _scores(tr), tr.groups.offsets
+    f = torch.cos(s)
+    obj = FitObjective(ExponentialPairwiseLoss(), curvature="diag", exact_hess_max_n=2048,
+                       comm=comm)
+    obj.bind(tr.labels, tr.groups, weights=FitWeights())
+    value = obj.start(s)
+    g, h, _ = obj.gradient()
+    _, first = comm.exact_sums(lambda: ((), gradient_stats(g, h, off)[0]), exact=2)
+    _, step = comm.exact_sums(lambda: ((), step_sums(g, h, f, off)), exact=4)
+    line = obj.line(f, 2)(0.3)
+    base = obj.constant_minimiser(len(tr), s.device, max_ratio=100.0)
+    jobs = [(registry.metric(m), _scores(va), va.labels, va.groups)
+            for m in ("ndcg@10", "map", "pair_error")]
+    metrics = comm.metrics(jobs)
+    return [value, *first.tolist(), *step.tolist(), *line, base, *metrics]
+
+
+def main(what: str, path: str) -> None:
     import torch.distributed as dist
 
     dist.init_process_group("gloo")
     torch.set_num_threads(1)
-    out = predictions(distributed=True)
+    out = predictions(distributed=True) if what == "predictions" else round_sums(
+        distributed=True)
     if dist.get_rank() == 0:
         torch.save(out, path)
     dist.barrier()
@@ -138,4 +180,4 @@ def main(path: str) -> None:
 
 
 if __name__ == "__main__":
-    main(sys.argv[1])
+    main(sys.argv[1], sys.argv[2])

@@ -40,7 +40,7 @@ def several(request, tmp_path_factory):
     W = request.param
     out = tmp_path_factory.mktemp(f"identity{W}") / "pred.pt"
     port = free_port()
-    cmds = [[sys.executable, SCRIPT, str(out)] for _ in range(W)]
+    cmds = [[sys.executable, SCRIPT, "predictions", str(out)] for _ in range(W)]
     res = run_processes(cmds, [worker_env(r, W, port) for r in range(W)], timeout=600)
     assert all(r.returncode == 0 for r in res), explain(res)
     return torch.load(out, weights_only=True)

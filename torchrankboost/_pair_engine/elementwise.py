@@ -2,12 +2,13 @@
 
 On the CPU, PyTorch computes an elementwise function over the vector-width body of a tensor
 with one implementation and over the remaining tail with another (scalar) one. For
-``exp``, ``log``, ``expm1``, ``tanh``, ``sqrt`` and the arithmetic they agree bit for bit;
-for ``torch.sigmoid``, ``torch.log1p``, ``softplus``, ``torch.exp2``, ``torch.pow`` and
-``torch.logaddexp`` they differ in the last bit for some inputs, so a document's value
-would change when its query moves to another place of the batch (another order of the
-queries, another split over processes). The functions here are built from the agreeing
-operations only, differentiable to any order, accurate to a few units in the last place.
+``exp``, ``log``, ``log1p``, ``expm1``, ``tanh``, ``logsigmoid``, ``sqrt`` and the
+arithmetic they agree bit for bit; for ``torch.sigmoid``, ``softplus``, ``torch.exp2``,
+``torch.pow`` and ``torch.logaddexp`` they differ in the last bit for some inputs, so a
+document's value would change when its query moves to another place of the batch (another
+order of the queries, another split over processes). The functions here are built from the
+agreeing operations only, differentiable to any order, accurate to a few units in the last
+place.
 """
 
 from __future__ import annotations
@@ -15,30 +16,22 @@ from __future__ import annotations
 import math
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor
 
-__all__ = ["sigmoid", "log1p", "softplus", "exp2", "pow2"]
+__all__ = ["sigmoid", "softplus", "exp2", "pow2"]
 
 _LN2 = math.log(2.0)
 
 
 def sigmoid(x: Tensor) -> Tensor:
-    """``1 / (1 + e^{-x})`` (``e^{-|x|}`` on both sides, never overflowing)."""
-    e = torch.exp(-x.abs())
-    return torch.where(x >= 0, 1.0 / (1.0 + e), e / (1.0 + e))
-
-
-def log1p(u: Tensor) -> Tensor:
-    """``log(1 + u)`` for ``u > -1``: ``log(w) · u / (w − 1)`` with ``w = 1 + u`` rounded
-    (Goldberg's correction; ``u`` itself where ``w`` rounds to 1)."""
-    w = 1.0 + u
-    d = w - 1.0
-    return torch.where(d == 0, u, torch.log(w) * (u / torch.where(d == 0, 1.0, d)))
+    """``1 / (1 + e^{-x})`` as ``exp(logsigmoid(x))``."""
+    return torch.exp(F.logsigmoid(x))
 
 
 def softplus(x: Tensor) -> Tensor:
-    """``log(1 + e^x)``, stable: ``max(x, 0) + log1p(e^{-|x|})``."""
-    return x.clamp_min(0) + log1p(torch.exp(-x.abs()))
+    """``log(1 + e^x)`` as ``-logsigmoid(-x)`` (no threshold: exact for large ``x`` too)."""
+    return -F.logsigmoid(-x)
 
 
 def pow2(k: Tensor) -> Tensor:

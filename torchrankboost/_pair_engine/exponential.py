@@ -33,7 +33,6 @@ from torch import Tensor
 
 from ..groups import Groups
 from ..pairs import ExplicitPairs
-from .elementwise import log1p
 from .levels import Levels, levels_for
 from .segment import (NEG_INF, mask_inf, seg_lse, seg_lse_into, seg_scan_lse, signed_exp_diff,
                       signed_exp_diff_into)
@@ -473,4 +472,4 @@ def log_cosh(x: Tensor) -> Tensor:
     """``ln cosh x = |x| + log1p(e^{-2|x|}) − ln 2``, exact for any magnitude: the tie cost of
     RankBoost+'s Ê2 (Connamacher, Pancha, Liu & Ray 2019)."""
     ax = x.abs()
-    return ax + log1p(torch.exp(-2 * ax)) - math.log(2.0)
+    return ax + torch.log1p(torch.exp(-2 * ax)) - math.log(2.0)

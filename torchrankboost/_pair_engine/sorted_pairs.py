@@ -205,18 +205,22 @@ def _level_slices(levels: Tensor, K: int) -> Tuple[Tensor, List[int]]:
 
 class _RowPrefix:
     """Per-query exclusive prefix sums of ``mask * x`` over one list (queries contiguous,
-    at the groups' offsets), one threshold row at a time: ``table(mask, x)`` returns ``P``
-    ``(n + G,)`` (:meth:`~torchrankboost.groups.Groups.prefix_table`) with
-    ``Σ_{k in [lo, hi)} (mask x)_k = P[hi + q] − P[lo + q]`` for ``[lo, hi)`` inside query
-    ``q``: each query's sums from its own values only (segment-local), never a global
-    prefix differenced at the query starts. Differentiable."""
+    at the groups' offsets), one threshold row at a time: ``table(mask, x)`` returns
+    ``(P, shift)`` with ``Σ_{k in [lo, hi)} (mask x)_k = P[hi + s] − P[lo + s]`` for
+    ``[lo, hi)`` inside query ``q`` and ``s = q`` when ``shift`` (else 0). Each query's sums
+    come from its own values only (segment-local): float channels through
+    :meth:`~torchrankboost.groups.Groups.prefix_table`; a count channel (``x`` ``None``)
+    through one global prefix of whole numbers, exact, so its differences are the same
+    whatever the other queries. Differentiable."""
 
     def __init__(self, groups: Groups, like: Tensor):
         self.groups, self.like = groups, like
 
-    def table(self, mask: Tensor, x: Optional[Tensor]) -> Tensor:
-        body = mask.to(self.like.dtype) if x is None else mask * x
-        return self.groups.prefix_table(body)
+    def table(self, mask: Tensor, x: Optional[Tensor]) -> Tuple[Tensor, bool]:
+        if x is None:
+            c = mask.to(self.like.dtype).cumsum(0)
+            return torch.cat([c.new_zeros(1), c]), False
+        return self.groups.prefix_table(mask * x), True
 
 
 def _list_orders(a: Tensor, b: Tensor, groups: Groups):
@@ -277,8 +281,9 @@ class _RowReader:
             q = q_all[s0:s1]
             lo, hi = lo_all[s0:s1] + q, hi_all[s0:s1] + q
             for out, x in zip(pieces, chans):
-                tab = self.rows.table(mask, x)
-                out.append(_take(tab, hi) - _take(tab, lo))
+                tab, shift = self.rows.table(mask, x)
+                a, b = (hi, lo) if shift else (hi_all[s0:s1], lo_all[s0:s1])
+                out.append(_take(tab, a) - _take(tab, b))
         return [torch.cat([zeros(cuts[first])] + p + [zeros(cuts[-1] - cuts[first + R])])
                 for p in pieces]
 

@@ -386,8 +386,8 @@ class FitObjective:
         return phi
 
     def line(self, f: Tensor, order: int = 2) -> Callable[[float], Tuple[float, float, float]]:
-        """``α ↦ (φ(α), φ'(α), φ''(α))`` along ``f``, every sum exact over the queries and the
-        ranks (``order=1``: no ``φ''``; :func:`~.steps.exact_line`): the ``evaluate`` of
+        """``α ↦ (φ(α), φ'(α), φ''(α))`` along ``f``, every sum exact over the queries and
+        the ranks (``order=1``: no ``φ''``; :func:`~.steps.exact_line`): the ``evaluate`` of
         :func:`~.steps.line_search`."""
         return exact_line(self.comm, lambda x: value_terms(self.bound, x), self.scores, f,
                           self.groups.offsets, order)

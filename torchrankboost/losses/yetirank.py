@@ -47,7 +47,7 @@ from typing import Optional, Tuple
 import torch
 from torch import Tensor
 
-from .._pair_engine.elementwise import log1p, sigmoid, softplus
+from .._pair_engine.elementwise import sigmoid, softplus
 from ..groups import Groups
 from ..pairs import Graded
 from .base import BindState, BoundLoss, Prepared, RankingLoss
@@ -70,7 +70,7 @@ def yetirank_noise(num_permutations: int, n: int, generator: torch.Generator, *,
     if noise == "gauss":
         return torch.randn(shape, generator=generator, dtype=F64) * float(noise_power)
     u = torch.rand(shape, generator=generator, dtype=F64).clamp(1e-12, 1.0 - 1e-12)
-    return torch.log(u) - log1p(-u)
+    return torch.log(u) - torch.log1p(-u)
 
 
 def yetirank_pairs(scores: Tensor, labels: Tensor, groups: Groups, noise: Tensor, *,

@@ -5,8 +5,8 @@ An algorithm's ``fit`` makes one :class:`FitComm` and calls its operations uncon
 in one process (a disabled :class:`~torchrankboost.parallel.DistContext`) :meth:`FitComm.sum`
 returns the local values (:meth:`FitComm.exact_sums` their order-free sums),
 :meth:`FitComm.local` lets exceptions through unchanged and :meth:`FitComm.check` does
-nothing, so the single-process fit is untouched; in a data-parallel fit every operation is one all-reduce that also carries this rank's failure
-flag (:mod:`.failure`).
+nothing, so the single-process fit is untouched; in a data-parallel fit every operation is
+one all-reduce that also carries this rank's failure flag (:mod:`.failure`).
 """
 
 from __future__ import annotations
@@ -119,9 +119,10 @@ class FitComm:
         block: a rank whose parts cannot be built joins with zeros): ``values`` ``plain``
         numbers summed as floats (counts, a rank's slot of a :meth:`gather`-style vector),
         ``acc`` ``(exact, WIDTH)`` int64 accumulators of :mod:`torchrankboost.exact` (e.g.
-        :func:`~torchrankboost.exact.query_accumulate` of per-document values). The accumulators travel as float64 digits (exact, in any order), so each
-        exact sum is the correctly rounded sum of every rank's terms: the same float for any
-        split of the queries over the ranks and any order of them.
+        :func:`~torchrankboost.exact.query_accumulate` of per-document values). The
+        accumulators travel as float64 digits (exact, in any order), so each exact sum is
+        the correctly rounded sum of every rank's terms: the same float for any split of the
+        queries over the ranks and any order of them.
 
         Returns ``(plain sums (plain,), exact sums (exact,))``, float64 on the CPU. One
         process: the values and the rounded accumulators (no collective).
