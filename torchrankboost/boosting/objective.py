@@ -123,8 +123,7 @@ class _Local(NamedTuple):
 
 def _one_term(value: Tensor) -> ValueTerms:
     """A loss without per-query terms: its value as the one term of this rank."""
-    v = scalar(value)
-    return ValueTerms(v.reshape(1), v.new_ones(()), 1.0)
+    return ValueTerms(scalar(value).reshape(1))
 
 
 def value_terms(bound, scores: Tensor) -> ValueTerms:
@@ -135,9 +134,8 @@ def value_terms(bound, scores: Tensor) -> ValueTerms:
 
 
 def _no_terms(device) -> _Local:
-    one = torch.ones((), dtype=F64, device=device)
     return _Local(torch.zeros(WIDTH, dtype=torch.int64, device=device),
-                  ValueTerms(one.reshape(1), one, 1.0), None)
+                  ValueTerms(torch.zeros(1, dtype=F64, device=device)), None)
 
 
 class _CallableBound:

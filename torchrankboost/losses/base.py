@@ -234,28 +234,32 @@ class ValueTerms(NamedTuple):
 
     Attributes:
         terms: ``(G,)`` the per-query losses (query weights applied).
-        count: 0-d, 1 for ``reduction="sum"``, the counted queries for ``"mean"``.
+        count: ``None`` for ``reduction="sum"`` (no division), the counted queries (0-d)
+            for ``"mean"``.
         scale: a loss's constant divisor (1.0; ``SmoothMarginLoss``: its ``scale``).
     """
 
     terms: Tensor
-    count: Tensor
+    count: Optional[Tensor] = None
     scale: float = 1.0
 
     def value(self, total: Tensor) -> Tensor:
-        """The loss from the exact sum ``total`` of the terms (dividing by 1 is exact)."""
-        return total / self.count.to(total.device) / self.scale
+        """The loss from the exact sum ``total`` of the terms (dividing by 1.0 is exact)."""
+        if self.count is not None:
+            total = total / self.count.to(total.device)
+        return total / self.scale
 
 
 def reduction_terms(per_group: Tensor, reduction: str, has_pairs: Optional[Tensor] = None
-                    ) -> Tuple[Tensor, Tensor]:
+                    ) -> Tuple[Tensor, Optional[Tensor]]:
     """``(terms, count)``: ``reduce_per_group(per_group, reduction, has_pairs)`` is the
-    exact sum of ``terms`` divided by ``count`` (a 0-d tensor; 1 for ``"sum"``): what a
-    data-parallel fit sums over the ranks (``"none"`` counts as ``"sum"``)."""
+    exact sum of ``terms``, divided by ``count`` (a 0-d tensor) for ``"mean"`` (``count``
+    ``None`` otherwise): what a data-parallel fit sums over the ranks (``"none"`` counts as
+    ``"sum"``)."""
     if reduction not in REDUCTIONS:
         raise ValueError(f"reduction must be one of {REDUCTIONS}, got {reduction!r}")
     if reduction != "mean":
-        return per_group, per_group.new_ones(())
+        return per_group, None
     if has_pairs is None:
         return per_group, per_group.new_tensor(float(max(per_group.numel(), 1)))
     return per_group, has_pairs.sum().clamp_min(1).to(per_group.dtype)

@@ -147,7 +147,7 @@ def metric_parts(metric, scores: Tensor, labels: Tensor, groups: Optional[Groups
         den = m.fn(torch.zeros_like(scores), labels, groups,
                    **{**kw, "ties": "error", "reduction": "sum"})
         num = torch.as_tensor(num).double().reshape(1)
-        return _parts(accumulate(num), torch.as_tensor(den).double().cpu().reshape(()))
+        return _parts(accumulate(num), torch.as_tensor(den).double())
     try:
         per = m.fn(scores, labels, groups, reduction="none", **m.kwargs)
     except TypeError:
@@ -158,11 +158,12 @@ def metric_parts(metric, scores: Tensor, labels: Tensor, groups: Optional[Groups
     # the skipped queries summed as zeros: the terms of the metric's own exact mean, so one
     # process gets the metric bit for bit
     acc = accumulate(torch.where(ok, per, torch.zeros_like(per)))
-    return _parts(acc, ok.sum().double().cpu())
+    return _parts(acc, ok.sum().double())
 
 
 def _parts(acc: Tensor, den: Tensor) -> Tensor:
-    return torch.cat([to_wire(acc).cpu(), den.reshape(1)])
+    """The digits and the denominator, on the CPU in one transfer."""
+    return torch.cat([to_wire(acc), den.to(acc.device).reshape(1)]).cpu()
 
 
 def metric_value(parts: Tensor) -> float:
