@@ -18,7 +18,7 @@ ranks' shards.
 from __future__ import annotations
 
 import sys
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Tuple
 
 import torch
 
@@ -34,11 +34,17 @@ def kernels_are_exact() -> bool:
     return importlib.util.find_spec("torchrankboost.kernels.fixed_point") is not None
 
 
+def _mq2008_folder(fold: int):
+    from torchrankboost.data import data_root
+
+    return data_root() / "mq2008" / f"Fold{fold}"
+
+
 def mq2008(fold: int):
     """``(train, valid, test)`` of MQ2008 fold ``fold``, or ``None`` when absent."""
-    from torchrankboost.data import data_root, load_letor_fold
+    from torchrankboost.data import load_letor_fold
 
-    folder = data_root() / "mq2008" / f"Fold{fold}"
+    folder = _mq2008_folder(fold)
     if not (folder / "train.txt").exists():
         return None
     return load_letor_fold(folder)
@@ -64,10 +70,15 @@ def synthetic():
         d.queries(int(0.8 * G), G)
 
 
-def cases() -> List[Tuple[str, object]]:
-    """``[(name, (train, valid, test))]``: the MQ2008 folds present, and the synthetic set."""
-    out = [(f"mq2008-{f}", mq2008(f)) for f in range(1, 6)]
-    return [(k, v) for k, v in out if v is not None] + [("synthetic", synthetic())]
+def case_names() -> List[str]:
+    """The MQ2008 folds in the data folder (``"mq2008-<k>"``), then ``"synthetic"``."""
+    folds = [f for f in range(1, 6) if (_mq2008_folder(f) / "train.txt").exists()]
+    return [f"mq2008-{f}" for f in folds] + ["synthetic"]
+
+
+def load_case(name: str):
+    """``(train, valid, test)`` of a case of :func:`case_names` (``None`` when absent)."""
+    return synthetic() if name == "synthetic" else mq2008(int(name.split("-")[1]))
 
 
 def learner(name: str):
@@ -107,22 +118,28 @@ def permuted(d, seed: int):
                        d.qid[rows])
 
 
-def predictions(case: Optional[List[str]] = None, *, distributed=False
-                ) -> Dict[Tuple[str, str], torch.Tensor]:
-    """``{(case, learner): test predictions}`` of the named cases (all by default), each fit
-    on this rank's shard when ``distributed``."""
+def keys() -> List[Tuple[str, str]]:
+    """``(case, learner)`` pairs: 31-leaf trees on every case, oblivious trees on the first
+    MQ2008 fold present and the synthetic set (to keep the suite short)."""
+    names = case_names()
+    return [(n, "tree") for n in names] + [(n, "oblivious") for n in (names[0], names[-1])]
+
+
+def predictions(*, distributed=False) -> Dict[Tuple[str, str], torch.Tensor]:
+    """``{(case, learner): test predictions}`` of :func:`keys`, each fit on this rank's shard
+    when ``distributed``."""
     from torchrankboost.parallel import get_context
 
     ctx = get_context(distributed or False)
-    out = {}
-    for name, (tr, va, te) in cases():
-        if case is not None and name not in case:
-            continue
+    data, out = {}, {}
+    for name, lr in keys():
+        if name not in data:
+            data[name] = load_case(name)
+        tr, va, te = data[name]
         if distributed:
             tr, va = tr.shard(ctx.rank, ctx.world_size), va.shard(ctx.rank, ctx.world_size)
-        for lr in LEARNERS:
-            model = fit(lr, tr, va, distributed=distributed)
-            out[(name, lr)] = model.predict(te.X).double()
+        model = fit(lr, tr, va, distributed=distributed)
+        out[(name, lr)] = model.predict(te.X).double()
     return out
 
 

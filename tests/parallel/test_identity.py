@@ -23,10 +23,12 @@ import identity_cases as C
 from dist_helpers import explain, free_port, run_processes, worker_env
 
 SCRIPT = str(Path(__file__).resolve().parent / "identity_cases.py")
-KEYS = [(name, lr) for name, _ in C.cases() for lr in C.LEARNERS]
+KEYS = C.keys()
 
+# without the integer histograms the trees may differ: expected to fail, and not run (the
+# launches take minutes)
 pytestmark = [pytest.mark.slow,
-              pytest.mark.xfail(not C.kernels_are_exact(), strict=False,
+              pytest.mark.xfail(not C.kernels_are_exact(), run=False,
                                 reason="float histograms: their sums depend on the split")]
 
 
