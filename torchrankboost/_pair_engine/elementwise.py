@@ -25,8 +25,11 @@ _LN2 = math.log(2.0)
 
 
 def sigmoid(x: Tensor) -> Tensor:
-    """``1 / (1 + e^{-x})`` as ``exp(logsigmoid(x))``."""
-    return torch.exp(F.logsigmoid(x))
+    """``1 / (1 + e^{-x})`` from ``e = e^{-|x|}`` (never overflowing): ``1 / (1 + e)`` for
+    ``x >= 0``, ``e / (1 + e)`` below (relative error of a few ulps, also far out)."""
+    e = torch.exp(-x.abs())
+    r = 1.0 / (1.0 + e)
+    return torch.where(x >= 0, r, e * r)
 
 
 def softplus(x: Tensor) -> Tensor:
