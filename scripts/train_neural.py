@@ -421,7 +421,7 @@ def train_epochs(args, model, opt, loss_fn, train, valid, metrics, logger, best,
     ``valid`` this rank's shard. Returns ``(best, steps)``."""
     from torchrankboost.parallel import global_mean_loss
     from torchrankboost.data import DistributedQueryBatchSampler
-    from torchrankboost.progress import ProgressCallback
+    from torchrankboost.boosting.progress import ProgressCallback
 
     dist = ctx is not None and ctx.enabled
     net = model if net is None else net

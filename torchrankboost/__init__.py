@@ -114,7 +114,7 @@ from .boosting.papers import (  # noqa: F401
 from . import registry  # noqa: F401
 from .factory import load_model, make_ranker  # noqa: F401
 from .tensorboard import TensorBoardLogger  # noqa: F401
-from .progress import ProgressCallback  # noqa: F401
+from .boosting.progress import ProgressCallback  # noqa: F401
 from . import export  # noqa: F401
 from .export import (from_lightgbm, from_xgboost, to_lightgbm, to_onnx,  # noqa: F401
                      to_torch, to_treelite, to_xgboost)

@@ -335,12 +335,15 @@ class Groups:
     # ------------------------------------------------------------------ scans
     def segment_cumsum(self, x: Tensor, *, exclusive: bool = False, reverse: bool = False,
                        accumulate_dtype: Optional[torch.dtype] = torch.float64) -> Tensor:
-        """Prefix sums restarting at each group start (1-D ``x``).
+        """Prefix sums restarting at each group start (1-D ``x``), segment-local.
 
         ``exclusive=True`` excludes the element itself; ``reverse=True`` sums from the end
-        of each group (suffix sums). Computed as a global cumulative sum minus its value at
-        each group start, accumulated in ``accumulate_dtype`` (float64 by default, to keep
-        the subtraction exact enough) and cast back to ``x``'s dtype.
+        of each group (suffix sums). Accumulated in ``accumulate_dtype`` (float64 by
+        default) and cast back to ``x``'s dtype. Each group's sums depend on that group's
+        values and order only, never on the other groups (no global prefix differenced at
+        the group starts): a Hillis-Steele scan in the flat order, ``ceil(log2(max_size))``
+        steps that each add the value ``2^t`` places back when it lies in the same group,
+        so every sum is the same tree of additions wherever the group sits. Differentiable.
         """
         self.check(x, "x")
         if x.dim() != 1:
@@ -348,20 +351,54 @@ class Groups:
         orig = x.dtype
         if x.dtype.is_floating_point and accumulate_dtype is not None:
             x = x.to(accumulate_dtype)
-        if reverse:
-            x = x.flip(0)
-            groups = self.reversed()
-        else:
-            groups = self
-        c = torch.cumsum(x, 0)
-        zero = c.new_zeros(1)
-        c0 = torch.cat([zero, c])
-        gi = groups.group_index.to(x.device)
-        base = c0[groups.offsets.to(x.device)[:-1]][gi]
-        out = c0[1:] - base if not exclusive else c0[:-1] - base
-        if reverse:
-            out = out.flip(0)
+        out = self._scan(x, exclusive=exclusive, reverse=reverse)
         return out.to(orig) if orig.is_floating_point else out
+
+    def _scan(self, x: Tensor, *, exclusive: bool, reverse: bool) -> Tensor:
+        """The segment-local inclusive (or exclusive) scan of :meth:`segment_cumsum`:
+        in place in three buffers without autograd, out of place with it."""
+        n = x.numel()
+        if n == 0:
+            return x.clone()
+        pos = self.position.to(x.device)
+        if reverse:  # the distance to the group's end instead of its start
+            pos = self._cached("to_end", lambda: self.doc_end - 1 - torch.arange(
+                self.num_docs, device=self.device)).to(x.device)
+        grad = torch.is_grad_enabled() and x.requires_grad
+        zero = x.new_zeros(())
+        y, step = (x if grad else x.clone()), 1
+        tmp = None if grad else x.new_empty(n - 1)
+        mask = None if grad else torch.empty(n - 1, dtype=torch.bool, device=x.device)
+        while step < self.max_size:
+            k = n - step
+            src, dst = (y[step:], y[:k]) if reverse else (y[:k], y[step:])
+            m = torch.ge(pos[:k] if reverse else pos[step:], step,
+                         out=None if grad else mask[:k])
+            back = torch.where(m, src, zero, out=None if grad else tmp[:k])
+            if grad:
+                pad = x.new_zeros(step)
+                y = y + (torch.cat([back, pad]) if reverse else torch.cat([pad, back]))
+            else:
+                dst.add_(back)
+            step *= 2
+        if not exclusive:
+            return y
+        keep = pos[:-1] > 0 if reverse else pos[1:] > 0
+        moved = torch.where(keep, y[1:] if reverse else y[:-1], zero)
+        return torch.cat([moved, zero.reshape(1)] if reverse else [zero.reshape(1), moved])
+
+    def prefix_table(self, x: Tensor) -> Tensor:
+        """Exclusive prefix sums of each group with its total: ``(n + G,)`` where entry
+        ``offsets[g] + g + k`` is the sum of group ``g``'s first ``k`` values (``k = 0 ..
+        size``), in the group's order from 0, segment-local (:meth:`segment_cumsum` of the
+        values with a 0 before each group). A sum over the documents ``[lo, hi)`` of group
+        ``g`` (flat positions) is ``table[hi + g] - table[lo + g]``. 1-D float ``x``."""
+        self.check(x, "x")
+        wider = self._cached("with_starts", lambda: Groups.from_sizes(self.sizes + 1))
+        at = self._cached("table_slots", lambda: torch.arange(
+            self.num_docs, device=self.device) + self.group_index + 1).to(x.device)
+        xs = torch.index_copy(x.new_zeros(self.num_docs + self.num_groups), 0, at, x)
+        return wider._scan(xs, exclusive=False, reverse=False)
 
     def segment_logcumsumexp(self, x: Tensor, *, exclusive: bool = False,
                              reverse: bool = False) -> Tensor:

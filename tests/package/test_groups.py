@@ -159,3 +159,33 @@ def test_segment_logsumexp_under_torch_func_vmap():
     batched = torch.func.vmap(torch.func.grad(f))(X)
     looped = torch.stack([torch.func.grad(f)(x) for x in X])
     torch.testing.assert_close(batched, looped)
+
+
+def test_segment_cumsum_and_prefix_table_are_segment_local():
+    """A group's prefix sums depend on its own values only: the same bits with the groups in
+    another order or alone (no global prefix differenced at the group starts); ``prefix_table``
+    gives each group's exclusive prefixes and its total at ``offsets[g] + g + k``."""
+    import math
+
+    gen = torch.Generator().manual_seed(0)
+    sizes = torch.tensor([3, 0, 1, 17, 8, 2, 40, 1, 0, 33, 5])
+    g = Groups.from_sizes(sizes)
+    x = torch.randn(int(sizes.sum()), generator=gen, dtype=torch.float64) * torch.exp(
+        6 * torch.randn(int(sizes.sum()), generator=gen, dtype=torch.float64))
+    perm = torch.randperm(len(sizes), generator=gen).tolist()
+    moved = torch.cat([x[g.offsets[q]:g.offsets[q + 1]] for q in perm])
+    gm = Groups.from_sizes(sizes[perm])
+    for kw in ({}, {"exclusive": True}, {"reverse": True}, {"exclusive": True, "reverse": True}):
+        a, b = g.segment_cumsum(x, **kw), gm.segment_cumsum(moved, **kw)
+        for i, q in enumerate(perm):
+            mine = b[gm.offsets[i]:gm.offsets[i + 1]]
+            assert torch.equal(mine, a[g.offsets[q]:g.offsets[q + 1]]), (kw, q)
+            alone = Groups.single(int(sizes[q])).segment_cumsum(
+                x[g.offsets[q]:g.offsets[q + 1]], **kw)
+            assert torch.equal(alone, mine), (kw, q)
+    tab = g.prefix_table(x)
+    for q in range(len(sizes)):
+        o, L = int(g.offsets[q]), int(sizes[q])
+        ref = [math.fsum(x[o:o + k].tolist()) for k in range(L + 1)]
+        assert tab[o + q:o + q + L + 1].tolist() == pytest.approx(ref, rel=1e-12, abs=1e-300)
+        assert tab[o + q] == 0

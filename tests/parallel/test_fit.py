@@ -24,6 +24,8 @@ import torch
 
 import dist_boost_scenarios as S
 from dist_helpers import ROOT, explain, free_port, run_processes, worker_env
+import identity_cases as C
+from dist_helpers import explain, free_port, run_processes, worker_env
 
 TOL = 1e-9
 SCRIPT = str(Path(__file__).resolve().parent / "dist_boost_scenarios.py")
@@ -108,7 +110,10 @@ def test_communication_volume_per_tree(two_process):
     """Bytes all-reduced per round: whole float64 histograms (the root's and one smaller
     child per split, except splits whose children can never be split, e.g. the one making
     the last leaf), compacted to the slots that can hold rows (3 channels each), plus the
-    leaf sums and a few small vectors."""
+    leaf sums and a few small vectors: the order-free sums among them travel as ``WIDTH``
+    float64 digits each (``Σ|h|``, ``Σ g²``, the step's four sums, each loss evaluation of
+    the surrogate step)."""
+    from torchrankboost.exact import WIDTH
     from torchrankboost.kernels.binning import bin_features
 
     vol = two_process["volume"]
@@ -121,7 +126,7 @@ def test_communication_volume_per_tree(two_process):
         n_hist = (nbytes - 2 * leaves * 8) // (slots * 3 * 8)
         assert 1 <= n_hist <= leaves
         hist = n_hist * slots * 3 * 8 + 2 * leaves * 8
-        assert hist <= nbytes <= hist + 512, (nbytes, hist)
+        assert hist <= nbytes <= hist + 512 + 12 * WIDTH * 8, (nbytes, hist)
 
 
 @pytest.mark.parametrize("kind,message", [
@@ -203,3 +208,71 @@ def test_single_process_context_changes_nothing():
     with pytest.raises(ValueError, match="distributed must be"):
         Booster(ExponentialPairwiseLoss(), RegressionTree(), distributed="yes")
     assert math.isfinite(float(fits[0].sum()))
+
+
+# ------------------------------------------------------------------------------------------
+# Outside the tree a round's sums are the same floats on 2 and 3 processes as on one: the
+# loss value, the curvature floor's ``Σ|h|``, the step's sums, the line search's ``φ, φ', φ''``,
+# the base score's search and the validation metrics (the cases of ``identity_cases.py``;
+# every sum per query in row order, then exact over the queries and the ranks). On any tree
+# kernels: no histogram is involved.
+
+
+IDENTITY_SCRIPT = str(Path(__file__).resolve().parent / "identity_cases.py")
+
+
+@pytest.mark.parametrize("W", [2, 3])
+def test_round_sums_on_several_processes_are_the_one_process_floats(tmp_path, W):
+    out = tmp_path / "sums.pt"
+    port = free_port()
+    cmds = [[sys.executable, IDENTITY_SCRIPT, "sums", str(out)] for _ in range(W)]
+    res = run_processes(cmds, [worker_env(r, W, port) for r in range(W)], timeout=180)
+    assert all(r.returncode == 0 for r in res), explain(res)
+    many, one = torch.load(out, weights_only=True), C.round_sums()
+    assert many[:-1] == one[:-1]  # pair_error: each rank's exact sum, then their float sum
+    assert abs(many[-1] - one[-1]) <= 1e-15
+
+
+# ------------------------------------------------------------------------------------------
+# The same trees on 2 and 3 processes as on one: the default booster (exponential pairs,
+# 31-leaf trees or depth-5 oblivious trees, early stopping on the validation NDCG@10) on
+# every MQ2008 fold and on a synthetic set with NaN features and exact ties gives bit-identical
+# test predictions whether its queries sit in one process or are split over ``--nproc 2`` or
+# ``3`` (each rank a shard of the training and validation queries).
+#
+# This holds by construction once every sum that feeds the model is exact: the histograms
+# (integer fixed point, ``kernels/fixed_point.py``) and every other float reduction (the
+# order-free sums of :mod:`torchrankboost.exact`). Without the integer histograms the float
+# histogram sums of the ranks differ in their last bits and so, sometimes, do the trees: the
+# tests are then expected to fail (``xfail``).
+
+
+KEYS = C.keys()
+
+# without the integer histograms the trees may differ: expected to fail, and not run (the
+# launches take minutes)
+pytestmark = [pytest.mark.slow,
+              pytest.mark.xfail(not C.kernels_are_exact(), run=False,
+                                reason="float histograms: their sums depend on the split")]
+
+
+@pytest.fixture(scope="module")
+def one_process():
+    return C.predictions()
+
+
+@pytest.fixture(scope="module", params=[2, 3], ids=["nproc2", "nproc3"])
+def several(request, tmp_path_factory):
+    W = request.param
+    out = tmp_path_factory.mktemp(f"identity{W}") / "pred.pt"
+    port = free_port()
+    cmds = [[sys.executable, IDENTITY_SCRIPT, "predictions", str(out)] for _ in range(W)]
+    res = run_processes(cmds, [worker_env(r, W, port) for r in range(W)], timeout=600)
+    assert all(r.returncode == 0 for r in res), explain(res)
+    return torch.load(out, weights_only=True)
+
+
+@pytest.mark.parametrize("key", KEYS, ids=[f"{n}-{lr}" for n, lr in KEYS])
+def test_several_processes_give_the_one_process_predictions(one_process, several, key):
+    a, b = one_process[key], several[key]
+    assert torch.equal(a, b), (key, float((a - b).abs().max()))

@@ -50,6 +50,7 @@ from torch import Tensor
 
 from ..groups import Groups
 from ..pairs import Graded
+from .elementwise import exp2
 from .levels import Levels, label_levels, levels_for
 from .sorted_pairs import active_pair_sums
 
@@ -99,7 +100,7 @@ def lambdarank_setup(labels: Tensor, groups: Groups, weights: Optional[Tensor], 
                      normalize: bool) -> LambdaRankSetup:
     """Levels, gains, the per-query normaliser and the doc weights (float64)."""
     lev, K, has = label_levels(labels, groups, Graded())
-    gain = torch.exp2(labels.to(F64)) - 1.0
+    gain = exp2(labels.to(F64)) - 1.0
     if normalize:
         z = ideal_dcg(gain, groups)
         inv = torch.where(z > 0, 1.0 / torch.where(z > 0, z, torch.ones_like(z)),
@@ -198,10 +199,13 @@ class _RankLayout:
         self.D = [st.disc.index_select(0, at) for at in self.at]
 
 
-def _query_ends(cse: Tensor, st: "LambdaRankSetup") -> Tensor:
-    """``cse[end_q] + cse[start_q]`` per query ``(G,)`` of an exclusive prefix sum."""
-    off = st.groups.offsets.to(cse.device)
-    return cse.index_select(0, off[1:]) + cse.index_select(0, off[:-1])
+def _query_ends(tab: Tensor, st: "LambdaRankSetup") -> Tensor:
+    """``P[end_q] + P[start_q]`` per query ``(G,)`` of a per-query prefix table ``P``
+    (:meth:`~torchrankboost.groups.Groups.prefix_table`: query ``q``'s prefix at flat
+    position ``p`` is entry ``p + q``)."""
+    off = st.groups.offsets.to(tab.device)
+    q = torch.arange(off.numel() - 1, device=tab.device)
+    return tab.index_select(0, off[1:] + q) + tab.index_select(0, off[:-1] + q)
 
 
 def _sweep_rows(lay: _RankLayout, st: "LambdaRankSetup", D: Tensor, lower_src: Tensor,
@@ -227,15 +231,13 @@ def _sweep_rows(lay: _RankLayout, st: "LambdaRankSetup", D: Tensor, lower_src: T
                 continue
             c = src * mask
             R = []
-            for x in (c, c * D):
-                cse = D.new_empty(n + 1)
-                cse[0] = 0.0
-                torch.cumsum(x, 0, out=cse[1:])
-                R.append((cse, _query_ends(cse, st)))
+            for x in (c, c * D):  # per-query prefix tables: segment-local sums
+                tab = st.groups.prefix_table(x)
+                R.append((tab, _query_ends(tab, st)))
             for k in readers:
-                a1 = lay.at[k] + 1
+                a1 = lay.at[k] + 1 + (0 if lay.one else lay.gi[k])
                 R0, R1 = [(q[0] if lay.one else q.index_select(0, lay.gi[k]))
-                          - 2.0 * cse.index_select(0, a1) for cse, q in R]
+                          - 2.0 * tab.index_select(0, a1) for tab, q in R]
                 acc[side][k].add_(abs(gain[k] - gain[m]) * (lay.D[k] * R0 - R1))
     out = []
     for side in ("lo", "up"):

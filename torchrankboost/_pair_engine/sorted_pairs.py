@@ -204,31 +204,23 @@ def _level_slices(levels: Tensor, K: int) -> Tuple[Tensor, List[int]]:
 
 
 class _RowPrefix:
-    """Exclusive prefix sums of ``mask * x`` over one list, one threshold row at a time:
-    ``table(mask, x)`` returns ``P`` ``(n + 1,)`` with ``Σ_{k in [lo, hi)} (mask x)_k =
-    P[hi] − P[lo]``. Without autograd it refills one buffer per channel (few, small
-    temporaries: on CPU the allocator's page faults on fresh large blocks cost as much as
-    the sums themselves); otherwise it builds differentiable tensors."""
+    """Per-query exclusive prefix sums of ``mask * x`` over one list (queries contiguous,
+    at the groups' offsets), one threshold row at a time: ``table(mask, x)`` returns
+    ``(P, shift)`` with ``Σ_{k in [lo, hi)} (mask x)_k = P[hi + s] − P[lo + s]`` for
+    ``[lo, hi)`` inside query ``q`` and ``s = q`` when ``shift`` (else 0). Each query's sums
+    come from its own values only (segment-local): float channels through
+    :meth:`~torchrankboost.groups.Groups.prefix_table`; a count channel (``x`` ``None``)
+    through one global prefix of whole numbers, exact, so its differences are the same
+    whatever the other queries. Differentiable."""
 
-    def __init__(self, n: int, like: Tensor, inplace: bool):
-        self.n, self.like, self.inplace = n, like, inplace
-        self.bufs = {}
+    def __init__(self, groups: Groups, like: Tensor):
+        self.groups, self.like = groups, like
 
-    def table(self, key, mask: Tensor, x: Optional[Tensor]) -> Tensor:
-        if not self.inplace:
-            body = mask.to(self.like.dtype) if x is None else mask * x
-            return torch.cat([body.new_zeros(1), body.cumsum(0)])
-        buf = self.bufs.get(key)
-        if buf is None:
-            buf = self.bufs[key] = self.like.new_empty(self.n + 1)
-            buf[0] = 0
-        body = buf[1:]
+    def table(self, mask: Tensor, x: Optional[Tensor]) -> Tuple[Tensor, bool]:
         if x is None:
-            body.copy_(mask)
-        else:
-            torch.mul(mask, x, out=body)
-        body.cumsum_(0)
-        return buf
+            c = mask.to(self.like.dtype).cumsum(0)
+            return torch.cat([c.new_zeros(1), c]), False
+        return self.groups.prefix_table(mask * x), True
 
 
 def _list_orders(a: Tensor, b: Tensor, groups: Groups):
@@ -265,37 +257,33 @@ def _list_orders(a: Tensor, b: Tensor, groups: Groups):
 
 
 class _RowReader:
-    """Threshold rows ``r = 0..K-2`` of prefix sums, each read by the documents of one level.
+    """Threshold rows ``r = 0..K-2`` of per-query prefix sums, each read by the documents of
+    one level.
 
-    ``read(cuts, first, lo_all, hi_all, mask_of, chans)``: the readers of level ``first + r``
-    (slice ``cuts[first + r]:cuts[first + r + 1]`` of the level order) read row ``r``
-    (masked by ``mask_of(r)``) of every channel ``(key, x)`` over ``[lo, hi)``
-    (``lo_all``/``hi_all`` per reader; ``None``: 0 / n). Returns one ``(n,)`` tensor per
-    channel, in reader order, 0 for readers of no row."""
+    ``read(cuts, first, lo_all, hi_all, q_all, mask_of, chans)``: the readers of level
+    ``first + r`` (slice ``cuts[first + r]:cuts[first + r + 1]`` of the level order) read
+    row ``r`` (masked by ``mask_of(r)``) of every channel ``x`` over ``[lo, hi)`` inside
+    their query ``q`` (``lo_all``/``hi_all``/``q_all`` per reader). Returns one ``(n,)``
+    tensor per channel, in reader order, 0 for readers of no row."""
 
-    def __init__(self, n: int, R: int, like: Tensor, inplace: bool):
-        self.n, self.R, self.like, self.inplace = n, R, like, inplace
-        self.rows = _RowPrefix(n, like, inplace)
+    def __init__(self, groups: Groups, R: int, like: Tensor):
+        self.R, self.like = R, like
+        self.rows = _RowPrefix(groups, like)
 
-    def _diff(self, tab, hi, lo):
-        if self.inplace:
-            return _take(tab, hi).sub_(_take(tab, lo))
-        return _take(tab, hi) - _take(tab, lo)
-
-    def read(self, cuts, first, lo_all, hi_all, mask_of, chans):
-        n, R, zeros = self.n, self.R, self.like.new_zeros
+    def read(self, cuts, first, lo_all, hi_all, q_all, mask_of, chans):
+        R, zeros = self.R, self.like.new_zeros
         pieces = [[] for _ in chans]
         for r in range(R):
             s0, s1 = cuts[first + r], cuts[first + r + 1]
             if s1 == s0:
                 continue
             mask = mask_of(r)
-            lo = lo_all[s0:s1] if lo_all is not None else None
-            hi = hi_all[s0:s1] if hi_all is not None else torch.full_like(lo, n)
-            if lo is None:
-                lo = torch.zeros_like(hi)
-            for out, (key, x) in zip(pieces, chans):
-                out.append(self._diff(self.rows.table(key, mask, x), hi, lo))
+            q = q_all[s0:s1]
+            lo, hi = lo_all[s0:s1] + q, hi_all[s0:s1] + q
+            for out, x in zip(pieces, chans):
+                tab, shift = self.rows.table(mask, x)
+                a, b = (hi, lo) if shift else (hi_all[s0:s1], lo_all[s0:s1])
+                out.append(_take(tab, a) - _take(tab, b))
         return [torch.cat([zeros(cuts[first])] + p + [zeros(cuts[-1] - cuts[first + R])])
                 for p in pieces]
 
@@ -337,14 +325,12 @@ def _per_document(a, b, w, groups, ra_doc, rb_doc, N, S1, M, T1, *, squared, nee
         # squared) in (a, b) on each piece where the active set is fixed, so per query
         # L = (1/p) Σ_d (a_d ∂L/∂a_d + b_d ∂L/∂b_d): no value channels beyond the gradient's.
         # Same cancellation as Σ_d (S1_d − a_d N_d) (values are query-centred); clamped at 0.
+        # per query in reader order, the same additions whatever the other queries are
         ea = xa * ga
         eb = xb * gb
-        if G == 1:
-            loss = (ea.sum() + eb.sum()).reshape(1)
-        else:
-            gi = groups.group_index.to(a.device)
-            loss = a.new_zeros(G).index_add(0, _take(gi, ra_doc), ea).index_add(
-                0, _take(gi, rb_doc), eb)
+        gi = groups.group_index.to(a.device)
+        loss = a.new_zeros(G).index_add(0, _take(gi, ra_doc), ea).index_add(
+            0, _take(gi, rb_doc), eb)
         loss = loss.clamp_min(0)
         if squared:
             loss = loss * 0.5
@@ -364,33 +350,31 @@ def _hinge_terms_levels(a, b, lev, K, groups, w, *, squared, need_loss, need_hes
     ``a``-items of level ``r + 1`` read the prefix sums over the ``b``-list of the channels
     masked to ``lev <= r``; the ``b``-items of level ``r`` read those over the ``a``-list
     masked to ``lev > r``. The readers are grouped by level once (a stable uint8 sort), so
-    each threshold row is one ``(n + 1,)`` float64 cumulative sum read by its own readers
-    only: ``O(n)`` memory per row, no compaction, no per-level sort of the values.
+    each threshold row is one per-query prefix table (``(n + G,)`` float64, segment-local:
+    :class:`_RowPrefix`) read by its own readers only: ``O(n)`` memory per row, no
+    compaction, no per-level sort of the values.
     """
-    n = a.numel()
     dev = a.device
-    G = groups.num_groups
-    inplace = not (torch.is_grad_enabled() and (
-        a.requires_grad or b.requires_grad or (w is not None and w.requires_grad)))
     same = b is a  # one value per document (QBRank's grade-difference margin, margin 0)
     doc_a, doc_b, na_before, nb_before = _list_orders(a, b, groups)
     levn = lev.to(torch.uint8) if K <= 256 else lev  # narrow gathers and compares
     la = _take(levn, doc_a)
     lb = la if same else _take(levn, doc_b)
-    rows = _RowReader(n, K - 1, a, inplace)
+    rows = _RowReader(groups, K - 1, a)
+    gi = groups.group_index.to(dev)
     # lower side: the a-items of level r + 1 read row r (b-list channels, lev <= r) over
     # [nb_before, query end). Readers in level order: ra_* (level 0 reads nothing).
     perm_a, ca = _level_slices(la, K)
     ra_doc = _take(doc_a, perm_a)
     ra_lo = _take(nb_before, perm_a)
-    ra_hi = _take(groups.doc_end.to(dev), ra_doc) if G > 1 else None
+    ra_hi = _take(groups.doc_end.to(dev), ra_doc)
     del nb_before
     wb = None if w is None else _take(w, doc_b)
-    chans = [("w", wb)]
+    chans = [wb]
     if squared:
         xb = _take(b, doc_b)
-        chans.append(("wx", xb if wb is None else wb * xb))
-    N, *S1 = rows.read(ca, 1, ra_lo, ra_hi, lambda r: lb <= r, chans)
+        chans.append(xb if wb is None else wb * xb)
+    N, *S1 = rows.read(ca, 1, ra_lo, ra_hi, _take(gi, ra_doc), lambda r: lb <= r, chans)
     S1 = S1[0] if squared else None
     del ra_lo, ra_hi, chans
     # upper side: the b-items of level r read row r (a-list channels, lev > r) over
@@ -401,17 +385,16 @@ def _hinge_terms_levels(a, b, lev, K, groups, w, *, squared, need_loss, need_hes
         perm, cb = _level_slices(lb, K)
         rb_doc = _take(doc_b, perm)
     rb_hi = _take(na_before, perm)
-    rb_lo = _take(groups.doc_start.to(dev), rb_doc) if G > 1 else None
+    rb_lo = _take(groups.doc_start.to(dev), rb_doc)
     del na_before, perm, perm_a, doc_b
     wa = None if w is None else _take(w, doc_a)
-    chans = [("u", wa)]
+    chans = [wa]
     if squared:
         xa = _take(a, doc_a)
-        chans.append(("ux", xa if wa is None else wa * xa))
-    M, *T1 = rows.read(cb, 0, rb_lo, rb_hi, lambda r: la > r, chans)
+        chans.append(xa if wa is None else wa * xa)
+    M, *T1 = rows.read(cb, 0, rb_lo, rb_hi, _take(gi, rb_doc), lambda r: la > r, chans)
     T1 = T1[0] if squared else None
     del rb_hi, rb_lo, chans, doc_a
-    rows.rows.bufs.clear()
     return _per_document(a, b, w, groups, ra_doc, rb_doc, N, S1, M, T1, squared=squared,
                          need_loss=need_loss, need_hess=need_hess)
 

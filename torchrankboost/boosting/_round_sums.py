@@ -4,7 +4,12 @@ At millions of documents every fresh ``(n,)`` float64 tensor is a fresh memory m
 whose pages fault in on first touch; these helpers compute what the round's plain
 expressions compute (the same kernels, so the same bits) in one reused buffer each, and
 test finiteness through one sum before any elementwise pass. Shapes: ``g``, ``h``, ``hc``,
-``f`` ``(n,)`` float64.
+``f`` ``(n,)`` float64; ``offsets`` ``(G + 1,)`` the queries' CSR offsets.
+
+The round's sums are order-free (:mod:`torchrankboost.exact`): each product is summed per
+query in the query's row order, and the per-query sums are accumulated exactly
+(:func:`~torchrankboost.exact.query_accumulate`), so a sum over documents is the same
+float for any order of the queries and any split of them over ranks.
 """
 
 from __future__ import annotations
@@ -14,22 +19,21 @@ from typing import Optional, Tuple
 import torch
 from torch import Tensor
 
-# ``bool(torch.isfinite(x).all())`` through one sum first (no ``(n,)`` temporary unless the
-# sum is not finite): the losses' own input check, the round's finiteness test too
+from ..exact import accumulate, query_sums
 from ..losses.base import all_finite
 
 __all__ = ["all_finite", "gradient_stats", "newton_target", "step_sums", "moved"]
 
 
-def gradient_stats(g: Tensor, h: Tensor, out: Tensor, slot: int) -> Tensor:
-    """``out[0] = Σ|h|``, ``out[2] = Σ g²``, ``out[slot] = max |g|`` (``g`` non-empty) in one
-    temporary: ``h.abs().sum()``, ``(g * g).sum()``, ``g.abs().max()``; returns that
-    temporary (dead, free to overwrite)."""
+def gradient_stats(g: Tensor, h: Tensor, offsets: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
+    """``(acc (2, WIDTH), max |g|, buf)``: the accumulators of ``Σ|h|`` and ``Σ g²``
+    (order-free, see the module docstring), ``max |g|`` (0-d; ``g`` non-empty) and the one
+    ``(n,)`` temporary they used (dead, free to overwrite)."""
     buf = torch.abs(h)
-    out[0] = buf.sum()
-    out[2] = torch.mul(g, g, out=buf).sum()
-    out[slot] = torch.abs(g, out=buf).max()
-    return buf
+    sums = [query_sums(buf, offsets)]
+    sums.append(query_sums(torch.mul(g, g, out=buf), offsets))
+    gmax = torch.abs(g, out=buf).max() if g.numel() else g.new_zeros(())
+    return accumulate(torch.stack(sums)), gmax, buf
 
 
 def newton_target(g: Tensor, h: Tensor, floor: float, work: Optional[Tensor] = None
@@ -41,15 +45,17 @@ def newton_target(g: Tensor, h: Tensor, floor: float, work: Optional[Tensor] = N
     return torch.div(target, hc, out=target), hc
 
 
-def step_sums(g: Tensor, hc: Tensor, f: Tensor, n_rows: int) -> Tensor:
-    """``[Σ g f, Σ hc f², Σ hc², Σ hc, n_rows]`` ``(5,)`` float64 in one temporary (the
-    products ``g * f``, ``hc * f * f``, ``hc * hc`` of the plain expression)."""
+def step_sums(g: Tensor, hc: Tensor, f: Tensor, offsets: Tensor) -> Tensor:
+    """The accumulators ``(4, WIDTH)`` of ``[Σ g f, Σ hc f², Σ hc², Σ hc]`` (order-free,
+    see the module docstring) in one temporary (the products ``g * f``, ``hc * f * f``,
+    ``hc * hc`` of the plain expression)."""
     buf = torch.mul(g, f)
-    gf = buf.sum()
+    sums = [query_sums(buf, offsets)]
     torch.mul(hc, f, out=buf)
-    hff = buf.mul_(f).sum()
-    hh = torch.mul(hc, hc, out=buf).sum()
-    return torch.stack([gf, hff, hh, hc.sum(), torch.tensor(float(n_rows), dtype=torch.float64)])
+    sums.append(query_sums(buf.mul_(f), offsets))
+    sums.append(query_sums(torch.mul(hc, hc, out=buf), offsets))
+    sums.append(query_sums(hc, offsets))
+    return accumulate(torch.stack(sums))
 
 
 def moved(s: Tensor, c: float, f: Tensor) -> Tensor:

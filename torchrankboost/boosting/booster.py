@@ -42,11 +42,10 @@ agree on, so that every rank takes the same decisions and builds the same model:
   ``prepare(X, context=...)``: the seeded binning sample of all ranks' rows, gathered once —
   the single-process edges of the concatenated data); the base score (``"auto"``: its line
   search on the summed loss);
-* each round, one small all-reduce before the learner (``Σ|h|`` and the document count for
-  the ``hess_floor`` mean, ``Σ g²`` and each rank's ``max|g|`` for the record), the
-  learner's own sums (a tree: every node histogram it builds and the leaf sums), one
-  all-reduce after it (``Σ g f``, ``Σ h f²``, the curvature's sums and the subsample's row
-  count), one per loss evaluation of the step rule (the surrogate's halving tests, the line
+* each round, one small all-reduce before the learner (``Σ|h|`` and the document count
+  for the ``hess_floor`` mean, ``Σ g²`` and each rank's ``max|g|``), the learner's own sums
+  (a tree: every node histogram it builds), one all-reduce after it (``Σ g f``, ``Σ h f²``,
+  the curvature's sums and the subsample's row count), one per loss evaluation of the step rule (the surrogate's halving tests, the line
   search's ``φ``, ``φ'``, ``φ''``), and the monitor's metrics and closing flag;
 * the query subsample: the single-process draw over the global query numbering (the shards
   in rank order, as :meth:`~torchrankboost.data.RankingData.shard` and
@@ -58,9 +57,11 @@ operations are identities in one process, so the fit calls them unconditionally)
 that fails in local work (a bad shard, a NaN gradient, a raising callback) makes every rank
 raise the same :class:`~torchrankboost.parallel.DistributedError` naming it, at the next
 collective instead of a hang. Rank 0 alone runs the callbacks (progress, TensorBoard, yours);
-the model is the same on every rank (save it on rank 0). With the shards of a data set in rank order
-the model is the single-process model of the whole data up to floating-point summation
-order (the same trees, leaf values equal to about 1e-12).
+the model is the same on every rank (save it on rank 0). It is the single-process model of
+the whole data, bit for bit, for any split of the queries over the ranks and any order of
+them: every sum that feeds it is exact (the learner's integer histograms; the round's sums,
+the loss values and the metrics summed per query in row order, then exactly over the
+queries and the ranks, :mod:`torchrankboost.exact`).
 """
 
 from __future__ import annotations
@@ -78,7 +79,7 @@ from torch import Tensor
 from ..contract import FitInfo, NumericalError, RoundRecord, UnboundedDirectionError
 from ..groups import Groups
 from .._threads import check_threads
-from ..progress import ProgressCallback
+from .progress import ProgressCallback
 from .callbacks import PrintCallback
 from .ensemble import Ensemble, weak_summary
 from ..parallel import DistContext, FitComm, get_context, supports_data_parallel
@@ -506,15 +507,18 @@ class Booster(FitState):
             rows = run.weights.subset(run.subsample.rows(run.groups, run.X.device))
 
         spare = []  # the stats' (n,) scratch, then the learner's target
-        def first():  # Σ|h|, n, Σ g², each rank's max |g| in its own slot
-            out = torch.zeros(3 + W, dtype=F64)
-            if g.numel():
-                spare[:] = [gradient_stats(g, h, out, 3 + comm.rank)]
-            out[1] = run.weights.count(g.numel())
-            return out
+        offsets = run.groups.offsets
 
-        st = comm.sum(first, size=3 + W)
-        mean_h = float(st[0]) / float(st[1]) if float(st[1]) > 0 else 0.0
+        def first():  # n, each rank's max |g| in its own slot; Σ|h|, Σ g² exactly
+            out = torch.zeros(1 + W, dtype=F64)
+            out[0] = run.weights.count(g.numel())
+            acc, gmax, buf = gradient_stats(g, h, offsets)
+            if g.numel():
+                out[1 + comm.rank], spare[:] = gmax, [buf]
+            return out, acc
+
+        st, ex = comm.exact_sums(first, plain=1 + W, exact=2)  # ex: Σ|h|, Σ g²
+        mean_h = float(ex[0]) / float(st[0]) if float(st[0]) > 0 else 0.0
         target, weight, hc, ckind = learner_targets(
             g, h, ckind, curvature=self.curvature, hess_floor=self.hess_floor, mean_h=mean_h,
             work=spare[0] if spare else None)
@@ -528,17 +532,18 @@ class Booster(FitState):
         run.sync()
         t2 = time.perf_counter()
         n_rows = run.X.shape[0] if rows is None else int(rows.numel())
-        sums = comm.sum(lambda: step_sums(g, hc, f, n_rows), size=5)
+        n_sum, sums = comm.exact_sums(lambda: ([n_rows], step_sums(g, hc, f, offsets)),
+                                      plain=1, exact=4)
         step = self._take_step(run, rnd, f, float(sums[0]), float(sums[1]))
         if step is None:
             return False
         loss_before, w_round = obj.value, self.learning_rate * step.alpha
         self._apply(run, rnd, step, w_round, model, f)
         run.sync()
-        combined = {"grad_norm": math.sqrt(float(st[2])), "grad_max": float(st[3:].max()),
+        combined = {"grad_norm": math.sqrt(float(ex[1])), "grad_max": float(st[1:].max()),
                     "curvature_norm": math.sqrt(float(sums[2])),
-                    "curvature_mean": float(sums[3]) / max(float(st[1]), 1.0),
-                    "n_rows": int(sums[4])}
+                    "curvature_mean": float(sums[3]) / max(float(st[0]), 1.0),
+                    "n_rows": int(n_sum[0])}
         record = self._record(run, rnd, step, w_round, loss_before, ckind, model,
                               (t0, t1, t2, time.perf_counter()), combined)
         run.monitor.add([(model, w_round)])

@@ -28,9 +28,10 @@ from typing import Callable, List, NamedTuple, Optional, Tuple
 import torch
 from torch import Tensor
 
-from ..losses.base import BoundLoss
+from ..exact import WIDTH, accumulate
+from ..losses.base import BoundLoss, ValueTerms
 from .curvature import autograd_grad_hess, hvp_probes, is_per_query, scalar
-from .steps import shift_minimiser, summed_evaluate
+from .steps import exact_line, shift_minimiser
 from .weights import FitWeights
 
 __all__ = ["FitObjective", "LossCapabilities", "Pending", "Evaluation", "no_pairs_message",
@@ -109,6 +110,32 @@ class Evaluation(NamedTuple):
 
     value: float
     pending: Optional[Pending]
+
+
+class _Local(NamedTuple):
+    """This rank's part of ``L(s)``: the accumulator ``(WIDTH,)`` of its per-query terms
+    (:mod:`torchrankboost.exact`), their count and scale, the fused :class:`Pending`."""
+
+    acc: Tensor
+    parts: ValueTerms
+    pending: Optional[Pending]
+
+
+def _one_term(value: Tensor) -> ValueTerms:
+    """A loss without per-query terms: its value as the one term of this rank."""
+    return ValueTerms(scalar(value).reshape(1))
+
+
+def value_terms(bound, scores: Tensor) -> ValueTerms:
+    """``bound``'s loss at ``scores`` as per-query terms (its ``value_terms``), or its value
+    as one term (a plain callable, a wrapper without terms). Differentiable."""
+    fn = getattr(bound, "value_terms", None)
+    return fn(scores) if callable(fn) else _one_term(bound.value(scores))
+
+
+def _no_terms(device) -> _Local:
+    return _Local(torch.zeros(WIDTH, dtype=torch.int64, device=device),
+                  ValueTerms(torch.zeros(1, dtype=F64, device=device)), None)
 
 
 class _CallableBound:
@@ -216,23 +243,32 @@ class FitObjective:
         self.probes = int(per_rank.max() if self.caps.per_query else per_rank.sum())
 
     def constant_minimiser(self, n: int, device, *, max_ratio: float) -> float:
-        """The loss-minimising constant score over every rank (the base score ``"auto"``)."""
+        """The loss-minimising constant score over every rank (the base score ``"auto"``),
+        its sums exact over the queries and the ranks."""
         if self._bound_base:
-            fn = self.bound.value
+            def fn(x):
+                return value_terms(self.bound, x)
         else:
             def fn(x):
-                return scalar(self.loss(x, self.labels, self.groups))
-        return shift_minimiser(self.comm, fn, n, device, max_ratio=max_ratio)
+                return value_terms(_CallableBound(self.loss, self.labels, self.groups), x)
+        return shift_minimiser(self.comm, fn, n, self.groups.offsets, device,
+                               max_ratio=max_ratio)
 
     def start(self, scores: Tensor) -> float:
-        """Stand at the initial ``scores`` ``(n,)``: ``L(scores)`` summed over the ranks.
-        ``ValueError`` (on every rank) when the loss is pairwise and no query of any rank
-        holds a crucial pair."""
-        total = self.comm.sum(lambda: [float(scalar(self.bound.value(scores)).detach()),
-                                       *_pair_queries(self.bound, scores)], size=3)
-        if total[1] > 0 and total[2] == 0:
+        """Stand at the initial ``scores`` ``(n,)``: ``L(scores)`` summed over the ranks
+        (exactly). ``ValueError`` (on every rank) when the loss is pairwise and no query of
+        any rank holds a crucial pair."""
+        box = []
+
+        def parts():
+            box.append(self._local(scores, False))
+            return _pair_queries(self.bound, scores), box[-1].acc
+
+        flags, total = self.comm.exact_sums(parts, plain=2, exact=1)
+        if flags[0] > 0 and flags[1] == 0:
             raise ValueError(no_pairs_message(getattr(self.bound, "pairs", None)))
-        self.scores, self.value, self._pending = scores, float(total[0]), None
+        value = float(box[-1].parts.value(total[0]))
+        self.scores, self.value, self._pending = scores, value, None
         return self.value
 
     # ------------------------------------------------------------------ each round
@@ -244,12 +280,12 @@ class FitObjective:
         one pass, so the step rule compares values of one loss and a resumed fit draws what
         the uninterrupted one drew. Nothing for other losses."""
         if self.caps.resample is not None:
-            ev = Evaluation(0.0, None)
+            ev = _no_terms(self.scores.device)
             self._pending = None
             with self.comm.local():
                 self.caps.resample(self.bound, self.scores, round=rnd)
                 ev = self._local(self.scores, self.caps.grad_hess)
-            self.value, self._pending = self._summed(ev.value), ev.pending
+            self.value, self._pending = self._summed(ev), ev.pending
         if self.caps.position_update is not None:
             s, pending = self.scores, self._pending
             if pending is not None and pending.scores is not s:
@@ -305,24 +341,37 @@ class FitObjective:
                                   max_exact=limit)
 
     def evaluate(self, scores: Tensor, *, fused: bool = False) -> Evaluation:
-        """``L(scores)`` summed over the ranks; with ``fused`` (a loss with ``grad_hess``)
-        the gradient and curvature at ``scores`` from the same pass (``value_grad_hess``),
-        this rank's, as the :class:`Pending` to hand to :meth:`move_to`."""
-        ev = Evaluation(0.0, None)
+        """``L(scores)`` summed over the ranks (its per-query terms summed exactly: the same
+        float for any order of the queries and any split over the ranks); with ``fused`` (a
+        loss with ``grad_hess``) the gradient and curvature at ``scores`` from the same pass
+        (``value_grad_hess``), this rank's, as the :class:`Pending` to hand to
+        :meth:`move_to`."""
+        ev = _no_terms(scores.device)
         with self.comm.local():
             ev = self._local(scores, fused)
-        return Evaluation(self._summed(ev.value), ev.pending)
+        return Evaluation(self._summed(ev), ev.pending)
 
-    def _local(self, scores: Tensor, fused: bool) -> Evaluation:
-        """This rank's ``L(scores)`` (and the fused gradient and curvature): local work."""
-        if fused:
+    def _local(self, scores: Tensor, fused: bool) -> _Local:
+        """This rank's part of ``L(scores)`` (and the fused gradient and curvature): local
+        work."""
+        pending = None
+        fn = getattr(self.bound, "value_terms_grad_hess", None)
+        if fused and callable(fn):
+            vt, g, h = fn(scores, hess=self.kind)
+            pending = Pending(scores, g, h, self.kind)
+        elif fused:
             v, g, h = self.bound.value_grad_hess(scores, hess=self.kind)
-            return Evaluation(float(v), Pending(scores, g, h, self.kind))
-        return Evaluation(float(scalar(self.bound.value(scores)).detach()), None)
+            vt, pending = _one_term(v.detach()), Pending(scores, g, h, self.kind)
+        else:
+            with torch.no_grad():
+                vt = value_terms(self.bound, scores)
+        return _Local(accumulate(vt.terms.detach()), vt, pending)
 
-    def _summed(self, local: float) -> float:
-        """A rank's value summed over the ranks (one collective carrying the failure flag)."""
-        return float(self.comm.sum(lambda: [local], size=1)[0])
+    def _summed(self, local: _Local) -> float:
+        """A rank's part summed over the ranks exactly (one collective carrying the failure
+        flag), as the loss value."""
+        _, total = self.comm.exact_sums(lambda: ((), local.acc), plain=0, exact=1)
+        return float(local.parts.value(total[0]))
 
     def phi(self, f: Tensor) -> Callable[[Tensor], Tensor]:
         """``φ(α) = L(s + α f)`` at the current scores ``s`` (this rank's; ``α`` a 0-d float64
@@ -335,9 +384,11 @@ class FitObjective:
         return phi
 
     def line(self, f: Tensor, order: int = 2) -> Callable[[float], Tuple[float, float, float]]:
-        """``α ↦ (φ(α), φ'(α), φ''(α))`` along ``f``, summed over the ranks (``order=1``: no
-        ``φ''``): the ``evaluate`` of :func:`~.steps.line_search`."""
-        return summed_evaluate(self.comm, self.phi(f), order)
+        """``α ↦ (φ(α), φ'(α), φ''(α))`` along ``f``, every sum exact over the queries and
+        the ranks (``order=1``: no ``φ''``; :func:`~.steps.exact_line`): the ``evaluate`` of
+        :func:`~.steps.line_search`."""
+        return exact_line(self.comm, lambda x: value_terms(self.bound, x), self.scores, f,
+                          self.groups.offsets, order)
 
     def move_to(self, scores: Tensor, value: float, pending: Optional[Pending] = None) -> None:
         """Stand at ``scores`` with ``value = L(scores)`` over the ranks; ``pending``: the

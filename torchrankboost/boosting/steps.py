@@ -24,9 +24,10 @@ import torch
 from torch import Tensor
 
 from ..contract import NumericalError
+from ..exact import WIDTH, accumulate, query_accumulate
 
 __all__ = ["LineSearchResult", "line_search", "newton_step", "newton_from_values", "evaluate_phi",
-           "summed_evaluate", "shift_minimiser", "exact_step", "decreases"]
+           "summed_evaluate", "exact_line", "shift_minimiser", "exact_step", "decreases"]
 
 F64 = torch.float64
 
@@ -436,32 +437,101 @@ def newton_from_values(f0: float, d0: float, h0: float,
     return alpha, f0, d0, h0
 
 
-def shift_minimiser(comm, value: Callable[[Tensor], Tensor], n: int, device=None, *,
+def _line_parts(terms: Callable, s: Tensor, f: Tensor, offsets: Tensor, a: float,
+                order: int):
+    """This rank's ``(accumulators (3, WIDTH), value terms)`` of ``φ(a)``, ``φ'(a)``,
+    ``φ''(a)`` at ``x = s + a f``: the loss's per-query terms; the per-document gradient
+    ``∂L/∂x`` (backward of the terms' sum) times ``f``; the Hessian-vector product
+    ``(∇²L f)`` (double backward) times ``f``; the last two summed per query in row
+    order. ``order=1``: no ``φ''`` (NaN); a term or gradient that does not depend on
+    ``x``: derivatives 0. ``RuntimeError`` when the loss has no double backward."""
+    x = (s + f * a).detach().requires_grad_(True)
+    out = torch.zeros(3, WIDTH, dtype=torch.int64, device=s.device)
+    with torch.enable_grad():
+        vt = terms(x)
+        t = vt.terms.reshape(-1)
+        out[0] = accumulate(t.detach())
+        if order < 2:
+            out[2, -3] = 1  # φ'' is NaN (a NaN count)
+        if not t.requires_grad:
+            return out, vt
+        (gx,) = torch.autograd.grad(t.sum(), x, create_graph=order >= 2, allow_unused=True)
+        if gx is None:
+            return out, vt
+        out[1] = query_accumulate(gx.detach() * f, offsets)
+        if order >= 2 and gx.requires_grad:
+            (hx,) = torch.autograd.grad(gx, x, grad_outputs=f, allow_unused=True)
+            if hx is not None:
+                out[2] = query_accumulate(hx * f, offsets)
+    return out, vt
+
+
+def exact_line(comm, terms: Callable, s: Tensor, f: Tensor, offsets: Tensor, order: int = 2
+               ) -> Callable[[float], Tuple[float, float, float]]:
+    """``α ↦ (φ, φ', φ'')`` of ``φ(α) = L(s + α f)`` with every sum exact: the loss's
+    per-query terms (``terms(x)``: a :class:`~torchrankboost.losses.ValueTerms`,
+    differentiable in ``x``), ``φ' = Σ_d ∂L/∂x_d f_d`` and ``φ'' = Σ_d (∇²L f)_d f_d``
+    (one backward and one double backward, as autograd on ``α`` costs), the per-document
+    products summed per query in row order (``offsets``: the queries' CSR offsets), all
+    three summed over the queries and the ranks exactly (one
+    :meth:`~torchrankboost.parallel.FitComm.exact_sums`): the same floats for any order of
+    the queries and any split over the ranks. The ``evaluate`` of :func:`line_search` and
+    :func:`newton_from_values`. Without double backward: first derivatives from then on
+    (``φ''`` NaN)."""
+    use = [order]
+
+    def local(a):
+        if use[0] >= 2:
+            try:
+                return _line_parts(terms, s, f, offsets, a, use[0])
+            except RuntimeError:  # no double backward: first derivatives only
+                use[0] = 1
+        return _line_parts(terms, s, f, offsets, a, 1)
+
+    def evaluate(a):
+        box = []
+
+        def parts():
+            acc, vt = local(a)
+            box.append(vt)
+            return (), acc
+
+        _, tot = comm.exact_sums(parts, plain=0, exact=3)
+        v, d, h = (float(box[0].value(t)) for t in tot)
+        return v, d, h
+
+    return evaluate
+
+
+def shift_minimiser(comm, terms: Callable, n: int, offsets: Tensor, device=None, *,
                     max_ratio: float = 100.0) -> float:
-    """The constant score ``c`` minimising ``Σ_ranks value(c·1)`` (``value``: this rank's
-    loss of its ``n`` scores, a scalar tensor): a :func:`line_search` along the all-ones
-    direction with ``φ`` summed over the ranks (:func:`summed_evaluate`; ``comm`` a
-    :class:`~torchrankboost.parallel.FitComm`). 0 when the loss ignores a common shift
-    (``Σ g ≈ 0`` relative to ``Σ |g|``, or no gradient) or the search does not converge."""
+    """The constant score ``c`` minimising the loss of ``c·1`` over every rank (``terms``:
+    this rank's loss of its ``n`` scores as a :class:`~torchrankboost.losses.ValueTerms`,
+    ``offsets`` its queries' CSR offsets): a :func:`line_search` along the all-ones
+    direction with every sum exact over the queries and the ranks (:func:`exact_line`;
+    ``comm`` a :class:`~torchrankboost.parallel.FitComm`). 0 when the loss ignores a common
+    shift (``Σ g ≈ 0`` relative to ``Σ |g|``, or no gradient) or the search does not
+    converge."""
     ones = torch.ones(n, dtype=F64, device=device)
     zero = torch.zeros(n, dtype=F64, device=device)
 
     def grad_sums():
+        acc = torch.zeros(2, WIDTH, dtype=torch.int64, device=device)
         x = zero.clone().requires_grad_(True)
         with torch.enable_grad():
-            v = value(x)
-            if not v.requires_grad:
-                return [0.0, 0.0, 0.0]
-            (g,) = torch.autograd.grad(v, x, allow_unused=True)
+            t = terms(x).terms
+            if not t.requires_grad:
+                return [0.0], acc
+            (g,) = torch.autograd.grad(t.sum(), x, allow_unused=True)
         if g is None:
-            return [0.0, 0.0, 0.0]
-        return [float(g.sum()), float(g.abs().sum()), 1.0]
+            return [0.0], acc
+        return [1.0], query_accumulate(torch.stack([g, g.abs()]), offsets)
 
-    tot, mass, has = comm.sum(grad_sums, size=3).tolist()
+    (has,), (tot, mass) = (v.tolist() for v in comm.exact_sums(grad_sums, plain=1, exact=2))
     if has == 0 or abs(tot) <= 1e-9 * mass or tot == 0.0:
         return 0.0
-    ev = summed_evaluate(comm, lambda a: value(zero + a.to(zero.device) * ones), 2)
-    res = line_search(evaluate=ev, max_ratio=max_ratio)
+    res = line_search(evaluate=exact_line(comm, terms, zero, ones, offsets, 2),
+                      max_ratio=max_ratio)
     if res.status in ("converged", "max_iter"):
         return float(res.alpha)
     return 0.0

@@ -286,7 +286,7 @@ def _prepare(opts: TrainOptions, ctx, kwargs: Dict[str, Any], splits, name: str)
 def _callbacks(opts: TrainOptions, ctx, run: RunPlan):
     """``(callbacks, logger)``: progress and TensorBoard on rank 0 (the fit runs callbacks
     there only), none elsewhere."""
-    from ..progress import ProgressCallback
+    from ..boosting.progress import ProgressCallback
     from ..tensorboard import TensorBoardLogger
 
     if not ctx.is_main:
@@ -379,7 +379,7 @@ def _final_metrics(opts: TrainOptions, ctx, model, splits: Dict[str, Any], run: 
     import torch
 
     from .. import registry
-    from ..parallel import metric_parts
+    from ..parallel import METRIC_PARTS, metric_parts, metric_value
 
     names = [registry.metric(n).name for n in run.report]
     parts, last = [], list(splits)[-1]
@@ -390,7 +390,7 @@ def _final_metrics(opts: TrainOptions, ctx, model, splits: Dict[str, Any], run: 
             try:
                 parts.append(metric_parts(n, s, d.labels, d.groups))
             except ValueError:
-                parts.append(torch.full((2,), float("nan"), dtype=torch.float64))
+                parts.append(torch.full((METRIC_PARTS,), float("nan"), dtype=torch.float64))
         if opts.tensorboard:  # the same on every rank: the gathers are collective
             s_all = ctx.all_gather_rows(s)
             y_all = ctx.all_gather_rows(d.labels) if split == last else None
@@ -399,7 +399,7 @@ def _final_metrics(opts: TrainOptions, ctx, model, splits: Dict[str, Any], run: 
                 if split == last:
                     logger.log_curves(step, y_all, s_all, tag=split)
     tot = ctx.all_reduce_sum(torch.stack(parts))
-    values = [float(a) / float(b) if float(b) > 0 else float("nan") for a, b in tot.tolist()]
+    values = [metric_value(p) for p in tot]
     return {split: dict(zip(names, values[i * len(names):(i + 1) * len(names)]))
             for i, split in enumerate(splits)}
 

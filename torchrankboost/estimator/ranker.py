@@ -228,7 +228,7 @@ class BoostedRanker(compat.TheirNames, BaseEstimator):
         stopping = self.early_stopping_rounds if evals else None
         cbs = list(callbacks or ())
         if self.verbose:
-            from ..progress import ProgressCallback
+            from ..boosting.progress import ProgressCallback
 
             cbs.append(ProgressCallback())
         model = ranker.fit(Xt, yt, groups, eval_set=evals or None, eval_metric=self.eval_metric,

@@ -6,7 +6,9 @@ from .base import (  # noqa: F401
     RankingLoss,
     prepare_inputs,
     prepare_targets,
+    ValueTerms,
     reduce_per_group,
+    reduction_terms,
 )
 from .pointwise import SquaredErrorLoss  # noqa: F401
 from .exponential import (  # noqa: F401

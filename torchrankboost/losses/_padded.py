@@ -18,9 +18,9 @@ import math
 from typing import Optional, Tuple
 
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
+from .._pair_engine.elementwise import exp2, sigmoid, softplus
 from ..groups import Groups
 
 
@@ -83,7 +83,7 @@ def listnet_targets(lay: PadLayout, y: Tensor, targets: str) -> Tuple[Tensor, Te
     else:
         top = z.amax(1, keepdim=True)
         top = torch.where(torch.isfinite(top), top, torch.zeros_like(top))
-        gain = torch.exp2(y2d - top) - torch.exp2(-top)
+        gain = exp2(y2d - top) - exp2(-top)
         if lay.mask is not None:
             gain = torch.where(lay.mask, gain, torch.zeros_like(gain))
         tot = gain.sum(1, keepdim=True)
@@ -238,8 +238,8 @@ def ranknet_terms(plan: RankNetPlan, s: Tensor, sigma: float, need_hess: bool):
     for q0, q1, r0, r1 in plan.blocks:
         M = plan.block(q0, q1, r0, r1, S.dtype)
         z = sigma * (S[q0:q1, None, r0:] - S[q0:q1, r0:r1, None])
-        loss[q0:q1] += (F.softplus(z) * M).sum((1, 2))
-        p = torch.sigmoid(z)
+        loss[q0:q1] += (softplus(z) * M).sum((1, 2))
+        p = sigmoid(z)
         P = p * M
         grad[q0:q1, r0:r1] -= sigma * P.sum(2)
         grad[q0:q1, r0:] += sigma * P.sum(1)
@@ -258,7 +258,7 @@ def ranknet_hvp(plan: RankNetPlan, s: Tensor, sigma: float, u: Tensor) -> Tensor
     for q0, q1, r0, r1 in plan.blocks:
         M = plan.block(q0, q1, r0, r1, S.dtype)
         z = sigma * (S[q0:q1, None, r0:] - S[q0:q1, r0:r1, None])
-        p = torch.sigmoid(z)
+        p = sigmoid(z)
         d = (sigma * sigma) * M * p * (1.0 - p) * (U[q0:q1, r0:r1, None] - U[q0:q1, None, r0:])
         out[q0:q1, r0:r1] += d.sum(2)
         out[q0:q1, r0:] -= d.sum(1)

@@ -24,6 +24,7 @@ from typing import Optional, Tuple
 import torch
 from torch import Tensor
 
+from .._pair_engine.elementwise import exp2, sigmoid
 from ..groups import Groups
 from ..pairs import Graded
 from ._padded import PadLayout, pad_layout
@@ -52,7 +53,7 @@ def _labels(loss: RankingLoss, inp: Prepared) -> Tensor:
 def _gains_idcg(lay: PadLayout, y: Tensor, powered: bool, k: Optional[int]):
     """``(gains (G, L) with 0 in the padding, idcg (G,))``: ``2^l − 1`` (or ``l``) and the
     ideal DCG (at ``k``) with discounts ``1 / log2(1 + rank)``."""
-    gain = torch.exp2(y) - 1.0 if powered else y
+    gain = exp2(y) - 1.0 if powered else y
     g2d = lay.pad(gain, 0.0)
     ideal = torch.sort(g2d, dim=1, descending=True)[0]
     disc = _discounts(lay.L, y.dtype, y.device, k)
@@ -88,7 +89,7 @@ class _ApproxRanks(torch.autograd.Function):
         G, L = S.shape
         pos = torch.empty_like(S)
         for q0, q1, r0, r1 in _row_blocks(G, L, block_pairs):
-            sg = torch.sigmoid(alpha * (S[q0:q1, None, :] - S[q0:q1, r0:r1, None]))
+            sg = sigmoid(alpha * (S[q0:q1, None, :] - S[q0:q1, r0:r1, None]))
             if valid is not None:
                 sg = sg * valid[q0:q1, None, :]
             pos[q0:q1, r0:r1] = 0.5 + sg.sum(2)
@@ -104,7 +105,7 @@ class _ApproxRanks(torch.autograd.Function):
         G, L = S.shape
         grad = torch.zeros_like(S)
         for q0, q1, r0, r1 in _row_blocks(G, L, block_pairs):
-            sg = torch.sigmoid(alpha * (S[q0:q1, None, :] - S[q0:q1, r0:r1, None]))
+            sg = sigmoid(alpha * (S[q0:q1, None, :] - S[q0:q1, r0:r1, None]))
             D = alpha * sg * (1.0 - sg)
             if valid is not None:
                 D = D * valid[q0:q1, None, :]

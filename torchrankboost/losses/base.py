@@ -47,17 +47,18 @@ evaluates once.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Optional, Tuple
+from typing import Any, Callable, Dict, NamedTuple, Optional, Tuple
 
 import torch
 from torch import Tensor, nn
 
+from ..exact import exact_sum
 from ..groups import Groups, as_groups
 from ..params import Params
 from ..pairs import Bipartite, ExplicitPairs, PairSpec, resolve_pairs
 
 __all__ = ["RankingLoss", "BoundLoss", "BindState", "Prepared", "prepare_inputs",
-           "prepare_targets", "reduce_per_group", "REDUCTIONS"]
+           "prepare_targets", "reduce_per_group", "reduction_terms", "ValueTerms", "REDUCTIONS"]
 
 REDUCTIONS = ("sum", "mean", "none")
 HESS = ("diag", "bound")
@@ -227,23 +228,58 @@ def prepare_inputs(scores: Tensor, labels: Optional[Tensor], groups: Optional[Gr
     return inp
 
 
+class ValueTerms(NamedTuple):
+    """A loss value as parts to sum: the value is ``Σ terms / count / scale`` with the sum
+    exact (:func:`~torchrankboost.exact.exact_sum`, or an accumulator summed over ranks).
+
+    Attributes:
+        terms: ``(G,)`` the per-query losses (query weights applied).
+        count: ``None`` for ``reduction="sum"`` (no division), the counted queries (0-d)
+            for ``"mean"``.
+        scale: a loss's constant divisor (1.0; ``SmoothMarginLoss``: its ``scale``).
+    """
+
+    terms: Tensor
+    count: Optional[Tensor] = None
+    scale: float = 1.0
+
+    def value(self, total: Tensor) -> Tensor:
+        """The loss from the exact sum ``total`` of the terms (dividing by 1.0 is exact)."""
+        if self.count is not None:
+            total = total / self.count.to(total.device)
+        return total / self.scale
+
+
+def reduction_terms(per_group: Tensor, reduction: str, has_pairs: Optional[Tensor] = None
+                    ) -> Tuple[Tensor, Optional[Tensor]]:
+    """``(terms, count)``: ``reduce_per_group(per_group, reduction, has_pairs)`` is the
+    exact sum of ``terms``, divided by ``count`` (a 0-d tensor) for ``"mean"`` (``count``
+    ``None`` otherwise): what a data-parallel fit sums over the ranks (``"none"`` counts as
+    ``"sum"``)."""
+    if reduction not in REDUCTIONS:
+        raise ValueError(f"reduction must be one of {REDUCTIONS}, got {reduction!r}")
+    if reduction != "mean":
+        return per_group, None
+    if has_pairs is None:
+        return per_group, per_group.new_tensor(float(max(per_group.numel(), 1)))
+    return per_group, has_pairs.sum().clamp_min(1).to(per_group.dtype)
+
+
 def reduce_per_group(per_group: Tensor, reduction: str, has_pairs: Optional[Tensor] = None
                      ) -> Tensor:
     """Apply ``reduction`` to a ``(G,)`` tensor of per-query losses.
 
-    ``"mean"`` averages over queries where ``has_pairs`` is true (all queries if ``None``);
-    with no such query it returns 0 (never NaN).
+    ``"sum"``: the exact sum of the per-query losses, correctly rounded
+    (:func:`~torchrankboost.exact.exact_sum`: the same float for any order of the
+    queries), differentiable. ``"mean"`` divides it by the number of queries where
+    ``has_pairs`` is true (all queries if ``None``); with no such query it returns 0
+    (never NaN).
     """
     if reduction == "none":
         return per_group
-    if reduction == "sum":
-        return per_group.sum()
-    if reduction == "mean":
-        if has_pairs is None:
-            return per_group.mean() if per_group.numel() else per_group.sum()
-        cnt = has_pairs.sum()
-        return per_group.sum() / cnt.clamp_min(1).to(per_group.dtype)
-    raise ValueError(f"reduction must be one of {REDUCTIONS}, got {reduction!r}")
+    terms, count = reduction_terms(per_group, reduction, has_pairs)
+    total = exact_sum(terms)
+    return total if reduction == "sum" else total / count
 
 
 def _per_doc(inp: Prepared, g: Tensor, h: Tensor) -> Tuple[Tensor, Tensor]:
@@ -338,6 +374,26 @@ class BoundLoss:
         of the loss reduced as the gradient is (``"none"`` summed), in the scores' dtype."""
         check_hess(hess)
         return self._value_grad_hess(self._check(scores).detach(), hess)
+
+    def value_terms(self, scores: Tensor) -> ValueTerms:
+        """The loss at ``scores`` as :class:`ValueTerms` (``"none"`` summed): the exact sum
+        of the per-query terms gives :meth:`value` bit for bit; the parts a data-parallel
+        fit sums over the ranks, exactly. The terms are differentiable in ``scores``."""
+        inp = self.prepared_at(self._check(scores))
+        per, has = self.loss._weighted_per_group(inp)
+        red = "sum" if self.loss.reduction == "none" else self.loss.reduction
+        return ValueTerms(*reduction_terms(per, red, has), self.loss._value_scale(inp))
+
+    def value_terms_grad_hess(self, scores: Tensor, *, hess: str = "diag"
+                              ) -> Tuple[ValueTerms, Tensor, Tensor]:
+        """``(ValueTerms, grad (n,), curvature (n,))`` in one call: :meth:`value_terms`
+        (detached) from :meth:`value_grad_hess`'s pass."""
+        check_hess(hess)
+        inp = self.prepared_at(self._check(scores).detach())
+        per, has, g, h = self.loss._weighted_grad_hess(inp, hess)
+        red = "sum" if self.loss.reduction == "none" else self.loss.reduction
+        scale = self.loss._value_scale(inp)
+        return ValueTerms(*reduction_terms(per.detach(), red, has), scale), g, h
 
     def with_group_weights(self, group_weights: Optional[Tensor]) -> "BoundLoss":
         r"""This bound loss with every query's terms multiplied by its weight:
@@ -445,17 +501,31 @@ class RankingLoss(Params, nn.Module):
         base.state = self._bind_state(base, **options)
         return BoundLoss(self, base)
 
-    def _value(self, inp: Prepared) -> Tensor:
+    def _value_scale(self, inp: Prepared) -> float:
+        """The constant the reduced loss is divided by (1.0; see :class:`ValueTerms`)."""
+        return 1.0
+
+    def _weighted_per_group(self, inp: Prepared) -> Tuple[Tensor, Optional[Tensor]]:
+        """:meth:`per_group` with each query's loss multiplied by its weight."""
         per_group, has_pairs = self.per_group(inp)
         if inp.group_weights is not None:
             per_group = per_group * inp.group_weights.to(per_group.dtype)
-        return reduce_per_group(per_group, self.reduction, has_pairs).to(inp.scores.dtype)
+        return per_group, has_pairs
 
-    def _value_grad_hess(self, inp: Prepared, hess: str) -> Tuple[Tensor, Tensor, Tensor]:
+    def _weighted_grad_hess(self, inp: Prepared, hess: str):
+        """:meth:`_per_group_grad_hess` with the query weights applied."""
         per, has, g, h = self._per_group_grad_hess(inp, hess)
         if inp.group_weights is not None:
             per = per * inp.group_weights.to(per.dtype)
             g, h = _per_doc(inp, g, h)
+        return per, has, g, h
+
+    def _value(self, inp: Prepared) -> Tensor:
+        per_group, has_pairs = self._weighted_per_group(inp)
+        return reduce_per_group(per_group, self.reduction, has_pairs).to(inp.scores.dtype)
+
+    def _value_grad_hess(self, inp: Prepared, hess: str) -> Tuple[Tensor, Tensor, Tensor]:
+        per, has, g, h = self._weighted_grad_hess(inp, hess)
         red = "sum" if self.reduction == "none" else self.reduction
         return reduce_per_group(per.detach(), red, has).to(inp.scores.dtype), g, h
 

@@ -57,6 +57,7 @@ from typing import Optional, Tuple
 import torch
 from torch import Tensor
 
+from .._pair_engine.elementwise import exp2, sigmoid
 from .._pair_engine.lambdarank import current_ranks, ideal_dcg
 from .._pair_engine.levels import dense_levels
 from ..groups import Groups
@@ -160,7 +161,7 @@ def _hvp(s: Tensor, lp: _LambdaPairs, sigma: float, u: Tensor) -> Tensor:
     out = torch.zeros_like(x)
     for i, j, c in lp.blocks():
         z = sigma * (x[j] - x[i])
-        d = (sigma * sigma) * c * torch.sigmoid(z) * torch.sigmoid(-z) * (u[i] - u[j])
+        d = (sigma * sigma) * c * sigmoid(z) * sigmoid(-z) * (u[i] - u[j])
         out.index_add_(0, i, d)
         out.index_add_(0, j, -d)
     return out
@@ -250,7 +251,7 @@ class LambdaLoss(RankingLoss):
         g = inp.groups
         y = inp.labels.to(F64)
         lev, _ = dense_levels(inp.labels)
-        gain = torch.exp2(y) - 1.0
+        gain = exp2(y) - 1.0
         z = ideal_dcg(gain, g, self.k)
         inv = torch.where(z > 0, 1.0 / torch.where(z > 0, z, torch.ones_like(z)),
                           torch.zeros_like(z))

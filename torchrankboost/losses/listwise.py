@@ -26,6 +26,7 @@ import torch
 from torch import Tensor
 
 from ..groups import Groups
+from .._pair_engine.elementwise import exp2, sigmoid, softplus
 from ..pairs import Bipartite, ExplicitPairs, Graded
 from ..params import public_parameters
 from . import _padded
@@ -147,7 +148,7 @@ class ListNetLoss(_RepeatBind, RankingLoss):
             # 2^l - 1 scaled by 2^-max(l) per query (the normalised target is unchanged,
             # and labels of 1024 and more do not overflow)
             top = g.broadcast(g.segment_max(y, empty=0.0))
-            gain = torch.exp2(y - top) - torch.exp2(-top)
+            gain = exp2(y - top) - exp2(-top)
             tot = g.segment_sum(gain)
             has = tot > 0
             P = gain / g.broadcast(torch.where(has, tot, torch.ones_like(tot)))
@@ -415,13 +416,13 @@ def logistic_pair_sums(s: Tensor, gi: Tensor, blocks, sigma: float, loss: Tensor
     ``npairs``, in place (RankNet's and LambdaLoss's pair sums)."""
     for i, j, c in blocks:
         z = sigma * (s[j] - s[i])
-        loss.index_add_(0, gi[i], c * torch.nn.functional.softplus(z))
+        loss.index_add_(0, gi[i], c * softplus(z))
         npairs.index_add_(0, gi[i], torch.ones_like(i))
-        p = torch.sigmoid(z) * c * sigma
+        p = sigmoid(z) * c * sigma
         grad.index_add_(0, i, -p)
         grad.index_add_(0, j, p)
         if hdiag is not None:
-            q = sigma * p * torch.sigmoid(-z)
+            q = sigma * p * sigmoid(-z)
             hdiag.index_add_(0, i, q)
             hdiag.index_add_(0, j, q)
 
@@ -435,7 +436,7 @@ def _ranknet_hvp(s: Tensor, rp: _RankNetPairs, sigma: float, u: Tensor) -> Tenso
     out = torch.zeros_like(s)
     for i, j, c in rp.blocks(s.dtype):
         z = sigma * (s[j] - s[i])
-        d = (sigma * sigma) * c * torch.sigmoid(z) * torch.sigmoid(-z) * (u[i] - u[j])
+        d = (sigma * sigma) * c * sigmoid(z) * sigmoid(-z) * (u[i] - u[j])
         out.index_add_(0, i, d)
         out.index_add_(0, j, -d)
     return out

@@ -92,6 +92,9 @@ class SmoothMarginLoss(ExpFamilyLoss):
         sc = _check_scale(self._state(inp).scale)
         return (super()._value(inp) / sc).to(inp.scores.dtype)
 
+    def _value_scale(self, inp: Prepared) -> float:
+        return self._float_scale(inp)
+
     def _grad_hess(self, inp: Prepared, hess: str) -> Tuple[Tensor, Tensor]:
         sc = self._float_scale(inp)
         g, h = super()._grad_hess(inp, hess)

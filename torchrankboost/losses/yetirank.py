@@ -47,6 +47,7 @@ from typing import Optional, Tuple
 import torch
 from torch import Tensor
 
+from .._pair_engine.elementwise import sigmoid, softplus
 from ..groups import Groups
 from ..pairs import Graded
 from .base import BindState, BoundLoss, Prepared, RankingLoss
@@ -114,12 +115,12 @@ def _logistic_terms(s: Tensor, groups: Groups, pairs, need_hess: bool):
     c = c.to(s.dtype)
     z = s[lose] - s[win]
     loss = s.new_zeros(groups.num_groups).index_add_(0, groups.group_index[win],
-                                                     c * torch.nn.functional.softplus(z))
-    p = torch.sigmoid(z) * c
+                                                     c * softplus(z))
+    p = sigmoid(z) * c
     grad = torch.zeros_like(s).index_add_(0, win, -p).index_add_(0, lose, p)
     hdiag = None
     if need_hess:
-        q = p * torch.sigmoid(-z)
+        q = p * sigmoid(-z)
         hdiag = torch.zeros_like(s).index_add_(0, win, q).index_add_(0, lose, q)
     return loss, grad, hdiag
 
@@ -212,7 +213,7 @@ class YetiRankLoss(RankingLoss):
     def per_group(self, inp: Prepared) -> Tuple[Tensor, Optional[Tensor]]:
         win, lose, c = self._current(inp)
         s = inp.scores
-        terms = c.to(s.dtype) * torch.nn.functional.softplus(s[lose] - s[win])
+        terms = c.to(s.dtype) * softplus(s[lose] - s[win])
         per = s.new_zeros(inp.groups.num_groups).index_add(0, inp.groups.group_index[win],
                                                            terms)
         return per, self._state(inp).has

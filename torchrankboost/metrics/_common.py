@@ -14,6 +14,7 @@ from typing import Optional, Tuple
 import torch
 from torch import Tensor
 
+from ..exact import exact_sum
 from ..groups import Groups, as_groups, as_vector
 
 F64 = torch.float64
@@ -112,14 +113,16 @@ def tie_weight(ties: str, choices=("error", "half")) -> float:
 def reduce_per_query(per_query: Tensor, reduction: str, *,
                      valid: Optional[Tensor] = None) -> Tensor:
     """``"none"`` → the (G,) tensor; ``"mean"`` → mean over ``valid`` queries (all when
-    ``valid`` is None; NaN when no query is valid)."""
+    ``valid`` is None; NaN when no query is valid): the exact sum of the per-query values
+    (:func:`~torchrankboost.exact.exact_sum`, correctly rounded: the same for any order of
+    the queries) over their count."""
     check_choice(reduction, "reduction", ("mean", "none"))
     if reduction == "none":
         return per_query
     if valid is None:
         if per_query.numel() == 0:
             return per_query.new_tensor(float("nan"))
-        return per_query.mean()
+        return exact_sum(per_query) / per_query.numel()
     cnt = valid.sum()
-    tot = torch.where(valid, per_query, torch.zeros_like(per_query)).sum()
+    tot = exact_sum(torch.where(valid, per_query, torch.zeros_like(per_query)))
     return torch.where(cnt > 0, tot / cnt.clamp_min(1), tot.new_tensor(float("nan")))

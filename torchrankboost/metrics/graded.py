@@ -13,6 +13,7 @@ from typing import Optional
 import torch
 from torch import Tensor
 
+from .._pair_engine.elementwise import exp2
 from ..groups import Groups
 from ._common import (F64, accepts_padding, check_choice, check_grades, check_k, prepare,
                       reduce_per_query)
@@ -78,15 +79,15 @@ def _gain(gain, y: Tensor, groups: Optional[Groups] = None) -> Tensor:
             return y
         top = float(y.max()) if y.numel() else 0.0
         if top <= _EXP_GAIN_SAFE:
-            return torch.exp2(y) - 1.0
+            return exp2(y) - 1.0
         if groups is None:
             if top > _EXP_GAIN_MAX:
                 raise ValueError(
                     f"label {top:g} gives the exponential gain 2^{top:g} - 1, which overflows "
                     f"float64 (finite up to label 1023): {_DCG_ADVICE}")
-            return torch.exp2(y) - 1.0
+            return exp2(y) - 1.0
         m = groups.segment_max(y).clamp_min(0.0)[groups.group_index]
-        return torch.exp2(y - m) - torch.exp2(-m)
+        return exp2(y - m) - exp2(-m)
     try:
         table = torch.as_tensor(gain, dtype=F64, device=y.device)
     except Exception:

@@ -16,6 +16,7 @@ import torch
 from torch import Tensor
 
 from .._pair_engine.levels import dense_levels, label_levels, label_pair_chunks
+from ..exact import exact_sum
 from ..groups import Groups
 from ..pairs import Bipartite, ExplicitPairs, Graded, resolve_pairs
 from ._common import (F64, accepts_padding, check_choice, check_grades, many_levels,
@@ -206,10 +207,10 @@ def pair_error(scores, labels, groups: Optional[Groups] = None, *, pairs=None,
         err = g.segment_sum(above + t * tied)
         tot = g.segment_sum(lower)
     if reduction == "sum":
-        return err.sum()
+        return exact_sum(err)
     if reduction == "pooled":
-        T = tot.sum()
-        return torch.where(T > 0, err.sum() / torch.where(T > 0, T, torch.ones_like(T)),
+        T = exact_sum(tot)
+        return torch.where(T > 0, exact_sum(err) / torch.where(T > 0, T, torch.ones_like(T)),
                            T.new_tensor(float("nan")))
     valid = tot > 0
     per_q = torch.where(valid, err / torch.where(valid, tot, torch.ones_like(tot)),

@@ -3,10 +3,10 @@ ranks, each carrying the failure flag; identities in one process.
 
 An algorithm's ``fit`` makes one :class:`FitComm` and calls its operations unconditionally:
 in one process (a disabled :class:`~torchrankboost.parallel.DistContext`) :meth:`FitComm.sum`
-returns the local values, :meth:`FitComm.local` lets exceptions through unchanged and
-:meth:`FitComm.check` does nothing, so the single-process fit is untouched; in a
-data-parallel fit every operation is one all-reduce that also carries this rank's failure
-flag (:mod:`.failure`).
+returns the local values (:meth:`FitComm.exact_sums` their order-free sums),
+:meth:`FitComm.local` lets exceptions through unchanged and :meth:`FitComm.check` does
+nothing, so the single-process fit is untouched; in a data-parallel fit every operation is
+one all-reduce that also carries this rank's failure flag (:mod:`.failure`).
 """
 
 from __future__ import annotations
@@ -17,9 +17,10 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 import torch
 from torch import Tensor
 
+from .. import exact as X
 from .context import DistContext, get_context
 from .failure import flagged_sum, raise_failure
-from .normalise import metric_parts
+from .normalise import METRIC_PARTS, metric_parts, metric_value
 
 __all__ = ["FitComm"]
 
@@ -111,6 +112,34 @@ class FitComm:
         err, self.error = self.error, None  # a kept failure is raised here, on every rank
         return flagged_sum(self.ctx, data, err)
 
+    def exact_sums(self, parts, *, plain: int = 0, exact: int = 1) -> Tuple[Tensor, Tensor]:
+        """Float sums and order-free sums over the ranks in one flagged all-reduce.
+
+        ``parts``: ``(values, acc)`` or a callable returning it (run like a :meth:`local`
+        block: a rank whose parts cannot be built joins with zeros): ``values`` ``plain``
+        numbers summed as floats (counts, a rank's slot of a :meth:`gather`-style vector),
+        ``acc`` ``(exact, WIDTH)`` int64 accumulators of :mod:`torchrankboost.exact` (e.g.
+        :func:`~torchrankboost.exact.query_accumulate` of per-document values). The
+        accumulators travel as float64 digits (exact, in any order), so each exact sum is
+        the correctly rounded sum of every rank's terms: the same float for any split of the
+        queries over the ranks and any order of them.
+
+        Returns ``(plain sums (plain,), exact sums (exact,))``, float64 on the CPU. One
+        process: the values and the rounded accumulators (no collective).
+        """
+        width = plain + exact * X.WIDTH
+
+        def wire() -> Tensor:
+            values, acc = parts() if callable(parts) else parts
+            acc = acc.reshape(exact, X.WIDTH)
+            return torch.cat([_vector(values), X.to_wire(acc).reshape(-1).cpu()])
+
+        if not self.ctx.enabled:
+            values, acc = parts() if callable(parts) else parts
+            return _vector(values), X.round_sum(acc.reshape(exact, X.WIDTH)).cpu()
+        tot = self.sum(wire, size=width)
+        return tot[:plain], X.round_sum(X.from_wire(tot[plain:].reshape(exact, X.WIDTH)))
+
     def gather(self, values, size: Optional[int] = None) -> Tensor:
         """``(world_size, k)`` float64: row ``r`` holds rank ``r``'s ``k`` values (one
         flagged sum in which each rank fills its own row; adding zeros is exact, so the rows
@@ -180,18 +209,19 @@ class FitComm:
         """Metric values over every rank's queries, one per ``(metric, scores, labels,
         groups)`` job (each rank holding its shard); one flagged all-reduce for all of them.
 
-        Per-query metrics: the summed per-query values over the summed query count
-        (:func:`~torchrankboost.parallel.metric_parts`); the ``"loss"`` metric (the
-        objective on the shard): the ranks' values summed, or their log-sum-exp with
-        ``loss_combine="logsumexp"`` (a log-loss such as RankBoost's ``ln F̃``). One process:
-        ``[metric(scores, labels, groups), ...]``.
+        Per-query metrics: the exact sum of the per-query values over the summed query
+        count (:func:`~torchrankboost.parallel.metric_parts`: the same for any split and
+        order of the queries); the ``"loss"`` metric (the objective on the shard): the
+        ranks' values summed exactly, or their log-sum-exp with ``loss_combine="logsumexp"``
+        (a log-loss such as RankBoost's ``ln F̃``). One process: ``[metric(scores, labels,
+        groups), ...]``.
         """
         if loss_combine not in ("sum", "logsumexp"):
             raise ValueError(f"loss_combine must be 'sum' or 'logsumexp', got {loss_combine!r}")
         if not self.ctx.enabled:
             return [m(s, y, g) for m, s, y, g in jobs]
         W, r = self.world_size, self.rank
-        widths = [W if m.name == "loss" else 2 for m, *_ in jobs]
+        widths = [W if m.name == "loss" else METRIC_PARTS for m, *_ in jobs]
 
         def parts():
             out = []
@@ -211,7 +241,7 @@ class FitComm:
             k += w
             if m.name == "loss":
                 values.append(float(torch.logsumexp(v, 0)) if loss_combine == "logsumexp"
-                              else float(v.sum()))
+                              else float(X.exact_sum(v)))
             else:
-                values.append(float(v[0] / v[1]) if float(v[1]) > 0 else float("nan"))
+                values.append(metric_value(v))
         return values

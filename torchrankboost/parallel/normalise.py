@@ -24,8 +24,9 @@ factor and :func:`global_mean_loss` applies it::
 (In one process the same code is the plain mean over the batch's queries.) To average over
 the queries that have at least one pair only, as ``reduction="mean"`` of the pairwise
 losses does, pass their count (or a ``(G,)`` bool mask) as ``local_count``. Metrics
-combine the same way: :func:`global_metric` all-reduces the sum of the per-query values
-and the query count (NDCG over all queries = ``Σ_r Σ_{q∈r} NDCG_q / Σ_r |G_r|``).
+combine the same way: :func:`global_metric` all-reduces the exact sum of the per-query
+values (:mod:`torchrankboost.exact`) and the query count (NDCG over all queries =
+``Σ_r Σ_{q∈r} NDCG_q / Σ_r |G_r|``, the same for any split and order of the queries).
 """
 
 from __future__ import annotations
@@ -39,8 +40,10 @@ from torch import Tensor
 
 from ..groups import Groups
 from .context import DistContext, get_context
+from ..exact import WIDTH, accumulate, from_wire, round_sum, to_wire
 
-__all__ = ["global_mean_loss", "global_mean_scale", "global_metric", "metric_parts"]
+__all__ = ["global_mean_loss", "global_mean_scale", "global_metric", "metric_parts",
+           "metric_value", "METRIC_PARTS"]
 
 
 def _local_count(local_count) -> float:
@@ -112,15 +115,25 @@ def global_mean_loss(local_sum: Tensor, local_count,
     return loss, (float(tot[1]) / count if count > 0 else 0.0)
 
 
+#: the width of :func:`metric_parts`: the numerator's accumulator
+#: (:mod:`torchrankboost.exact`, as float64 digits) and the denominator
+METRIC_PARTS = WIDTH + 1
+
+
 def metric_parts(metric, scores: Tensor, labels: Tensor, groups: Optional[Groups] = None
                  ) -> Tensor:
-    """This rank's share of a metric over all ranks' queries: ``(2,)`` float64 ``[numerator,
-    denominator]`` on the CPU, to be summed over the ranks (the metric is then
-    ``numerator / denominator``).
+    """This rank's share of a metric over all ranks' queries: ``(METRIC_PARTS,)`` float64 on
+    the CPU, to be summed over the ranks (exactly, in any order), then read with
+    :func:`metric_value` (``numerator / denominator``).
 
-    For a mean over queries: ``[Σ_q m_q, #counted queries]`` from the per-query values
-    (``reduction="none"``; NaN marks a query the metric skips); for ``pair_error``: the
-    misordered and the total crucial-pair weight. ``ValueError`` for a metric without
+    For a mean over queries: the exact sum of the per-query values ``Σ_q m_q``
+    (``reduction="none"``; NaN marks a query the metric skips, summed as 0) as the
+    digits of its accumulator (:func:`~torchrankboost.exact.to_wire`), and the
+    number of counted queries; for ``pair_error``: the misordered and the total
+    crucial-pair weight of this rank (the misordered weight's accumulator; the total's
+    float, summed over the ranks). So a metric is the same for any split of the queries
+    over the ranks and any order of them: the correctly rounded mean of the per-query
+    values (``pair_error``: of this rank's sums). ``ValueError`` for a metric without
     per-query values (it cannot be combined over ranks). :func:`global_metric` is one
     all-reduce of these; an algorithm evaluating several metrics stacks them into one.
     """
@@ -133,18 +146,36 @@ def metric_parts(metric, scores: Tensor, labels: Tensor, groups: Optional[Groups
         num = m.fn(scores, labels, groups, **{**kw, "reduction": "sum"})
         den = m.fn(torch.zeros_like(scores), labels, groups,
                    **{**kw, "ties": "error", "reduction": "sum"})
-        return torch.stack([torch.as_tensor(num).double().cpu().reshape(()),
-                            torch.as_tensor(den).double().cpu().reshape(())])
+        num = torch.as_tensor(num).double().reshape(1)
+        return _parts(accumulate(num), torch.as_tensor(den).double())
     try:
         per = m.fn(scores, labels, groups, reduction="none", **m.kwargs)
     except TypeError:
         raise ValueError(f"global_metric: {m.name} has no per-query values "
                          f"(reduction='none'); it cannot be combined over ranks") from None
-    per = torch.as_tensor(per).double().cpu().reshape(-1)
+    per = torch.as_tensor(per).double().reshape(-1)
     ok = ~torch.isnan(per)
-    # the skipped queries summed as zeros: the same additions as the metric's own mean, so
-    # one process gets the metric bit for bit
-    return torch.stack([torch.where(ok, per, torch.zeros_like(per)).sum(), ok.sum().double()])
+    # the skipped queries summed as zeros: the terms of the metric's own exact mean, so one
+    # process gets the metric bit for bit
+    acc = accumulate(torch.where(ok, per, torch.zeros_like(per)))
+    return _parts(acc, ok.sum().double())
+
+
+def _parts(acc: Tensor, den: Tensor) -> Tensor:
+    """The digits and the denominator, on the CPU in one transfer."""
+    return torch.cat([to_wire(acc), den.to(acc.device).reshape(1)]).cpu()
+
+
+def metric_value(parts: Tensor) -> float:
+    """The metric from :func:`metric_parts` summed over the ranks: the exact numerator,
+    correctly rounded, over the denominator (NaN when it is 0 or a part is NaN)."""
+    if parts.shape != (METRIC_PARTS,):
+        raise ValueError(f"metric_value: expected {METRIC_PARTS} parts, got "
+                         f"{tuple(parts.shape)}")
+    den = float(parts[-1])
+    if not den > 0 or bool(torch.isnan(parts).any()):
+        return float("nan")
+    return float(round_sum(from_wire(parts[:-1]))) / den
 
 
 def global_metric(metric, scores: Tensor, labels: Tensor, groups: Optional[Groups] = None, *,
@@ -152,10 +183,11 @@ def global_metric(metric, scores: Tensor, labels: Tensor, groups: Optional[Group
     """A ranking metric over the queries of every rank, each rank holding its own shard.
 
     For a mean over queries (NDCG, DCG, MAP, precision, MRR, AUC, ...): the per-query values
-    (``reduction="none"``; NaN marks a query the metric skips) are summed and counted on
-    each rank and both are all-reduced, ``Σ_r Σ_{q∈r} m_q / Σ_r |G_r|``; ``pair_error``
-    (pooled over pairs) all-reduces its misordered and total pair weights (see
-    :func:`metric_parts`). In one process this is the metric itself.
+    (``reduction="none"``; NaN marks a query the metric skips) are summed exactly and
+    counted on each rank and both are all-reduced, ``Σ_r Σ_{q∈r} m_q / Σ_r |G_r|`` (the same
+    for any split and order of the queries); ``pair_error`` (pooled over pairs) all-reduces
+    its misordered and total pair weights (see :func:`metric_parts`). In one process this
+    is the metric itself.
 
     Args:
         metric: a metric name (``"ndcg@10"``, ``"map"``, ...) or a registry
@@ -167,5 +199,4 @@ def global_metric(metric, scores: Tensor, labels: Tensor, groups: Optional[Group
         the global value as a float (NaN when no rank has a counted query).
     """
     ctx = get_context(context)
-    tot = ctx.all_reduce_sum(metric_parts(metric, scores, labels, groups))
-    return float(tot[0] / tot[1]) if float(tot[1]) > 0 else float("nan")
+    return metric_value(ctx.all_reduce_sum(metric_parts(metric, scores, labels, groups)))

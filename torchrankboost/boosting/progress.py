@@ -17,8 +17,8 @@ import sys
 import time
 from typing import Any, Mapping, Optional, Sequence, TextIO
 
-from .contract import FitInfo, RoundRecord
-from .tensorboard.tags import flatten, round_tag
+from ..contract import FitInfo, RoundRecord
+from ..tensorboard.tags import flatten, round_tag
 
 __all__ = ["ProgressCallback"]
 

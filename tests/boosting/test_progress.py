@@ -8,7 +8,7 @@ import torch
 from torchrankboost import PNormPushLoss, RegressionTree
 from torchrankboost.contract import FitInfo, RoundRecord
 from torchrankboost.params import describe
-from torchrankboost.progress import ProgressCallback
+from torchrankboost.boosting.progress import ProgressCallback
 import sys
 import pytest
 from torchrankboost import Booster
