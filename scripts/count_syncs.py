@@ -13,6 +13,7 @@ kernels are taken out of the backend chooser for the run, predictions included).
 
     python scripts/count_syncs.py --docs 50000 200000 --leaves 31 255
     python scripts/count_syncs.py --docs 50000 --sites      # where the syncs are
+    python scripts/count_syncs.py --device-chunks           # the ops of the GPU path
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import torchrankboost.kernels as kernels  # noqa: E402
 from torchrankboost import Booster  # noqa: E402
 from torchrankboost.boosting.learners import ObliviousTree, RegressionTree  # noqa: E402
 from torchrankboost.data import make_letor  # noqa: E402
+from torchrankboost.kernels import torch_backend  # noqa: E402
 from torchrankboost.kernels.torch_backend import TorchBackend  # noqa: E402
 from torchrankboost.losses import ExponentialPairwiseLoss  # noqa: E402
 
@@ -95,8 +97,13 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--sites", action="store_true", help="list where the syncs are")
     ap.add_argument("--no-round", action="store_true")
+    ap.add_argument("--device-chunks", action="store_true",
+                    help="the row chunks of a GPU (2^20 rows) on the CPU too: the ops of the "
+                         "device path")
     a = ap.parse_args()
     torch.set_num_threads(1)
+    if a.device_chunks:
+        torch_backend._CPU_CHUNK = torch_backend._DEV_CHUNK
     kernels._AUTO_ORDER = (TorchBackend(),)  # the path of a device without compiled kernels
     for docs in a.docs:
         data = make_letor(max(1, docs // 20), 20, a.features, seed=1)

@@ -21,30 +21,34 @@ index; a NaN gain wins and is refused). The split is kept when ``gain − P > ma
 kernel's expressions, operation for operation.
 
 **Speculative batches.** Best-first with a leaf budget is decided by gains alone, so the host
-can replay it exactly once it knows the gains of the nodes it meets. A *batch* evaluates on
-the device the two children of each *speculated* leaf: the current leaves that have a split,
-ranked by (gain, leaf id), within the remaining leaf budget (a leaf of rank ``r`` is split
-only after the ``r`` leaves above it, so beyond the budget it never is), whose children are not
-evaluated yet and could split. Per batch, on the device: the rows' leaf ids are moved by the
-splits the host made since the last batch (one :meth:`route_rows`), each row gets a node slot
-(the smaller child of its leaf's speculated split, or −1; a second :meth:`route_rows` and a
-table lookup), one :meth:`batch_histograms` pass builds the smaller children's histograms
-(summed over the ranks by one ``reduce``), the larger ones are their parents' minus them, and
-:func:`node_splits` finds every child's best split; then **one** transfer brings back, per
-child, ``(gain, feature, bin, default_left, left rows, right rows, rows)``. The host replays
-best-first until it picks a leaf whose children are not evaluated (or the budget is spent),
-and launches the next batch. A leaf whose children cannot split (the last leaf of the budget,
-``max_depth``, fewer than ``2·min_samples_leaf`` rows, from the counts it already has) is split
-without a batch. The tree is the sequential one exactly: speculation only decides how much is
-evaluated ahead, never what is chosen.
+can replay it exactly once it knows the gains of the nodes it meets. With the priority
+``p(v) = min(gain(v), p(parent))``, nodes are split in non-increasing ``p`` order, so a node
+with ``a`` evaluated, unsplit nodes of larger ``p`` is split (if ever) after at least ``a``
+more splits. A *batch* evaluates, on the device, the two children of every *speculated* node:
+the evaluated nodes (the leaves and the evaluated descendants of earlier batches) that have a
+split, whose children are not evaluated yet and could split within the leaf budget
+(``leaves + a + 1 < max_leaves``, ``max_depth``, ``2·min_samples_leaf`` rows, from the counts
+the host has). Per batch, on the device: one :meth:`route_rows` moves the rows of the
+speculated nodes into their children (rows carry *node ids*: a left child keeps its parent's
+id, a right child takes the next free id, so the rows of speculated descendants are where the
+next batch needs them, whatever the host split meanwhile); a table lookup gives each row a
+node slot (the smaller child of its node, or −1); one :meth:`batch_histograms` pass builds the
+smaller children's histograms (summed over the ranks by one ``reduce``), the larger ones are
+their parents' minus them, and :func:`node_splits` finds every child's best split; then
+**one** transfer brings back, per child, ``(gain, feature, bin, default_left, left rows, right
+rows, rows)``. The host replays best-first until it picks a leaf whose children are not
+evaluated, and launches the next batch. A leaf whose children cannot split is split without a
+batch (its rows move at the end). The tree is the sequential one exactly: speculation only
+decides how much is evaluated ahead, never what is chosen.
 
-**Cost.** Each batch evaluates one more generation, so a tree takes about ``depth + 1``
-batches (the root's included): one host synchronisation each, plus one host-to-device copy of
-the batch's tables (right after the synchronisation, the queue empty), independent of the rows
-and, beyond the depth, of the leaves. Rows are never gathered per node: a per-row leaf id
-``(n,)`` int32 is updated on the device. Leaf sums are one integer ``index_add`` of ``q`` by
-the final leaf ids (summed over the ranks by one ``reduce``), and the tree's output on every
-row is ``leaf_value[leaf]``.
+**Cost.** A node is evaluated in the batch after its parent's (or never: a node out of the
+budget stays out), so batch ``k`` evaluates depth ``k`` and a tree of depth ``D`` takes at most
+``D + 1`` batches (the root's included): one host synchronisation and one host-to-device copy
+of the batch's tables each (the copy right after the synchronisation, the queue empty),
+whatever the rows and the leaves. Rows are never gathered per node. The final leaf ids are a
+table lookup of the node ids (one upload); leaf sums are one integer ``index_add`` of ``q``
+by leaf (summed over the ranks by one ``reduce``), and the tree's output on every row
+(those outside ``rows`` included) is ``leaf_value[leaf]``.
 
 The primitives (:class:`~.torch_backend.TorchBackend`'s reference in torch ops, overridden by
 device kernels) are :meth:`batch_histograms` and :meth:`route_rows`; their contracts are on
@@ -56,7 +60,7 @@ from __future__ import annotations
 import bisect
 import math
 from dataclasses import dataclass
-from typing import Callable, List, Optional, Tuple
+from typing import List, Optional, Tuple
 
 import torch
 from torch import Tensor
@@ -293,8 +297,14 @@ class _Frontier:
                 known.append(x)
                 stack.extend(x.children or ())
         order = sorted(-x.p for x in known)
-        return [x for x in known
-                if x.children is None and self._may_expand(x, bisect.bisect_left(order, -x.p))]
+        spec = []
+        for x in known:
+            if x.children is None:
+                if self._may_expand(x, bisect.bisect_left(order, -x.p)):
+                    spec.append(x)
+                else:  # out of the budget for good (leaves + above only grows): never built
+                    x.hist = None
+        return spec
 
     def _unrouted_children(self, x: _Node) -> None:
         """Children for ``x`` that cannot split (not evaluated): the rows of ``x`` move to
