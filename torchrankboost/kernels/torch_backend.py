@@ -52,24 +52,11 @@ class TorchBackend:
 
     def batch_histograms(self, prepared, q: Tensor, slot: Tensor, num_slots: int, *,
                          max_rows: Optional[int] = None) -> Tensor:
-        """The int64 histograms of ``num_slots`` nodes in one pass over the rows.
-
-        Args:
-            prepared: ``BinnedFeatures``: ``codes`` (n, F) uint8 / int16, ``S = missing_code
-                + 1`` slots per feature.
-            q: (n, 2) int64 per-row channels ``(q_wt, q_w)`` (the fixed point).
-            slot: (n,) int32: the node of each row, in ``[0, num_slots)``, or −1 (no node).
-            num_slots: the number of nodes ``B``.
-            max_rows: ``None`` or an upper bound of the rows with ``slot >= 0`` (the reference
-                compacts them with ``torch.nonzero_static``, no host synchronisation; a kernel
-                that skips the other rows may ignore it).
-
-        Returns:
-            ``(B, 3, F, S)`` int64, contiguous: ``out[b, :, f, c] = Σ_{r : slot[r] = b,
-            codes[r, f] = c} (q[r, 0], q[r, 1], 1)``, exact (integer sums: any order, any
-            device); zeros for a node without rows. Not summed over the ranks (the caller
-            does).
-        """
+        """:meth:`.base.BatchPrimitives.batch_histograms` in torch ops: the rows with a slot
+        compacted (``torch.nonzero_static`` to ``max_rows``; on the CPU sorted by slot, one
+        node's bins at a time), their codes offset by ``slot·S`` and scattered per feature
+        (:func:`scatter_split` on the CPU, :func:`scatter_int64` elsewhere), in groups of
+        ``2^22`` rows."""
         codes = prepared.codes
         n, F = codes.shape
         S = prepared.missing_code + 1
@@ -98,22 +85,8 @@ class TorchBackend:
 
     def route_rows(self, prepared, leaf: Tensor, feature: Tensor, bin: Tensor,
                    default_left: Tensor, right_id: Tensor) -> Tensor:
-        """Every row's leaf id after the splits of one step.
-
-        Args:
-            prepared: ``BinnedFeatures`` (``codes`` (n, F), ``missing_code``).
-            leaf: (n,) int32 leaf id of every row (−1: a row of no leaf, left as it is).
-            feature, bin: (L,) int64 the split of each leaf id ``l`` (``code <= bin`` goes
-                left; any valid feature for a leaf not split).
-            default_left: (L,) bool the side of the missing code.
-            right_id: (L,) int32 the id of leaf ``l``'s right child, −1 when ``l`` is not
-                split.
-
-        Returns:
-            (n,) int32: ``right_id[l]`` for a row of a split leaf ``l`` that goes right,
-            ``leaf`` otherwise (a row that goes left keeps its leaf id). No host
-            synchronisation.
-        """
+        """:meth:`.base.BatchPrimitives.route_rows` in torch ops: each row's leaf's split
+        (one gather of the stacked tables), its code, one comparison."""
         table = torch.stack([feature, bin, default_left.long(), right_id.long()], 1)
         t = table.index_select(0, leaf.clamp(min=0))  # (n, 4): each row's leaf's split
         code = prepared.codes.gather(1, t[:, :1]).squeeze(1)
