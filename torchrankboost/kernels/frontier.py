@@ -157,14 +157,17 @@ def _side_gains(left: Tensor, tot: Tensor, valid: Tensor, params: TreeParams,
     left, exactly), ``−inf`` where a child breaks the leaf rules or ``valid`` (F', Vm) is
     false."""
     lam, mcw = params.l2, params.min_child_weight
-    gl, hl, nl = _to_float(left, scale)
-    gr, hr, nr = _to_float(tot - left, scale)
+    right = tot - left
+    gl, hl = left[:, 0].double() * scale[0], left[:, 1].double() * scale[1]
+    gr, hr = right[:, 0].double() * scale[0], right[:, 1].double() * scale[1]
     dl, dr = hl + lam, hr + lam
     gain = gl * gl / dl + gr * gr / dr
-    ok = (torch.minimum(nl, nr) >= params.min_samples_leaf - 0.5) & (torch.minimum(hl, hr) >= mcw)
+    # integer row counts: n >= min_samples_leaf exactly as the float test n >= msl - 0.5
+    ok = torch.minimum(left[:, 2], right[:, 2]) >= params.min_samples_leaf
+    ok &= (torch.minimum(hl, hr) >= mcw) & valid
     if not mcw > 0:  # otherwise h >= mcw > 0 and λ >= 0 imply d > 0
         ok &= torch.minimum(dl, dr) > 0
-    return torch.where(ok & valid, gain, torch.full_like(gain, -math.inf))
+    return torch.where(ok, gain, torch.full_like(gain, -math.inf))
 
 
 def _splits_into(h: Tensor, setup: SplitSetup, params: TreeParams, out: Tensor) -> None:
