@@ -32,13 +32,16 @@ import torchrankboost.kernels as kernels  # noqa: E402
 from torchrankboost import Booster  # noqa: E402
 from torchrankboost.boosting.learners import ObliviousTree, RegressionTree  # noqa: E402
 from torchrankboost.data import make_letor  # noqa: E402
+import importlib  # noqa: E402
+
 from torchrankboost.kernels import torch_backend  # noqa: E402
 from torchrankboost.kernels.torch_backend import TorchBackend  # noqa: E402
 from torchrankboost.losses import ExponentialPairwiseLoss  # noqa: E402
 
 
 def show(label: str, c: SyncCounter, sites: bool) -> None:
-    print(f"{label}: syncs {c.syncs}, ops {c.ops}, uploads {c.uploads}  {dict(c.by_kind)}")
+    print(f"{label}: syncs {c.syncs}, ops {c.ops} (kernels {c.ops - c.views}), uploads "
+          f"{c.uploads}  {dict(c.by_kind)}")
     if sites:
         for (site, kind), k in c.by_site.most_common(25):
             print(f"      {k:5d}  {site}  {kind}")
@@ -82,6 +85,7 @@ def per_round(data, valid, leaves: int, rounds: int, sites: bool) -> None:
     outside = SyncCounter()
     outside.syncs, outside.ops = total.syncs - tree.syncs, total.ops - tree.ops
     outside.uploads = total.uploads - tree.uploads
+    outside.views = total.views - tree.views
     outside.by_kind = total.by_kind - tree.by_kind
     outside.by_site = total.by_site - tree.by_site
     n = data.X.shape[0]
@@ -103,7 +107,9 @@ def main() -> None:
     a = ap.parse_args()
     torch.set_num_threads(1)
     if a.device_chunks:
-        torch_backend._CPU_CHUNK = torch_backend._DEV_CHUNK
+        for mod in (torch_backend, importlib.import_module("torchrankboost.kernels.histogram")):
+            if hasattr(mod, "_DEV_CHUNK"):
+                mod._CPU_CHUNK = mod._DEV_CHUNK
     kernels._AUTO_ORDER = (TorchBackend(),)  # the path of a device without compiled kernels
     for docs in a.docs:
         data = make_letor(max(1, docs // 20), 20, a.features, seed=1)

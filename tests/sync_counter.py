@@ -28,8 +28,10 @@ host-to-device copies (``.to(dev)`` of a host tensor, ``torch.tensor(data, devic
 after a synchronisation, with an empty queue, they cost a transfer, not a drain.
 
 ``ops`` counts every other torch call except pure metadata reads (``shape``, ``dim``,
-``numel``, ``size``, ``is_contiguous``, ``data_ptr``...): views and in-place updates included,
-an upper bound of the kernel launches. Calls made by torch inside a counted call (a
+``numel``, ``size``, ``is_contiguous``, ``data_ptr``...): views and in-place updates included;
+``views`` counts those of them that only make a view (``view``, ``reshape``, ``unsqueeze``,
+``x[i, :j]``...), so ``ops - views`` estimates the kernel launches (``reshape`` of a
+non-contiguous tensor copies: an underestimate there). Calls made by torch inside a counted call (a
 Python-level torch function calling others) are not counted again: the mode is off while the
 call runs. Code in compiled extensions (the native backend through ctypes) is invisible.
 
@@ -66,6 +68,10 @@ _META = {"__get__", "__set__", "size", "dim", "numel", "stride", "is_contiguous"
          "nelement", "ndimension", "get_device", "untyped_storage", "__hash__", "is_sparse",
          "__iter__", "_is_view", "__reduce_ex__", "__deepcopy__", "is_signed",
          "__dlpack_device__"}
+#: calls that make a view (no kernel on a GPU); indexing with ints and slices too
+_VIEWS = {"view", "view_as", "reshape", "unsqueeze", "squeeze", "expand", "expand_as", "permute",
+          "t", "transpose", "select", "narrow", "unbind", "split", "chunk", "as_strided",
+          "flatten", "unflatten", "movedim", "detach", "real", "imag", "diagonal", "unfold"}
 _FACTORIES = {"tensor", "as_tensor", "zeros", "ones", "empty", "full", "arange", "linspace",
               "logspace", "eye", "rand", "randn", "randint", "randperm", "from_numpy",
               "scalar_tensor", "empty_strided", "frombuffer"}
@@ -118,12 +124,12 @@ class SyncCounter(TorchFunctionMode):
     def __init__(self, *, where: bool = False):
         super().__init__()
         self.where = where
-        self.syncs = self.ops = self.uploads = 0
+        self.syncs = self.ops = self.uploads = self.views = 0
         self.by_kind: Counter = Counter()
         self.by_site: Counter = Counter()
 
     def reset(self) -> None:
-        self.syncs = self.ops = self.uploads = 0
+        self.syncs = self.ops = self.uploads = self.views = 0
         self.by_kind.clear()
         self.by_site.clear()
 
@@ -166,6 +172,7 @@ class SyncCounter(TorchFunctionMode):
                 self.uploads += int(_is_host(args[0]))
                 return False
         self.ops += 1
+        self.views += int(name in _VIEWS or (name == "__getitem__" and _basic_index(args[1])))
         if name in _FACTORIES or (not ins and "device" in kwargs):
             host = _host_device(kwargs.get("device"))
             data = name in ("tensor", "as_tensor") and not ins  # Python data
@@ -192,6 +199,12 @@ class SyncCounter(TorchFunctionMode):
             self._sync(f"{name}(host <- device)")
         elif name == "copy_" and len(args) > 1 and _is_host(args[1]):
             self.uploads += 1
+
+
+def _basic_index(ix) -> bool:
+    """Whether an index makes a view: ints, slices, ``None``, ``...`` only."""
+    items = ix if isinstance(ix, tuple) else (ix,)
+    return all(i is None or i is Ellipsis or isinstance(i, (int, slice)) for i in items)
 
 
 def _site() -> str:

@@ -134,20 +134,13 @@ def node_splits(hists: Tensor, setup: SplitSetup, params: TreeParams) -> Tensor:
     ``(B, RESULT_WIDTH)`` float64 rows ``(gain, feature, bin, default_left, left rows, right
     rows, rows)``, ``gain`` NaN where the node has no split allowed by the gain rules (the
     ``max_depth`` and ``2·min_samples_leaf`` rules are the caller's). On the device, no host
-    synchronisation; the nodes in chunks (bounded temporaries)."""
+    synchronisation; the nodes in chunks (bounded temporaries), about 40 kernels a chunk."""
     B, _, F, S = hists.shape
-    out = torch.full((B, RESULT_WIDTH), math.nan, dtype=torch.float64, device=hists.device)
     if B == 0 or F == 0:
-        return out
+        return torch.full((B, RESULT_WIDTH), math.nan, dtype=torch.float64, device=hists.device)
     step = _chunk_nodes(F, setup.Vm, hists.device)
-    for s in range(0, B, step):
-        _splits_into(hists[s:s + step], setup, params, out[s:s + step])
-    return out
-
-
-def _to_float(sums: Tensor, scale: Tensor) -> Tuple[Tensor, Tensor, Tensor]:
-    """``(G, H, count)`` float64 of integer sums (B, 3, ...): ``float64(Q) · scale[c]``."""
-    return sums[:, 0].double() * scale[0], sums[:, 1].double() * scale[1], sums[:, 2].double()
+    parts = [_splits(hists[s:s + step], setup, params) for s in range(0, B, step)]
+    return parts[0] if len(parts) == 1 else torch.cat(parts)
 
 
 def _side_gains(left: Tensor, tot: Tensor, valid: Tensor, params: TreeParams,
@@ -155,55 +148,52 @@ def _side_gains(left: Tensor, tot: Tensor, valid: Tensor, params: TreeParams,
     """The gains ``G_L²/(H_L + λ) + G_R²/(H_R + λ)`` (B, F', Vm) of the candidates of integer
     left sums ``left`` (B, 3, F', Vm) and node totals ``tot`` (B, 3, F', 1) (right = total −
     left, exactly), ``−inf`` where a child breaks the leaf rules or ``valid`` (F', Vm) is
-    false."""
+    false. ``int64 · 0-d float64`` is ``float64(Q) · s`` in one kernel (one rounding, then an
+    exact power-of-two scaling: the compiled kernel's ``(double)Q * s``)."""
     lam, mcw = params.l2, params.min_child_weight
     right = tot - left
-    gl, hl = left[:, 0].double() * scale[0], left[:, 1].double() * scale[1]
-    gr, hr = right[:, 0].double() * scale[0], right[:, 1].double() * scale[1]
-    dl, dr = hl + lam, hr + lam
-    gain = gl * gl / dl + gr * gr / dr
+    gl, hl = left[:, 0] * scale[0], left[:, 1] * scale[1]
+    gr, hr = right[:, 0] * scale[0], right[:, 1] * scale[1]
     # integer row counts: n >= min_samples_leaf exactly as the float test n >= msl - 0.5
     ok = torch.minimum(left[:, 2], right[:, 2]) >= params.min_samples_leaf
-    ok &= (torch.minimum(hl, hr) >= mcw) & valid
+    ok &= torch.minimum(hl, hr) >= mcw
+    ok &= valid
+    dl, dr = hl.add_(lam), hr.add_(lam)
     if not mcw > 0:  # otherwise h >= mcw > 0 and λ >= 0 imply d > 0
         ok &= torch.minimum(dl, dr) > 0
-    return torch.where(ok, gain, torch.full_like(gain, -math.inf))
+    gain = gl.mul_(gl).div_(dl).add_(gr.mul_(gr).div_(dr))
+    return gain.masked_fill_(~ok, -math.inf)
 
 
-def _splits_into(h: Tensor, setup: SplitSetup, params: TreeParams, out: Tensor) -> None:
-    """:func:`node_splits` of one chunk of nodes, written into ``out`` (B, RESULT_WIDTH)."""
+def _splits(h: Tensor, setup: SplitSetup, params: TreeParams) -> Tensor:
+    """:func:`node_splits` of one chunk of nodes."""
     B, _, F, S = h.shape
-    Vm = setup.Vm
+    Vm, fs = setup.Vm, setup.nan_feats
     c = torch.cumsum(h[..., :Vm], -1)  # (B, 3, F, Vm): left sums, NaN excluded
     ms = h[..., S - 1:S]  # (B, 3, F, 1): the NaN slot
     tot = c[..., Vm - 1:Vm] + ms  # (B, 3, F, 1): every feature's totals are the node's
-    grid = torch.full((B, F, Vm, 2), -math.inf, dtype=torch.float64, device=h.device)
-    grid[..., 0] = _side_gains(c + ms, tot, setup.valid, params, setup.scale)
-    if setup.nan_feats.numel():
-        fs = setup.nan_feats
-        grid[..., 1].index_copy_(1, fs, _side_gains(c.index_select(2, fs), tot.index_select(2, fs),
-                                                    setup.valid_nan, params, setup.scale))
-    best, flat = torch.max(grid.view(B, -1), 1)  # the first maximum (NaN propagates)
-    G0, H0, n0 = _to_float(tot[:, :, 0, 0], setup.scale)
-    d0 = H0 + params.l2
-    pos = d0 > 0
-    parent = torch.where(pos, G0 * G0 / torch.where(pos, d0, torch.ones_like(d0)),
-                         torch.zeros_like(d0))
+    gain = _side_gains(c + ms, tot, setup.valid, params, setup.scale)  # NaN left
+    if fs.numel():  # NaN right, for the features with NaNs: candidates (f, t, side) in order
+        grid = torch.full((B, F, Vm, 2), -math.inf, dtype=torch.float64, device=h.device)
+        grid[..., 0] = gain
+        grid[..., 1].index_copy_(1, fs, _side_gains(
+            c.index_select(2, fs), tot.index_select(2, fs), setup.valid_nan, params, setup.scale))
+        best, flat = torch.max(grid.view(B, -1), 1)  # the first maximum (NaN propagates)
+        ft, side = torch.div(flat, 2, rounding_mode="floor"), flat % 2
+    else:
+        best, ft = torch.max(gain.view(B, -1), 1)
+        side = torch.zeros_like(ft)
+    T = tot[:, :, 0, 0]  # (B, 3)
+    G0, d0 = T[:, 0] * setup.scale[0], T[:, 1] * setup.scale[1] + params.l2
+    parent = torch.where(d0 > 0, G0 * G0 / d0, 0.0)
     gain_b = best - parent
-    floor = torch.clamp(REL_EPS * parent.abs(), min=params.min_split_gain)
-    keep = torch.isfinite(best) & (gain_b > floor)
-    ft = torch.div(flat, 2, rounding_mode="floor")  # f·Vm + t
+    keep = torch.isfinite(best) & (gain_b > torch.clamp(REL_EPS * parent.abs(), min=params.min_split_gain))
     f = torch.div(ft, Vm, rounding_mode="floor")
-    nan_left = flat % 2 == 0
     n_left = c[:, 2].reshape(B, -1).gather(1, ft.unsqueeze(1)).squeeze(1)
-    n_left = n_left + torch.where(nan_left, ms[:, 2, :, 0].gather(1, f.unsqueeze(1)).squeeze(1), 0)
-    out[:, 0] = torch.where(keep, gain_b, torch.full_like(gain_b, math.nan))
-    out[:, 1] = f.double()
-    out[:, 2] = (ft - f * Vm).double()
-    out[:, 3] = nan_left.double()
-    out[:, 4] = n_left.double()
-    out[:, 5] = (tot[:, 2, 0, 0] - n_left).double()
-    out[:, 6] = n0
+    n_left += ms[:, 2, :, 0].gather(1, f.unsqueeze(1)).squeeze(1) * (1 - side)
+    return torch.stack([torch.where(keep, gain_b, math.nan), f.double(), (ft - f * Vm).double(),
+                        (1 - side).double(), n_left.double(), (T[:, 2] - n_left).double(),
+                        T[:, 2].double()], 1)
 
 
 @dataclass(eq=False)
@@ -393,14 +383,15 @@ class _Frontier:
         if self.infit is not None:
             slot = torch.where(self.infit, slot, -1)
         small = self._histograms(slot, B, int(sum(min(x.split[4], x.split[5]) for x in spec)))
-        large = torch.stack([x.hist for x in spec]) - small
-        rows = torch.cat([node_splits(small, self.setup, self.params),
-                          node_splits(large, self.setup, self.params)]).tolist()  # the sync
+        both = torch.empty((2 * B,) + tuple(small.shape[1:]), dtype=small.dtype, device=self.dev)
+        both[:B] = small  # the batch's 2B children, one split search
+        torch.sub(torch.stack([x.hist for x in spec]), small, out=both[B:])
+        rows = node_splits(both, self.setup, self.params).tolist()  # the host sync
         self.batches += 1
         for j, x in enumerate(spec):
             d, small_left = x.depth + 1, x.split[4] <= x.split[5]
-            a = self._node(rows[j], d, small[j], x.p, x.rid if small_left else first + j)
-            b = self._node(rows[B + j], d, large[j], x.p, first + j if small_left else x.rid)
+            a = self._node(rows[j], d, both[j], x.p, x.rid if small_left else first + j)
+            b = self._node(rows[B + j], d, both[B + j], x.p, first + j if small_left else x.rid)
             x.children = (a, b) if small_left else (b, a)
             x.hist = None  # its children's histograms are built
 
