@@ -147,21 +147,17 @@ def agreed_rows(prepared) -> int:
     one process."""
     cache = prepared.cache
     total = cache.get("agreed_rows")
-    if total is None:
-        n = prepared.codes.shape[0]
-        ctx = prepared.context
-        total = n
-        if ctx is not None and ctx.enabled:
-            total = int(ctx.all_reduce_sum(torch.tensor([n], dtype=torch.int64)).item())
-        cache["agreed_rows"] = total
+    if total is None:  # the collective is an identity in one process
+        n = torch.tensor([prepared.codes.shape[0]], dtype=torch.int64)
+        total = cache["agreed_rows"] = int(prepared.context.all_reduce_sum(n)[0])
     return total
 
 
 def quantize_fit(prepared, x, rows: Optional[Tensor] = None) -> FixedPoint:
-    """:func:`quantize` of the channels ``x`` ((n, k) or ``k`` (n,) columns) of a fit on ``rows`` (``None``: all;
-    at most :func:`agreed_rows` of them over the ranks, e.g. no row twice) of ``prepared``
-    (binned features): ``N`` = :func:`agreed_rows`, the maxima reduced through its context."""
-    ctx = prepared.context
-    reduce = ctx.all_reduce_max if ctx is not None and ctx.enabled else None
-    return quantize(x, num_rows=agreed_rows(prepared), rows=rows, max_reduce=reduce)
+    """:func:`quantize` of the channels ``x`` ((n, k) or ``k`` (n,) columns) of a fit on
+    ``rows`` (``None``: all; at most :func:`agreed_rows` of them over the ranks, e.g. no row
+    twice) of ``prepared`` (binned features): ``N`` = :func:`agreed_rows`, the maxima
+    max-reduced through its context (an identity in one process)."""
+    return quantize(x, num_rows=agreed_rows(prepared), rows=rows,
+                    max_reduce=prepared.context.all_reduce_max)
 
