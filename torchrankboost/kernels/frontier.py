@@ -73,7 +73,7 @@ REL_EPS = 1e-10  # a split must improve on the parent term by more than this rel
 #: columns of a node's result row: gain (NaN: no split), feature, bin, default_left (1/0),
 #: left rows, right rows (of the best split), rows (all float64, exact)
 RESULT_WIDTH = 7
-_CPU_BUDGET = 1 << 21  # (node, feature, bin, side) cells per split-search chunk on CPU
+_CPU_BUDGET = 1 << 18  # (node, feature, bin) cells per split-search chunk on CPU: temporaries in cache
 _DEV_BUDGET = 1 << 24
 
 
@@ -328,7 +328,8 @@ class _Frontier:
         """The record of an evaluated node from its result ``row`` (see :func:`node_splits`),
         its histogram (kept while it may split), its parent's priority and its rows' id."""
         gain, f, t, d_left, nl, nr, count = row
-        if math.isnan(gain) or depth >= self.max_depth or count < 2.0 * self.params.min_samples_leaf:
+        if not count >= 2.0 * self.params.min_samples_leaf or depth >= self.max_depth \
+                or math.isnan(gain):  # (a NaN count: a child not searched)
             return _Node(depth, None, rid=rid)
         return _Node(depth, (gain, int(f), int(t), d_left == 1.0, nl, nr), min(gain, parent_p),
                      hist, rid)
@@ -374,24 +375,35 @@ class _Frontier:
 
     def _batch(self, spec: List[_Node]) -> None:
         """Evaluate the children of the ``spec`` nodes (see the module docstring): one
-        upload, one routing of the rows, one histogram pass, one host synchronisation."""
+        upload, one routing of the rows, one histogram pass, one host synchronisation. The
+        children that cannot split (``max_depth``, fewer than ``2·min_samples_leaf`` rows: the
+        host has their counts) are built but not searched."""
         B, first = len(spec), self.next_id
         slot_of = [-1] * (first + B + 1)  # by node id + 1: the smaller child's slot
         for j, x in enumerate(spec):
             slot_of[1 + (x.rid if x.split[4] <= x.split[5] else first + j)] = j
-        slot = self._route(spec, slot_of).index_select(0, self.ids.long() + 1).to(torch.int32)
+        rows_of = [min(x.split[4:6]) for x in spec] + [max(x.split[4:6]) for x in spec]
+        msl2 = 2.0 * self.params.min_samples_leaf
+        search = [i for i in range(2 * B)
+                  if rows_of[i] >= msl2 and spec[i % B].depth + 1 < self.max_depth]
+        tab = self._route(spec, slot_of + search)
+        slot = tab[:first + B + 1].index_select(0, self.ids.long() + 1).to(torch.int32)
         if self.infit is not None:
             slot = torch.where(self.infit, slot, -1)
-        small = self._histograms(slot, B, int(sum(min(x.split[4], x.split[5]) for x in spec)))
+        small = self._histograms(slot, B, int(sum(rows_of[:B])))
         both = torch.empty((2 * B,) + tuple(small.shape[1:]), dtype=small.dtype, device=self.dev)
-        both[:B] = small  # the batch's 2B children, one split search
+        both[:B] = small  # the batch's 2B children
         torch.sub(torch.stack([x.hist for x in spec]), small, out=both[B:])
-        rows = node_splits(both, self.setup, self.params).tolist()  # the host sync
+        some = both if len(search) == 2 * B else both.index_select(0, tab[first + B + 1:])
+        found = dict(zip(search, node_splits(some, self.setup, self.params).tolist()))  # the sync
         self.batches += 1
+        nothing = [math.nan] * RESULT_WIDTH
         for j, x in enumerate(spec):
             d, small_left = x.depth + 1, x.split[4] <= x.split[5]
-            a = self._node(rows[j], d, both[j], x.p, x.rid if small_left else first + j)
-            b = self._node(rows[B + j], d, both[B + j], x.p, first + j if small_left else x.rid)
+            a = self._node(found.get(j, nothing), d, both[j], x.p,
+                           x.rid if small_left else first + j)
+            b = self._node(found.get(B + j, nothing), d, both[B + j], x.p,
+                           first + j if small_left else x.rid)
             x.children = (a, b) if small_left else (b, a)
             x.hist = None  # its children's histograms are built
 
