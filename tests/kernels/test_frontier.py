@@ -1,7 +1,7 @@
 """The batched best-first grower (kernels/frontier.py) and its two primitives.
 
 * ``batch_histograms`` and ``route_rows`` against loop references (every slot, rows of no
-  node, the compaction bound, both scatter paths, int16 codes);
+  node, the compaction bound, int16 codes);
 * the grown trees equal the compiled kernel's bit for bit (structure, gains, leaf sums, the
   output of every row) on random problems with NaNs, exact ties, ``rows`` subsets,
   ``max_depth``, a binding ``min_samples_leaf``, feature sampling and int16 codes. The inputs
@@ -20,7 +20,7 @@ import torch
 from sync_counter import SyncCounter
 from torchrankboost.boosting.learners import RegressionTree
 from torchrankboost.kernels import native_backend
-from torchrankboost.kernels.torch_backend import TorchBackend, scatter_int64, scatter_split
+from torchrankboost.kernels.torch_backend import TorchBackend
 
 needs_native = pytest.mark.skipif(native_backend.status() != "native",
                                   reason=f"compiled kernels unavailable: {native_backend.status()}")
@@ -60,18 +60,10 @@ def test_batch_histograms_equal_the_loop(n_bins):
     exact = int((slot >= 0).sum())
     for max_rows in (None, exact, exact + 7, 10 ** 6):
         assert torch.equal(be.batch_histograms(p, q, slot, 5, max_rows=max_rows), ref)
-    # both scatter paths (the device path runs on CPU too), by hand
-    S = p.missing_code + 1
-    offset = torch.where(slot >= 0, slot, 5).long() * S
-    for scatter in (scatter_int64, scatter_split):
-        acc = torch.zeros((3, 4, 6 * S), dtype=torch.int64)
-        scatter(acc, p.codes, q, offset)
-        got = acc.view(3, 4, 6, S)[:, :, :5].permute(2, 0, 1, 3)
-        assert torch.equal(got, ref)
 
 
 def test_batch_histograms_at_the_extremes_of_the_fixed_point():
-    """|q| near 2^62 / n: the split float64 sums stay exact."""
+    """|q| near 2^62 / n: exact integer sums."""
     p = _codes(64, 2, 3)
     q = torch.full((64, 2), (1 << 62) // 64 - 1, dtype=torch.int64)
     q[::2, 0] *= -1

@@ -26,8 +26,7 @@ __all__ = ["TorchBackend"]
 _CODE_CHUNK = 1 << 16  # rows coded at once by apply_bins (bounds its (F, chunk) temporaries)
 _CPU_CHUNK = 1 << 11  # rows per histogram scatter on CPU (the (F, chunk) index in cache)
 _DEV_CHUNK = 1 << 20
-_GROUP = 1 << 22  # rows per float64 accumulation of scatter_split (its sums stay below 2^53)
-_LOW_BITS = 31
+_GROUP = 1 << 22  # rows gathered at once (bounds the (rows, F) codes gathered)
 
 
 class TorchBackend:
@@ -55,8 +54,7 @@ class TorchBackend:
         """:meth:`.base.BatchPrimitives.batch_histograms` in torch ops: the rows with a slot
         compacted (``torch.nonzero_static`` to ``max_rows``; on the CPU sorted by slot, one
         node's bins at a time), their codes offset by ``slot·S`` and scattered per feature
-        (:func:`scatter_split` on the CPU, :func:`scatter_int64` elsewhere), in groups of
-        ``2^22`` rows."""
+        (:func:`scatter_int64`), in groups of ``2^22`` rows."""
         codes = prepared.codes
         n, F = codes.shape
         S = prepared.missing_code + 1
@@ -70,7 +68,7 @@ class TorchBackend:
                 key = torch.where(rows >= 0, slot.index_select(0, rows.clamp(min=0)), -1)
                 rows = rows.index_select(0, torch.argsort(key, stable=True))
         m = n if rows is None else rows.numel()
-        for g in range(0, m, _GROUP):  # scatter_split's float64 sums stay exact in a group
+        for g in range(0, m, _GROUP):
             if rows is None:
                 c, v, sl = codes[g:g + _GROUP], q[g:g + _GROUP], slot[g:g + _GROUP]
             else:
@@ -79,7 +77,7 @@ class TorchBackend:
                 c, v = codes.index_select(0, rc), q.index_select(0, rc)
                 sl = torch.where(r >= 0, slot.index_select(0, rc), -1)
             offset = torch.where(sl >= 0, sl, num_slots).long() * S  # slot −1: a spare slot
-            (scatter_split if cpu else scatter_int64)(acc, c, v, offset)
+            scatter_int64(acc, c, v, offset)
         out = acc.view(3, F, num_slots + 1, S)[:, :, :num_slots]
         return out.permute(2, 0, 1, 3).contiguous()
 
@@ -184,28 +182,3 @@ def scatter_int64(acc: Tensor, codes: Tensor, v: Tensor, offset: Tensor) -> None
         for j in range(2):
             acc[j].scatter_add_(1, idx, v[s:e, j].unsqueeze(0).expand(F, e - s))
         acc[2].scatter_add_(1, idx, ones[s:e].unsqueeze(0).expand(F, e - s))
-
-
-def scatter_split(acc: Tensor, codes: Tensor, v: Tensor, offset: Tensor) -> None:
-    """:func:`scatter_int64` through float64, for at most ``2^22`` rows (the CPU path:
-    ``scatter_add_`` of complex128 is several times faster there than of int64). Each ``v``
-    (``|v| < 2^62``) is split ``v = h·2^31 + l`` (``0 <= l < 2^31``, ``|h| <= 2^31``); over at
-    most ``2^22`` rows every partial sum of ``l`` and of ``h`` is an integer of magnitude
-    ``<= 2^53``, so their float64 sums (complex128: both channels at once) are exact in any
-    order, and ``Σv = (Σh)·2^31 + Σl`` in int64."""
-    F, W = acc.shape[1], acc.shape[2]
-    if v.shape[0] > _GROUP:
-        raise ValueError(f"scatter_split: at most {_GROUP} rows, got {v.shape[0]}")
-    low = torch.zeros((F, W), dtype=torch.complex128, device=acc.device)
-    high = torch.zeros_like(low)
-    count = torch.zeros((F, W), dtype=torch.int32, device=acc.device)
-    vl, vh = (v & ((1 << _LOW_BITS) - 1)).double(), (v >> _LOW_BITS).double()
-    vl, vh = torch.complex(vl[:, 0], vl[:, 1]), torch.complex(vh[:, 0], vh[:, 1])
-    ones = torch.ones(v.shape[0], dtype=torch.int32, device=acc.device)
-    for s, e, idx in _indices(codes, offset):
-        low.scatter_add_(1, idx, vl[s:e].unsqueeze(0).expand(F, e - s))
-        high.scatter_add_(1, idx, vh[s:e].unsqueeze(0).expand(F, e - s))
-        count.scatter_add_(1, idx, ones[s:e].unsqueeze(0).expand(F, e - s))
-    acc[0] += (high.real.long() << _LOW_BITS) + low.real.long()
-    acc[1] += (high.imag.long() << _LOW_BITS) + low.imag.long()
-    acc[2] += count
