@@ -34,7 +34,6 @@ from torchrankboost.boosting.learners import ObliviousTree, RegressionTree  # no
 from torchrankboost.data import make_letor  # noqa: E402
 import importlib  # noqa: E402
 
-from torchrankboost.kernels import torch_backend  # noqa: E402
 from torchrankboost.kernels.torch_backend import TorchBackend  # noqa: E402
 from torchrankboost.losses import ExponentialPairwiseLoss  # noqa: E402
 
@@ -102,14 +101,20 @@ def main() -> None:
     ap.add_argument("--sites", action="store_true", help="list where the syncs are")
     ap.add_argument("--no-round", action="store_true")
     ap.add_argument("--device-chunks", action="store_true",
-                    help="the row chunks of a GPU (2^20 rows) on the CPU too: the ops of the "
-                         "device path")
+                    help="the chunks of a GPU (2^20 rows per histogram scatter, 2^24 cells per "
+                         "split search) on the CPU too: the ops of the device path")
     a = ap.parse_args()
     torch.set_num_threads(1)
     if a.device_chunks:
-        for mod in (torch_backend, importlib.import_module("torchrankboost.kernels.histogram")):
+        for name in ("torch_backend", "histogram", "frontier"):  # the GPU's chunks
+            try:
+                mod = importlib.import_module(f"torchrankboost.kernels.{name}")
+            except ImportError:
+                continue
             if hasattr(mod, "_DEV_CHUNK"):
                 mod._CPU_CHUNK = mod._DEV_CHUNK
+            if hasattr(mod, "_DEV_BUDGET"):
+                mod._CPU_BUDGET = mod._DEV_BUDGET
     kernels._AUTO_ORDER = (TorchBackend(),)  # the path of a device without compiled kernels
     for docs in a.docs:
         data = make_letor(max(1, docs // 20), 20, a.features, seed=1)
