@@ -92,7 +92,7 @@ def per_round(data, valid, leaves: int, rounds: int, sites: bool) -> None:
     show(f"round {len(totals) - 1}, n={n}, {leaves} leaves: outside the tree", outside, sites)
 
 
-def main() -> None:
+def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--docs", type=int, nargs="+", default=[50_000])
     ap.add_argument("--features", type=int, default=50)
@@ -103,22 +103,31 @@ def main() -> None:
     ap.add_argument("--device-chunks", action="store_true",
                     help="the chunks of a GPU (2^20 rows per histogram scatter, 2^24 cells per "
                          "split search) on the CPU too: the ops of the device path")
-    a = ap.parse_args()
+    a = ap.parse_args(argv)
+    saved = [(kernels, "_AUTO_ORDER", kernels._AUTO_ORDER)]
+    if a.device_chunks:  # the GPU's chunks
+        for name in ("torch_backend", "histogram", "frontier"):
+            mod = importlib.import_module(f"torchrankboost.kernels.{name}")
+            for cpu, dev in (("_CPU_CHUNK", "_DEV_CHUNK"), ("_CPU_BUDGET", "_DEV_BUDGET")):
+                if hasattr(mod, dev):
+                    saved.append((mod, cpu, getattr(mod, cpu)))
+                    setattr(mod, cpu, getattr(mod, dev))
+    threads = torch.get_num_threads()
     torch.set_num_threads(1)
-    if a.device_chunks:
-        for name in ("torch_backend", "histogram", "frontier"):  # the GPU's chunks
-            try:
-                mod = importlib.import_module(f"torchrankboost.kernels.{name}")
-            except ImportError:
-                continue
-            if hasattr(mod, "_DEV_CHUNK"):
-                mod._CPU_CHUNK = mod._DEV_CHUNK
-            if hasattr(mod, "_DEV_BUDGET"):
-                mod._CPU_BUDGET = mod._DEV_BUDGET
+    try:
+        _run(a)
+    finally:
+        torch.set_num_threads(threads)
+        for mod, name, value in saved:
+            setattr(mod, name, value)
+
+
+def _run(a) -> None:
+    """The counts of :func:`main`'s options ``a`` (on the torch backend alone)."""
     kernels._AUTO_ORDER = (TorchBackend(),)  # the path of a device without compiled kernels
     for docs in a.docs:
         data = make_letor(max(1, docs // 20), 20, a.features, seed=1)
-        valid = make_letor(200, 20, a.features, seed=2)
+        valid = make_letor(max(1, min(200, docs // 100)), 20, a.features, seed=2)
         n = data.X.shape[0]
         for leaves in a.leaves:
             per_tree(data, RegressionTree(max_leaves=leaves), a.sites,
