@@ -31,6 +31,11 @@ from torchrankboost.boosting.weights import FitWeights
 from torchrankboost.exact import round_sum
 from torchrankboost.losses import ExponentialPairwiseLoss
 from torchrankboost.parallel import FitComm, metric_parts, metric_value
+import torchrankboost.boosting.booster as booster_mod
+import torchrankboost.kernels as kernels
+from torchrankboost.data import make_letor
+from torchrankboost.kernels.torch_backend import TorchBackend
+from sync_counter import SyncCounter
 
 F64 = torch.float64
 
@@ -627,3 +632,56 @@ def test_round_sums_losses_and_metrics_are_order_free():
                     metric_value(parts)))
     assert out[0] == out[1]
     assert out[0][5][0] == out[0][6]  # two ranks' parts: the one-process metric
+
+
+# ----------------------------------------------------------------------------- host syncs
+# The default round (exponential pairwise loss, the surrogate step, RegressionTree, an
+# evaluation set with NDCG@10) on the pure-torch path (the path of a GPU: the compiled CPU
+# kernels taken out of the chooser): a bounded number of host synchronisations outside the
+# weak learner, and the learner a number bounded by the tree's depth (tests/sync_counter.py).
+#: the default round's host synchronisations outside the weak learner (see the test)
+ROUND_BOUND = 18
+#: the learner's own beyond one per batch (the target's and the weights' checks, the covers)
+LEARNER_EXTRA = 4
+
+
+def _round_counts(monkeypatch, docs: int, leaves: int):
+    """(syncs outside the learner, learner syncs, learner depth) of round 3 of the default fit."""
+    monkeypatch.setattr(kernels, "_AUTO_ORDER", (TorchBackend(),))
+    fits, rounds, models = [], [], []
+    fit_learner, run_round = booster_mod.fit_learner, Booster._round
+
+    def counted_fit(*args, **kw):
+        with SyncCounter() as c:
+            out = fit_learner(*args, **kw)
+        fits.append(c.syncs)
+        models.append(out[0])
+        return out
+
+    def counted_round(self, run, rnd):
+        with SyncCounter() as c:
+            out = run_round(self, run, rnd)
+        rounds.append(c.syncs)
+        return out
+
+    monkeypatch.setattr(booster_mod, "fit_learner", counted_fit)
+    monkeypatch.setattr(Booster, "_round", counted_round)
+    data = make_letor(docs, 20, 8, seed=1)
+    valid = make_letor(30, 20, 8, seed=2)
+    Booster(ExponentialPairwiseLoss(), RegressionTree(max_leaves=leaves, min_samples_leaf=5),
+            n_rounds=3, verbose=False).fit(data.X, data.labels, data.groups,
+                                           eval_set=[(valid.X, valid.labels, valid.groups)],
+                                           eval_metric="ndcg@10")
+    assert len(rounds) == 3
+    return rounds[-1] - fits[-1], fits[-1], models[-1].depth
+
+
+def test_round_syncs_are_bounded_whatever_the_rows_and_leaves(monkeypatch):
+    outside = {}
+    for docs in (60, 240):
+        for leaves in (7, 40):
+            out, tree, depth = _round_counts(monkeypatch, docs, leaves)
+            assert tree <= depth + 1 + LEARNER_EXTRA, (docs, leaves, tree, depth)
+            outside[docs, leaves] = out
+    assert max(outside.values()) <= ROUND_BOUND, outside
+    assert len(set(outside.values())) == 1, outside  # the same constant everywhere

@@ -298,7 +298,21 @@ def weak_summary(model) -> dict:
         _summary_failed(model, "state()", exc, "the type name only")
         return {"type": type(model).__name__}
     out = {k: v for k, v in meta.items() if isinstance(v, (int, float, str, bool))}
-    for k, v in tensors.items():
-        if v.numel() <= 64:
-            out[k] = v.detach().cpu().tolist()
+    out.update(_small_tensors({k: v for k, v in tensors.items() if v.numel() <= 64}))
     return out
+
+
+def _small_tensors(tensors: dict) -> dict:
+    """``{name: tensor.tolist()}`` for small tensors, with one device-to-host copy per device
+    (their bytes side by side, each read back in its dtype: exact)."""
+    out, by_device = {}, {}
+    for k, v in tensors.items():
+        by_device.setdefault(v.device, []).append((k, v.detach()))
+    for items in by_device.values():
+        raw = [v.reshape(-1).contiguous().view(torch.uint8) for _, v in items]
+        flat = torch.cat(raw).cpu()
+        at = 0
+        for (k, v), r in zip(items, raw):
+            out[k] = flat[at:at + r.numel()].clone().view(v.dtype).reshape(v.shape).tolist()
+            at += r.numel()
+    return {k: out[k] for k in tensors}

@@ -36,9 +36,12 @@ the ranks, in place (exact); a backend applies it to every histogram it builds a
 decision (row counts and leaf sums included) from the reduced histograms, so every rank grows
 the same tree on its own rows, the tree of one process.
 
-A new backend is one module in this folder (a class with these methods; subclassing
-:class:`~.torch_backend.TorchBackend` inherits the reference of whatever it does not speed up)
-and one entry in the chooser's ``_AUTO_ORDER`` (:mod:`torchrankboost.kernels`).
+The torch backend grows both trees through two primitives, :class:`BatchPrimitives`
+(:mod:`.frontier`, :mod:`.level_growth`: a bounded number of host synchronisations per tree),
+which a device kernel overrides. A new backend is one module in this folder (a class with these
+methods; subclassing :class:`~.torch_backend.TorchBackend` inherits the reference of whatever
+it does not speed up) and one entry in the chooser's ``_AUTO_ORDER``
+(:mod:`torchrankboost.kernels`).
 """
 
 from __future__ import annotations
@@ -52,8 +55,8 @@ from torch import Tensor
 if TYPE_CHECKING:
     from .fixed_point import FixedPoint
 
-__all__ = ["TreeParams", "GrownTree", "Level", "TreeBackend", "Unavailable", "Reduce",
-           "newton_values"]
+__all__ = ["TreeParams", "GrownTree", "Level", "TreeBackend", "BatchPrimitives", "Unavailable",
+           "Reduce", "newton_values"]
 
 #: ``reduce(buf)``: ``buf`` (int64) summed over the ranks in place (the result returned)
 Reduce = Callable[[Tensor], Tensor]
@@ -184,6 +187,37 @@ class TreeBackend(Protocol):
         (F,) bool, NaN right tried only for the features ``miss`` (F,) bool; ``scale`` (2,)
         float64 the fixed point's (:attr:`.fixed_point.FixedPoint.scale`); ``None`` when no
         allowed candidate gains enough (:mod:`.levels` states the gain and the rules)."""
+        ...
+
+
+class BatchPrimitives(Protocol):
+    """The two primitives of the batched growth on a device (:mod:`.frontier`, the leaf-wise
+    tree; :mod:`.level_growth`, the oblivious levels): the torch backend's reference in torch
+    ops, overridden by device kernels (a subclass of
+    :class:`~.torch_backend.TorchBackend`). A backend that has them grows both trees through
+    them, with a bounded number of host synchronisations per tree."""
+
+    def batch_histograms(self, prepared, q: Tensor, slot: Tensor, num_slots: int, *,
+                         max_rows: Optional[int] = None) -> Tensor:
+        """``(num_slots, 3, F, S)`` int64, contiguous: ``out[b, :, f, c] = Σ_{r : slot[r] = b,
+        codes[r, f] = c} (q[r, 0], q[r, 1], 1)`` over the rows of ``prepared`` (``codes``
+        (n, F) uint8 / int16, ``S = missing_code + 1``); ``q`` (n, 2) int64 (the fixed point,
+        ``|q| < 2^62``), ``slot`` (n,) int32 in ``[0, num_slots)`` or −1 (no node). Exact
+        integer sums (any order, any device); zeros for a node without rows; not summed over
+        the ranks. ``max_rows``: ``None`` or an upper bound of the rows with ``slot >= 0`` (a
+        kernel may use it to size a compaction, or ignore it). No host synchronisation."""
+        ...
+
+    def route_rows(self, prepared, leaf: Tensor, feature: Tensor, bin: Tensor,
+                   default_left: Tensor, right_id: Tensor) -> Tensor:
+        """``(n,)`` int32: for every row of ``prepared`` with ``l = leaf[r] >= 0`` and
+        ``right_id[l] >= 0``, ``right_id[l]`` when the row goes right under the question of
+        ``l`` (``code <= bin[l]`` of feature ``feature[l]`` goes left, the missing code goes
+        left when ``default_left[l]``), else ``leaf[r]`` (a row that goes left, a row of a
+        leaf not split, ``leaf[r] = −1``: unchanged). ``leaf`` (n,) int32; ``feature``,
+        ``bin`` (L,) int64 (any valid feature where not split), ``default_left`` (L,) bool,
+        ``right_id`` (L,) int32, ``L`` the table size (``leaf < L``). No host
+        synchronisation."""
         ...
 
 

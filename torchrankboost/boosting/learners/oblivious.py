@@ -43,6 +43,7 @@ from torch import Tensor
 from ...kernels import GrownTree, TreeParams
 from ...kernels.binning import BinnedFeatures
 from ...kernels.fixed_point import FixedPoint
+from ...kernels.level_growth import grow_levels
 from ...kernels.levels import children_sums, node_totals
 from .base import check_int, out_dtype
 from .tree import RegressionTree, TreeModel, leaf_values, node_covers
@@ -93,13 +94,20 @@ class ObliviousTree(RegressionTree):
     # ------------------------------------------------------------------ growth
     def _grow(self, prepared, target, weight, rows, generator):
         target, fixed, rows, feat_ok = self._channels(prepared, target, weight, rows, generator)
-        grower = _LevelGrower(prepared, fixed, rows, backend=self._backend(prepared),
-                              reduce=prepared.context.sum_hook())
-        levels = grower.grow(feat_ok, self.params, self.depth)
-        leaf_sums = grower.leaf_sums
-        leaf_value, leaf_count = leaf_values(leaf_sums, fixed, self.l2)
+        backend = self._backend(prepared)
+        reduce = prepared.context.sum_hook()
+        if hasattr(backend, "batch_histograms"):  # the device path: one batch per level
+            g = grow_levels(backend, prepared, fixed.q, fixed.scale, rows, feat_ok,
+                            params=self.params, depth=self.depth, reduce=reduce)
+            levels, node, leaf_sums = g.levels, g.node, g.leaf_sums
+            leaf_value, _ = leaf_values(leaf_sums, fixed, self.l2)
+            leaf_count = torch.tensor(g.leaf_rows, dtype=torch.float64)  # host: no sync
+        else:
+            grower = _LevelGrower(prepared, fixed, rows, backend=backend, reduce=reduce)
+            levels = grower.grow(feat_ok, self.params, self.depth)
+            leaf_sums, node = grower.leaf_sums, grower.node_all
+            leaf_value, leaf_count = leaf_values(leaf_sums, fixed, self.l2)
         model = _tree_model(levels, prepared, leaf_value.to(out_dtype(target)), leaf_count)
-        node = grower.node_all
 
         def output(values: Tensor) -> Optional[Tensor]:
             return values[node]
@@ -201,13 +209,15 @@ def _tree_model(levels: List[tuple], prepared: BinnedFeatures, leaf_value: Tenso
         tb.append(torch.full((B,), t, dtype=torch.int64))
         dl.append(torch.full((B,), dleft, dtype=torch.bool))
         gains.append(node_gain.to("cpu", torch.float64))
+    cat = (lambda xs, dt: torch.cat(xs) if xs else torch.empty(0, dtype=dt))  # on the host
+    lc_h, rc_h = cat(lc, torch.int64), cat(rc, torch.int64)
+    cover = node_covers(lc_h.tolist(), rc_h.tolist(), leaf_count).to(dev)
     cat = (lambda xs, dt: torch.cat(xs).to(dev) if xs else torch.empty(0, dtype=dt, device=dev))
     sf_t, tb_t = cat(sf, torch.int64), cat(tb, torch.int64)
-    lc_t, rc_t = cat(lc, torch.int64), cat(rc, torch.int64)
+    lc_t, rc_t = lc_h.to(dev), rc_h.to(dev)
     edges = prepared.edges.to(dev)
     thr = edges[sf_t, tb_t] if K else edges.new_empty(0)
     return TreeModel(split_feature=sf_t, threshold_bin=tb_t, threshold=thr,
                      default_left=cat(dl, torch.bool), left_child=lc_t, right_child=rc_t,
                      split_gain=cat(gains, torch.float64), leaf_value=leaf_value, depth=D,
-                     missing_code=prepared.missing_code,
-                     cover=node_covers(lc_t.tolist(), rc_t.tolist(), leaf_count).to(dev))
+                     missing_code=prepared.missing_code, cover=cover)
