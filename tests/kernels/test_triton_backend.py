@@ -201,7 +201,8 @@ def test_auto_never_takes_triton_on_the_cpu(dev):
     cpu = torch.device("cpu")
     if dev.type == "cpu":  # loaded interpreted: the CPU by name only
         assert TritonBackend().unavailable(device=cpu, data_dtype=torch.uint8, num_rows=9) is None
-        assert K.choose_backend("triton", device=cpu, data_dtype=torch.uint8, num_rows=9).name == "triton"
+        named = K.choose_backend("triton", device=cpu, data_dtype=torch.uint8, num_rows=9)
+        assert named.name == "triton"
     for dt in (torch.uint8, torch.float32):
         assert K.choose_backend("auto", device=cpu, data_dtype=dt, num_rows=9).name != "triton"
     assert "triton" in K.KERNELS

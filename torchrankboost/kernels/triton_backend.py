@@ -204,7 +204,7 @@ class TritonBackend(TorchBackend):
 
 def pack_trees(models, device) -> dict:
     """The trees of ``models`` (``TreeModel``) concatenated on ``device``: node and leaf
-    offsets (T + 1,), ``depth`` (T,), ``thr_f32`` (T,) uint8 (float32 thresholds), the node
+    offsets (T + 1,), ``depth`` (T,) int32, ``thr_f32`` (T,) uint8 (float32 thresholds), the node
     tables (int64; thresholds float64, exact from float32; ``default_left`` uint8) and the
     leaf values (float64)."""
     i64, f64 = torch.int64, torch.float64
@@ -217,7 +217,7 @@ def pack_trees(models, device) -> dict:
     small = lambda xs, dt: torch.tensor(xs, dtype=dt).to(device)  # noqa: E731
     return {
         "node_off": small([0] + K, i64).cumsum(0), "leaf_off": small([0] + L, i64).cumsum(0),
-        "depth": small([int(m.depth) for m in models], i64),
+        "depth": small([int(m.depth) for m in models], torch.int32),
         "thr_f32": small([m.threshold.dtype != f64 for m in models], torch.uint8),
         "split_feature": cat([m.split_feature for m in models], i64),
         "threshold": cat([m.threshold for m in models], f64),
