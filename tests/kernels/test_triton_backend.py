@@ -297,3 +297,67 @@ def test_auto_takes_triton_on_cuda():
     b = K.choose_backend("auto", device=torch.device("cuda"), data_dtype=torch.uint8, num_rows=9)
     assert b.name == "triton"
     assert os.environ.get("TRITON_INTERPRET", "0") in ("", "0")
+
+
+# Every kernel compiled for a Hopper GPU (sm_90: Triton's front end, LLVM and ptxas) without
+# one, in a process where triton is not interpreted: what the interpreter cannot check (a
+# GPU-only compile error; the prediction's float64 sums must not be fused into FMAs).
+_COMPILE = r'''
+import sys
+import triton
+try:
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+except ImportError as exc:
+    print("SKIP", exc); sys.exit(0)
+from torchrankboost.kernels import triton_kernels as K
+
+def compile_(fn, sig, const, **opts):
+    sig = dict(sig, **{k: "constexpr" for k in const})
+    src = ASTSource(fn, sig, constexprs=const)
+    return triton.compile(src, target=GPUTarget("cuda", 90, 32), options=opts)
+
+hist = {"codes_ptr": "*u8", "q_ptr": "*i64", "slot_ptr": "*i32", "out_ptr": "*i64", "n": "i32",
+        "F": "i32", "S": "i32", "num_slots": "i32"}
+blocks = {"BLOCK_N": 128, "BLOCK_F": 16}
+try:
+    compile_(K.route_kernel, {"codes_ptr": "*u8", "leaf_ptr": "*i32", "feat_ptr": "*i64",
+             "bin_ptr": "*i64", "dleft_ptr": "*u8", "right_ptr": "*i32", "out_ptr": "*i32",
+             "n": "i32", "F": "i32", "L": "i32", "missing": "i32"}, {"BLOCK_N": 512})
+except Exception as exc:  # no ptxas, an unknown target: nothing to check here
+    if "CompilationError" in type(exc).__name__:
+        raise
+    print("SKIP", type(exc).__name__, str(exc)[:200]); sys.exit(0)
+compile_(K.hist_atomic_kernel, dict(hist, codes_ptr="*i16"), blocks)
+compile_(K.hist_atomic_kernel, hist, dict(blocks, num_slots=1, F=1))  # ints of 1: constants
+compile_(K.hist_sorted_kernel, hist, dict(blocks, LOG_N=7, num_slots=1))
+compile_(K.bins_kernel, {"x_ptr": "*fp32", "edges_ptr": "*fp32", "out_ptr": "*i16", "n": "i32",
+         "F": "i32", "B": "i32", "steps": "i32", "missing": "i32"}, blocks)
+for x, thr, raw in (("*u8", "*i64", False), ("*fp64", "*fp64", True)):
+    compile_(K.walk_kernel, {"x_ptr": x, "n": "i32", "F": "i32", "sf_ptr": "*i64",
+             "thr_ptr": thr, "dleft_ptr": "*u8", "lc_ptr": "*i64", "rc_ptr": "*i64",
+             "depth": "i32", "missing": "i32", "out_ptr": "*i64"}, {"RAW": raw, "BLOCK_N": 512})
+ptrs = dict.fromkeys(["node_off_ptr", "leaf_off_ptr", "sf_ptr", "lc_ptr", "rc_ptr"], "*i64")
+c = compile_(K.predict_kernel, dict(ptrs, x_ptr="*fp32", n="i32", F="i32", T="i32",
+             depth_ptr="*i32", f32_ptr="*u8", thr_ptr="*fp64", dleft_ptr="*u8",
+             value_ptr="*fp64", w_ptr="*fp64", out_ptr="*fp64"), {"BLOCK_N": 512},
+             enable_fp_fusion=False)
+assert "fma.rn.f64" not in c.asm["ptx"] and "mul.rn.f64" in c.asm["ptx"]
+print("OK")
+'''
+
+
+@pytest.mark.slow
+def test_the_kernels_compile_for_a_gpu_without_one():
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env["PYTHONPATH"] = os.pathsep.join([root, env.get("PYTHONPATH", "")])
+    r = subprocess.run([sys.executable, "-c", _COMPILE], env=env, capture_output=True,
+                       text=True, timeout=600)
+    out = r.stdout.strip().splitlines()
+    if out and out[-1].startswith("SKIP"):
+        pytest.skip(out[-1])
+    assert r.returncode == 0 and out[-1:] == ["OK"], r.stderr[-3000:]

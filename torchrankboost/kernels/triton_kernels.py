@@ -52,10 +52,10 @@ def hist_atomic_kernel(codes_ptr, q_ptr, slot_ptr, out_ptr, n, F, S, num_slots,
     m = active[:, None] & (feats < F)[None, :]
     code = tl.load(codes_ptr + rows[:, None] * F + feats[None, :], mask=m, other=0).to(tl.int64)
     at = out_ptr + (slot[:, None] * 3 * F + feats[None, :]) * S + code  # channel 0
-    shape = (BLOCK_N, BLOCK_F)
-    tl.atomic_add(at, tl.broadcast_to(g[:, None], shape), mask=m, sem="relaxed")
-    tl.atomic_add(at + F * S, tl.broadcast_to(h[:, None], shape), mask=m, sem="relaxed")
-    tl.atomic_add(at + 2 * F * S, tl.full(shape, 1, tl.int64), mask=m, sem="relaxed")
+    zero = tl.zeros((BLOCK_N, BLOCK_F), tl.int64)
+    tl.atomic_add(at, g[:, None] + zero, mask=m, sem="relaxed")
+    tl.atomic_add(at + F * S, h[:, None] + zero, mask=m, sem="relaxed")
+    tl.atomic_add(at + 2 * F * S, zero + 1, mask=m, sem="relaxed")
 
 
 @triton.jit
