@@ -76,8 +76,8 @@ def _tests(ts: dict | None) -> list:
     md = ["## CUDA tests", ""]
     if ts is None or "command" not in ts:
         return md + [f"Skipped: {(ts or {}).get('skipped') or 'not run'}.", ""]
-    md += [f"`{ts['command']}`: {ts['summary']} (exit {ts['returncode']}, "
-           f"{ts['seconds']:.0f} s)", ""]
+    md += [f"`{ts['command']}`: {ts['summary']} ({ts['passed']} passed, exit "
+           f"{ts['returncode']}, {ts['seconds']:.0f} s; log: `{ts['log']}`)", ""]
     return md + [f"- {ln}" for ln in ts.get("failed", [])] + [""]
 
 
