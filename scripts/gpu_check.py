@@ -23,13 +23,17 @@ each with its wall time:
 4. **tests**: ``pytest -m cuda`` in a subprocess, given the time left of ``--budget``; its
    log in ``<out>/cuda_tests.log``.
 
-Budget (H100 / H200, 16 cores; ``--budget`` 540 s by default): building 2.27M x 136 and
-binning it on the CPU and the GPU about 40 s; trees: each implementation at most ``--cap``
-(45 s) per leaf count — in practice the CPU and LightGBM take a few seconds per tree with
-every core, the GPU well under a second — so at most 2 x 4 x 45 s, typically 1-2 minutes;
-kernels about 10 s (most of it compiling); losses about 20 s; the CUDA tests get what is
-left (about 3 to 5 minutes; a timeout is reported as such). A section that would start with
-less than ``--reserve`` seconds left is skipped, and says so.
+Budget (H100 / H200, 16 cores; ``--budget`` 540 s by default, so that the call with its
+start and a wheel's install ends well inside 10 minutes). Estimates, from runs at a tenth of
+the size on a 2-core machine scaled by rows and cores: making 2.27M x 136 about 10 s, binning
+it on the CPU 10-20 s and on the GPU a few seconds; LightGBM's dataset (built once) 10-20 s;
+per leaf count, the CPU and LightGBM about 0.3-1.5 s a tree with every core, so under 10 s
+each for a warm-up and ``--trees`` 5 fits, and each GPU backend at most ``--cap`` 45 s of
+fits (an implementation whose tree took over ``cap / 4`` is not run at the next leaf count):
+trees typically 1-2 minutes, at most about 4; kernels about 20 s (mostly compiling the
+sorted-histogram kernel); losses about 20 s; the CUDA tests (about 100 small tests) get the
+rest, 3-5 minutes (a timeout is reported as such, with what passed). A section that would
+start with less than ``--reserve`` seconds left is skipped, and says so.
 
 LightGBM is not installed on the lent machines, which have no internet: carry its wheel
 (``pip download --no-deps --only-binary=:all: --python-version 3.12 --platform
@@ -171,77 +175,101 @@ def compare_trees(gpu, cpu) -> dict:
     return {"identical": not differs, "differs": differs, "leaves": cpu.num_leaves}
 
 
-def lightgbm_setup(X, leaves: int, threads: int):
-    """``(booster factory, None)``, or ``(None, why)`` when LightGBM cannot be had here."""
+def lightgbm_params(leaves: int, threads: int) -> dict:
+    return {"num_leaves": leaves, "min_data_in_leaf": 20, "min_sum_hessian_in_leaf": 1e-3,
+            "lambda_l2": 0.0, "learning_rate": 1.0, "num_threads": threads, "verbose": -1,
+            "max_bin": 255, "objective": "none", "deterministic": True}
+
+
+def lightgbm_booster(X, leaves: int, threads: int, cache: dict):
+    """``(booster, note)`` on LightGBM's dataset of ``X`` (built once, kept in ``cache``), or
+    ``(None, why)`` when LightGBM cannot be had here."""
     try:
         import lightgbm as lgb
         import numpy as np
     except Exception as exc:  # ImportError, or a missing libgomp (OSError)
         return None, f"LightGBM not installed ({type(exc).__name__}: {exc}); carry its wheel"
-    params = {"num_leaves": leaves, "min_data_in_leaf": 20, "min_sum_hessian_in_leaf": 1e-3,
-              "lambda_l2": 0.0, "learning_rate": 1.0, "num_threads": threads, "verbose": -1,
-              "max_bin": 255, "objective": "none", "deterministic": True}
-    ds = lgb.Dataset(X.numpy(), label=np.zeros(X.shape[0]), params=params, free_raw_data=False)
-    return lgb.Booster(params=params, train_set=ds), None
-
-
-def time_lightgbm(X, grad, hess, leaves, args) -> tuple:
-    """``(seconds, timed, None)`` per LightGBM tree, or ``(None, 0, why)``."""
+    params = lightgbm_params(leaves, threads)
     t0 = time.perf_counter()
-    booster, why = lightgbm_setup(X, leaves, args.threads)
+    if "lgb_dataset" not in cache:
+        cache["lgb_dataset"] = lgb.Dataset(X.numpy(), label=np.zeros(X.shape[0]), params=params,
+                                           free_raw_data=False).construct()
+        cache["lgb_note"] = f"its dataset built in {time.perf_counter() - t0:.1f} s"
+    return lgb.Booster(params=params, train_set=cache["lgb_dataset"]), cache["lgb_note"]
+
+
+def time_lightgbm(data: dict, leaves: int, args) -> tuple:
+    """``(seconds, timed, note)`` per LightGBM tree, or ``(None, 0, why)``."""
+    booster, note = lightgbm_booster(data["X"], leaves, args.threads, data)
     if booster is None:
-        return None, 0, why
-    built = time.perf_counter() - t0
-    gn, hn = grad.double().numpy(), hess.double().numpy()
+        return None, 0, note
+    gn, hn = data["grad"].double().numpy(), data["hess"].double().numpy()
     sec, k, _ = timed(lambda: booster.update(fobj=lambda p, d: (gn, hn)), args.trees,
                       torch.device("cpu"), args.cap)
-    return sec, k, f"its dataset and booster built in {built:.1f} s"
+    return sec, k, note
 
 
-def trees_at(leaves: int, data: dict, args, device, clock) -> dict:
-    """One leaf count: the seconds per tree of each implementation and the identity."""
-    X, grad, hess, pc, pg = (data[k] for k in ("X", "grad", "hess", "cpu", "gpu"))
-    target, h = -grad / hess, hess
-    res, timed_n, notes, same = {}, {}, {}, {}
-    cpu_tree = learner(leaves, "auto")
-    sec, timed_n["cpu"], ref = timed(lambda: cpu_tree.fit(pc, target, h), args.trees,
-                                     torch.device("cpu"), args.cap)
-    res[f"ours cpu ({cpu_tree.kernel_}, {args.threads} threads)"] = sec
-    tg, hg = target.to(device), h.to(device)
+def too_slow(name: str, prev: dict | None, cap: float) -> str | None:
+    """Why ``name`` is not run at the next leaf count: its seconds per tree at the previous
+    one passed a quarter of ``cap`` (a fit is not interrupted: the budget must hold)."""
+    sec = None if prev is None else prev.get("seconds_per_tree", {}).get(name)
+    if sec is not None and sec > cap / 4:
+        return f"skipped: {sec:.1f} s per tree at {prev['leaves']} leaves"
+    return None
+
+
+def time_gpu(leaves: int, data: dict, args, device, clock, prev, ref, row) -> None:
+    """The GPU fits of each backend into ``row``, with their identity to the CPU tree ``ref``."""
+    tg, hg = (-data["grad"] / data["hess"]).to(device), data["hess"].to(device)
     for kernel in GPU_KERNELS:
         name = f"ours {device.type} ({kernel})"
+        why = too_slow(name, prev, args.cap)
         if clock.left() < args.reserve:
-            notes[name] = f"skipped: {clock.left():.0f} s left of the budget"
+            why = f"skipped: {clock.left():.0f} s left of the budget"
+        if why is not None:
+            row["notes"][name] = why
             continue
         tree = learner(leaves, kernel)
         try:
-            sec, timed_n[kernel], model = timed(lambda: tree.fit(pg, tg, hg), args.trees,
-                                                device, args.cap)
+            sec, row["timed"][kernel], model = timed(lambda: tree.fit(data["gpu"], tg, hg),
+                                                     args.trees, device, args.cap)
         except RuntimeError as exc:  # a backend that cannot run here says why
-            notes[name] = str(exc).splitlines()[0][:300]
+            row["notes"][name] = str(exc).splitlines()[0][:300]
             continue
-        res[name] = sec
-        same[f"{kernel} {device.type} vs cpu"] = compare_trees(model, ref)
-    sec, timed_n["lightgbm"], why = time_lightgbm(X, grad, hess, leaves, args)
-    if sec is None:
-        notes["lightgbm cpu"] = why
-    else:
-        res[f"lightgbm cpu ({args.threads} threads)"] = sec
-        notes["lightgbm cpu"] = why
-    return {"leaves": leaves, "seconds_per_tree": res, "timed": timed_n, "notes": notes,
-            "identity": same}
+        row["seconds_per_tree"][name] = sec
+        row["identity"][f"{kernel} {device.type} vs cpu"] = compare_trees(model, ref)
 
 
-def check_trees(args, device, clock, data) -> dict:
-    out = {"rows": int(data["X"].shape[0]), "features": int(data["X"].shape[1]),
-           "trees": args.trees, "cap_seconds": args.cap, "binning": data["binning"],
-           "by_leaves": []}
+def trees_at(leaves: int, data: dict, args, device, clock, prev) -> dict:
+    """One leaf count: the seconds per tree of each implementation and the identity."""
+    row = {"leaves": leaves, "seconds_per_tree": {}, "timed": {}, "notes": {}, "identity": {}}
+    target, h = -data["grad"] / data["hess"], data["hess"]
+    cpu_tree = learner(leaves, "auto")
+    sec, row["timed"]["cpu"], ref = timed(lambda: cpu_tree.fit(data["cpu"], target, h),
+                                          args.trees, torch.device("cpu"), args.cap)
+    row["seconds_per_tree"][f"ours cpu ({cpu_tree.kernel_}, {args.threads} threads)"] = sec
+    time_gpu(leaves, data, args, device, clock, prev, ref, row)
+    sec, row["timed"]["lightgbm"], note = time_lightgbm(data, leaves, args)
+    if sec is not None:
+        row["seconds_per_tree"][f"lightgbm cpu ({args.threads} threads)"] = sec
+    row["notes"]["lightgbm cpu"] = note
+    return row
+
+
+def check_trees(args, device, clock, data, r: dict) -> dict:
+    """Every leaf count of ``args.leaves`` in turn, ``r`` written after each."""
+    out = r["trees"] = {"rows": int(data["X"].shape[0]), "features": int(data["X"].shape[1]),
+                        "trees": args.trees, "cap_seconds": args.cap,
+                        "binning": data["binning"], "by_leaves": []}
+    prev = None
     for leaves in args.leaves:
         if clock.left() < args.reserve:
             out["by_leaves"].append({"leaves": leaves, "skipped":
                                      f"{clock.left():.0f} s left of the budget"})
             continue
-        out["by_leaves"].append(trees_at(leaves, data, args, device, clock))
+        prev = trees_at(leaves, data, args, device, clock, prev)
+        out["by_leaves"].append(prev)
+        write(r, args.out)
     return out
 
 
@@ -428,7 +456,7 @@ def main(argv=None) -> int:
     r = {"environment": environment(device, args)}
     data = build_data(args, device)
     r.setdefault("seconds", {})["data"] = clock.elapsed()
-    section(r, "trees", lambda: check_trees(args, device, clock, data), clock, args)
+    section(r, "trees", lambda: check_trees(args, device, clock, data, r), clock, args)
     section(r, "kernels", lambda: check_kernels(args, device, data), clock, args)
     del data
     if device.type == "cuda":
