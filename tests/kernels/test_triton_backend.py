@@ -86,8 +86,9 @@ CODE_KINDS = [(torch.uint8, 255), (torch.int16, 40)]
 @pytest.mark.parametrize("dtype,missing", CODE_KINDS)
 @pytest.mark.parametrize("mode", ["atomic", "sorted"])
 def test_batch_histograms_are_exact_integer_sums(dev, dtype, missing, mode):
-    n = 50 if mode == "sorted" else 300  # the interpreter's sort is slow: one row block
-    codes = _codes(n, 3, missing, dtype, 1, dev)
+    # the interpreter's sort is slow: one program (a row block, a feature block) when sorted
+    n, F = (50, 3) if mode == "sorted" else (300, 20)
+    codes = _codes(n, F, missing, dtype, 1, dev)
     g = torch.Generator().manual_seed(2)
     q = torch.randint(-2 ** 55, 2 ** 55, (n, 2), generator=g).to(dev)
     q[::5] = 0
@@ -98,7 +99,7 @@ def test_batch_histograms_are_exact_integer_sums(dev, dtype, missing, mode):
     cases = [(slot, 5), (torch.zeros_like(slot), 1), (torch.full_like(slot, -1), 2)]
     for s, k in cases[: 2 if mode == "sorted" else 3]:
         got = backend.batch_histograms(_prepared(codes, missing), q, s, k)
-        assert got.dtype == torch.int64 and got.shape == (k, 3, 3, missing + 1)
+        assert got.dtype == torch.int64 and got.shape == (k, 3, F, missing + 1)
         assert torch.equal(got, reference_histograms(codes, q, s, k, missing + 1))
 
 
@@ -289,6 +290,28 @@ def test_cuda_trees_equal_the_compiled_cpu_trees(ties):
             assert torch.equal(out.cpu(), ref)
         else:
             assert torch.equal(mc.predict(X), mg.predict(X.to(cuda)).cpu())
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="CUDA not available")
+def test_cuda_kernels_over_many_blocks():
+    """Tens of thousands of rows, many row and feature blocks: the same sums and codes."""
+    cuda = torch.device("cuda")
+    n, F = 40_000, 37
+    for dtype, missing in CODE_KINDS:
+        codes = _codes(n, F, missing, dtype, 9, cuda)
+        g = torch.Generator().manual_seed(9)
+        q = torch.randint(-2 ** 45, 2 ** 45, (n, 2), generator=g).to(cuda)
+        slot = (torch.arange(n, device=cuda) % 40 - 8).clamp(min=-1).to(torch.int32)
+        ref = reference_histograms(codes, q, slot, 32, missing + 1)
+        for mode in ("atomic", "sorted"):
+            got = TritonBackend(histogram=mode).batch_histograms(_prepared(codes, missing), q,
+                                                                 slot, 32)
+            assert torch.equal(got, ref), (dtype, mode)
+    X = _features(n, F, 10, torch.float32).to(cuda)
+    edges = bin_features(X, n_bins=255).edges
+    assert torch.equal(TritonBackend().apply_bins(X, edges, missing_code=255, dtype=torch.uint8),
+                       REF.apply_bins(X, edges, missing_code=255, dtype=torch.uint8))
 
 
 @pytest.mark.cuda
