@@ -10,8 +10,8 @@ results bit for bit.
   :meth:`TritonBackend.leaves_from_raw`, :meth:`TritonBackend.predict_trees`: the protocol's,
   with the reference's comparisons and float64 sums.
 
-Tree growth (the best-first grower and the oblivious levels) is the torch backend's, which
-calls the two primitives. Where it runs: on a CUDA device when ``triton`` imports; on the CPU
+Tree growth is inherited from the torch backend (its batched grower calls the two
+primitives on the backend, so that here they are these kernels). Where it runs: on a CUDA device when ``triton`` imports; on the CPU
 only through Triton's interpreter (``TRITON_INTERPRET=1`` set before ``triton`` is
 imported) and only when asked for by name (``kernel="triton"``; ``"auto"`` takes it on CUDA
 devices alone), which is how the tests check the kernels without a GPU.

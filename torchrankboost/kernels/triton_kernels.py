@@ -6,18 +6,27 @@ The kernels are decorated with ``triton.jit`` when this module is imported: unde
 ``TRITON_INTERPRET=1`` they are Triton's interpreter (NumPy on the CPU, for CPU tensors and
 the tests), otherwise compiled for the GPU. :data:`INTERPRETED` says which (Triton's own
 library, ``tl.sort``, was decorated when ``triton`` was imported: :data:`CONSISTENT` says
-whether it agrees). Every pointer
-offset is computed in int64. Grids and blocks (``BLOCK_N`` rows, ``BLOCK_F`` features):
+whether it agrees). Every pointer offset is computed in int64. Grids and blocks
+(``BLOCK_N`` rows, ``BLOCK_F`` features; the backend launches 128 x 16 tiles and 512-row
+blocks):
 
 * :func:`hist_atomic_kernel`, grid ``(⌈n/BLOCK_N⌉, ⌈F/BLOCK_F⌉)``: a program reads its rows'
   ``slot`` (4 B), ``q`` (16 B) and a ``(BLOCK_N, BLOCK_F)`` tile of codes, and adds
   ``(q_wt, q_w, 1)`` to ``out[slot, :, f, code]`` with three relaxed global int64
   ``atomic_add`` per (row, feature) (integer sums: exact, any order gives the same bits).
+  Per row, at F = 136 and ``BLOCK_F`` 16: 136 code bytes and 9 x 20 B of slot and q (read
+  once from memory, the other feature blocks from L2), and 408 atomics (8 B each) into L2;
+  rows without a slot read 4 B. The atomics bound it, and a bin that many rows share
+  serialises them (an L2 slice adds to one address at a time).
 * :func:`hist_sorted_kernel`, same grid: the block's ``(slot, code)`` keys of each feature are
   sorted (``tl.sort`` of ``key · BLOCK_N + lane``), the three channels summed per run of equal
   keys by a segmented ``tl.associative_scan``, and one atomic per channel is issued per
   distinct key of the block (a block-private pre-aggregation: a bin that most rows share costs
-  one atomic per block instead of one per row).
+  one atomic per block instead of one per row). The same reads, plus the block's q gathered
+  again in sorted order (L1); a ``BLOCK_N log² BLOCK_N`` bitonic sort per feature instead of
+  most atomics. (Triton has no shared-memory atomics, the usual privatised histogram; this
+  is its sort-based equivalent. Which of the two is faster depends on the GPU and the
+  codes' repetition: ``scripts/gpu_check.py`` times both.)
 * :func:`route_kernel`, grid ``(⌈n/BLOCK_N⌉,)``: per row its leaf id (4 B read, 4 B written),
   four gathers from the ``(L,)`` split tables and one code byte.
 * :func:`bins_kernel`, grid ``(⌈n/BLOCK_N⌉, ⌈F/BLOCK_F⌉)``: ``torch.searchsorted``'s lower
