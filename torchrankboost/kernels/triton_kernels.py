@@ -89,7 +89,7 @@ def hist_sorted_kernel(codes_ptr, q_ptr, slot_ptr, out_ptr, n, F, S, num_slots,
     active = (rows < n) & (slot >= 0) & (slot < num_slots)
     m = (feats < F)[:, None] & active[None, :]  # (BLOCK_F, BLOCK_N): sorted along the rows
     code = tl.load(codes_ptr + rows[None, :] * F + feats[:, None], mask=m, other=0).to(tl.int64)
-    none = (S * num_slots).to(tl.int64)  # an inactive row's key: sorted last, never added
+    none = S.to(tl.int64) * num_slots  # an inactive row's key: sorted last, never added
     key = tl.where(m, slot[None, :] * S + code, none)
     packed = tl.sort((key << LOG_N) + lane[None, :], dim=1)
     key = packed >> LOG_N
