@@ -4,14 +4,15 @@ prediction, behind one protocol, and the binning those kernels work on.
 :func:`choose_backend` is the one place that picks a backend (see :class:`.base.TreeBackend`:
 binning, tree growth, oblivious levels, traversal, prediction): ``"native"``
 (:mod:`.native_backend`, the compiled CPU kernels of ``trees.c``, the only module that loads
-them), ``"torch"`` (:mod:`.torch_backend`, the pure-torch reference, any device). Every backend
-gives the same codes, trees and scores bit for bit. **A new backend (a GPU kernel) is one
-module here and one entry in** ``_AUTO_ORDER``. Every histogram of every backend is an int64
-sum of the fit's channels in the fixed point of :mod:`.fixed_point` (exact: the same on every
-backend, number of processes and row order). The node histogram of the torch path (and of
-stumps) is :func:`.histogram.histogram`; the oblivious level arithmetic is :mod:`.levels`; the
-quantile binning (:func:`.binning.bin_features`, :class:`.binning.BinnedFeatures`) is
-:mod:`.binning`.
+them), ``"torch"`` (:mod:`.torch_backend`, the pure-torch reference, any device), ``"triton"``
+(:mod:`.triton_backend`, Triton kernels: CUDA; the CPU only by name, under Triton's
+interpreter). Every backend gives the same codes, trees and scores bit for bit. **A new
+backend (a GPU kernel) is one module here and one entry in** ``_AUTO_ORDER``. Every histogram
+of every backend is an int64 sum of the fit's channels in the fixed point of
+:mod:`.fixed_point` (exact: the same on every backend, number of processes and row order). The
+node histogram of the torch path (and of stumps) is :func:`.histogram.histogram`; the oblivious
+level arithmetic is :mod:`.levels`; the quantile binning (:func:`.binning.bin_features`,
+:class:`.binning.BinnedFeatures`) is :mod:`.binning`.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from .base import GrownTree, Level, TreeBackend, TreeParams, Unavailable, newton
 from .histogram import histogram  # noqa: F401
 from .native_backend import NativeBackend
 from .torch_backend import TorchBackend
+from .triton_backend import TritonBackend
 
 __all__ = ["KERNELS", "choose_backend", "check_kernel", "histogram", "TreeBackend", "TreeParams",
            "GrownTree", "Level", "newton_values"]
@@ -33,7 +35,7 @@ __all__ = ["KERNELS", "choose_backend", "check_kernel", "histogram", "TreeBacken
 _log = logging.getLogger("torchrankboost")
 #: the backends ``kernel="auto"`` tries, first that runs wins (the torch reference last: it
 #: runs anywhere); adding a backend is adding it here
-_AUTO_ORDER = (NativeBackend(), TorchBackend())
+_AUTO_ORDER = (TritonBackend(), NativeBackend(), TorchBackend())
 #: the ``kernel`` values a learner accepts
 KERNELS = ("auto",) + tuple(b.name for b in _AUTO_ORDER)
 _warned_fallback = False
@@ -55,11 +57,12 @@ def check_kernel(kernel: str) -> str:
 
 def choose_backend(kernel: str, *, device: torch.device, data_dtype: torch.dtype, num_rows: int,
                    announce: bool = True) -> TreeBackend:
-    """The backend that runs ``kernel`` (``"auto"``, ``"native"``, ``"torch"``) on data of
+    """The backend that runs ``kernel`` (``"auto"`` or a backend's name) on data of
     ``data_dtype`` (bin codes, or raw features for binning and prediction) with ``num_rows``
     rows on ``device``.
 
-    ``"auto"`` takes the first backend of ``_AUTO_ORDER`` that runs here; when one is
+    ``"auto"`` takes the first backend of ``_AUTO_ORDER`` that runs here (a backend with
+    ``auto_devices`` only on those device types: Triton on CUDA); when one is
     ``missing`` on this machine (no C compiler) the slower fallback is announced once per
     process (a ``RuntimeWarning`` and the ``torchrankboost`` logger). A named backend that
     cannot run raises ``RuntimeError`` with the reason. ``announce=False`` (predictions,
@@ -69,6 +72,8 @@ def choose_backend(kernel: str, *, device: torch.device, data_dtype: torch.dtype
     check_kernel(kernel)
     order = _AUTO_ORDER if kernel == "auto" else (_named(kernel),)
     for backend in order:
+        if kernel == "auto" and device.type not in getattr(backend, "auto_devices", (device.type,)):
+            continue  # a backend that "auto" takes on some device types only
         why = backend.unavailable(device=device, data_dtype=data_dtype, num_rows=num_rows)
         if why is None:
             return backend
