@@ -685,3 +685,21 @@ def test_round_syncs_are_bounded_whatever_the_rows_and_leaves(monkeypatch):
             outside[docs, leaves] = out
     assert max(outside.values()) <= ROUND_BOUND, outside
     assert len(set(outside.values())) == 1, outside  # the same constant everywhere
+
+
+BACKEND_CASES = C.keys()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case,lr", BACKEND_CASES, ids=[f"{c}-{lr}" for c, lr in BACKEND_CASES])
+def test_compiled_and_torch_kernels_give_the_same_predictions(case, lr):
+    """The default booster on every MQ2008 fold and the synthetic set (NaNs, exact ties):
+    the compiled CPU kernels and the torch backend (the batched growth a GPU runs) give
+    bit-identical test predictions (the Triton kernels: ``tests/kernels/test_triton_backend.py``)."""
+    if kernels.choose_backend("auto", device=torch.device("cpu"), data_dtype=torch.uint8,
+                              num_rows=10, announce=False).name != "native":
+        pytest.skip("no compiled kernels here")
+    tr, va, te = C.load_case(case)
+    a = C.fit(lr, tr, va, kernel="native").predict(te.X)
+    b = C.fit(lr, tr, va, kernel="torch").predict(te.X)
+    assert torch.equal(a, b), float((a - b).abs().max())

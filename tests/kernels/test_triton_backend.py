@@ -384,3 +384,28 @@ def test_the_kernels_compile_for_a_gpu_without_one():
     if out and out[-1].startswith("SKIP"):
         pytest.skip(out[-1])
     assert r.returncode == 0 and out[-1:] == ["OK"], r.stderr[-3000:]
+
+
+TRITON_FITS = [("synthetic", "tree", 20), ("synthetic", "oblivious", 20), ("mq2008-1", "tree", 2)]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("case,lr,rounds", TRITON_FITS, ids=[f"{c}-{lr}" for c, lr, _ in TRITON_FITS])
+def test_triton_fits_give_the_compiled_kernels_predictions(case, lr, rounds):
+    """The default booster grown by the Triton kernels (on the CPU under the interpreter)
+    gives the compiled CPU kernels' test predictions bit for bit, on the synthetic set with
+    NaNs and exact ties and on MQ2008 Fold1 (two trees: the interpreter runs each kernel in
+    NumPy)."""
+    import identity_cases as C
+
+    why = TritonBackend().unavailable(device=torch.device("cpu"), data_dtype=torch.uint8,
+                                      num_rows=1)
+    if why is not None:
+        pytest.skip(why.reason)
+    data = C.load_case(case)
+    if data is None:
+        pytest.skip(f"{case} is not in the data folder")
+    tr, va, te = data
+    a = C.fit(lr, tr, va, kernel="triton", rounds=rounds).predict(te.X)
+    b = C.fit(lr, tr, va, kernel="native", rounds=rounds).predict(te.X)
+    assert torch.equal(a, b), float((a - b).abs().max())

@@ -81,25 +81,26 @@ def load_case(name: str):
     return synthetic() if name == "synthetic" else mq2008(int(name.split("-")[1]))
 
 
-def learner(name: str):
+def learner(name: str, kernel: str = "auto"):
     from torchrankboost import ObliviousTree, RegressionTree
 
     if name == "tree":
-        return RegressionTree(max_leaves=LEAVES)
+        return RegressionTree(max_leaves=LEAVES, kernel=kernel)
     if name == "oblivious":
-        return ObliviousTree(depth=DEPTH)
+        return ObliviousTree(depth=DEPTH, kernel=kernel)
     raise ValueError(name)
 
 
-def fit(name: str, train, valid, *, distributed=False):
-    """The default booster with ``learner(name)`` on ``train``, early stopping on
+def fit(name: str, train, valid, *, distributed=False, kernel: str = "auto",
+        rounds: int = ROUNDS):
+    """The default booster with ``learner(name, kernel)`` on ``train``, early stopping on
     ``valid`` (each a :class:`~torchrankboost.data.RankingData`; a rank's shard with
     ``distributed``)."""
     from torchrankboost import Booster
     from torchrankboost.losses import ExponentialPairwiseLoss
 
-    b = Booster(ExponentialPairwiseLoss(), learner(name), n_rounds=ROUNDS, verbose=False,
-                distributed=distributed)
+    b = Booster(ExponentialPairwiseLoss(), learner(name, kernel), n_rounds=rounds,
+                verbose=False, distributed=distributed)
     return b.fit(train.X, train.labels, train.groups,
                  eval_set=[(valid.X, valid.labels, valid.groups)], eval_metric="ndcg@10",
                  early_stopping_rounds=PATIENCE)
