@@ -38,15 +38,6 @@ class TreeEnsembleModule(torch.nn.Module):
     features, so inputs are rounded to float32 before the comparisons (as ``predict`` does).
     """
 
-    feature: Tensor
-    threshold: Tensor
-    default_left: Tensor
-    left_child: Tensor
-    right_child: Tensor
-    root: Tensor
-    leaf_value: Tensor
-    base_score: Tensor
-
     def __init__(self, *, feature: Tensor, threshold: Tensor, default_left: Tensor,
                  left_child: Tensor, right_child: Tensor, root: Tensor, leaf_value: Tensor,
                  base_score: float, depth: int, num_features: int, compare_float32: bool):
