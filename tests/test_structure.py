@@ -63,12 +63,21 @@ Rules
   the files of ``TEST_ROOT_ALLOWED`` are tests, and at most ``MAX_TEST_ROOT_FILES`` ``.py``
   files (conftest and shared helpers included). Basenames repeat across folders (importlib
   mode).
+* **typed public signatures**: every function and class a package ``__init__.py`` (the
+  package's, a room's) imports from its modules has annotations on each parameter and on
+  its return (``__init__`` aside), on each public method and ``__init__`` of such a class.
+* **mypy passes** on the package at the level ``[tool.mypy]`` in ``pyproject.toml`` states
+  (skipped where mypy is not installed: the test extra installs it). mypy runs as a
+  subprocess on the files; nothing is imported.
 """
 
 from __future__ import annotations
 
 import ast
+import importlib.util
 import re
+import subprocess
+import sys
 from collections import deque
 from pathlib import Path
 
@@ -736,6 +745,90 @@ def test_no_deprecation_layer():
                 if _LEGACY_NAME.search(name)]
     if bad:
         pytest.fail(f"{len(bad)} piece(s) of a deprecation layer:\n  " + "\n  ".join(bad),
+                    pytrace=False)
+
+
+# --- typed public signatures, mypy ---------------------------------------------------------
+
+def _exported(init: Path) -> dict[str, Path]:
+    """Public name -> the module file it is imported from, for ``from .m import ...`` lines of
+    a package ``__init__.py``."""
+    out = {}
+    module = _module_name(init)
+    for node in _tree(init).body:
+        if isinstance(node, ast.ImportFrom) and node.level:
+            target = _modules().get(_resolve_from(node, module, init))
+            for alias in node.names:
+                name = alias.asname or alias.name
+                if target is not None and not name.startswith("_"):
+                    out[name] = target
+    return out
+
+
+def _definition(name: str, path: Path, depth: int = 0):
+    """The ``def`` / ``class`` node of ``name`` in ``path``, following re-exports."""
+    for node in _tree(path).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) \
+                and node.name == name:
+            return node
+    if depth < 3:
+        again = _exported(path) if path.name == "__init__.py" else {}
+        if name in again:
+            return _definition(name, again[name], depth + 1)
+        for node in _tree(path).body:
+            if isinstance(node, ast.ImportFrom) and node.level \
+                    and any((a.asname or a.name) == name for a in node.names):
+                target = _modules().get(_resolve_from(node, _module_name(path), path))
+                if target is not None:
+                    return _definition(name, target, depth + 1)
+    return None
+
+
+def _unannotated(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
+    args = fn.args
+    params = args.posonlyargs + args.args + args.kwonlyargs
+    if params and params[0].arg in ("self", "cls"):
+        params = params[1:]
+    missing = [p.arg for p in params if p.annotation is None]
+    missing += [f"*{a.arg}" for a in (args.vararg, args.kwarg) if a is not None
+                and a.annotation is None]
+    if fn.returns is None and fn.name != "__init__":
+        missing.append("return")
+    return missing
+
+
+def test_public_signatures_are_annotated():
+    bad, seen = [], set()
+    for init in sorted(PKG_DIR.rglob("__init__.py")):
+        for name, path in sorted(_exported(init).items()):
+            node = _definition(name, path)
+            if node is None or (path, name) in seen:
+                continue
+            seen.add((path, name))
+            fns = [node] if not isinstance(node, ast.ClassDef) else [
+                m for m in node.body if isinstance(m, (ast.FunctionDef, ast.AsyncFunctionDef))
+                and (not m.name.startswith("_") or m.name in ("__init__", "__call__"))]
+            for fn in fns:
+                missing = _unannotated(fn)
+                if missing:
+                    where = name if fn is node else f"{name}.{fn.name}"
+                    bad.append(f"{_rel(path)}:{fn.lineno} {where}: {', '.join(missing)}")
+    assert len(seen) > 100, "the export finder found too few public names"
+    if bad:
+        pytest.fail(f"{len(bad)} public signature(s) without type hints:\n  "
+                    + "\n  ".join(bad), pytrace=False)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("mypy") is None,
+                    reason="needs mypy (the test extra)")
+def test_mypy_passes_on_the_package():
+    """``mypy`` at the level of ``[tool.mypy]`` (pyproject.toml): about 15 s of CPU cold,
+    a second or two with its cache (``.mypy_cache/``, ignored by git)."""
+    out = subprocess.run([sys.executable, "-m", "mypy", "--config-file",
+                          str(ROOT / "pyproject.toml")], cwd=ROOT, capture_output=True,
+                         text=True, timeout=600)
+    if out.returncode != 0:
+        pytest.fail(f"mypy failed (rc {out.returncode}):\n{out.stdout[-6000:]}{out.stderr[-2000:]}",
                     pytrace=False)
 
 

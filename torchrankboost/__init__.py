@@ -3,7 +3,14 @@
 The public API is re-exported here; see README.md for a tour. Each area owns one block.
 """
 
-__version__ = "0.1.0"
+from importlib.metadata import PackageNotFoundError, version
+
+try:
+    #: the installed distribution's version (``torchrankboost --version`` prints it)
+    __version__: str = version("torchrankboost")
+except PackageNotFoundError:  # a checkout on PYTHONPATH that was never installed
+    __version__ = "0+unknown"
+del PackageNotFoundError, version
 
 # --- foundation: groups and pairs ---
 from .groups import Groups, as_groups  # noqa: F401
@@ -133,3 +140,10 @@ def __getattr__(name):
         module = importlib.import_module(f"{__name__}.{_LAZY[name]}")
         return module if name == _LAZY[name] else getattr(module, name)
     raise AttributeError(f"module 'torchrankboost' has no attribute {name!r}")
+
+
+# --- the compiled kernels: one warning now when the install could not build them ---
+from ._native import warn_if_not_built  # noqa: E402
+
+warn_if_not_built()
+del warn_if_not_built

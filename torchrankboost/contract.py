@@ -52,11 +52,24 @@ Runtime numerical failures (a NaN gradient, a step that is undefined or unbounde
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Protocol, Sequence, runtime_checkable
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Dict, List, Optional, Protocol, Sequence, \
+    Tuple, Union, runtime_checkable
 
+import torch
 from torch import Tensor
 
+if TYPE_CHECKING:
+    import os
+
+    import numpy
+    import scipy.sparse
+
 __all__ = [
+    "ArrayLike",
+    "DeviceLike",
+    "PathLike",
+    "EvalSets",
+    "MetricSpec",
     "NumericalError",
     "UnboundedDirectionError",
     "FitInfo",
@@ -65,6 +78,20 @@ __all__ = [
     "RankingModel",
     "Ranker",
 ]
+
+
+#: a matrix ``(n, F)`` or a vector ``(n,)`` of numbers, as the public functions take it: a
+#: tensor, a numpy array, a scipy sparse matrix (feature matrices) or nested sequences
+ArrayLike = Union[Tensor, "numpy.ndarray", "scipy.sparse.spmatrix", Sequence[Any]]
+#: a torch device or its name (``"cpu"``, ``"cuda:1"``); ``None``: where the data are
+DeviceLike = Union[str, torch.device, None]
+#: a file path
+PathLike = Union[str, "os.PathLike[str]"]
+#: ``eval_set``: evaluation sets ``[(X, labels, groups), ...]`` (named ``valid_0``, ...)
+EvalSets = Optional[Sequence[Sequence[Any]]]
+#: ``eval_metric``: a metric name (``"ndcg@10"``), a callable, a ``(name, fn,
+#: greater_is_better)`` tuple, or a list of them (see :func:`torchrankboost.registry.metric`)
+MetricSpec = Union[str, Callable[..., Any], Tuple[str, Callable[..., Any], bool], Sequence[Any]]
 
 
 class NumericalError(ArithmeticError):
@@ -95,6 +122,7 @@ class _Lookup:
     ``obj["key"]``, ``obj.get("key")``, ``"key" in obj``, ``obj.to_dict()``."""
 
     _more = ""
+    __dataclass_fields__: ClassVar[Dict[str, Any]]
 
     def _bag(self) -> Dict[str, Any]:
         return getattr(self, self._more)

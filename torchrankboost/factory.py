@@ -14,11 +14,15 @@ name or as objects, their parameters) into an unfitted ranker of the contract
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional
+from typing import TYPE_CHECKING, Any, Dict, Optional
 
 from . import registry
 from .params import build_from_params
 from ._threads import DEFAULT_THREADS, check_threads
+from .contract import DeviceLike, PathLike, Ranker, RankingModel
+
+if TYPE_CHECKING:
+    import torch
 
 __all__ = ["make_ranker", "ranker_from_params", "rounds_kept", "load_model",
            "resolve_device"]
@@ -44,11 +48,11 @@ def _learner(entry_name: str, learner, learner_params: Dict[str, Any],
     return registry.resolve_learner(spec, **params)
 
 
-def make_ranker(algorithm: str = "boost", *, loss=None, learner=None,
+def make_ranker(algorithm: str = "boost", *, loss: Any = None, learner: Any = None,
                 n_rounds: Optional[int] = None, learning_rate: Optional[float] = None,
                 max_leaves: Optional[int] = None, loss_params: Optional[dict] = None,
                 learner_params: Optional[dict] = None, params: Optional[dict] = None,
-                seed: Optional[int] = None, n_threads: Optional[int] = DEFAULT_THREADS):
+                seed: Optional[int] = None, n_threads: Optional[int] = DEFAULT_THREADS) -> Ranker:
     """An unfitted ranker from names (or objects) and parameters.
 
     ``algorithm="boost"``: the generic :class:`~torchrankboost.boosting.Booster` with
@@ -116,7 +120,8 @@ def rounds_kept(ranker, early_stopping_rounds: Optional[int]) -> int:
     return len(ranker.history_) + int((info or {}).get("init_rounds", 0))
 
 
-def load_model(path, *, device=None, max_features: Optional[int] = None):
+def load_model(path: PathLike, *, device: DeviceLike = None, max_features: Optional[int] = None
+               ) -> RankingModel:
     """Load a model saved by ``torchrankboost train`` / ``model.save(path)``: an
     :class:`~torchrankboost.boosting.Ensemble` or a
     :class:`~torchrankboost.boosting.papers.LinearRanker` (told apart by the file's metadata).

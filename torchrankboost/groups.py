@@ -19,16 +19,23 @@ stable permutation that makes the documents contiguous (``x[perm]``).
 
 from __future__ import annotations
 
-from typing import Optional, Sequence, Tuple, Union
+from typing import TYPE_CHECKING, Optional, Sequence, Tuple, Union
 
 import torch
 from torch import Tensor
 
 from ._pair_engine.segment import seg_lse, seg_scan_lse
+from .contract import DeviceLike
 
-__all__ = ["Groups", "as_groups"]
+if TYPE_CHECKING:
+    import numpy
+
+__all__ = ["Groups", "as_groups", "GroupsLike"]
 
 ArrayLike = Union[Tensor, Sequence[int], "numpy.ndarray"]  # noqa: F821
+#: the query structure as the public functions take it: :class:`Groups`, a ``(n,)`` array of
+#: contiguous query ids, or ``None`` (one query)
+GroupsLike = Union["Groups", ArrayLike, None]
 
 
 def as_vector(x, name: str, *, device=None, hint: str = "") -> Tensor:
@@ -110,7 +117,7 @@ class Groups:
 
     # ------------------------------------------------------------------ constructors
     @classmethod
-    def from_sizes(cls, sizes: ArrayLike, *, device=None) -> "Groups":
+    def from_sizes(cls, sizes: ArrayLike, *, device: DeviceLike = None) -> "Groups":
         """Groups of the given sizes, in order. ``sizes`` must be non-negative integers."""
         s = _as_long_tensor(sizes, "sizes", device)
         if s.numel() and bool((s < 0).any()):
@@ -120,7 +127,7 @@ class Groups:
         return cls(off)
 
     @classmethod
-    def from_qid(cls, qid: ArrayLike, *, device=None) -> "Groups":
+    def from_qid(cls, qid: ArrayLike, *, device: DeviceLike = None) -> "Groups":
         """Groups from a per-document query id whose runs are contiguous.
 
         Consecutive equal ids form a group, in file order. A query id that appears in two
@@ -144,7 +151,8 @@ class Groups:
         return cls(off)
 
     @classmethod
-    def from_unsorted_qid(cls, qid: ArrayLike, *, device=None) -> Tuple["Groups", Tensor]:
+    def from_unsorted_qid(cls, qid: ArrayLike, *, device: DeviceLike = None
+                          ) -> Tuple["Groups", Tensor]:
         """Groups from query ids in any order.
 
         Returns ``(groups, perm)`` where ``perm`` is the stable permutation that brings each
@@ -178,7 +186,7 @@ class Groups:
         return cls.from_sizes(mask.to(torch.bool).sum(1))
 
     @classmethod
-    def single(cls, n: int, *, device=None) -> "Groups":
+    def single(cls, n: int, *, device: DeviceLike = None) -> "Groups":
         """One group holding all ``n`` documents."""
         return cls(torch.tensor([0, int(n)], dtype=torch.long, device=device))
 
@@ -243,7 +251,7 @@ class Groups:
         return self._cached("doc_end",
                             lambda: self.offsets.index_select(0, self.group_index + 1))
 
-    def to(self, device) -> "Groups":
+    def to(self, device: DeviceLike) -> "Groups":
         """The same groups with offsets on ``device``."""
         device = torch.device(device)
         if device == self.device:
@@ -514,7 +522,8 @@ def sortable_bits32(key: Tensor) -> Tensor:
     return b + (1 << 31)
 
 
-def as_groups(groups: Optional[Groups], n: int, *, device=None, name: str = "groups") -> Groups:
+def as_groups(groups: Optional[Groups], n: int, *, device: DeviceLike = None,
+              name: str = "groups") -> Groups:
     """Normalise a ``groups`` argument: ``None`` means one group of all ``n`` documents.
 
     Raises ``ValueError`` when ``groups`` does not cover exactly ``n`` documents, and

@@ -16,14 +16,18 @@ query. Three kinds:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional, Union
+from typing import TYPE_CHECKING, Optional, Sequence, Union
 
 import math
 
 import torch
 from torch import Tensor
 
+from .contract import DeviceLike
 from .params import Params
+
+if TYPE_CHECKING:
+    from .groups import Groups
 
 __all__ = ["Graded", "Bipartite", "ExplicitPairs", "PairSpec", "resolve_pairs"]
 
@@ -61,7 +65,8 @@ class ExplicitPairs:
     against the groups (``ValueError`` otherwise).
     """
 
-    def __init__(self, hi, lo, weight=None):
+    def __init__(self, hi: "torch.Tensor | Sequence[int]", lo: "torch.Tensor | Sequence[int]",
+                 weight: "torch.Tensor | Sequence[float] | None" = None):
         hi = torch.as_tensor(hi)
         lo = torch.as_tensor(lo)
         if hi.dim() != 1 or lo.dim() != 1 or hi.shape != lo.shape:
@@ -90,11 +95,11 @@ class ExplicitPairs:
     def num_pairs(self) -> int:
         return self.hi.numel()
 
-    def to(self, device) -> "ExplicitPairs":
+    def to(self, device: DeviceLike) -> "ExplicitPairs":
         w = None if self.weight is None else self.weight.to(device)
         return ExplicitPairs(self.hi.to(device), self.lo.to(device), w)
 
-    def validate(self, groups) -> "ExplicitPairs":
+    def validate(self, groups: "Groups") -> "ExplicitPairs":
         """Check the indices against ``groups`` (range and same query); return self on
         ``groups``' device."""
         n = groups.num_docs

@@ -31,6 +31,15 @@ def test_list_all_and_one_kind(capsys):
     assert "exponential" in out and "rankboost_plus" not in out
 
 
+def test_version_prints_the_package_version(capsys):
+    import torchrankboost
+
+    with pytest.raises(SystemExit) as stop:
+        main(["--version"])
+    assert stop.value.code == 0
+    assert capsys.readouterr().out.strip() == f"torchrankboost {torchrankboost.__version__}"
+
+
 def test_list_into_a_closed_pipe_prints_no_traceback(tmp_path):
     """`torchrankboost list | head -2`: the reader leaves early; no BrokenPipeError trace."""
     env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")

@@ -31,7 +31,7 @@ def test_unavailable_kernels_are_announced(monkeypatch):
         raise native.NativeUnavailable("no C compiler (test)")
 
     monkeypatch.setattr(native_backend, "library", refuse)
-    monkeypatch.setattr(K, "_warned_fallback", False)
+    monkeypatch.setattr(native, "_announced", False)
     X, t, _, _, _ = _random_problem(1)
     with pytest.raises(RuntimeError, match="no C compiler"):
         tree = RegressionTree(kernel="native")

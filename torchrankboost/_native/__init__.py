@@ -1,254 +1,181 @@
-"""Compile a C source with the machine's C compiler, cache the library, load it with ctypes.
+"""Load the package's compiled C libraries with ctypes.
 
 Any part of the package with a few hundred lines of C beside its Python (the tree kernels in
 ``kernels/trees.c``, the shared-memory sum in ``parallel/shm.c``, the SVMlight reader in
-``data/svmlight_reader.c``) loads them with :func:`load_library`::
+``data/svmlight_reader.c``) loads its library with :func:`load_library`::
 
     lib = load_library(Path(__file__).with_name("trees.c"), declare=declare_fn)
 
-The library is built once per machine, source and compiler into a cache folder
-(``$TORCHRANKBOOST_CACHE``, else ``$XDG_CACHE_HOME/torchrankboost``, else
-``~/.cache/torchrankboost``, else a folder in the temporary directory), named by a hash of
-the source, the compiler (``$CC``, default ``cc``), the flags (``-O2 -fopenmp
--ffp-contract=off``, no ``-ffast-math``: kernels may promise results bit for bit equal to a
-torch reference), the machine and the platform, and written atomically so that concurrent
-processes (several ranks of one job) never load a half-written library.
+**Where the libraries come from.** The package's build compiles them when it is installed
+(``pip install .``, ``pip wheel .``, ``pip install -e .``: ``setup.py``'s ``build_ext``
+through :mod:`.build`, with ``-O2 -fopenmp -ffp-contract=off``, never ``-ffast-math``):
+``<room>/lib<stem>.so`` beside each source. :func:`load_library` opens that file, after
+checking that it carries the build stamp of the source beside it (:func:`.build.stamp`: the
+source's bytes and the flags), so kernels built from another version of a source never run.
 
-**The cache is trusted only when it is private.** A library in the cache is code that runs
-in this process, so the loader never opens one that another local user could have placed or
-changed:
-
-* the cache folder is created with mode 0700; an existing one is used only when it is a real
-  folder (not a symbolic link) owned by the current user and not writable by group or
-  others. Otherwise (a shared ``TORCHRANKBOOST_CACHE``, a world-writable
-  ``XDG_CACHE_HOME``) a fresh private folder from :func:`tempfile.mkdtemp` is used for
-  this process, with a warning; without a home folder it is such a folder too (never a
-  predictable path in the temporary directory);
-* a build writes the library under a name that carries its own SHA-256
-  (``<source>-<key>-<digest>.so``) and then, atomically, a record ``<source>-<key>.sha256``
-  with the full digest; a load reads the record, checks that the library and the record are
-  regular files owned by the current user and not writable by group or others, and that the
-  library's SHA-256 is the recorded one. A truncated, swapped or foreign file is rebuilt,
-  never loaded.
+* In a **source checkout** (the package folder sits beside ``pyproject.toml``: an editable
+  install, or the folder on ``PYTHONPATH``) a library that is missing or stale (its source
+  was edited) is rebuilt in place on first use, with the same command (``$CC``, default
+  ``cc``), atomically (concurrent processes load all of it or nothing). The checkout is the
+  user's own code, so its libraries need no other check.
+* In an **installed** package nothing is compiled at run time. A library that the install
+  could not build (no C compiler, or no OpenMP) means its torch fallback: said once, at
+  import (:func:`warn_if_not_built`).
 
 The outcome is decided once per process and source, visibly: :func:`load_library` returns
-the library or raises :class:`NativeUnavailable` with the reason (no compiler, a failed
-build, ``TORCHRANKBOOST_NATIVE=0``, a failed ``declare``), every later call the same. This
-module knows no source of its own: each room names its C file.
+the library or raises :class:`NativeUnavailable` with the reason (not built at install, a
+failed build, ``TORCHRANKBOOST_NATIVE=0``, a failed ``declare``), every later call the same.
+A fallback that runs because of it is announced once per process, by
+:func:`announce_fallback` (one ``RuntimeWarning``). This module knows no source of its own:
+each room names its C file; :data:`.build.SOURCES` lists them for the build.
 """
 
 from __future__ import annotations
 
-import atexit
 import ctypes
-import hashlib
 import logging
 import os
-import platform
-import stat
-import shutil
-import subprocess
-import sys
-import tempfile
 import threading
 import warnings
 from pathlib import Path
 from typing import Callable, Dict, Optional, Tuple, Union
 
-__all__ = ["load_library", "NativeUnavailable", "ptr"]
+from . import build
+
+__all__ = ["load_library", "NativeUnavailable", "ptr", "announce_fallback", "warn_if_not_built",
+           "SOURCE_CHECKOUT"]
 
 _log = logging.getLogger("torchrankboost")
-_FLAGS = ["-O2", "-std=gnu99", "-fPIC", "-shared", "-fopenmp", "-ffp-contract=off"]
 _lock = threading.RLock()
-_built: Dict[Path, Union[Path, str]] = {}  # source -> built library path, or the error message
+_failed: Dict[Path, str] = {}  # source -> why its library cannot be had (decided once)
 _loaded: Dict[Tuple[Path, Optional[Callable]], ctypes.CDLL] = {}
+_announced = False
 
 Declare = Callable[[ctypes.CDLL], None]
+
+_PACKAGE = Path(__file__).resolve().parent.parent
+#: the package is a source checkout (beside its ``pyproject.toml``): missing or stale
+#: libraries are built in place on first use
+SOURCE_CHECKOUT = (_PACKAGE.parent / "pyproject.toml").is_file()
+_REINSTALL = ("reinstall torchrankboost with a C compiler with OpenMP on PATH (gcc; e.g. "
+              "pip install --force-reinstall --no-deps --no-binary torchrankboost torchrankboost)")
 
 
 class NativeUnavailable(RuntimeError):
     """A compiled library cannot be used here; the message says why."""
 
 
-_private_fallback: Optional[Path] = None  # this process's own folder, made when needed
+def _disabled() -> bool:
+    return os.environ.get("TORCHRANKBOOST_NATIVE", "1").strip().lower() in (
+        "0", "no", "false", "off")
 
 
-def _requested_cache_dir() -> Optional[Path]:
-    """The cache folder the environment asks for (``None``: no home folder)."""
-    env = os.environ.get("TORCHRANKBOOST_CACHE")
-    if env:
-        return Path(env)
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    if xdg:
-        return Path(xdg) / "torchrankboost"
+def _stale(path: Path, want: str) -> Optional[str]:
+    """Why the library file ``path`` is not the build of stamp ``want`` (``None``: it is).
+    The stamp is read from the file's bytes (the string ``trb_build_stamp()`` returns), never
+    by loading it: a stale library's code does not run."""
     try:
-        return Path.home() / ".cache" / "torchrankboost"
-    except RuntimeError:  # no home folder (a bare service account)
-        return None
-
-
-def _untrusted(st: os.stat_result, what: str) -> Optional[str]:
-    """Why a file or folder with this ``lstat`` cannot be trusted (``None``: it can)."""
-    if stat.S_ISLNK(st.st_mode):
-        return f"{what} is a symbolic link"
-    if hasattr(os, "getuid") and st.st_uid != os.getuid():
-        return f"{what} is owned by uid {st.st_uid}, not by this user"
-    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
-        return f"{what} is writable by group or others (mode {stat.S_IMODE(st.st_mode):o})"
+        data = path.read_bytes()
+    except FileNotFoundError:
+        return f"{path.name} was not built"
+    except OSError as exc:
+        return f"{path} cannot be read ({exc})"
+    if f"trb-build-stamp:{want}".encode() not in data:
+        return f"{path} was built from another version of {path.stem[3:]}.c"
     return None
 
 
-def _private_dir() -> Path:
-    """A fresh folder of this process (mode 0700, unpredictable name), made once."""
-    global _private_fallback
-    if _private_fallback is None:
-        _private_fallback = Path(tempfile.mkdtemp(prefix="torchrankboost-cache-"))
-        atexit.register(shutil.rmtree, _private_fallback, True)
-    return _private_fallback
-
-
-def _cache_dir() -> Path:
-    """The folder of the compiled libraries: the requested one when it is private to this
-    user (created with mode 0700), else this process's own fresh folder."""
-    want = _requested_cache_dir()
-    if want is None:
-        return _private_dir()
-    try:
-        want.mkdir(mode=0o700, parents=True, exist_ok=True)
-        why = _untrusted(os.lstat(want), f"the cache folder {want}")
-    except OSError as exc:
-        why = f"the cache folder {want} cannot be used ({exc})"
+def _library_file(src: Path) -> Path:
+    """The path of the up-to-date library of ``src``, built in place when this is a source
+    checkout; raises :class:`NativeUnavailable`."""
+    if _disabled():
+        raise NativeUnavailable("disabled by TORCHRANKBOOST_NATIVE=0")
+    if not src.is_file():
+        raise NativeUnavailable(f"no C source at {src}")
+    path, want = build.library_path(src), build.stamp(src)
+    why = _stale(path, want)
     if why is None:
-        return want
-    _log.warning("%s: compiled kernels are built in a private folder instead", why)
-    warnings.warn(f"torchrankboost: {why}; compiled kernels are built in a private temporary "
-                  f"folder instead", RuntimeWarning, stacklevel=4)
-    return _private_dir()
-
-
-def _library_key(source: Path, cc: str) -> str:
-    return hashlib.sha256(source.read_bytes() + " ".join([cc] + _FLAGS).encode()
-                          + platform.machine().encode() + sys.platform.encode()).hexdigest()[:16]
-
-
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
-def _verified_library(record: Path) -> Optional[Path]:
-    """The library that ``record`` names when both are private to this user and the
-    library's SHA-256 is the recorded one; ``None`` otherwise (then it is rebuilt)."""
+        return path
+    if not SOURCE_CHECKOUT:
+        if why.endswith("was not built"):
+            why += " when torchrankboost was installed (no C compiler with OpenMP then)"
+        raise NativeUnavailable(f"{why}; {_REINSTALL}")
+    _log.info("building %s in place (source checkout): %s", path.name, why)
     try:
-        if _untrusted(os.lstat(record), str(record)) is not None:
-            return None
-        digest = record.read_text().strip()
-        if len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
-            return None
-        lib = record.with_name(f"{record.stem}-{digest[:16]}.so")
-        st = os.lstat(lib)
-        if _untrusted(st, str(lib)) is not None or not stat.S_ISREG(st.st_mode):
-            return None
-        return lib if _sha256(lib) == digest else None
-    except OSError:
-        return None
-
-
-def _build(source: Path, cc: str, record: Path) -> Path:
-    """Compile ``source``, store the library under a name carrying its SHA-256, then the
-    record of that digest (each step atomic); returns the library's path."""
-    if shutil.which(cc) is None:
-        raise NativeUnavailable(f"no C compiler: {cc!r} is not on PATH (set CC to one)")
-    folder = record.parent
-    fd, tmp = tempfile.mkstemp(prefix=record.stem + ".", suffix=".tmp.so", dir=folder)
-    os.close(fd)
-    fd, tmp_record = tempfile.mkstemp(prefix=record.stem + ".", suffix=".tmp", dir=folder)
-    os.close(fd)
-    try:
-        cmd = [cc, *_FLAGS, str(source), "-o", tmp, "-lm"]
-        res = subprocess.run(cmd, capture_output=True, text=True)
-        if res.returncode != 0:
-            raise NativeUnavailable(f"building {source.name} failed ({' '.join(cmd)}): "
-                                    f"{res.stderr.strip()[-2000:]}")
-        os.chmod(tmp, 0o700)
-        digest = _sha256(Path(tmp))
-        lib = folder / f"{record.stem}-{digest[:16]}.so"
-        os.replace(tmp, lib)  # atomic: a concurrent process sees all of it or nothing
-        Path(tmp_record).write_text(digest + "\n")
-        os.replace(tmp_record, record)
-        return lib
-    finally:
-        for leftover in (tmp, tmp_record):
-            if os.path.exists(leftover):
-                os.unlink(leftover)
-
-
-def _built_library(source: Path) -> Path:
-    """The compiled library of ``source`` (built on first use), once per process."""
-    got = _built.get(source)
-    if isinstance(got, str):
-        raise NativeUnavailable(got)
-    if got is not None:
-        return got
-    try:
-        if os.environ.get("TORCHRANKBOOST_NATIVE", "1").strip().lower() in ("0", "no", "false", "off"):
-            raise NativeUnavailable("disabled by TORCHRANKBOOST_NATIVE=0")
-        if not source.is_file():
-            raise NativeUnavailable(f"no C source at {source}")
-        cc = os.environ.get("CC", "cc")
-        record = _cache_dir() / f"{source.stem}-{_library_key(source, cc)}.sha256"
-        path = _verified_library(record)
-        if path is None:
-            _log.info("building the compiled kernels of %s in %s", source.name, record.parent)
-            path = _build(source, cc, record)
-    except NativeUnavailable as exc:
-        _built[source] = str(exc)
-        raise
-    except (OSError, RuntimeError) as exc:  # an unwritable cache folder, a full disk
-        _built[source] = f"building {source.name} failed: {exc}"
-        raise NativeUnavailable(_built[source]) from None
-    _built[source] = path
+        build.compile_library(src, path)
+    except build.BuildError as exc:
+        raise NativeUnavailable(str(exc)) from None
+    except OSError as exc:  # a read-only checkout, a full disk
+        raise NativeUnavailable(f"building {path} failed: {exc}") from None
+    why = _stale(path, want)
+    if why is not None:  # the source changed while it was being built
+        raise NativeUnavailable(why)
     return path
 
 
 def load_library(source: Union[str, Path], *, declare: Optional[Declare] = None) -> ctypes.CDLL:
-    """The ctypes library compiled from the C file ``source``, built on first use.
+    """The ctypes library compiled from the C file ``source`` (see the module docstring).
 
     Args:
-        source: path of a C99 + OpenMP source file (no Python headers needed).
+        source: path of a C99 + OpenMP source file of the package (no Python headers needed).
         declare: ``declare(lib)`` sets the ``argtypes`` / ``restype`` of the functions the
             caller uses and may check an ABI version (raising :class:`NativeUnavailable`).
 
     Returns one ``ctypes.CDLL`` per ``(source, declare)`` (cached). Raises
-    :class:`NativeUnavailable` with the reason when the library cannot be had; the build's
-    outcome is decided once per process and source.
+    :class:`NativeUnavailable` with the reason when the library cannot be had; the outcome
+    is decided once per process and source.
     """
     src = Path(source).resolve()
     with _lock:
         lib = _loaded.get((src, declare))
         if lib is not None:
             return lib
-        path = _built_library(src)
+        if src in _failed:
+            raise NativeUnavailable(_failed[src])
         try:
-            lib = ctypes.CDLL(str(path))
-        except OSError as exc:
-            _built[src] = f"loading {path} failed: {exc}"
-            raise NativeUnavailable(_built[src]) from None
-        if declare is not None:
+            path = _library_file(src)
             try:
-                declare(lib)
-            except NativeUnavailable as exc:
-                _built[src] = f"{path}: {exc}"
-                raise NativeUnavailable(_built[src]) from None
-            except (AttributeError, TypeError) as exc:  # a function missing from the library
-                _built[src] = f"{path}: {exc}"
-                raise NativeUnavailable(_built[src]) from None
+                lib = ctypes.CDLL(str(path))
+            except OSError as exc:  # e.g. no libgomp on this machine
+                raise NativeUnavailable(f"loading {path} failed: {exc}") from None
+            if declare is not None:
+                try:
+                    declare(lib)
+                except (AttributeError, TypeError) as exc:  # a function missing from it
+                    raise NativeUnavailable(f"{path}: {exc}") from None
+        except NativeUnavailable as exc:
+            _failed[src] = str(exc)
+            raise
         _loaded[(src, declare)] = lib
         _log.info("compiled kernels loaded from %s", path)
         return lib
+
+
+def announce_fallback(message: str, *, stacklevel: int = 2) -> None:
+    """Say ``message`` (compiled kernels are missing, a slower path runs) as one
+    ``RuntimeWarning``, once per process: later calls are silent."""
+    global _announced
+    with _lock:
+        if _announced:
+            return
+        _announced = True
+    warnings.warn(message, RuntimeWarning, stacklevel=stacklevel + 1)
+
+
+def warn_if_not_built() -> None:
+    """At the import of an installed package: one warning when the install built none or
+    only some of the libraries of :data:`.build.SOURCES` (no C compiler with OpenMP then).
+    A source checkout builds them on first use instead; ``TORCHRANKBOOST_NATIVE=0`` is the
+    user's own choice, said when a fit falls back."""
+    if SOURCE_CHECKOUT or _disabled():
+        return
+    missing = [Path(s).name for s in build.SOURCES
+               if not build.library_path(_PACKAGE / s).is_file()]
+    if missing:
+        announce_fallback(
+            f"torchrankboost: the compiled kernels ({', '.join(missing)}) were not built when "
+            f"the package was installed (no C compiler with OpenMP then): their torch "
+            f"fallbacks run, tree fits several times slower; {_REINSTALL}", stacklevel=3)
 
 
 def ptr(t) -> Optional[int]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import math
 import numbers
-from typing import Tuple
+from typing import Optional, Tuple
 
 import torch
 from torch import Tensor
@@ -81,7 +81,7 @@ class PairSetup:
         dev = self.groups.device
         n = self.groups.num_docs
         self.n = n
-        self._degree = None
+        self._degree: Optional[Tensor] = None
         self.offset = None  # per-document constant subtracted from s to form a
         if kappa != 0.0:
             if inp.labels is None:

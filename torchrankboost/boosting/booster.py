@@ -76,8 +76,9 @@ from typing import Any, Callable, Optional, Sequence, Tuple, Union
 import torch
 from torch import Tensor
 
-from ..contract import FitInfo, NumericalError, RoundRecord, UnboundedDirectionError
-from ..groups import Groups
+from ..contract import (ArrayLike, DeviceLike, EvalSets, FitInfo, MetricSpec, NumericalError,
+                        PathLike, RoundRecord, UnboundedDirectionError)
+from ..groups import Groups, GroupsLike
 from .._threads import check_threads
 from .progress import ProgressCallback
 from .callbacks import PrintCallback
@@ -237,10 +238,10 @@ class Booster(FitState):
     _algorithm = "boost"  # the registry name callbacks see (QBRank/GBT pass their own)
     can_continue = True  # init_model / resume (see torchrankboost.boosting.checkpoint)
 
-    def __init__(self, loss: Callable, learner, *, n_rounds: int = 100,
+    def __init__(self, loss: Callable, learner: Any, *, n_rounds: int = 100,
                  learning_rate: float = 0.1, step: str = "auto",
                  curvature: str = "diag", subsample: float = 1.0, seed: int = 0,
-                 callbacks: Sequence = (), device=None,
+                 callbacks: Sequence[Any] = (), device: DeviceLike = None,
                  verbose: Union[bool, int, str] = "auto", n_threads: Optional[int] = 1,
                  hess_floor: float = 1e-6, exact_hess_max_n: int = 2048,
                  on_unbounded: str = "stop", max_step_ratio: float = 100.0,
@@ -277,7 +278,7 @@ class Booster(FitState):
         self.line_search_tol = float(line_search_tol)
         self.line_search_order = int(line_search_order)
         self.distributed = distributed
-        self._owner, self._owner_algorithm = None, None
+        self._owner, self._owner_algorithm = None, None  # type: Optional[FitState], Optional[str]
         self._reset_fit_state()
         self.n_rounds_: Optional[int] = None
 
@@ -301,10 +302,13 @@ class Booster(FitState):
         return self
 
     # ------------------------------------------------------------------ fit
-    def fit(self, X, labels, groups=None, *, eval_set=None, eval_metric="ndcg@10",
-            early_stopping_rounds: Optional[int] = None, callbacks: Sequence = (),
-            init_score=None, sample_weight=None, group_weight=None, eval_init_score=None,
-            init_model=None, resume=None, position=None) -> Ensemble:
+    def fit(self, X: ArrayLike, labels: ArrayLike, groups: GroupsLike = None, *,
+            eval_set: EvalSets = None, eval_metric: MetricSpec = "ndcg@10",
+            early_stopping_rounds: Optional[int] = None, callbacks: Sequence[Any] = (),
+            init_score: Union[float, ArrayLike, None] = None,
+            sample_weight: Optional[ArrayLike] = None, group_weight: Optional[ArrayLike] = None,
+            eval_init_score: Optional[Sequence[Any]] = None, init_model: Any = None,
+            resume: Optional[PathLike] = None, position: Optional[ArrayLike] = None) -> Ensemble:
         """Boost for up to ``n_rounds`` rounds and return the :class:`Ensemble`.
 
         Args:
@@ -312,8 +316,7 @@ class Booster(FitState):
             labels: ``(n,)`` relevance labels (no NaN).
             groups: :class:`~torchrankboost.Groups`, a ``(n,)`` array of contiguous query ids,
                 or ``None`` (one query).
-            eval_set: list of ``(X_v, labels_v, groups_v)`` evaluated after every round
-                (names ``valid_0``, ``valid_1``, ...).
+            eval_set: ``[(X_v, labels_v, groups_v)]`` evaluated every round (``valid_0``, ...).
             eval_metric: a name (``"ndcg@10"``, ``"map"``, ``"auc"``, ``"pos_above_neg"``,
                 ``"loss"`` = this booster's loss on that set, ... see
                 :func:`torchrankboost.registry.metric`), a callable ``f(scores, labels,
@@ -328,15 +331,12 @@ class Booster(FitState):
                 :mod:`~torchrankboost.boosting.weights`).
             sample_weight: ``(n,)`` document weights (finite, ``>= 0``).
             group_weight: ``(Q,)`` query weights (finite, ``>= 0``).
-            eval_init_score: one offset per evaluation set (``None``, a float or
-                ``(n_v,)``).
+            eval_init_score: one offset per evaluation set (``None``, a float or ``(n_v,)``).
             init_model: continue an :class:`Ensemble` (or its path, or a fitted algorithm)
                 by ``n_rounds`` rounds (:mod:`~torchrankboost.boosting.checkpoint`).
-            resume: the path of a checkpoint of this fit, resumed exactly (``n_rounds`` is
-                the total).
-            position: ``(n,)`` displayed ranks of click labels (1-based, 0 = not shown),
-                with a position-debiasing loss of :mod:`torchrankboost.clicks.debias`
-                (its learned state kept in the model's ``info``).
+            resume: a checkpoint of this fit (its path), resumed exactly (``n_rounds``: the total).
+            position: ``(n,)`` displayed ranks of click labels (1-based, 0 = not shown), with a
+                debiasing loss of :mod:`torchrankboost.clicks.debias` (state kept in ``info``).
 
         Raises:
             ValueError: lengths of ``X``/``labels``/``groups`` disagree, NaN labels, an empty

@@ -33,7 +33,7 @@ from __future__ import annotations
 import math
 import sys
 import time
-from typing import List, Optional, Tuple
+from typing import Any, List, Optional, TextIO, Tuple
 
 from ..contract import FitInfo, RoundRecord
 from ..params import format_params
@@ -66,13 +66,13 @@ class BestTracker:
 class Callback:
     """Base class with no-op hooks (subclassing is optional: duck typing is enough)."""
 
-    def on_fit_start(self, ranker, info: FitInfo) -> None:  # pragma: no cover - no-op
+    def on_fit_start(self, ranker: Any, info: FitInfo) -> None:  # pragma: no cover - no-op
         pass
 
-    def on_round_end(self, ranker, record: RoundRecord) -> Optional[bool]:
+    def on_round_end(self, ranker: Any, record: RoundRecord) -> Optional[bool]:
         return None
 
-    def on_fit_end(self, ranker, model) -> None:  # pragma: no cover - no-op
+    def on_fit_end(self, ranker: Any, model: Any) -> None:  # pragma: no cover - no-op
         pass
 
 
@@ -86,15 +86,15 @@ class HistoryCallback(Callback):
         self.rounds: List[RoundRecord] = []
         self.model = None
 
-    def on_fit_start(self, ranker, info):
+    def on_fit_start(self, ranker: Any, info: FitInfo) -> None:
         self.info = info
         self.rounds = []
 
-    def on_round_end(self, ranker, record):
+    def on_round_end(self, ranker: Any, record: RoundRecord) -> Optional[bool]:
         self.rounds.append(record)
         return None
 
-    def on_fit_end(self, ranker, model):
+    def on_fit_end(self, ranker: Any, model: Any) -> None:
         self.model = model
 
     def __getitem__(self, key: str) -> list:
@@ -105,18 +105,18 @@ class PrintCallback(Callback):
     """Print one line every ``every`` rounds (and the last one): round, loss, step, metrics,
     seconds. ``file`` defaults to stdout."""
 
-    def __init__(self, every: int = 10, *, file=None):
+    def __init__(self, every: int = 10, *, file: Optional[TextIO] = None):
         if int(every) < 1:
             raise ValueError(f"every must be >= 1, got {every}")
         self.every = int(every)
         self.file = file
-        self._t0 = None
-        self._n = None
+        self._t0: Optional[float] = None
+        self._n: Optional[int] = None
 
     def _print(self, text: str) -> None:
         print(text, file=self.file or sys.stdout)
 
-    def on_fit_start(self, ranker, info):
+    def on_fit_start(self, ranker: Any, info: FitInfo) -> None:
         self._t0 = time.perf_counter()
         self._n = info.n_rounds
         opts = ", ".join(f"{k}={format_params(info.params[k])}" for k in ("loss", "step", "curvature",
@@ -125,7 +125,7 @@ class PrintCallback(Callback):
         self._print(f"[{info.algorithm}] {info.n_docs} docs, {info.n_queries} queries, "
                     f"{info.n_features} features" + (f"; {opts}" if opts else "") + init)
 
-    def on_round_end(self, ranker, record):
+    def on_round_end(self, ranker: Any, record: RoundRecord) -> Optional[bool]:
         rnd = record.round
         if rnd % self.every and rnd != self._n:
             return None
@@ -140,7 +140,7 @@ class PrintCallback(Callback):
         self._print("  ".join(parts))
         return None
 
-    def on_fit_end(self, ranker, model):
+    def on_fit_end(self, ranker: Any, model: Any) -> None:
         el = time.perf_counter() - (self._t0 or time.perf_counter())
         extra = ""
         if getattr(ranker, "best_round_", None) is not None:
@@ -168,13 +168,13 @@ class EarlyStopping(Callback):
         self.greater_is_better = bool(greater_is_better)
         self.reason: Optional[str] = None
         self.label: Optional[str] = None  # what ``key=None`` watches, for the message
-        self._best = None
+        self._best: Optional[BestTracker] = None
 
-    def on_fit_start(self, ranker, info):
+    def on_fit_start(self, ranker: Any, info: FitInfo) -> None:
         self._best = BestTracker(self.greater_is_better)
         self.reason = None
 
-    def on_round_end(self, ranker, record):
+    def on_round_end(self, ranker: Any, record: RoundRecord) -> Optional[bool]:
         if self.key is None:
             best_round, best_score = record.best_round, record.best_score
             what = self.label or "the first metric on the first eval set"

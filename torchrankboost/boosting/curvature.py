@@ -36,6 +36,8 @@ import torch
 from torch import Tensor
 
 from ..groups import Groups
+from ..contract import ArrayLike
+from ..groups import GroupsLike
 
 __all__ = ["per_query", "is_per_query", "hessian_diagonal", "hvp_probes", "autograd_grad_hess",
            "scalar"]
@@ -192,8 +194,8 @@ def hessian_diagonal(fn: Callable[[Tensor], Tensor], scores: Tensor,
     return diag
 
 
-def autograd_grad_hess(loss: Callable, scores: Tensor, labels, groups, *, hess: str = "diag",
-                       max_exact: int = 2048) -> Tuple[Tensor, Tensor, str]:
+def autograd_grad_hess(loss: Callable, scores: Tensor, labels: ArrayLike, groups: GroupsLike, *,
+                       hess: str = "diag", max_exact: int = 2048) -> Tuple[Tensor, Tensor, str]:
     """Gradient by autograd and a curvature for a loss without ``grad_hess``.
 
     ``hess="diag"``: the exact Hessian diagonal by Hessian-vector products

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import warnings
-from typing import Callable, Dict, Iterator, List, Optional, Sequence
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
 
 import torch
 from torch import Tensor
@@ -21,6 +21,7 @@ from torch import Tensor
 from .._errors import first_line
 from ..kernels import choose_backend
 from .inputs import as_features
+from ..contract import ArrayLike, DeviceLike, PathLike
 from .learners.tree import TreeModel
 
 __all__ = ["Ensemble", "as_features", "weak_summary"]
@@ -87,7 +88,7 @@ class Ensemble:
     def evals_result(self) -> Optional[dict]:
         return self.info.get("evals_result")
 
-    def append(self, model, weight: float) -> None:
+    def append(self, model: Any, weight: float) -> None:
         """Add one round (used by the booster)."""
         self.models.append(model)
         self.weights.append(float(weight))
@@ -100,7 +101,7 @@ class Ensemble:
         return Ensemble(self.models[:n], self.weights[:n], base_score=self.base_score,
                         num_features=self.num_features, info=dict(self.info))
 
-    def to(self, device) -> "Ensemble":
+    def to(self, device: DeviceLike) -> "Ensemble":
         """Move every weak model to ``device`` (in place); returns ``self``."""
         self.models = [m.to(device) for m in self.models]
         return self
@@ -119,8 +120,9 @@ class Ensemble:
             raise ValueError(f"n_rounds must be in [0, {self.n_rounds}], got {n_rounds}")
         return T
 
-    def predict(self, X, *, n_rounds: Optional[int] = None,
-                batch_size: Optional[int] = 262144, device=None, contrib: bool = False) -> Tensor:
+    def predict(self, X: ArrayLike, *, n_rounds: Optional[int] = None,
+                batch_size: Optional[int] = 262144, device: DeviceLike = None,
+                contrib: bool = False) -> Tensor:
         """Scores ``(n,)`` float64 of the first ``n_rounds`` rounds (default all).
 
         ``X``: ``(n, F)`` features (tensor, numpy, scipy sparse; NaN = missing), predicted in
@@ -158,14 +160,15 @@ class Ensemble:
                 acc += weights[t] * models[t].predict(xb).to(torch.float64)
         return out
 
-    def apply(self, X, *, n_rounds: Optional[int] = None, device=None) -> Tensor:
+    def apply(self, X: ArrayLike, *, n_rounds: Optional[int] = None, device: DeviceLike = None
+             ) -> Tensor:
         """``(n, T)`` int64 leaf index of every row in each of the first ``n_rounds`` rounds
         (LightGBM's ``pred_leaf``; a stump's leaves: 0 for ``x <= θ`` or NaN, 1 above)."""
         from ..explain import leaf_indices
 
         return leaf_indices(self, self._check_X(X, device), self._rounds(n_rounds))
 
-    def staged_predict(self, X, *, device=None) -> Iterator[Tensor]:
+    def staged_predict(self, X: ArrayLike, *, device: DeviceLike = None) -> Iterator[Tensor]:
         """Yield the ``(n,)`` float64 scores after each round ``1..T`` (same arithmetic as
         :meth:`predict`, so the last yield equals ``predict(X)``). ``torch.stack(list(...))``
         gives a ``(T, n)`` tensor."""
@@ -193,7 +196,7 @@ class Ensemble:
         return out
 
     # ------------------------------------------------------------------ persistence
-    def state(self):
+    def state(self) -> Tuple[Dict[str, Tensor], Dict[str, Any]]:
         """``(tensors, meta)``: flat dict of CPU tensors and a JSON-able description."""
         tensors: Dict[str, Tensor] = {}
         metas = []
@@ -214,7 +217,7 @@ class Ensemble:
         }
         return tensors, meta
 
-    def save(self, path) -> None:
+    def save(self, path: PathLike) -> None:
         """Write a ``.safetensors`` file: the weak models' tensors (``m{t}.{name}``), the
         float64 round weights, and the JSON description in the metadata (``"ensemble"``).
         The write is atomic (a temporary file in the target's folder replaces it)."""
@@ -224,7 +227,7 @@ class Ensemble:
         write_model_file(path, tensors, "ensemble", meta, what="Ensemble")
 
     @classmethod
-    def load(cls, path, *, device=None,
+    def load(cls, path: PathLike, *, device: DeviceLike = None,
              model_from_state: Optional[Callable[[dict, dict], object]] = None,
              max_features: Optional[int] = None) -> "Ensemble":
         """Read a file written by :meth:`save` (no pickle: safetensors + JSON).

@@ -59,13 +59,15 @@ from ..parallel import FitComm
 from .callbacks import BestTracker, EarlyStopping
 from .inputs import eval_inputs
 from .weights import split_init_score
+from ..contract import ArrayLike, EvalSets, MetricSpec
 
 __all__ = ["FitMonitor", "FitState", "BestTracker", "resolve_metrics", "running_monitor"]
 
 F64 = torch.float64
 
 
-def resolve_metrics(eval_metric, loss: Optional[Callable] = None) -> List[registry.Metric]:
+def resolve_metrics(eval_metric: MetricSpec, loss: Optional[Callable] = None
+                    ) -> List[registry.Metric]:
     """A list of :class:`~torchrankboost.registry.Metric` from one spec or a list of specs
     (names, callables, ``(name, fn, greater_is_better)`` tuples, Metric objects)."""
     single = not isinstance(eval_metric, (list, tuple)) or (
@@ -137,7 +139,7 @@ class FitState(Params):
         self.best_score_ = None
         self.stop_reason_ = None
 
-    def predict(self, X, **kwargs) -> Tensor:
+    def predict(self, X: ArrayLike, **kwargs: Any) -> Tensor:
         """Scores of the fitted model (``model_.predict``)."""
         if self.model_ is None:
             raise ValueError(f"this {type(self).__name__} is not fitted yet; call fit() first")
@@ -214,11 +216,13 @@ class FitMonitor:
             added to its running scores (the sets' own ``init_score``, as in LightGBM).
     """
 
-    def __init__(self, ranker, *, n_features: int, device, eval_set=None,
-                 eval_metric="ndcg@10", early_stopping_rounds: Optional[int] = None,
-                 callbacks: Sequence = (), loss: Optional[Callable] = None,
-                 base_score: float = 0.0, train=None, comm: Optional[FitComm] = None,
-                 loss_combine: str = "sum", eval_init_score=None):
+    def __init__(self, ranker: Any, *, n_features: int, device: torch.device,
+                 eval_set: EvalSets = None,
+                 eval_metric: MetricSpec = "ndcg@10", early_stopping_rounds: Optional[int] = None,
+                 callbacks: Sequence[Any] = (), loss: Optional[Callable] = None,
+                 base_score: float = 0.0, train: Optional[Sequence[Any]] = None,
+                 comm: Optional[FitComm] = None,
+                 loss_combine: str = "sum", eval_init_score: Optional[Sequence[Any]] = None):
         ranker._reset_fit_state()
         self.ranker = ranker
         self.comm = comm if comm is not None else FitComm(None)

@@ -14,6 +14,8 @@ import torch
 from torch import Tensor
 
 from ..groups import Groups, as_vector
+from ..contract import ArrayLike, DeviceLike
+from ..groups import GroupsLike
 
 __all__ = ["as_features", "check_no_inf", "as_labels", "as_query_groups", "fit_inputs", "eval_inputs",
            "count_eval_sets"]
@@ -95,8 +97,9 @@ def as_query_groups(groups, n: int, *, device=None, name: str = "groups", x_name
     return groups.to(device) if device is not None else groups
 
 
-def fit_inputs(X, labels, groups=None, *, device=None, labels_required: bool = True
-               ) -> Tuple[Tensor, Optional[Tensor], Groups]:
+def fit_inputs(X: ArrayLike, labels: ArrayLike, groups: GroupsLike = None, *,
+               device: DeviceLike = None, labels_required: bool = True
+              ) -> Tuple[Tensor, Optional[Tensor], Groups]:
     """``(X, labels, groups)`` checked and converted for a fit (``labels`` may be ``None``
     only with ``labels_required=False``, e.g. for explicit preference pairs)."""
     X = as_features(X, device=device)

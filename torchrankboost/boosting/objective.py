@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 import warnings
 from dataclasses import dataclass, replace
-from typing import Callable, List, NamedTuple, Optional, Tuple
+from typing import Any, Callable, List, NamedTuple, Optional, Tuple
 
 import torch
 from torch import Tensor
@@ -144,6 +144,8 @@ class _CallableBound:
     plain callable (curvature by autograd, :meth:`FitObjective.gradient`) or a module with
     ``grad_hess`` but no ``bind``."""
 
+    loss: Any  # a callable loss with ``grad_hess``
+
     def __init__(self, loss: Callable, labels, groups):
         self.loss, self.labels, self.groups = loss, labels, groups
 
@@ -175,6 +177,11 @@ class FitObjective:
     :meth:`line`, then :meth:`move_to` the accepted scores. ``scores`` ``(n,)`` float64 and
     ``value`` (``L(scores)`` over every rank) are where the fit stands.
     """
+
+    loss: Any  # a RankingLoss or a plain callable: its capabilities are in ``caps``
+    bound: Any  # the bound loss (BoundLoss, a debiasing wrapper's, or _CallableBound)
+    labels: Any  # the training labels and Groups, once bound
+    groups: Any
 
     def __init__(self, loss: Callable, *, curvature: str, exact_hess_max_n: int, comm):
         self.loss = loss

@@ -73,7 +73,7 @@ class ProgressCallback:
         self.stream = stream
         self.use_tqdm = use_tqdm
         self.desc = desc
-        self._bar = None
+        self._bar: Any = None  # a tqdm bar while one is shown
         self._t0: Optional[float] = None
         self._count = 0
         self._last_line_step: Optional[int] = None
@@ -200,13 +200,13 @@ class ProgressCallback:
             print(message, file=self._out(), flush=True)
 
     # ------------------------------------------------------------------ callback
-    def on_fit_start(self, ranker, info: FitInfo) -> None:
+    def on_fit_start(self, ranker: Any, info: FitInfo) -> None:
         self.start(info.n_rounds if self.total is None else self.total)
 
-    def on_round_end(self, ranker, record: RoundRecord) -> None:
+    def on_round_end(self, ranker: Any, record: RoundRecord) -> None:
         """Show the record's metrics (``train/loss``, ``valid/ndcg@10``, ...); never stops."""
         self.update(record.round, {"metrics": record.metrics})
         return None
 
-    def on_fit_end(self, ranker, model=None) -> None:
+    def on_fit_end(self, ranker: Any, model: Any = None) -> None:
         self.finish()

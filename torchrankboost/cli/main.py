@@ -12,6 +12,7 @@ import os
 import sys
 from typing import Optional, Sequence
 
+from .. import __version__
 from .._errors import first_line
 from ..contract import NumericalError
 from ..parallel import DistributedError
@@ -38,6 +39,8 @@ def build_parser() -> argparse.ArgumentParser:
         description="Learning to rank with boosting-family losses in PyTorch.",
         epilog="Run `torchrankboost train` with no arguments for the main job on built-in data.",
     )
+    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}",
+                        help="print the version and exit")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for module in COMMAND_MODULES:
         module.add_commands(sub)

@@ -49,17 +49,19 @@ JSON: :meth:`PositionBound.state` / :meth:`PositionBound.load_state`, saved with
 from __future__ import annotations
 
 import math
-from typing import Optional, Sequence
+from typing import Any, Dict, Optional, Sequence, Tuple, Union
 
 import torch
 from torch import Tensor
 
 from .. import registry
 from ..groups import Groups
-from ..losses.base import RankingLoss
+from ..losses.base import BoundLoss, Prepared, RankingLoss
 from ..losses.exponential import ExponentialPairwiseLoss
 from ..pairs import ExplicitPairs
 from ..params import from_params
+from ..parallel import FitComm
+from ..contract import ArrayLike
 
 __all__ = ["PositionDebiasLoss", "IPWLoss", "RegressionEMLoss", "DualLearningLoss",
            "AdditivePositionLoss", "PositionBound", "click_pairs", "make_debias", "DEBIAS",
@@ -121,7 +123,7 @@ class PositionBound:
         self.theta = torch.ones(self.K, dtype=F64)  # propensities of positions 1..K
         self.offset_table: Optional[Tensor] = None  # additive: g of positions 0..K
         self.extra = {}
-        self._bound = None
+        self._bound: Any = None  # the inner loss bound to the clicks
         owner._init_bound(self)
         self.rebind()
 
@@ -198,7 +200,8 @@ class PositionDebiasLoss(RankingLoss):
     reweights = True
     takes_propensity = False  # the constructor's second argument is the known propensities
 
-    def __init__(self, loss, *, n_positions: Optional[int] = None, negatives: str = "shown"):
+    def __init__(self, loss: Union[RankingLoss, Dict[str, Any]], *,
+                 n_positions: Optional[int] = None, negatives: str = "shown"):
         loss = from_params(loss)
         if negatives not in NEGATIVES:
             raise ValueError(f"negatives must be one of {NEGATIVES}, got {negatives!r}")
@@ -213,24 +216,28 @@ class PositionDebiasLoss(RankingLoss):
         self.last_state_: Optional[dict] = None
 
     # without positions: the base loss
-    def per_group(self, inp):
+    def per_group(self, inp: Prepared) -> Tuple[Tensor, Optional[Tensor]]:
         return self.loss.per_group(inp)
 
-    def forward(self, scores, labels=None, groups=None, **kw):
+    def forward(self, scores: Tensor, labels: Optional[Tensor] = None,
+                groups: Optional[Groups] = None, **kw: Any) -> Tensor:
         return self.loss(scores, labels, groups, **kw)
 
-    def bind(self, labels, groups=None, **kw):
+    def bind(self, labels: Optional[Tensor], groups: Optional[Groups] = None,
+             **kw: Any) -> BoundLoss:
         return self.loss.bind(labels, groups, **kw)
 
-    def grad_hess(self, scores, labels=None, groups=None, **kw):
+    def grad_hess(self, scores: Tensor, labels: Optional[Tensor] = None,
+                  groups: Optional[Groups] = None, **kw: Any) -> Tuple[Tensor, Tensor]:
         return self.loss.grad_hess(scores, labels, groups, **kw)
 
     def _check_clicks(self, labels: Tensor) -> None:
         if bool((labels < 0).any()):
             raise ValueError("clicks: labels must be non-negative click counts or rates")
 
-    def bind_position(self, labels, groups: Groups, position, *, weights=None,
-                      comm=None) -> PositionBound:
+    def bind_position(self, labels: ArrayLike, groups: Groups, position: ArrayLike, *,
+                      weights: Optional[Tensor] = None, comm: Optional[FitComm] = None
+                      ) -> PositionBound:
         """Bind clicks ``labels`` ``(n,)``, ``groups`` and ``position`` ``(n,)`` (int,
         1-based, 0 = not shown); ``comm`` (the fit's
         :class:`~torchrankboost.parallel.FitComm`) agrees ``K`` over the ranks."""
@@ -263,7 +270,9 @@ class PositionDebiasLoss(RankingLoss):
                 pending=None) -> bool:
         return False
 
-    def round_diagnostics(self, scores=None, labels=None, groups=None):
+    def round_diagnostics(self, scores: Optional[Tensor] = None,
+                          labels: Optional[Tensor] = None, groups: Optional[Groups] = None
+                          ) -> Dict[str, float]:
         """The last estimated propensities ``propensity_p<k>`` (and position biases)."""
         st = self.last_state_ or {}
         out = {f"propensity_p{k + 1}": float.fromhex(x)
@@ -284,8 +293,8 @@ class IPWLoss(PositionDebiasLoss):
     method = "ipw"
     takes_propensity = True
 
-    def __init__(self, loss, propensity: Sequence[float], *, clip: float = 0.01,
-                 negatives: str = "shown"):
+    def __init__(self, loss: Union[RankingLoss, Dict[str, Any]], propensity: Sequence[float], *,
+                 clip: float = 0.01, negatives: str = "shown"):
         prop = [float(x) for x in torch.as_tensor(propensity, dtype=F64).reshape(-1).tolist()]
         if not prop or not all(math.isfinite(x) and x > 0 for x in prop):
             raise ValueError("propensity must be a non-empty sequence of positive numbers")
@@ -312,9 +321,9 @@ class RegressionEMLoss(PositionDebiasLoss):
 
     method = "em"
 
-    def __init__(self, loss, *, n_positions: Optional[int] = None, clip: float = 0.01,
-                 em_steps: int = 1, newton_steps: int = 2, every: int = 1,
-                 negatives: str = "shown"):
+    def __init__(self, loss: Union[RankingLoss, Dict[str, Any]], *,
+                 n_positions: Optional[int] = None, clip: float = 0.01, em_steps: int = 1,
+                 newton_steps: int = 2, every: int = 1, negatives: str = "shown"):
         super().__init__(loss, n_positions=n_positions, negatives=negatives)
         self.clip = float(clip)
         self.em_steps, self.newton_steps, self.every = int(em_steps), int(newton_steps), int(every)
@@ -440,9 +449,10 @@ class DualLearningLoss(PositionDebiasLoss):
 
     method = "dla"
 
-    def __init__(self, loss, *, n_positions: Optional[int] = None, clip: float = 0.01,
-                 link="auto", link_init: float = 1.0, steps: int = 2, warmup: int = 5,
-                 every: int = 1, negatives: str = "shown"):
+    def __init__(self, loss: Union[RankingLoss, Dict[str, Any]], *,
+                 n_positions: Optional[int] = None, clip: float = 0.01, link: str = "auto",
+                 link_init: float = 1.0, steps: int = 2, warmup: int = 5, every: int = 1,
+                 negatives: str = "shown"):
         super().__init__(loss, n_positions=n_positions, negatives=negatives)
         if not (link in ("auto", "learn") or (isinstance(link, (int, float)) and link > 0)):
             raise ValueError(f"link must be 'auto', 'learn' or a positive number, got {link!r}")
@@ -472,7 +482,9 @@ class DualLearningLoss(PositionDebiasLoss):
         bound.rebind()
         return True
 
-    def round_diagnostics(self, scores=None, labels=None, groups=None):
+    def round_diagnostics(self, scores: Optional[Tensor] = None,
+                          labels: Optional[Tensor] = None, groups: Optional[Groups] = None
+                          ) -> Dict[str, float]:
         out = super().round_diagnostics(scores, labels, groups)
         link = (self.last_state_ or {}).get("link")
         if link:
@@ -536,8 +548,9 @@ class AdditivePositionLoss(PositionDebiasLoss):
     method = "additive"
     reweights = False
 
-    def __init__(self, loss, *, n_positions: Optional[int] = None, reg: float = 1.0,
-                 every: int = 1, negatives: str = "shown"):
+    def __init__(self, loss: Union[RankingLoss, Dict[str, Any]], *,
+                 n_positions: Optional[int] = None, reg: float = 1.0, every: int = 1,
+                 negatives: str = "shown"):
         super().__init__(loss, n_positions=n_positions, negatives=negatives)
         if not (reg >= 0):
             raise ValueError(f"reg must be >= 0, got {reg}")
@@ -572,7 +585,8 @@ class AdditivePositionLoss(PositionDebiasLoss):
         return True
 
 
-def make_debias(method: str, loss, *, propensity=None, **options):
+def make_debias(method: str, loss: Union[RankingLoss, Dict[str, Any]], *,
+                propensity: Optional[Sequence[float]] = None, **options: Any) -> RankingLoss:
     """The debiasing wrapper registered as ``method`` around ``loss`` (one that takes known
     propensities, ``"ipw"``, needs ``propensity``; ``"none"`` returns ``loss``): what the
     estimator's and the command line's ``debias`` build."""

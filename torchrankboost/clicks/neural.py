@@ -20,7 +20,7 @@ ranker on a small share of the training queries, its top ``k`` shown, position-b
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
 import torch
 from torch import Tensor, nn
@@ -56,6 +56,8 @@ class ClickLoss(nn.Module):
     rates, ``labels[:, 1]`` the positions (1-based, 0 = not shown).
     """
 
+    theta: Tensor  # (K,) the propensities, a buffer
+
     def __init__(self, loss, method: str, *, n_positions: int,
                  propensity: Optional[Sequence[float]] = None, clip: float = 0.01,
                  warmup: int = 1, steps: int = 2):
@@ -76,7 +78,7 @@ class ClickLoss(nn.Module):
         self.register_buffer("theta", theta)
         self.position_bias = (nn.Parameter(torch.zeros(max(K - 1, 0), dtype=F64))
                               if method == "additive" else None)
-        self._full = None
+        self._full: Any = None  # the em/dla loss bound to the whole training set
 
     def table(self) -> Tensor:
         """``(K + 1,)`` the additive position term of positions ``0..K`` (zeros otherwise)."""

@@ -30,6 +30,7 @@ import torch
 from torch import Tensor
 
 from ..groups import Groups, as_groups
+from ..contract import ArrayLike
 
 __all__ = ["ClickLog", "simulate_clicks", "pbm_propensity", "relevance_click_prob",
            "logged_positions", "MODELS"]
@@ -124,7 +125,8 @@ def _session_clicks(rho: Tensor, exam: Tensor, model: str, cont: Tensor,
     return examined & attract
 
 
-def simulate_clicks(labels, groups, logging_scores, *, n_sessions: int, model: str = "pbm",
+def simulate_clicks(labels: ArrayLike, groups: Optional[Groups], logging_scores: ArrayLike, *,
+                    n_sessions: int, model: str = "pbm",
                     eta: float = 1.0, eps_minus: float = 0.1, eps_plus: float = 1.0,
                     top_k: int = 10, max_label: Optional[float] = None,
                     continue_prob: Union[float, Sequence[float]] = 0.5,

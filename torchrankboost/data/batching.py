@@ -70,7 +70,8 @@ class QueryDataset(torch.utils.data.Dataset):
         for Xb, yb, gb in dl: ...          # flat (m, F), (m,), Groups
     """
 
-    def __init__(self, X, labels=None, groups: Optional[Groups] = None):
+    def __init__(self, X: Union[RankingData, Tensor], labels: Optional[Tensor] = None,
+                 groups: Optional[Groups] = None):
         if isinstance(X, RankingData):
             if labels is not None or groups is not None:
                 raise ValueError("pass either a RankingData or (X, labels, groups), not both")
@@ -179,7 +180,8 @@ def _gather_index(starts: Tensor, sizes: Tensor) -> Tensor:
             + torch.arange(m, device=sizes.device))
 
 
-def take_queries(X: Tensor, labels: Tensor, groups: Groups, queries
+def take_queries(X: Tensor, labels: Tensor, groups: Groups,
+                 queries: Union[int, Sequence[int], Tensor, np.ndarray]
                  ) -> Tuple[Tensor, Tensor, Groups]:
     """The documents of the given queries as one flat batch ``(X_b, labels_b, groups_b)``.
 

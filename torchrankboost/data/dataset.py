@@ -5,13 +5,14 @@ normalisation, and :func:`shard_queries` (whole queries dealt to ranks, what
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional, Sequence
+from typing import Optional, Sequence, Union
 
 import numpy as np
 import torch
 from torch import Tensor
 
 from ..groups import Groups
+from ..contract import DeviceLike
 
 __all__ = ["RankingData", "normalize_per_query", "shard_queries"]
 
@@ -57,7 +58,7 @@ class RankingData:
     def num_features(self) -> int:
         return int(self.X.shape[1])
 
-    def to(self, device) -> "RankingData":
+    def to(self, device: DeviceLike) -> "RankingData":
         """All tensors (and the groups' offsets) on ``device``."""
         return RankingData(
             self.X.to(device), self.labels.to(device), self.groups.to(device),
@@ -175,7 +176,7 @@ def check_rank(rank, world_size: int) -> int:
 
 
 # ====================================================================== sharding
-def shard_queries(doc_counts, world_size: int) -> Tensor:
+def shard_queries(doc_counts: Union[Tensor, Sequence[int]], world_size: int) -> Tensor:
     """The rank of each query: whole queries, one contiguous block per rank, balanced by
     document count.
 

@@ -13,17 +13,19 @@ import torch
 from ..parallel.context import DistContext, get_context
 from .dataset import RankingData, check_rank, check_world_size, shard_queries
 from .svmlight import read_svmlight
+from ..contract import PathLike
 
 _DISABLED = DistContext()
 
 __all__ = ["load_svmlight_shard", "shard_queries"]
 
 
-def load_svmlight_shard(path, *, rank: Optional[int] = None, world_size: Optional[int] = None,
-                        n_features: Optional[int] = None, dtype: torch.dtype = torch.float32,
-                        normalize: bool = False, zero_based="auto",
-                        max_features: Optional[int] = None, query_file=None,
-                        context: Union[None, bool, DistContext] = None):
+def load_svmlight_shard(path: PathLike, *, rank: Optional[int] = None,
+                        world_size: Optional[int] = None, n_features: Optional[int] = None,
+                        dtype: torch.dtype = torch.float32, normalize: bool = False,
+                        zero_based: Union[bool, str] = "auto", max_features: Optional[int] = None,
+                        query_file: Optional[PathLike] = None,
+                        context: Union[None, bool, DistContext] = None) -> RankingData:
     """This rank's queries of an SVMlight/LETOR file, reading and parsing only its part.
 
     **One file.** The file's ``S`` bytes are cut into ``world_size`` nominal ranges

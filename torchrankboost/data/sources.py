@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Optional, Tuple
+from typing import List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
+from torch import Tensor
 
 from .._errors import first_line
 from ..groups import Groups
@@ -26,6 +27,7 @@ from ..parallel.context import DistContext, get_context
 from .dataset import RankingData
 from .svmlight import read_svmlight
 from .synthetic import make_letor
+from ..contract import PathLike
 
 __all__ = ["DATA_ENV", "BUILTIN", "data_root", "dataset_path", "load_builtin", "load_data",
            "load_file", "load_files", "looked_in", "read_run_files", "resolve_data_path",
@@ -72,14 +74,14 @@ def looked_in(name) -> str:
 
 
 # ============================================================================ helpers
-def single_query(X, y):
+def single_query(X: Tensor, y: Tensor) -> RankingData:
     """``RankingData`` holding ``X``, ``y`` as one query (bipartite ranking)."""
     n = X.shape[0]
     return RankingData(X, y, Groups.single(n), torch.zeros(n, dtype=torch.long),
                        torch.arange(n))
 
 
-def slice_queries(data, g0: int, g1: int):
+def slice_queries(data: RankingData, g0: int, g1: int) -> RankingData:
     """Queries ``g0 .. g1-1`` of ``data`` (a ``RankingData``) as a new ``RankingData``."""
     off = data.groups.offsets
     a, b = int(off[g0]), int(off[g1])
@@ -87,7 +89,7 @@ def slice_queries(data, g0: int, g1: int):
                        data.qid[a:b], None if data.row is None else data.row[a:b])
 
 
-def pad_features(data, F: int):
+def pad_features(data: Optional[RankingData], F: int) -> Optional[RankingData]:
     """``data`` with zero feature columns appended up to ``F`` (``None`` stays ``None``)."""
     if data is None or data.num_features == F:
         return data
@@ -96,7 +98,7 @@ def pad_features(data, F: int):
     return RankingData(X, data.labels, data.groups, data.qid, data.row)
 
 
-def align_features(*datas):
+def align_features(*datas: Optional[RankingData]) -> Tuple[Optional[RankingData], ...]:
     """The splits padded to the largest feature count among them (``None`` entries kept)."""
     F = max(d.num_features for d in datas if d is not None)
     return tuple(pad_features(d, F) for d in datas)
@@ -125,7 +127,7 @@ def _split_wdbc(seed: int):
 
 
 def load_builtin(name: str, *, seed: int = 0, n_queries: int = 300, docs_per_query: float = 30,
-                 n_features: int = 40):
+                 n_features: int = 40) -> Tuple[RankingData, RankingData, RankingData]:
     """Built-in data split into ``(train, valid, test)`` :class:`~torchrankboost.data.RankingData`.
 
     * ``"wdbc"``: scikit-learn's breast-cancer data (569 × 30) as one bipartite query per
@@ -182,8 +184,9 @@ def read_run_files(paths, *, context: DistContext, n_features: Optional[int] = N
         raise _read_error(exc, ps) from None
 
 
-def load_file(path, *, n_features: Optional[int] = None, zero_based="auto",
-              max_features: Optional[int] = None):
+def load_file(path: PathLike, *, n_features: Optional[int] = None,
+              zero_based: Union[bool, str] = "auto", max_features: Optional[int] = None
+             ) -> RankingData:
     """One SVMlight/LETOR file as ``RankingData``. A missing file raises
     ``FileNotFoundError``; a folder or a malformed file ``ValueError`` with a one-line message
     naming the file (and the line). ``zero_based``: the feature numbering (``"auto"``,
@@ -192,8 +195,9 @@ def load_file(path, *, n_features: Optional[int] = None, zero_based="auto",
                       max_features=max_features)[0]
 
 
-def load_files(paths, *, n_features: Optional[int] = None, zero_based="auto",
-               max_features: Optional[int] = None):
+def load_files(paths: Sequence[PathLike], *, n_features: Optional[int] = None,
+               zero_based: Union[bool, str] = "auto", max_features: Optional[int] = None
+              ) -> List[RankingData]:
     """Several SVMlight/LETOR files read together — one feature numbering decided for all
     of them, one feature count — as a list of ``RankingData``; errors as :func:`load_file`."""
     return read_run_files(paths, context=get_context(False), n_features=n_features,
@@ -230,8 +234,8 @@ def _sources(source: str, seed: int, ctx: DistContext):
 
 
 def load_data(source: str, *, valid: Optional[str] = None, test: Optional[str] = None,
-              seed: int = 0, zero_based="auto", max_features: Optional[int] = None,
-              context: Optional[DistContext] = None) -> Tuple:
+              seed: int = 0, zero_based: Union[bool, str] = "auto",
+              max_features: Optional[int] = None, context: Optional[DistContext] = None) -> Tuple:
     """``(train, valid or None, test or None, name)`` from a data source and optional files.
 
     ``source`` is a built-in name (``wdbc``, ``synthetic``), a LETOR fold folder (``train.txt``,

@@ -713,7 +713,7 @@ def read_svmlight(paths: Sequence[PathLike], *, n_features: Optional[int] = None
 
 def load_svmlight(path: PathLike, *, n_features: Optional[int] = None,
                   query_file: Optional[PathLike] = None, dtype: torch.dtype = torch.float32,
-                  normalize: bool = False, zero_based="auto",
+                  normalize: bool = False, zero_based: Union[bool, str] = "auto",
                   max_features: Optional[int] = None) -> RankingData:
     """Read an SVMlight/LETOR ranking file into dense tensors.
 
@@ -751,7 +751,7 @@ def load_svmlight(path: PathLike, *, n_features: Optional[int] = None,
 
 def load_svmlight_files(paths: Sequence[PathLike], *, n_features: Optional[int] = None,
                         dtype: torch.dtype = torch.float32, normalize: bool = False,
-                        zero_based="auto", max_features: Optional[int] = None
+                        zero_based: Union[bool, str] = "auto", max_features: Optional[int] = None
                         ) -> List[RankingData]:
     """Read several SVMlight/LETOR files together: one feature numbering for all of them
     (``"auto"``: 0-based iff some file uses index 0; kept in each result's ``zero_based``)
@@ -762,7 +762,7 @@ def load_svmlight_files(paths: Sequence[PathLike], *, n_features: Optional[int] 
 
 
 def load_letor_fold(folder: PathLike, *, normalize: bool = False,
-                    dtype: torch.dtype = torch.float32, zero_based="auto",
+                    dtype: torch.dtype = torch.float32, zero_based: Union[bool, str] = "auto",
                     names: Sequence[str] = ("train", "vali", "test"),
                     max_features: Optional[int] = None
                     ) -> Tuple[RankingData, RankingData, RankingData]:

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import math
-from typing import Union
+from typing import Dict, Tuple, Union
 
 import torch
 from torch import Tensor
 
 from ..groups import Groups
 from .dataset import RankingData
+from ..contract import DeviceLike
 
 __all__ = ["make_letor"]
 
@@ -19,8 +20,9 @@ def make_letor(n_queries: int, docs_per_query: float, n_features: int, n_grades:
                informative: Union[int, float] = 0.25, nonlinear: float = 0.5,
                noise: float = 0.5, query_shift: float = 0.5, tie_fraction: float = 0.2,
                sparse_fraction: float = 0.2, grade_decay: float = 0.5,
-               dtype: torch.dtype = torch.float32, device=None,
-               return_info: bool = False):
+               dtype: torch.dtype = torch.float32, device: DeviceLike = None,
+               return_info: bool = False
+               ) -> Union[RankingData, Tuple[RankingData, Dict[str, Tensor]]]:
     """A seeded synthetic LETOR-shaped data set (for scale work and smoke tests).
 
     Generative story (all vectorised; 800k documents × 136 features take a few seconds):

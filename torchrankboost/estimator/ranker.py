@@ -7,7 +7,7 @@ conventions it follows: :mod:`torchrankboost.estimator`.
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Iterator, Optional, Sequence
 
 import numpy as np
 import torch
@@ -20,6 +20,7 @@ from ..factory import load_model, make_ranker, resolve_device, rounds_kept
 from . import compat
 from .arrays import features, fit_weights, groups_from, to_numpy
 from .debiasing import debias_fit_args
+from ..contract import ArrayLike, EvalSets, PathLike
 
 try:  # scikit-learn is a dependency; keep the import local to this module
     from sklearn.base import BaseEstimator
@@ -87,7 +88,7 @@ class BoostedRanker(compat.TheirNames, BaseEstimator):
     ``best_round_``: the 1-based best round, ``None`` without an ``eval_set``).
     """
 
-    def __init__(self, *, algorithm: str = "boost", loss=None, learner=None,
+    def __init__(self, *, algorithm: str = "boost", loss: Any = None, learner: Any = None,
                  n_rounds: Optional[int] = None, learning_rate: Optional[float] = None,
                  max_leaves: Optional[int] = None, loss_params: Optional[dict] = None,
                  learner_params: Optional[dict] = None, params: Optional[dict] = None,
@@ -96,7 +97,7 @@ class BoostedRanker(compat.TheirNames, BaseEstimator):
                  device: Optional[str] = None, seed: Optional[int] = None,
                  n_jobs: Optional[int] = None, importance_type: str = "gain",
                  verbose: bool = False, warm_start: bool = False, debias: str = "none",
-                 propensity=None):
+                 propensity: Optional[Sequence[float]] = None):
         self.algorithm = algorithm
         self.loss = loss
         self.learner = learner
@@ -169,9 +170,12 @@ class BoostedRanker(compat.TheirNames, BaseEstimator):
 
     # ------------------------------------------------------------------ API
     @compat.refusing_their_names(compat.THEIR_FIT, "BoostedRanker.fit")
-    def fit(self, X, y, *, qid=None, group=None, eval_set=None, eval_qid=None,
-            eval_group=None, callbacks=None, sample_weight=None, group_weight=None,
-            position=None):
+    def fit(self, X: ArrayLike, y: ArrayLike, *, qid: Optional[ArrayLike] = None,
+            group: Optional[ArrayLike] = None, eval_set: EvalSets = None,
+            eval_qid: Optional[Sequence[Any]] = None, eval_group: Optional[Sequence[Any]] = None,
+            callbacks: Optional[Sequence[Any]] = None, sample_weight: Optional[ArrayLike] = None,
+            group_weight: Optional[ArrayLike] = None, position: Optional[ArrayLike] = None
+            ) -> "BoostedRanker":
         """Fit on ``X (n, F)`` and relevance labels ``y (n,)``.
 
         Queries: ``qid`` (a query id per row, rows in any order), ``group`` (sizes of
@@ -258,7 +262,7 @@ class BoostedRanker(compat.TheirNames, BaseEstimator):
             imp = np.insert(imp, c, 0.0)
         return imp
 
-    def load_model(self, path) -> "BoostedRanker":
+    def load_model(self, path: PathLike) -> "BoostedRanker":
         """Load a model saved by :meth:`save_model` (or ``torchrankboost train``) into this
         estimator and return it, ready to ``predict`` and ``score`` (its training history is
         not in the file: ``evals_result_`` is empty, ``best_iteration_`` ``None``)."""
@@ -287,7 +291,8 @@ class BoostedRanker(compat.TheirNames, BaseEstimator):
             raise NotFittedError("this BoostedRanker is not fitted yet; call fit first")
 
     @compat.refusing_their_names(compat.THEIR_PREDICT, "BoostedRanker.predict")
-    def predict(self, X, *, n_rounds: Optional[int] = None, contrib: bool = False) -> np.ndarray:
+    def predict(self, X: ArrayLike, *, n_rounds: Optional[int] = None, contrib: bool = False
+               ) -> np.ndarray:
         """Scores ``(n,)`` (numpy float64), higher = more relevant; input row order kept.
 
         ``n_rounds``: score with the first ``n_rounds`` rounds of the ensemble only
@@ -308,7 +313,7 @@ class BoostedRanker(compat.TheirNames, BaseEstimator):
             s = self.model_.predict(Xt, **kw)
         return s.detach().to("cpu", torch.float64).numpy()
 
-    def apply(self, X, *, n_rounds: Optional[int] = None) -> np.ndarray:
+    def apply(self, X: ArrayLike, *, n_rounds: Optional[int] = None) -> np.ndarray:
         """``(n, n_rounds)`` int64 leaf index of every row in each round (LightGBM's
         ``pred_leaf``; :meth:`Ensemble.apply <torchrankboost.boosting.Ensemble.apply>`)."""
         Xt = self._predict_input(X)
@@ -317,7 +322,7 @@ class BoostedRanker(compat.TheirNames, BaseEstimator):
             leaves = self.model_.apply(Xt, n_rounds=n_rounds)
         return leaves.to("cpu").numpy()
 
-    def staged_predict(self, X):
+    def staged_predict(self, X: ArrayLike) -> Iterator[np.ndarray]:
         """Yield the scores ``(n,)`` (numpy float64) after each round ``1..n_rounds_`` (as
         scikit-learn's gradient boosting; the last equals ``predict(X)``)."""
         Xt = self._predict_input(X)
@@ -344,7 +349,8 @@ class BoostedRanker(compat.TheirNames, BaseEstimator):
             raise ValueError(f"X has {n} features, but BoostedRanker is expecting "
                              f"{self.n_features_in_} features as input.")
 
-    def score(self, X, y, sample_weight=None, *, qid=None, group=None) -> float:
+    def score(self, X: ArrayLike, y: ArrayLike, sample_weight: Optional[ArrayLike] = None, *,
+              qid: Optional[ArrayLike] = None, group: Optional[ArrayLike] = None) -> float:
         """``score_metric`` (default NDCG@10, mean over queries) of the predictions.
 
         ``sample_weight`` ``(n,)``: a query then weighs the mean weight of its documents
@@ -376,7 +382,7 @@ class BoostedRanker(compat.TheirNames, BaseEstimator):
             return float(metric(s, yt, groups))
         return compat.weighted_score(metric, s, yt, groups, w)
 
-    def save_model(self, path) -> None:
+    def save_model(self, path: PathLike) -> None:
         """Save the fitted model (safetensors + JSON; load with ``load_model``)."""
         self._check_fitted()
         self.model_.save(path)

@@ -4,6 +4,8 @@ reaches in each round (:func:`leaf_indices`, behind ``Ensemble.apply(X)``)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import Tensor
 
@@ -12,7 +14,7 @@ from .treeshap import PlainRound, TreeShap, round_trees
 __all__ = ["contributions", "leaf_indices", "TreeShap", "PlainRound", "round_trees"]
 
 
-def contributions(ensemble, X: Tensor, n_rounds: int) -> Tensor:
+def contributions(ensemble: Any, X: Tensor, n_rounds: int) -> Tensor:
     """``(n, F + 1)`` float64 SHAP values of the first ``n_rounds`` rounds of ``ensemble`` on
     the checked features ``X`` (n, F), expected value last (LightGBM's ``pred_contrib``
     layout); each row sums to ``ensemble.predict(X, n_rounds=n_rounds)``."""
@@ -30,7 +32,7 @@ def _stump_leaf(m, X: Tensor) -> Tensor:
     return (x > m.threshold).to(torch.int64).to(X.device)
 
 
-def leaf_indices(ensemble, X: Tensor, n_rounds: int) -> Tensor:
+def leaf_indices(ensemble: Any, X: Tensor, n_rounds: int) -> Tensor:
     """``(n, n_rounds)`` int64: the leaf of every row in each round (LightGBM's
     ``pred_leaf`` layout; leaf ids as in ``TreeModel.leaf_value``; a stump's left leaf
     (``x <= θ`` or NaN) is 0, its right leaf 1)."""

@@ -28,10 +28,12 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Dict, List, Tuple
+from typing import Any, Dict, List, Tuple
 
 import torch
 from torch import Tensor
+
+from ..contract import DeviceLike
 
 __all__ = ["TreeShap", "round_trees", "PlainRound"]
 
@@ -86,7 +88,7 @@ def _stump_round(t: int, m, weight: float) -> PlainRound:
                       [nl + nr, nl, nr])
 
 
-def round_trees(ensemble, n_rounds: int) -> List[PlainRound]:
+def round_trees(ensemble: Any, n_rounds: int) -> List[PlainRound]:
     """The first ``n_rounds`` rounds of ``ensemble`` as :class:`PlainRound` s; a round that is
     neither a tree nor a stump, or has no covers, raises a one-line ``ValueError``."""
     out = []
@@ -172,7 +174,8 @@ class TreeShap:
         device: where the path tensors live (that of the rows explained).
     """
 
-    def __init__(self, rounds: List[PlainRound], num_features: int, base_score: float, device):
+    def __init__(self, rounds: List[PlainRound], num_features: int, base_score: float,
+                 device: DeviceLike):
         self.F = int(num_features)
         self.device = torch.device(device)
         self._nodes(rounds)

@@ -25,10 +25,13 @@ from __future__ import annotations
 import json
 import math
 import os
-from typing import List, Tuple
+from typing import TYPE_CHECKING, Any, List, Tuple
 
 import numpy as np
 import torch
+
+if TYPE_CHECKING:
+    from ..boosting.ensemble import Ensemble
 
 __all__ = ["from_lightgbm", "from_xgboost"]
 
@@ -110,7 +113,7 @@ def _lgb_tree(t: int, root: dict):
     return _tree_model([tuple(n) for n in nodes], leaves, float32=False)
 
 
-def from_lightgbm(model):
+def from_lightgbm(model: Any) -> "Ensemble":
     r"""A LightGBM model as an :class:`~torchrankboost.boosting.ensemble.Ensemble` of trees.
 
     Args:
@@ -209,7 +212,7 @@ def _xgb_trees(learner: dict) -> Tuple[list, dict]:
     return model["trees"], model
 
 
-def from_xgboost(model):
+def from_xgboost(model: Any) -> "Ensemble":
     r"""An XGBoost model as an :class:`~torchrankboost.boosting.ensemble.Ensemble` of trees.
 
     Args:

@@ -14,11 +14,12 @@ from __future__ import annotations
 
 import math
 import os
-from typing import List
+from typing import Any, List
 
 import numpy as np
 
 from .._io import atomic_write
+from ..contract import PathLike
 from ._trees import PlainTree, plain_trees
 
 __all__ = ["to_lightgbm"]
@@ -91,7 +92,7 @@ def _split_trees(base: float, trees: List[PlainTree]) -> List[PlainTree]:
     return out
 
 
-def to_lightgbm(model, path) -> None:
+def to_lightgbm(model: Any, path: PathLike) -> None:
     r"""Write a fitted tree or stump ensemble as a LightGBM text model.
 
     Args:

@@ -16,11 +16,12 @@ from __future__ import annotations
 
 import math
 import os
-from typing import List
+from typing import Any, List
 
 import numpy as np
 
 from .._io import atomic_write
+from ..contract import PathLike
 from ._trees import PlainTree, plain_trees
 
 __all__ = ["to_onnx", "ML_OPSET"]
@@ -90,7 +91,7 @@ def _graph(base: float, F: int, trees: List[PlainTree]):
                                             helper.make_opsetid("ai.onnx.ml", ML_OPSET)])
 
 
-def to_onnx(model, path) -> None:
+def to_onnx(model: Any, path: PathLike) -> None:
     r"""Write a fitted tree or stump ensemble, or a linear ranker, as an ONNX model (needs
     the ``onnx`` package).
 

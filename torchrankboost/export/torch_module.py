@@ -18,7 +18,7 @@ as :meth:`Ensemble.predict`) and the sum taken in round order, so CPU scores equ
 
 from __future__ import annotations
 
-from typing import List, Tuple
+from typing import Any, List, Tuple
 
 import torch
 from torch import Tensor
@@ -87,7 +87,7 @@ class TreeEnsembleModule(torch.nn.Module):
         return torch.cat([base, vals], 1).cumsum(1)[:, -1]
 
 
-def _tree_parts(m) -> Tuple[Tensor, ...]:
+def _tree_parts(m) -> Tuple[Any, ...]:
     """``(feature, threshold, default_left, left, right, leaf_value, depth)`` on CPU."""
     cpu = [getattr(m, k).detach().to("cpu") for k in
            ("split_feature", "threshold", "default_left", "left_child", "right_child",
@@ -95,7 +95,7 @@ def _tree_parts(m) -> Tuple[Tensor, ...]:
     return (*cpu, int(m.depth))
 
 
-def _stump_parts(m) -> Tuple[Tensor, ...]:
+def _stump_parts(m) -> Tuple[Any, ...]:
     """A stump as the one-split tree: left leaf ``a`` (``x <= θ`` or NaN), right ``a + b``."""
     h = torch.tensor([False, True], device=m.coef.device)
     values = m._out(h).detach().to("cpu")  # the model's own arithmetic, bit for bit
@@ -105,7 +105,7 @@ def _stump_parts(m) -> Tuple[Tensor, ...]:
             values, 1)
 
 
-def _parts(model) -> List[Tuple[Tensor, ...]]:
+def _parts(model) -> List[Tuple[Any, ...]]:
     from ..boosting.learners import StumpModel, TreeModel
 
     out = []
@@ -127,7 +127,7 @@ def _threshold_dtype(parts) -> bool:
     return dtypes == {torch.float32}
 
 
-def to_torch(model) -> TreeEnsembleModule:
+def to_torch(model: Any) -> TreeEnsembleModule:
     """The :class:`TreeEnsembleModule` of a fitted ``Ensemble`` of trees and/or stumps.
 
     ``module(X)`` equals ``model.predict(X)`` (bit for bit on CPU; in CUDA the round sum is

@@ -14,6 +14,8 @@ a SciPy CSR input treats absent entries as missing, not as 0 (ours: 0), so give 
 
 from __future__ import annotations
 
+from typing import Any
+
 from ._trees import PlainTree, plain_trees
 from .lightgbm import lgb_threshold
 
@@ -54,7 +56,7 @@ def _builder(treelite, base: float, F: int, T: int):
         attributes={"producer": "torchrankboost"})
 
 
-def to_treelite(model):
+def to_treelite(model: Any) -> Any:
     r"""A fitted tree or stump ensemble as a ``treelite.Model`` (needs ``treelite`` >= 4).
 
     Args:

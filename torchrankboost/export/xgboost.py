@@ -12,11 +12,12 @@ from __future__ import annotations
 
 import json
 import os
-from typing import List
+from typing import Any, List
 
 import numpy as np
 
 from .._io import atomic_write
+from ..contract import PathLike
 from ._trees import PlainTree, plain_trees
 
 __all__ = ["to_xgboost"]
@@ -97,7 +98,7 @@ def _document(base: float, F: int, trees: List[PlainTree]) -> dict:
     return {"learner": learner, "version": [2, 1, 0]}
 
 
-def to_xgboost(model, path) -> None:
+def to_xgboost(model: Any, path: PathLike) -> None:
     r"""Write a fitted tree or stump ensemble as an XGBoost JSON model.
 
     Args:

@@ -17,12 +17,11 @@ level arithmetic is :mod:`.levels`; the quantile binning (:func:`.binning.bin_fe
 
 from __future__ import annotations
 
-import logging
-import warnings
 from typing import Optional
 
 import torch
 
+from .. import _native
 from .base import GrownTree, Level, TreeBackend, TreeParams, Unavailable, newton_values  # noqa: F401
 from .histogram import histogram  # noqa: F401
 from .native_backend import NativeBackend
@@ -32,13 +31,11 @@ from .triton_backend import TritonBackend
 __all__ = ["KERNELS", "choose_backend", "check_kernel", "histogram", "TreeBackend", "TreeParams",
            "GrownTree", "Level", "newton_values"]
 
-_log = logging.getLogger("torchrankboost")
 #: the backends ``kernel="auto"`` tries, first that runs wins (the torch reference last: it
 #: runs anywhere); adding a backend is adding it here
 _AUTO_ORDER = (TritonBackend(), NativeBackend(), TorchBackend())
 #: the ``kernel`` values a learner accepts
 KERNELS = ("auto",) + tuple(b.name for b in _AUTO_ORDER)
-_warned_fallback = False
 
 
 def _named(kernel: str) -> Optional[TreeBackend]:
@@ -63,12 +60,13 @@ def choose_backend(kernel: str, *, device: torch.device, data_dtype: torch.dtype
 
     ``"auto"`` takes the first backend of ``_AUTO_ORDER`` that runs here (a backend with
     ``auto_devices`` only on those device types: Triton on CUDA); when one is
-    ``missing`` on this machine (no C compiler) the slower fallback is announced once per
-    process (a ``RuntimeWarning`` and the ``torchrankboost`` logger). A named backend that
+    ``missing`` on this machine (not built at install, ``TORCHRANKBOOST_NATIVE=0``) the slower
+    fallback is announced once per process: one ``RuntimeWarning``
+    (:func:`torchrankboost._native.announce_fallback`; none when the import already said that
+    the kernels were not built). A named backend that
     cannot run raises ``RuntimeError`` with the reason. ``announce=False`` (predictions,
     binning): no warning, no error, the next backend that runs (at last the reference).
     """
-    global _warned_fallback
     check_kernel(kernel)
     order = _AUTO_ORDER if kernel == "auto" else (_named(kernel),)
     for backend in order:
@@ -82,10 +80,8 @@ def choose_backend(kernel: str, *, device: torch.device, data_dtype: torch.dtype
         if kernel != "auto":
             raise RuntimeError(f"kernel={kernel!r}: the compiled tree kernels cannot run here: "
                                f"{why.reason}")
-        if why.missing and not _warned_fallback:
-            _warned_fallback = True
-            msg = (f"compiled tree kernels unavailable ({why.reason}); the trees run on the "
-                   f"pure-torch path, several times slower on CPU")
-            _log.warning(msg)
-            warnings.warn(msg, RuntimeWarning, stacklevel=4)
+        if why.missing:
+            _native.announce_fallback(f"torchrankboost: compiled tree kernels unavailable: "
+                                      f"{why.reason}. The trees run on the pure-torch path, "
+                                      f"several times slower on CPU", stacklevel=4)
     return _named("torch")

@@ -47,7 +47,7 @@ it does not speed up) and one entry in the chooser's ``_AUTO_ORDER``
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, List, NamedTuple, Optional, Protocol, Sequence
+from typing import TYPE_CHECKING, Any, Callable, List, NamedTuple, Optional, Protocol, Sequence
 
 import torch
 from torch import Tensor
@@ -135,20 +135,20 @@ class TreeBackend(Protocol):
         codes, or float raw features) with ``num_rows`` rows on ``device``; else why not."""
         ...
 
-    def grow(self, prepared, fixed: "FixedPoint", rows: Optional[Tensor], feat_ok: Tensor, *,
-             params: TreeParams, reduce: Optional[Reduce]) -> GrownTree:
+    def grow(self, prepared: Any, fixed: "FixedPoint", rows: Optional[Tensor],
+             feat_ok: Tensor, *, params: TreeParams, reduce: Optional[Reduce]) -> GrownTree:
         """Grow one tree on ``prepared`` (``BinnedFeatures``) from the fixed-point channels
         ``fixed`` (:class:`.fixed_point.FixedPoint`: ``q`` (n, 2) int64 ``(q_wt, q_w)`` and
         their ``scale``), on ``rows`` (int64, or ``None`` = all rows) and the features
         ``feat_ok`` (F,) bool."""
         ...
 
-    def leaves_from_codes(self, tree, codes: Tensor) -> Tensor:
+    def leaves_from_codes(self, tree: Any, codes: Tensor) -> Tensor:
         """(n,) int64 leaf index of every row of bin codes (n, F) in ``tree`` (a
         ``TreeModel``)."""
         ...
 
-    def leaves_from_raw(self, tree, X: Tensor) -> Tensor:
+    def leaves_from_raw(self, tree: Any, X: Tensor) -> Tensor:
         """(n,) int64 leaf index of every row of raw features X (n, F), already in the
         dtype of ``tree.threshold``."""
         ...
@@ -169,8 +169,9 @@ class TreeBackend(Protocol):
         edges, ``+inf``-padded), NaN → ``missing_code``."""
         ...
 
-    def level_histograms(self, prepared, values: Tensor, rows: Tensor, counts: List[int],
-                         build: List[int], *, reduce: Optional[Reduce]) -> Tensor:
+    def level_histograms(self, prepared: Any, values: Tensor, rows: Tensor,
+                         counts: List[int], build: List[int], *, reduce: Optional[Reduce]
+                        ) -> Tensor:
         """The (B, 3, F, S) int64 histograms (channels Σ q_wt, Σ q_w, count; S = missing code
         + 1) of the ``B = len(counts)`` nodes of an oblivious level on ``prepared``
         (``BinnedFeatures``): node ``j``'s rows are ``rows[s_j : s_j + counts[j]]``
@@ -180,8 +181,8 @@ class TreeBackend(Protocol):
         result may be a view of the backend's own layout (a (B, F, S, 3) buffer, say)."""
         ...
 
-    def best_level(self, hists: Tensor, prepared, feat_ok: Tensor, miss: Tensor, *,
-                   params: TreeParams, scale: Tensor) -> Optional[Level]:
+    def best_level(self, hists: Tensor, prepared: Any, feat_ok: Tensor, miss: Tensor,
+                   *, params: TreeParams, scale: Tensor) -> Optional[Level]:
         """The best question of an oblivious level from its nodes' ``hists`` (a
         :meth:`level_histograms` result, summed over the ranks), over the features ``feat_ok``
         (F,) bool, NaN right tried only for the features ``miss`` (F,) bool; ``scale`` (2,)
@@ -197,7 +198,7 @@ class BatchPrimitives(Protocol):
     :class:`~.torch_backend.TorchBackend`). A backend that has them grows both trees through
     them, with a bounded number of host synchronisations per tree."""
 
-    def batch_histograms(self, prepared, q: Tensor, slot: Tensor, num_slots: int, *,
+    def batch_histograms(self, prepared: Any, q: Tensor, slot: Tensor, num_slots: int, *,
                          max_rows: Optional[int] = None) -> Tensor:
         """``(num_slots, 3, F, S)`` int64, contiguous: ``out[b, :, f, c] = Σ_{r : slot[r] = b,
         codes[r, f] = c} (q[r, 0], q[r, 1], 1)`` over the rows of ``prepared`` (``codes``
@@ -208,7 +209,7 @@ class BatchPrimitives(Protocol):
         kernel may use it to size a compaction, or ignore it). No host synchronisation."""
         ...
 
-    def route_rows(self, prepared, leaf: Tensor, feature: Tensor, bin: Tensor,
+    def route_rows(self, prepared: Any, leaf: Tensor, feature: Tensor, bin: Tensor,
                    default_left: Tensor, right_id: Tensor) -> Tensor:
         """``(n,)`` int32: for every row of ``prepared`` with ``l = leaf[r] >= 0`` and
         ``right_id[l] >= 0``, ``right_id[l]`` when the row goes right under the question of

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import ctypes
 from pathlib import Path
-from typing import List, Optional, Sequence
+from typing import Any, List, Optional, Sequence
 
 import torch
 from torch import Tensor
@@ -166,7 +166,7 @@ class NativeBackend:
             return Unavailable(str(exc), missing=True)
         return None
 
-    def grow(self, prepared, fixed: FixedPoint, rows: Optional[Tensor], feat_ok: Tensor, *,
+    def grow(self, prepared: Any, fixed: FixedPoint, rows: Optional[Tensor], feat_ok: Tensor, *,
              params: TreeParams, reduce: Optional[Reduce]) -> GrownTree:
         lib = library()
         codes = prepared.codes.contiguous()
@@ -208,7 +208,7 @@ class NativeBackend:
             raise RuntimeError(f"trb_grow failed (max_leaves={L})")
         return _grown(lib, t, n, nleaves)
 
-    def leaves_from_codes(self, tree, codes: Tensor) -> Tensor:
+    def leaves_from_codes(self, tree: Any, codes: Tensor) -> Tensor:
         codes = codes.contiguous()
         n, F = codes.shape
         cpu = [x.to("cpu", torch.int64).contiguous() for x in
@@ -222,7 +222,7 @@ class NativeBackend:
            leaf.data_ptr(), torch.get_num_threads())
         return leaf
 
-    def leaves_from_raw(self, tree, X: Tensor) -> Tensor:
+    def leaves_from_raw(self, tree: Any, X: Tensor) -> Tensor:
         X = X.contiguous()
         n, F = X.shape
         cpu = [x.to("cpu", torch.int64).contiguous() for x in
@@ -287,7 +287,7 @@ class NativeBackend:
                                  int(dtype == torch.int16), torch.get_num_threads())
         return out
 
-    def level_histograms(self, prepared, values: Tensor, rows: Tensor, counts: List[int],
+    def level_histograms(self, prepared: Any, values: Tensor, rows: Tensor, counts: List[int],
                          build: List[int], *, reduce: Optional[Reduce]) -> Tensor:
         """``trb_histogram`` (``trb_histogram16`` on int16 codes) of each built node into one
         (B, F, S, 3) buffer (the kernel zeroes its output first: an empty node is all
@@ -312,7 +312,7 @@ class NativeBackend:
         levels.sum_built(out, build, reduce)
         return out.permute(0, 3, 1, 2)
 
-    def best_level(self, hists: Tensor, prepared, feat_ok: Tensor, miss: Tensor, *,
+    def best_level(self, hists: Tensor, prepared: Any, feat_ok: Tensor, miss: Tensor, *,
                    params: TreeParams, scale: Tensor) -> Optional[Level]:
         """``trb_oblivious_level`` (the best candidate) and ``trb_oblivious_nodes`` (its node
         gains and left counts) on the (B, F, S, 3) layout; the reference for histograms off

@@ -11,13 +11,13 @@ leaf id moved by one step of splits), are torch ops here: a device kernel overri
 
 from __future__ import annotations
 
-from typing import List, Optional, Sequence
+from typing import Any, List, Optional, Sequence
 
 import torch
 from torch import Tensor
 
 from . import frontier, levels
-from .base import GrownTree, Level, Reduce, TreeParams
+from .base import GrownTree, Level, Reduce, TreeParams, Unavailable
 from .fixed_point import FixedPoint
 from .histogram import compact_reducer, histogram
 
@@ -34,10 +34,11 @@ class TorchBackend:
 
     name = "torch"
 
-    def unavailable(self, *, device, data_dtype, num_rows) -> None:
+    def unavailable(self, *, device: torch.device, data_dtype: torch.dtype,
+                    num_rows: int) -> Optional[Unavailable]:
         return None  # any device, any codes
 
-    def grow(self, prepared, fixed: FixedPoint, rows: Optional[Tensor], feat_ok: Tensor, *,
+    def grow(self, prepared: Any, fixed: FixedPoint, rows: Optional[Tensor], feat_ok: Tensor, *,
              params: TreeParams, reduce: Optional[Reduce]) -> GrownTree:
         """The batched best-first growth of :mod:`.frontier` on the fit's fixed point
         ``fixed`` (:mod:`.fixed_point`), through :meth:`batch_histograms` and
@@ -46,7 +47,7 @@ class TorchBackend:
         return frontier.grow_tree(self, prepared, fixed.q, fixed.scale, rows, feat_ok,
                                   params=params, reduce=compact_reducer(prepared, "3FS", reduce))
 
-    def batch_histograms(self, prepared, q: Tensor, slot: Tensor, num_slots: int, *,
+    def batch_histograms(self, prepared: Any, q: Tensor, slot: Tensor, num_slots: int, *,
                          max_rows: Optional[int] = None) -> Tensor:
         """:meth:`.base.BatchPrimitives.batch_histograms` in torch ops: the rows with a slot
         compacted (``torch.nonzero_static`` to ``max_rows``; on the CPU sorted by slot, one
@@ -78,7 +79,7 @@ class TorchBackend:
         out = acc.view(3, F, num_slots + 1, S)[:, :, :num_slots]
         return out.permute(2, 0, 1, 3).contiguous()
 
-    def route_rows(self, prepared, leaf: Tensor, feature: Tensor, bin: Tensor,
+    def route_rows(self, prepared: Any, leaf: Tensor, feature: Tensor, bin: Tensor,
                    default_left: Tensor, right_id: Tensor) -> Tensor:
         """:meth:`.base.BatchPrimitives.route_rows` in torch ops: each row's leaf's split
         (one gather of the stacked tables), its code, one comparison."""
@@ -103,7 +104,7 @@ class TorchBackend:
             node = torch.where(active, nxt, node)
         return ~node
 
-    def leaves_from_codes(self, tree, codes: Tensor) -> Tensor:
+    def leaves_from_codes(self, tree: Any, codes: Tensor) -> Tensor:
         miss = tree.missing_code
 
         def go_left(nid, f):
@@ -112,7 +113,7 @@ class TorchBackend:
 
         return self._walk(tree, codes.shape[0], go_left, codes.device)
 
-    def leaves_from_raw(self, tree, X: Tensor) -> Tensor:
+    def leaves_from_raw(self, tree: Any, X: Tensor) -> Tensor:
         def go_left(nid, f):
             x = X.gather(1, f.unsqueeze(1)).squeeze(1)
             return torch.where(torch.isnan(x), tree.default_left[nid], x <= tree.threshold[nid])
@@ -136,7 +137,7 @@ class TorchBackend:
             out[s : s + _CODE_CHUNK] = c.t()
         return out
 
-    def level_histograms(self, prepared, values: Tensor, rows: Tensor, counts: List[int],
+    def level_histograms(self, prepared: Any, values: Tensor, rows: Tensor, counts: List[int],
                          build: List[int], *, reduce: Optional[Reduce]) -> Tensor:
         codes = prepared.codes
         F, S = codes.shape[1], prepared.missing_code + 1
@@ -149,7 +150,7 @@ class TorchBackend:
         levels.sum_built(out, build, reduce)
         return out
 
-    def best_level(self, hists: Tensor, prepared, feat_ok: Tensor, miss: Tensor, *,
+    def best_level(self, hists: Tensor, prepared: Any, feat_ok: Tensor, miss: Tensor, *,
                    params: TreeParams, scale: Tensor) -> Optional[Level]:
         return levels.search(hists, prepared, feat_ok, miss, params=params, scale=scale)
 

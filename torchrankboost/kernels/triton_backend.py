@@ -20,7 +20,7 @@ devices alone), which is how the tests check the kernels without a GPU.
 from __future__ import annotations
 
 import importlib
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
 import torch
 from torch import Tensor
@@ -63,7 +63,8 @@ class TritonBackend(TorchBackend):
             raise ValueError(f"histogram: expected one of {_HISTOGRAMS}, got {histogram!r}")
         self.histogram = histogram
 
-    def unavailable(self, *, device, data_dtype, num_rows) -> Optional[Unavailable]:
+    def unavailable(self, *, device: torch.device, data_dtype: torch.dtype,
+                    num_rows: int) -> Optional[Unavailable]:
         device = torch.device(device)
         if device.type not in ("cuda", "cpu"):
             return Unavailable(f"the data are on {device.type}; the Triton kernels run on CUDA")
@@ -87,7 +88,7 @@ class TritonBackend(TorchBackend):
                                "interpreter), not compiled for the GPU")
         return None
 
-    def batch_histograms(self, prepared, q: Tensor, slot: Tensor, num_slots: int, *,
+    def batch_histograms(self, prepared: Any, q: Tensor, slot: Tensor, num_slots: int, *,
                          max_rows: Optional[int] = None) -> Tensor:
         """``(num_slots, 3, F, S)`` int64 histograms, ``S = missing_code + 1``: for node slot
         ``s``, feature ``f`` and code ``c``, ``(Σ q[i, 0], Σ q[i, 1], #i)`` over the rows ``i``
@@ -112,7 +113,7 @@ class TritonBackend(TorchBackend):
                                        LOG_N=_BLOCK_N.bit_length() - 1)
         return out
 
-    def route_rows(self, prepared, leaf: Tensor, feature: Tensor, bin: Tensor,
+    def route_rows(self, prepared: Any, leaf: Tensor, feature: Tensor, bin: Tensor,
                    default_left: Tensor, right_id: Tensor) -> Tensor:
         """``(n,)`` int32 leaf ids after a batch of splits: a row of leaf ``l`` with
         ``right_id[l] >= 0`` (``l`` split on ``feature[l]`` at ``bin[l]``) keeps ``l`` when
@@ -150,12 +151,12 @@ class TritonBackend(TorchBackend):
             missing_code, BLOCK_N=_BLOCK_N, BLOCK_F=_BLOCK_F)
         return out
 
-    def leaves_from_codes(self, tree, codes: Tensor) -> Tensor:
+    def leaves_from_codes(self, tree: Any, codes: Tensor) -> Tensor:
         if codes.dtype not in _CODES:
             return super().leaves_from_codes(tree, codes)
         return self._walk_tree(tree, codes, tree.threshold_bin.to(torch.int64), raw=False)
 
-    def leaves_from_raw(self, tree, X: Tensor) -> Tensor:
+    def leaves_from_raw(self, tree: Any, X: Tensor) -> Tensor:
         if X.dtype not in _FLOATS or X.dtype != tree.threshold.dtype:
             return super().leaves_from_raw(tree, X)
         return self._walk_tree(tree, X, tree.threshold, raw=True)

@@ -47,7 +47,7 @@ evaluates once.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, NamedTuple, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, NamedTuple, Optional, Tuple
 
 import torch
 from torch import Tensor, nn
@@ -84,6 +84,11 @@ class BindState:
     """The score-independent state of a bound loss: named attributes, plus
     :meth:`cached` for what depends on the scores' dtype (or device) only, built on first
     use."""
+
+    if TYPE_CHECKING:  # its attributes are named by each loss's _bind_state
+        def __getattr__(self, name: str) -> Any: ...
+
+        def __setattr__(self, name: str, value: Any) -> None: ...
 
     def __init__(self, **attrs):
         self.__dict__.update(attrs)
@@ -240,7 +245,7 @@ class ValueTerms(NamedTuple):
     """
 
     terms: Tensor
-    count: Optional[Tensor] = None
+    count: Optional[Tensor] = None  # type: ignore[assignment]  # a field named as tuple.count
     scale: float = 1.0
 
     def value(self, total: Tensor) -> Tensor:

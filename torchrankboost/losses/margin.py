@@ -13,7 +13,7 @@ from scores: the caller passes ``scale`` (``‖λ‖₁`` of a boosted model, or
 from __future__ import annotations
 
 import math
-from typing import Optional, Tuple
+from typing import Optional, Tuple, Union
 
 import torch
 from torch import Tensor
@@ -69,7 +69,7 @@ class SmoothMarginLoss(ExpFamilyLoss):
     the constructor's, as in the call).
     """
 
-    def __init__(self, scale=None, *, reduction: str = "sum"):
+    def __init__(self, scale: Union[float, Tensor, None] = None, *, reduction: str = "sum"):
         super().__init__(log=True, normalize=False, reduction=reduction)
         self.scale = None if scale is None else _check_scale(scale)
 
@@ -79,8 +79,8 @@ class SmoothMarginLoss(ExpFamilyLoss):
         return st
 
     def bind(self, labels: Optional[Tensor], groups: Optional[Groups] = None, *,
-             pairs: PairSpec = None, weights: Optional[Tensor] = None, scale=None
-             ) -> BoundLoss:
+             pairs: PairSpec = None, weights: Optional[Tensor] = None,
+             scale: Union[float, Tensor, None] = None) -> BoundLoss:
         """:meth:`RankingLoss.bind`, with ``scale`` (a positive float or scalar tensor)
         overriding the constructor's, as in the call."""
         sc = _check_scale(self.scale if scale is None else scale)
@@ -112,15 +112,15 @@ class SmoothMarginLoss(ExpFamilyLoss):
     def forward(self, scores: Tensor, labels: Optional[Tensor] = None,
                 groups: Optional[Groups] = None, *, pairs: PairSpec = None,
                 weights: Optional[Tensor] = None, mask: Optional[Tensor] = None,
-                scale=None) -> Tensor:
+                scale: Union[float, Tensor, None] = None) -> Tensor:
         sc = _check_scale(self.scale if scale is None else scale)
         inp = self._inputs(scores, labels, groups, pairs=pairs, weights=weights, mask=mask)
         return self._bound(inp, scale=sc)._value(inp.scores)
 
     def grad_hess(self, scores: Tensor, labels: Optional[Tensor] = None,
                   groups: Optional[Groups] = None, *, pairs: PairSpec = None,
-                  weights: Optional[Tensor] = None, hess: str = "diag", scale=None
-                  ) -> Tuple[Tensor, Tensor]:
+                  weights: Optional[Tensor] = None, hess: str = "diag",
+                  scale: Union[float, Tensor, None] = None) -> Tuple[Tensor, Tensor]:
         sc = _check_scale(self.scale if scale is None else scale)
         check_hess(hess)
         inp = self._inputs(scores.detach(), labels, groups, pairs=pairs, weights=weights)
@@ -131,7 +131,8 @@ class SmoothMarginLoss(ExpFamilyLoss):
 
 
 def smooth_margin(scores: Tensor, labels: Optional[Tensor] = None,
-                  groups: Optional[Groups] = None, *, scale, pairs: PairSpec = None,
+                  groups: Optional[Groups] = None, *, scale: Union[float, Tensor],
+                  pairs: PairSpec = None,
                   weights: Optional[Tensor] = None, per_query: bool = False) -> Tensor:
     r"""The smooth ranking margin ``G̃ = −ln F̃ / scale`` (Rudin & Schapire 2009).
 

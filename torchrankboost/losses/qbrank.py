@@ -70,6 +70,8 @@ class QBRankLoss(RankingLoss):
       *not* a bound and is not offered here.
     """
 
+    tau: Union[float, str]
+
     def __init__(self, *, w: float = 0.5, tau: Union[float, str] = 1.0, c: float = 1.0,
                  reduction: str = "sum"):
         super().__init__(reduction=reduction)

@@ -8,12 +8,13 @@ in closed form per tie run: :class:`_TieRuns`). Gains: ``"exp"`` (``2^l - 1``),
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Optional, Union
 
 import torch
 from torch import Tensor
 
 from .._pair_engine.elementwise import exp2
+from ..contract import ArrayLike
 from ..groups import Groups
 from ._common import (F64, accepts_padding, check_choice, check_grades, check_k, prepare,
                       reduce_per_query)
@@ -199,8 +200,9 @@ def _log_choose(n: Tensor, k: Tensor) -> Tensor:
 
 
 @accepts_padding
-def dcg_at_k(scores, labels, groups: Optional[Groups] = None, *, k: Optional[int] = 10,
-             gain="exp", ties: str = "stable", reduction: str = "mean") -> Tensor:
+def dcg_at_k(scores: ArrayLike, labels: ArrayLike, groups: Optional[Groups] = None, *,
+             k: Optional[int] = 10, gain: Union[str, ArrayLike] = "exp", ties: str = "stable",
+             reduction: str = "mean") -> Tensor:
     r"""Discounted cumulative gain at ``k``:
     :math:`\mathrm{DCG@k} = \sum_{r=1}^{\min(k, n_q)} G(l_{(r)}) / \log_2(r+1)`.
 
@@ -233,9 +235,9 @@ def _dcg(gains: Tensor, perm: Optional[Tensor], order) -> Tensor:
 
 
 @accepts_padding
-def ndcg_at_k(scores, labels, groups: Optional[Groups] = None, *, k: Optional[int] = 10,
-              gain="exp", empty: float = 1.0, ties: str = "stable",
-              reduction: str = "mean") -> Tensor:
+def ndcg_at_k(scores: ArrayLike, labels: ArrayLike, groups: Optional[Groups] = None, *,
+              k: Optional[int] = 10, gain: Union[str, ArrayLike] = "exp", empty: float = 1.0,
+              ties: str = "stable", reduction: str = "mean") -> Tensor:
     r"""Normalised DCG at ``k``: ``DCG@k / IDCG@k``, IDCG being the DCG@k of the
     documents sorted by gain.
 
@@ -272,7 +274,7 @@ def ndcg_at_k(scores, labels, groups: Optional[Groups] = None, *, k: Optional[in
 
 
 @accepts_padding
-def mean_average_precision(scores, labels, groups: Optional[Groups] = None, *,
+def mean_average_precision(scores: ArrayLike, labels: ArrayLike, groups: Optional[Groups] = None, *,
                            threshold: float = 0.0, k: Optional[int] = None,
                            denominator: str = "min_k", empty: float = 1.0,
                            ties: str = "stable", reduction: str = "mean") -> Tensor:
@@ -312,9 +314,9 @@ def mean_average_precision(scores, labels, groups: Optional[Groups] = None, *,
 
 
 @accepts_padding
-def precision_at_k(scores, labels, groups: Optional[Groups] = None, *, k: Optional[int] = 10,
-                   threshold: float = 0.0, denominator: str = "k", ties: str = "stable",
-                   reduction: str = "mean") -> Tensor:
+def precision_at_k(scores: ArrayLike, labels: ArrayLike, groups: Optional[Groups] = None, *,
+                   k: Optional[int] = 10, threshold: float = 0.0, denominator: str = "k",
+                   ties: str = "stable", reduction: str = "mean") -> Tensor:
     r"""Fraction of relevant documents (``label > threshold``) among the top ``k``.
 
     Args:
@@ -345,7 +347,7 @@ def precision_at_k(scores, labels, groups: Optional[Groups] = None, *, k: Option
 
 
 @accepts_padding
-def reciprocal_rank(scores, labels, groups: Optional[Groups] = None, *,
+def reciprocal_rank(scores: ArrayLike, labels: ArrayLike, groups: Optional[Groups] = None, *,
                     threshold: float = 0.0, k: Optional[int] = None, empty: float = 0.0,
                     ties: str = "stable", reduction: str = "mean") -> Tensor:
     r"""Reciprocal rank of the first relevant document (``label > threshold``):

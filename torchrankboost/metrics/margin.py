@@ -10,15 +10,16 @@ from torch import Tensor
 
 from .._pair_engine.levels import label_levels
 from .._pair_engine.margin import explicit_margin, label_margin
+from ..contract import ArrayLike
 from ..groups import Groups
-from ..pairs import ExplicitPairs, Graded, resolve_pairs
+from ..pairs import ExplicitPairs, Graded, PairSpec, resolve_pairs
 from ._common import (F64, accepts_padding, check_choice, check_grades, many_levels, prepare,
                       reduce_per_query)
 
 
 @accepts_padding
-def ranking_margin(scores, labels, groups: Optional[Groups] = None, *, pairs=None,
-                   scale: float = 1.0, reduction: str = "min") -> Tensor:
+def ranking_margin(scores: ArrayLike, labels: ArrayLike, groups: Optional[Groups] = None, *,
+                   pairs: PairSpec = None, scale: float = 1.0, reduction: str = "min") -> Tensor:
     r"""Ranking margin: the smallest score gap over crucial pairs,
     :math:`\mu = \min_{(h,l)} (s_h - s_l) / \mathrm{scale}` (Rudin & Schapire 2009, §1.2;
     pass ``scale = ‖λ‖₁`` to get the normalised margin of a combination of weak rankers

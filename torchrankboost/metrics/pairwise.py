@@ -16,16 +16,17 @@ import torch
 from torch import Tensor
 
 from .._pair_engine.levels import dense_levels, label_levels, label_pair_chunks
+from ..contract import ArrayLike
 from ..exact import exact_sum
 from ..groups import Groups
-from ..pairs import Bipartite, ExplicitPairs, Graded, resolve_pairs
+from ..pairs import Bipartite, ExplicitPairs, Graded, PairSpec, resolve_pairs
 from ._common import (F64, accepts_padding, check_choice, check_grades, many_levels,
                       prepare, reduce_per_query, tie_weight)
 from ._sorting import Sorted
 
 @accepts_padding
-def auc(scores, labels, groups: Optional[Groups] = None, *, threshold: float = 0.0,
-        ties: str = "half", reduction: str = "mean") -> Tensor:
+def auc(scores: ArrayLike, labels: ArrayLike, groups: Optional[Groups] = None, *,
+        threshold: float = 0.0, ties: str = "half", reduction: str = "mean") -> Tensor:
     r"""Area under the ROC curve, per query (or globally with ``groups=None``).
 
     .. math::
@@ -62,7 +63,8 @@ def auc(scores, labels, groups: Optional[Groups] = None, *, threshold: float = 0
     return reduce_per_query(per_q, reduction, valid=valid)
 
 
-def roc_curve(scores, labels, *, threshold: float = 0.0) -> Tuple[Tensor, Tensor, Tensor]:
+def roc_curve(scores: ArrayLike, labels: ArrayLike, *, threshold: float = 0.0
+             ) -> Tuple[Tensor, Tensor, Tensor]:
     """ROC curve over all documents: ``(fpr, tpr, thresholds)`` like
     ``sklearn.metrics.roc_curve(..., drop_intermediate=False)``.
 
@@ -163,8 +165,8 @@ def _label_pair_counts_many(st: Sorted, rank: Tensor, R: int):
 
 
 @accepts_padding
-def pair_error(scores, labels, groups: Optional[Groups] = None, *, pairs=None,
-               ties: str = "error", reduction: str = "pooled") -> Tensor:
+def pair_error(scores: ArrayLike, labels: ArrayLike, groups: Optional[Groups] = None, *,
+               pairs: PairSpec = None, ties: str = "error", reduction: str = "pooled") -> Tensor:
     r"""Weighted fraction of misordered crucial pairs: R̂1 (``ties="error"``) and R̂2
     (``ties="half"``) of RankBoost+ (Connamacher et al. 2019, eqs. 3–4).
 
@@ -240,8 +242,8 @@ def label_pair_diffs(s64: Tensor, y: Tensor, g: Groups, max_pairs: int,
 
 
 @accepts_padding
-def precision_at_percent(scores, labels, groups: Optional[Groups] = None, *,
-                         percent: Union[float, Sequence[float]] = 100.0, pairs=None,
+def precision_at_percent(scores: ArrayLike, labels: ArrayLike, groups: Optional[Groups] = None, *,
+                         percent: Union[float, Sequence[float]] = 100.0, pairs: PairSpec = None,
                          ties: str = "error", max_pairs: int = 50_000_000) -> Tensor:
     r"""Zheng et al.'s precision at K%: sort all crucial pairs (pooled over queries) by
     their score gap :math:`|s_x - s_y|`, most confident first, and return the fraction of

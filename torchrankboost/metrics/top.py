@@ -7,6 +7,7 @@ from typing import Optional
 import torch
 from torch import Tensor
 
+from ..contract import ArrayLike
 from ..groups import Groups
 from ._common import F64, accepts_padding, prepare, reduce_per_query
 
@@ -22,9 +23,9 @@ def _top_negative_counts(scores, labels, groups, threshold):
 
 
 @accepts_padding
-def positives_above_first_negative(scores, labels, groups: Optional[Groups] = None, *,
-                                   threshold: float = 0.0, normalize: bool = False,
-                                   reduction: str = "mean") -> Tensor:
+def positives_above_first_negative(scores: ArrayLike, labels: ArrayLike,
+                                   groups: Optional[Groups] = None, *, threshold: float = 0.0,
+                                   normalize: bool = False, reduction: str = "mean") -> Tensor:
     r"""Number of positives scored strictly above the highest-scored negative — the
     p-norm push paper's experimental "R_max" (Rudin 2005, §5, to be *maximised*: "the
     number of positives before the first negative", i.e. the true positives of the ROC
@@ -50,9 +51,9 @@ def positives_above_first_negative(scores, labels, groups: Optional[Groups] = No
 
 
 @accepts_padding
-def positives_below_top_negative(scores, labels, groups: Optional[Groups] = None, *,
-                                 threshold: float = 0.0, normalize: bool = False,
-                                 reduction: str = "mean") -> Tensor:
+def positives_below_top_negative(scores: ArrayLike, labels: ArrayLike,
+                                 groups: Optional[Groups] = None, *, threshold: float = 0.0,
+                                 normalize: bool = False, reduction: str = "mean") -> Tensor:
     r"""Number of positives scored at or below the highest-scored negative — R_max of the
     p-norm push paper's §2, eq. (A4) (to be *minimised*):
     :math:`\max_k \sum_i \mathbf 1[s_i \le t_k] = \#\{i\in+ : s_i \le \max_k t_k\}`.

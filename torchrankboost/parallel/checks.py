@@ -9,20 +9,25 @@ process everything is allowed, so one-process fits never see these errors.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING, Any, Optional
+
 from ..pairs import ExplicitPairs
+
+if TYPE_CHECKING:
+    from .context import DistContext
 
 __all__ = ["check_data_parallel", "supports_data_parallel"]
 
 
-def supports_data_parallel(learner) -> bool:
+def supports_data_parallel(learner: Any) -> bool:
     """Whether ``learner`` combines its per-candidate sums over the ranks: its declared
     ``supports_data_parallel`` (``False`` when it declares nothing)."""
     return bool(getattr(learner, "supports_data_parallel", False))
 
 
-def check_data_parallel(context, *, fit: str = "fit", learner=None, learner_ok=None,
-                        pairs=None, needs: str = "a learner that combines its sums over the "
-                        "ranks") -> None:
+def check_data_parallel(context: "DistContext", *, fit: str = "fit", learner: Any = None,
+                        learner_ok: Optional[bool] = None, pairs: Any = None,
+                        needs: str = "a learner that combines its sums over the " "ranks") -> None:
     """``ValueError`` when a fit over several processes (``context.world_size > 1``) gets what
     it cannot combine; nothing in one process.
 

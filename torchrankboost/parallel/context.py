@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import contextlib
 import numbers
-from typing import Any, Callable, List, Optional, Union
+from typing import Any, Callable, Iterator, List, Optional, Sequence, Union
 
 import numpy as np
 import torch
@@ -180,7 +180,7 @@ class DistContext:
         parts = self._torch.all_gather(work, self.world_size)
         return torch.cat([p[:k] for p, k in zip(parts, sizes)]).to(t.device)
 
-    def gather_values(self, values) -> Tensor:
+    def gather_values(self, values: Union[Tensor, Sequence[float], float]) -> Tensor:
         """``(world_size, k)`` float64: row ``r`` holds rank ``r``'s ``values`` (``k``
         numbers, the same ``k`` on every rank), on every rank.
 
@@ -221,7 +221,7 @@ class DistContext:
         return value
 
     @contextlib.contextmanager
-    def guard(self):
+    def guard(self) -> Iterator["DistContext"]:
         """Run a block on every rank; if it fails on any rank, fail on every rank.
 
         At the end of the block every rank all-reduces a failure flag; if some rank

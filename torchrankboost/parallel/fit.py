@@ -12,7 +12,7 @@ one all-reduce that also carries this rank's failure flag (:mod:`.failure`).
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple, Union
 
 import torch
 from torch import Tensor
@@ -55,7 +55,7 @@ class FitComm:
             :func:`~torchrankboost.parallel.get_context`); ``None`` here means one process.
     """
 
-    def __init__(self, context=None):
+    def __init__(self, context: Union[None, bool, DistContext] = None):
         self.ctx: DistContext = get_context(context if context is not None else False)
         self.error: Optional[BaseException] = None
 
@@ -73,7 +73,7 @@ class FitComm:
         return self.ctx.world_size
 
     @contextlib.contextmanager
-    def local(self):
+    def local(self) -> Iterator["FitComm"]:
         """Run a block of local work (no collectives inside); on a data-parallel fit its
         exception (``Exception``, ``SystemExit``) is kept for the next collective."""
         if not self.ctx.enabled:
@@ -86,7 +86,8 @@ class FitComm:
                 self.error = exc
 
     # ------------------------------------------------------------------ numbers
-    def sum(self, values, size: Optional[int] = None) -> Tensor:
+    def sum(self, values: Union[Tensor, Sequence[float], float, Callable[[], Any]],
+            size: Optional[int] = None) -> Tensor:
         """``values`` summed over the ranks: a float64 CPU vector.
 
         ``values``: a tensor / sequence of numbers, or a callable returning one (run like a
@@ -112,7 +113,8 @@ class FitComm:
         err, self.error = self.error, None  # a kept failure is raised here, on every rank
         return flagged_sum(self.ctx, data, err)
 
-    def exact_sums(self, parts, *, plain: int = 0, exact: int = 1) -> Tuple[Tensor, Tensor]:
+    def exact_sums(self, parts: Union[Sequence[Tensor], Callable[[], Any]], *, plain: int = 0, exact: int = 1
+                   ) -> Tuple[Tensor, Tensor]:
         """Float sums and order-free sums over the ranks in one flagged all-reduce.
 
         ``parts``: ``(values, acc)`` or a callable returning it (run like a :meth:`local`
@@ -140,7 +142,8 @@ class FitComm:
         tot = self.sum(wire, size=width)
         return tot[:plain], X.round_sum(X.from_wire(tot[plain:].reshape(exact, X.WIDTH)))
 
-    def gather(self, values, size: Optional[int] = None) -> Tensor:
+    def gather(self, values: Union[Tensor, Sequence[float], float], size: Optional[int] = None
+              ) -> Tensor:
         """``(world_size, k)`` float64: row ``r`` holds rank ``r``'s ``k`` values (one
         flagged sum in which each rank fills its own row; adding zeros is exact, so the rows
         are the ranks' values bit for bit). ``values`` and ``size`` as in :meth:`sum`."""
@@ -155,15 +158,18 @@ class FitComm:
         total = None if size is None else W * size
         return self.sum(rows, size=total).reshape(W, -1)
 
-    def max(self, values, size: Optional[int] = None) -> Tensor:
+    def max(self, values: Union[Tensor, Sequence[float], float], size: Optional[int] = None
+           ) -> Tensor:
         """The element-wise maximum over the ranks (see :meth:`gather`)."""
         return self.gather(values, size).max(dim=0).values
 
-    def min(self, values, size: Optional[int] = None) -> Tensor:
+    def min(self, values: Union[Tensor, Sequence[float], float], size: Optional[int] = None
+           ) -> Tensor:
         """The element-wise minimum over the ranks (see :meth:`gather`)."""
         return self.gather(values, size).min(dim=0).values
 
-    def logsumexp(self, values, size: Optional[int] = None) -> Tensor:
+    def logsumexp(self, values: Union[Tensor, Sequence[float], float], size: Optional[int] = None
+                 ) -> Tensor:
         """``log Σ_r exp(v_r)`` element-wise over the ranks (the log of a sum over the ranks'
         queries, from each rank's log value; see :meth:`gather`). One process: the values."""
         if not self.ctx.enabled:

@@ -32,7 +32,7 @@ values (:mod:`torchrankboost.exact`) and the query count (NDCG over all queries 
 from __future__ import annotations
 
 import math
-from typing import Optional, Union
+from typing import Any, Optional, Tuple, Union
 
 import numpy as np
 import torch
@@ -66,7 +66,8 @@ def _local_count(local_count) -> float:
     return value
 
 
-def global_mean_scale(local_count, context: Union[None, bool, DistContext] = None) -> float:
+def global_mean_scale(local_count: Union[int, float, Tensor],
+                      context: Union[None, bool, DistContext] = None) -> float:
     """``W / |Q|``: the factor that turns this rank's *summed* loss into one whose
     ``DistributedDataParallel``-averaged gradient is the gradient of the mean over all
     queries of the step on all ranks (see the module docstring).
@@ -88,9 +89,9 @@ def global_mean_scale(local_count, context: Union[None, bool, DistContext] = Non
     return ctx.world_size / tot if tot > 0 else 0.0
 
 
-def global_mean_loss(local_sum: Tensor, local_count,
+def global_mean_loss(local_sum: Tensor, local_count: Union[int, float, Tensor],
                      context: Union[None, bool, DistContext] = None, *,
-                     with_mean: bool = False):
+                     with_mean: bool = False) -> Union[Tensor, Tuple[Tensor, float]]:
     """``local_sum · W / |Q|`` (:func:`global_mean_scale`): backpropagating it through
     ``DistributedDataParallel`` gives the gradient of the mean loss over all queries of the
     step. ``local_sum`` is this rank's loss summed over its queries (``reduction="sum"``).
@@ -120,7 +121,7 @@ def global_mean_loss(local_sum: Tensor, local_count,
 METRIC_PARTS = WIDTH + 1
 
 
-def metric_parts(metric, scores: Tensor, labels: Tensor, groups: Optional[Groups] = None
+def metric_parts(metric: Any, scores: Tensor, labels: Tensor, groups: Optional[Groups] = None
                  ) -> Tensor:
     """This rank's share of a metric over all ranks' queries: ``(METRIC_PARTS,)`` float64 on
     the CPU, to be summed over the ranks (exactly, in any order), then read with
@@ -178,7 +179,7 @@ def metric_value(parts: Tensor) -> float:
     return float(round_sum(from_wire(parts[:-1]))) / den
 
 
-def global_metric(metric, scores: Tensor, labels: Tensor, groups: Optional[Groups] = None, *,
+def global_metric(metric: Any, scores: Tensor, labels: Tensor, groups: Optional[Groups] = None, *,
                   context: Union[None, bool, DistContext] = None) -> float:
     """A ranking metric over the queries of every rank, each rank holding its own shard.
 

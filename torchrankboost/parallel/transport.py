@@ -9,6 +9,7 @@ everything else, and carries the object collectives.
 
 from __future__ import annotations
 
+import functools
 import os
 from typing import Any, List, Optional, Protocol, runtime_checkable
 
@@ -82,8 +83,7 @@ def _guarded(what: str):
                 return fn(*args, **kwargs)
             except RuntimeError as exc:
                 raise lost_contact(exc, what) from exc
-        call.__name__, call.__doc__ = fn.__name__, fn.__doc__
-        return call
+        return functools.wraps(fn)(call)
     return wrap
 
 

@@ -13,6 +13,7 @@ from typing import Optional, Tuple
 import numpy as np
 import torch
 from torch import Tensor
+from ..contract import ArrayLike
 
 __all__ = ["to_numpy", "roc_curve_points", "pr_curve_points", "render_curves_figure",
            "render_roc_image"]
@@ -24,7 +25,8 @@ def to_numpy(x) -> np.ndarray:
     return np.asarray(x, dtype=np.float64)
 
 
-def roc_curve_points(labels, scores, *, relevance_threshold: float = 0.0):
+def roc_curve_points(labels: ArrayLike, scores: ArrayLike, *, relevance_threshold: float = 0.0
+                     ) -> Optional[Tuple[np.ndarray, np.ndarray]]:
     """ROC points ``(fpr, tpr)`` (numpy, float64) of ``scores`` for ``labels > threshold``.
 
     Tied scores form one step (a diagonal segment), as in scikit-learn's ``roc_curve``.

@@ -23,6 +23,7 @@ from .figures import render_curves_figure, to_numpy
 from .hparams import clean_hparams, component_setting, info_hparams, session_summaries
 from .tags import (DIAG, MAIN, SPLITS, SUMMARY, describe_tag, flatten, markdown_table,
                    record_items, round_tag, scalar_summary)
+from ..contract import ArrayLike
 
 __all__ = ["TensorBoardLogger", "default_logdir"]
 
@@ -162,7 +163,8 @@ class TensorBoardLogger:
             if arr.size:
                 self.writer.add_histogram(tag, arr, int(step))
 
-    def log_curves(self, step: int, labels, scores, *, tag: str = "test") -> None:
+    def log_curves(self, step: int, labels: ArrayLike, scores: ArrayLike, *, tag: str = "test"
+                   ) -> None:
         """The ROC / precision-recall figure of ``scores`` (``summary/<tag>_roc_pr``: both
         curves with axes, AUC and average precision) and TensorBoard's interactive PR curve
         (``summary/<tag>_pr_curve``, PR Curves tab).
@@ -267,7 +269,7 @@ class TensorBoardLogger:
         self.close()
 
     # ------------------------------------------------------------------ callback
-    def on_fit_start(self, ranker, info: FitInfo) -> None:
+    def on_fit_start(self, ranker: Any, info: FitInfo) -> None:
         """Record the run's hyper-parameters (:func:`info_hparams`: the algorithm as named,
         the loss and the learner with their settings as separate columns, learning rate,
         rounds, seed; those given to the constructor win) and start the round timer."""
@@ -281,7 +283,7 @@ class TensorBoardLogger:
         self._round_metrics = {}
         self._last_time = time.perf_counter()
 
-    def on_round_end(self, ranker, record: RoundRecord) -> None:
+    def on_round_end(self, ranker: Any, record: RoundRecord) -> None:
         """Write the round's curves and diagnostics (and, every ``histogram_every`` rounds,
         histograms); see :func:`round_tag` for the tags."""
         now = time.perf_counter()
@@ -340,7 +342,7 @@ class TensorBoardLogger:
                 out[f"{name}/{m}"] = v
         return out
 
-    def on_fit_end(self, ranker, model=None) -> None:
+    def on_fit_end(self, ranker: Any, model: Any = None) -> None:
         """Write the last round's histograms (if not yet written), the hyper-parameters with
         the final metrics (unless ``hparams_on_fit_end=False``), flush."""
         if self._pending_vectors and self._last_round is not None and \

@@ -35,7 +35,7 @@ __all__ = [
 _REGISTRY = {cls.type_name: cls for cls in (TreeModel, StumpModel, FeatureModel)}
 
 
-def weak_model_from_state(tensors: dict, meta: dict):
+def weak_model_from_state(tensors: dict, meta: dict) -> WeakModel:
     """Rebuild a fitted weak model from ``state()`` output, dispatching on ``meta["type"]``."""
     t = meta.get("type") if isinstance(meta, dict) else None
     cls = _REGISTRY.get(t)

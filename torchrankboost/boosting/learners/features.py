@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Any, Dict, Optional, Tuple
 
 import torch
 from torch import Tensor
@@ -17,6 +17,8 @@ from torch import Tensor
 from ...kernels.binning import check_features
 from .base import fit_context
 from .candidates import BestCandidateLearner, OneFeatureModel, masked_score, totals
+from ...parallel import DistContext
+from ...contract import DeviceLike
 
 __all__ = ["FeatureRankers", "FeatureModel", "ScaledFeatures"]
 
@@ -34,14 +36,14 @@ class ScaledFeatures:
     valid: Tensor
     normalize: bool
     #: the DistContext of the fit (its collectives identities in one process)
-    context: object = field(default_factory=lambda: fit_context(None), repr=False, compare=False)
+    context: Any = field(default_factory=lambda: fit_context(None), repr=False, compare=False)
 
     @property
-    def num_rows(self):
+    def num_rows(self) -> int:
         return self.values.shape[0]
 
     @property
-    def device(self):
+    def device(self) -> torch.device:
         return self.values.device
 
 
@@ -61,8 +63,8 @@ class FeatureModel(OneFeatureModel):
 
     type_name = "FeatureModel"
 
-    def __init__(self, *, feature: int, lo: Tensor, hi: Tensor, coef: Tensor, normalize: bool = True,
-                 gain: float = 0.0):
+    def __init__(self, *, feature: int, lo: Tensor, hi: Tensor, coef: Tensor,
+                 normalize: bool = True, gain: float = 0.0):
         self.feature = int(feature)
         self.lo, self.hi = lo, hi  # 0-d tensors, dtype of X
         self.coef = coef
@@ -77,16 +79,16 @@ class FeatureModel(OneFeatureModel):
     def predict_prepared(self, prepared: ScaledFeatures) -> Tensor:
         return self._out(prepared.values[:, self.feature])
 
-    def to(self, device) -> "FeatureModel":
+    def to(self, device: DeviceLike) -> "FeatureModel":
         return FeatureModel(feature=self.feature, lo=self.lo.to(device), hi=self.hi.to(device),
                             coef=self.coef.to(device), normalize=self.normalize, gain=self.gain)
 
-    def state(self):
+    def state(self) -> Tuple[Dict[str, Tensor], Dict[str, Any]]:
         return ({"lo": self.lo.reshape(1), "hi": self.hi.reshape(1), "coef": self.coef},
                 {"type": self.type_name, "feature": self.feature, "normalize": self.normalize, "gain": self.gain})
 
     @classmethod
-    def from_state(cls, tensors, meta):
+    def from_state(cls, tensors: Dict[str, Tensor], meta: Dict[str, Any]) -> "FeatureModel":
         return cls(feature=meta["feature"], lo=tensors["lo"].reshape(()), hi=tensors["hi"].reshape(()),
                    coef=tensors["coef"], normalize=meta.get("normalize", True), gain=meta.get("gain", 0.0))
 
@@ -115,8 +117,8 @@ class FeatureRankers(BestCandidateLearner):
     def __repr__(self):
         return f"FeatureRankers(normalize={self.normalize}, criterion={self.criterion!r})"
 
-    def prepare(self, X: Tensor, *, context=None, rows: Optional[Tensor] = None
-                ) -> ScaledFeatures:
+    def prepare(self, X: Tensor, *, context: Optional[DistContext] = None,
+                rows: Optional[Tensor] = None) -> ScaledFeatures:
         """Scale ``X`` (n, F) once. ``context``: the
         :class:`~torchrankboost.parallel.DistContext` of the fit (``None``: one process;
         data-parallel: the min/max of all ranks' rows, and :meth:`feature_sums` sums over the
@@ -155,7 +157,9 @@ class FeatureRankers(BestCandidateLearner):
         out = out.to(out_dtype)
         return out[:, 0] if v.dim() == 1 else out
 
-    def make_model(self, prepared: ScaledFeatures, feature: int, coef=(0.0, 1.0), dtype=None) -> FeatureModel:
+    def make_model(self, prepared: ScaledFeatures, feature: int,
+                   coef: Tuple[float, float] = (0.0, 1.0), dtype: Optional[torch.dtype] = None
+                  ) -> FeatureModel:
         """Model ``coef[0] + coef[1]·h_feature`` with the training scale of ``prepared``."""
         dt = dtype or (prepared.values.dtype if prepared.values.dtype in (torch.float32, torch.float64) else torch.float32)
         f = int(feature)

@@ -12,7 +12,7 @@ for any number of processes and any row order.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Dict, Optional, Tuple
 
 import torch
 from torch import Tensor
@@ -22,6 +22,8 @@ from ...kernels.fixed_point import quantize_fit
 from ...kernels.histogram import histogram
 from .base import check_int, fit_context
 from .candidates import BestCandidateLearner, OneFeatureModel, masked_score
+from ...parallel import DistContext
+from ...contract import DeviceLike
 
 __all__ = ["Stumps", "StumpModel", "StumpFeatures"]
 
@@ -39,19 +41,19 @@ class StumpFeatures:
     valid: Tensor
 
     @property
-    def codes(self):
+    def codes(self) -> Tensor:
         return self.binned.codes
 
     @property
-    def context(self):
+    def context(self) -> Any:
         return self.binned.context
 
     @property
-    def num_rows(self):
+    def num_rows(self) -> int:
         return self.binned.codes.shape[0]
 
     @property
-    def device(self):
+    def device(self) -> torch.device:
         return self.binned.codes.device
 
 
@@ -72,7 +74,7 @@ class StumpModel(OneFeatureModel):
         self.missing_code = int(missing_code)
         self.cover = cover
 
-    def predict_prepared(self, prepared) -> Tensor:
+    def predict_prepared(self, prepared: StumpFeatures) -> Tensor:
         c = prepared.codes[:, self.feature].to(torch.int64)
         return self._out((c > self.threshold_index) & (c != self.missing_code))
 
@@ -81,13 +83,13 @@ class StumpModel(OneFeatureModel):
         x = X[:, self.feature].to(device=self.coef.device, dtype=self.threshold.dtype)
         return self._out(x > self.threshold)
 
-    def to(self, device) -> "StumpModel":
+    def to(self, device: DeviceLike) -> "StumpModel":
         return StumpModel(feature=self.feature, threshold=self.threshold.to(device),
                           threshold_index=self.threshold_index, coef=self.coef.to(device),
                           gain=self.gain, missing_code=self.missing_code,
                           cover=None if self.cover is None else self.cover.to(device))
 
-    def state(self):
+    def state(self) -> Tuple[Dict[str, Tensor], Dict[str, Any]]:
         tensors = {"threshold": self.threshold.reshape(1), "coef": self.coef}
         if self.cover is not None:
             tensors["cover"] = self.cover
@@ -96,7 +98,7 @@ class StumpModel(OneFeatureModel):
                  "gain": self.gain, "missing_code": self.missing_code})
 
     @classmethod
-    def from_state(cls, tensors, meta):
+    def from_state(cls, tensors: Dict[str, Tensor], meta: Dict[str, Any]) -> "StumpModel":
         return cls(feature=meta["feature"], threshold=tensors["threshold"].reshape(()),
                    threshold_index=meta["threshold_index"], coef=tensors["coef"], gain=meta.get("gain", 0.0),
                    missing_code=meta.get("missing_code", 255), cover=tensors.get("cover"))
@@ -130,13 +132,13 @@ class Stumps(BestCandidateLearner):
         self.criterion = criterion
         self.seed = check_int(seed, "seed", 0)
         self.bin_sample_count = check_int(bin_sample_count, "bin_sample_count", 2)
-        self._last_prepared = None
+        self._last_prepared: Optional[StumpFeatures] = None
 
     def __repr__(self):
         return f"Stumps(max_thresholds={self.max_thresholds}, criterion={self.criterion!r})"
 
-    def prepare(self, X: Tensor, *, context=None, rows: Optional[Tensor] = None
-                ) -> StumpFeatures:
+    def prepare(self, X: Tensor, *, context: Optional[DistContext] = None,
+                rows: Optional[Tensor] = None) -> StumpFeatures:
         """Bin ``X`` (n, F) and list the candidate thresholds. ``context``: the
         :class:`~torchrankboost.parallel.DistContext` of the fit (``None``: one process;
         data-parallel: the edges of all ranks' rows, and :meth:`threshold_sums` sums over the
@@ -198,7 +200,8 @@ class Stumps(BestCandidateLearner):
 
     def make_model(self, feature: int, threshold_index: Optional[int] = None, *,
                    threshold: Optional[float] = None, prepared: Optional[StumpFeatures] = None,
-                   coef=(0.0, 1.0), dtype=None, cover: Optional[Tensor] = None) -> StumpModel:
+                   coef: Tuple[float, float] = (0.0, 1.0), dtype: Optional[torch.dtype] = None,
+                   cover: Optional[Tensor] = None) -> StumpModel:
         """Stump ``coef[0] + coef[1]·1[x_feature > θ]`` for a chosen candidate.
 
         Give either ``threshold_index`` (into ``prepared.thresholds``; ``prepared`` defaults to
@@ -238,7 +241,8 @@ class Stumps(BestCandidateLearner):
             torch.tensor([float(prepared.num_rows)], dtype=torch.float64, device=prepared.device))
         return torch.stack([total - right, right], -1)
 
-    def fit_cover(self, prepared: StumpFeatures, model: StumpModel, rows) -> StumpModel:
+    def fit_cover(self, prepared: StumpFeatures, model: StumpModel, rows: Optional[Tensor]
+                  ) -> StumpModel:
         """``model`` with its cover on the fit's ``rows`` (``None``: all; over all ranks)."""
         c = prepared.codes[:, model.feature]
         if rows is not None:

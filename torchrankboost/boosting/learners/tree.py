@@ -24,7 +24,7 @@ larger child's is still the parent's minus it), and reads row counts (the
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import Any, Dict, Optional, Tuple
 
 import torch
 from torch import Tensor
@@ -36,6 +36,8 @@ from ...kernels.fixed_point import FixedPoint, quantize_fit
 from ...params import Params
 from .base import check_fit_inputs, check_float, check_int, fit_context, out_dtype
 from .memory import check_histogram_memory
+from ...parallel import DistContext
+from ...contract import DeviceLike
 
 __all__ = ["RegressionTree", "TreeModel", "leaf_values", "node_covers"]
 
@@ -59,8 +61,9 @@ class TreeModel:
     _tensor_names = ("split_feature", "threshold_bin", "threshold", "default_left", "left_child",
                      "right_child", "split_gain", "leaf_value")
 
-    def __init__(self, *, split_feature, threshold_bin, threshold, default_left, left_child,
-                 right_child, split_gain, leaf_value, depth: int, missing_code: int = 255,
+    def __init__(self, *, split_feature: Tensor, threshold_bin: Tensor, threshold: Tensor,
+                 default_left: Tensor, left_child: Tensor, right_child: Tensor,
+                 split_gain: Tensor, leaf_value: Tensor, depth: int, missing_code: int = 255,
                  cover: Optional[Tensor] = None):
         self.split_feature = split_feature
         self.threshold_bin = threshold_bin
@@ -132,19 +135,19 @@ class TreeModel:
         out = torch.zeros(num_features, dtype=torch.int64, device=self.leaf_value.device)
         return out.index_add_(0, self.split_feature, torch.ones_like(self.split_feature))
 
-    def to(self, device) -> "TreeModel":
+    def to(self, device: DeviceLike) -> "TreeModel":
         return TreeModel(**{k: getattr(self, k).to(device) for k in self._tensor_names},
                          depth=self.depth, missing_code=self.missing_code,
                          cover=None if self.cover is None else self.cover.to(device))
 
-    def state(self):
+    def state(self) -> Tuple[Dict[str, Tensor], Dict[str, Any]]:
         tensors = {k: getattr(self, k) for k in self._tensor_names}
         if self.cover is not None:
             tensors["cover"] = self.cover
         return tensors, {"type": self.type_name, "depth": self.depth, "missing_code": self.missing_code}
 
     @classmethod
-    def from_state(cls, tensors, meta):
+    def from_state(cls, tensors: Dict[str, Tensor], meta: Dict[str, Any]) -> "TreeModel":
         return cls(**{k: tensors[k] for k in cls._tensor_names}, depth=int(meta["depth"]),
                    missing_code=int(meta.get("missing_code", 255)), cover=tensors.get("cover"))
 
@@ -240,8 +243,8 @@ class RegressionTree(Params):
                 f"feature_fraction={self.feature_fraction}"
                 + (f", kernel={self.kernel!r})" if self.kernel != "auto" else ")"))
 
-    def prepare(self, X: Tensor, *, context=None, rows: Optional[Tensor] = None
-                ) -> BinnedFeatures:
+    def prepare(self, X: Tensor, *, context: Optional[DistContext] = None,
+                rows: Optional[Tensor] = None) -> BinnedFeatures:
         """Bin X (n, F) once: uint8 codes, NaN → 255 (int16 codes, NaN → ``n_bins``, above
         255 bins). ``context``: the
         :class:`~torchrankboost.parallel.DistContext` of the fit (``None``: one process);
@@ -280,12 +283,14 @@ class RegressionTree(Params):
         return feat_ok
 
     def fit(self, prepared: BinnedFeatures, target: Tensor, weight: Optional[Tensor] = None, *,
-            rows: Optional[Tensor] = None, generator: Optional[torch.Generator] = None) -> TreeModel:
+            rows: Optional[Tensor] = None, generator: Optional[torch.Generator] = None
+           ) -> TreeModel:
         """Fit a tree to ``target`` (n,) with weights ``weight`` (n,) on ``rows`` (or all rows)."""
         return self._grow(prepared, target, weight, rows, generator)[0]
 
     def fit_predict(self, prepared: BinnedFeatures, target: Tensor, weight: Optional[Tensor] = None,
-                    *, rows: Optional[Tensor] = None, generator: Optional[torch.Generator] = None):
+                    *, rows: Optional[Tensor] = None, generator: Optional[torch.Generator] = None
+                    ) -> Tuple[TreeModel, Tensor]:
         """:meth:`fit`, and the fitted tree's output on every row of ``prepared``: ``(model,
         f)``, ``f`` ``(n,)`` equal to ``model.predict_prepared(prepared)`` (read off the row
         partition of the growth when it covered every row: no traversal)."""

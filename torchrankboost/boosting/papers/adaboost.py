@@ -3,6 +3,8 @@ over the coordinate-boosting loop (:mod:`.coordinate`)."""
 
 from __future__ import annotations
 
+from typing import Any, Optional, Sequence, Tuple
+
 import math
 
 import torch
@@ -14,11 +16,14 @@ from ...pairs import Bipartite
 from .pair_stats import LabelPairStats
 from .coordinate import CoordinateBoosting, Step, flush_denormals, select_candidate
 from ..ensemble import Ensemble
+from ...contract import ArrayLike, EvalSets, MetricSpec, PathLike
+from ...groups import GroupsLike
 
 __all__ = ["AdaBoost", "with_zero_skew_intercept"]
 
 
-def with_zero_skew_intercept(model, X, labels, *, threshold: float = 0.0):
+def with_zero_skew_intercept(model: Ensemble, X: ArrayLike, labels: ArrayLike, *,
+                             threshold: float = 0.0) -> Tuple[Ensemble, float]:
     """Corollary 13 (Rudin & Schapire): a copy of ``model`` (an :class:`Ensemble`) whose base
     score is shifted by ``b = ½ ln(F₊/F₋)`` computed on the training data ``(X, labels)``
     (``F₊ = Σ_{label > threshold} e^{-s}``, ``F₋ = Σ_{label <= threshold} e^{s}``, pooled over
@@ -60,9 +65,9 @@ class AdaBoost(CoordinateBoosting):
 
     _algorithm = "adaboost"
 
-    def __init__(self, *, learner=None, n_rounds: int = 100, threshold: float = 0.0,
+    def __init__(self, *, learner: Any = None, n_rounds: int = 100, threshold: float = 0.0,
                  include_constant: bool = True, on_unbounded: str = "stop",
-                 alpha_cap: float = 50.0, callbacks=()):
+                 alpha_cap: float = 50.0, callbacks: Sequence[Any] = ()):
         super().__init__(learner=learner, n_rounds=n_rounds, pairs=Bipartite(threshold),
                          callbacks=callbacks, on_unbounded=on_unbounded, alpha_cap=alpha_cap)
         self.threshold = float(threshold)
@@ -79,9 +84,11 @@ class AdaBoost(CoordinateBoosting):
         return objective
 
     @flush_denormals
-    def fit(self, X, labels, groups=None, *, eval_set=None, eval_metric="ndcg@10",
-            early_stopping_rounds=None, callbacks=(), sample_weight=None, group_weight=None,
-            init_model=None, resume=None):
+    def fit(self, X: ArrayLike, labels: ArrayLike, groups: GroupsLike = None, *,
+            eval_set: EvalSets = None, eval_metric: MetricSpec = "ndcg@10",
+            early_stopping_rounds: Optional[int] = None, callbacks: Sequence[Any] = (),
+            sample_weight: Optional[ArrayLike] = None, group_weight: Optional[ArrayLike] = None,
+            init_model: Any = None, resume: Optional[PathLike] = None) -> Ensemble:
         """The ranker contract's ``fit``; ``sample_weight`` ``(n,)`` / ``group_weight``
         ``(Q,)``: document ``d`` of query ``q`` starts with the mass ``c_q w_d`` in the
         distribution over documents (weight 0: left out); ``init_model`` / ``resume`` are

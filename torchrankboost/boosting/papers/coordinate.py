@@ -30,15 +30,17 @@ from __future__ import annotations
 import functools
 import math
 from dataclasses import dataclass, field
-from typing import Any, Callable, List, Optional
+from typing import Any, Callable, List, Optional, Sequence, Tuple, Union
 
 import torch
 from torch import Tensor
 
 from ..._pair_engine.levels import label_pairs
-from ...contract import FitInfo, RoundRecord, UnboundedDirectionError
-from ...parallel import get_context
-from ...pairs import ExplicitPairs, resolve_pairs
+from ...contract import (ArrayLike, EvalSets, FitInfo, MetricSpec, PathLike, RankingModel,
+                         RoundRecord, UnboundedDirectionError)
+from ...groups import GroupsLike
+from ...parallel import DistContext, get_context
+from ...pairs import ExplicitPairs, PairSpec, resolve_pairs
 from ...params import describe, from_params
 from ...parallel.checks import check_data_parallel, supports_data_parallel
 from .dictionaries import (DATA_PARALLEL_NEEDS, PairMatrixDictionary, MatrixSource,
@@ -152,11 +154,11 @@ class CoordinateBoosting(FitState):
     policy, the loop, records, model assembly."""
 
     #: the ``on_unbounded`` policies this algorithm supports
-    UNBOUNDED = ("stop", "raise", "cap")
+    UNBOUNDED: Tuple[str, ...] = ("stop", "raise", "cap")
     _algorithm = ""
     #: data-parallel training (``distributed=``): only :class:`~.rankboost.RankBoost` takes
     #: it; the other algorithms always fit in this process alone
-    distributed = False
+    distributed: Union[bool, DistContext, None] = False
     #: ``init_model`` / ``resume`` (:mod:`~torchrankboost.boosting.checkpoint`): only the
     #: algorithms whose state is the scores (RankBoost, PNormPush) set it
     can_continue = False
@@ -165,8 +167,8 @@ class CoordinateBoosting(FitState):
     #: label-induced pairs itself (PNormPush) sets it False
     _lists_weighted_pairs = True
 
-    def __init__(self, *, learner=None, n_rounds: int = 100, pairs=None, callbacks=(),
-                 on_unbounded: str = "stop", alpha_cap: float = 50.0, smoothing: float = 1e-6,
+    def __init__(self, *, learner: Any = None, n_rounds: int = 100, pairs: PairSpec = None,
+                 callbacks: Sequence[Any] = (), on_unbounded: str = "stop", alpha_cap: float = 50.0, smoothing: float = 1e-6,
                  complement: bool = True):
         self.learner = from_params(learner)
         self.n_rounds = _check_rounds(n_rounds)
@@ -184,9 +186,12 @@ class CoordinateBoosting(FitState):
 
     # -------------------------------------------------------------------------- the fit
     @flush_denormals
-    def fit(self, X, labels=None, groups=None, *, eval_set=None, eval_metric="ndcg@10",
-            early_stopping_rounds=None, callbacks=(), pairs=None, sample_weight=None,
-            group_weight=None, init_model=None, resume=None):
+    def fit(self, X: ArrayLike, labels: Optional[ArrayLike] = None, groups: GroupsLike = None,
+            *, eval_set: EvalSets = None, eval_metric: MetricSpec = "ndcg@10",
+            early_stopping_rounds: Optional[int] = None, callbacks: Sequence[Any] = (),
+            pairs: PairSpec = None, sample_weight: Optional[ArrayLike] = None,
+            group_weight: Optional[ArrayLike] = None, init_model: Any = None,
+            resume: Optional[PathLike] = None) -> RankingModel:
         """Fit on ``(X, labels, groups)`` (or explicit ``pairs``); the ranker contract's
         ``fit``. ``sample_weight`` ``(n,)`` / ``group_weight`` ``(Q,)``: a crucial pair
         ``(i, j)`` of query ``q`` starts with the mass ``c_q w_i w_j`` (times its explicit

@@ -19,7 +19,7 @@ weak-ranker outputs, ``h_j(x) = x[:, j]`` (the 8×8 example of Rudin–Schapire)
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 import torch
 from torch import Tensor
@@ -57,8 +57,8 @@ class CodesDictionary:
         self.num_candidates = self.F * self.T
         cl = codes.long().clamp(0, self.T)
         self.codesT = cl.T.contiguous()  # (F, n): scatter along the document axis
-        self._pair_cache = None
-        self.active = None
+        self._pair_cache: Optional[tuple] = None
+        self.active: Optional[Tensor] = None
         # pack k features into one joint code (NB^k bins <= PACK_BINS): one scatter of n·F/k
         # entries gives the joint histograms, whose marginals are the per-feature histograms
         k = 1
@@ -71,7 +71,7 @@ class CodesDictionary:
         mult = self.NB ** torch.arange(k - 1, -1, -1, device=codes.device)
         self.packed = (cp * mult[None, :, None]).sum(1)  # (P, n)
         self.P = P
-        self._packed_act = None
+        self._packed_act: Optional[Tensor] = None
 
     PACK_BINS = 2048
 
@@ -248,7 +248,7 @@ class _Source:
     ranks and its rankers are binary (the closed-form steps need no line search across
     ranks)."""
 
-    dictionary = None
+    dictionary: Any = None  # the source's CodesDictionary or RealDictionary
     kind = ""
     supports_data_parallel = False
 

@@ -14,7 +14,7 @@ model trained without them.
 from __future__ import annotations
 
 import math
-from typing import Optional
+from typing import Any, Optional, Sequence
 
 import torch
 from torch import Tensor
@@ -25,6 +25,10 @@ from ...pairs import ExplicitPairs
 from .pair_stats import LabelPairStats
 from .coordinate import CoordinateBoosting, Step, per_eval_set, flush_denormals, select_candidate
 from ..steps import exact_step
+from ...contract import ArrayLike, EvalSets, MetricSpec, PathLike
+from ...groups import GroupsLike
+from ...pairs import PairSpec
+from ..ensemble import Ensemble
 
 __all__ = ["PNormPush"]
 
@@ -111,9 +115,9 @@ class PNormPush(CoordinateBoosting):
     can_continue = True
     _lists_weighted_pairs = False  # the pair weights enter the p-norm (_PNormObjective)
 
-    def __init__(self, p: float = 4.0, *, learner=None, n_rounds: int = 200, pairs="bipartite",
-                 tol: float = 1e-14, on_unbounded: str = "stop", alpha_cap: float = 50.0,
-                 callbacks=()):
+    def __init__(self, p: float = 4.0, *, learner: Any = None, n_rounds: int = 200,
+                 pairs: PairSpec = "bipartite", tol: float = 1e-14, on_unbounded: str = "stop",
+                 alpha_cap: float = 50.0, callbacks: Sequence[Any] = ()):
         if not (isinstance(p, (int, float)) and p >= 1 and math.isfinite(p)):
             raise ValueError(f"p must be a finite number >= 1 (F_p is convex only for p >= 1), got {p!r}")
         self.p = float(p)
@@ -128,9 +132,12 @@ class PNormPush(CoordinateBoosting):
         return per_eval_set(lambda y, g: _PNormObjective(y, g, pairs, self.p).log_loss)
 
     @flush_denormals
-    def fit(self, X, labels, groups=None, *, eval_set=None, eval_metric="ndcg@10",
-            early_stopping_rounds=None, callbacks=(), pairs=None, sample_weight=None,
-            group_weight=None, init_model=None, resume=None):
+    def fit(self, X: ArrayLike, labels: ArrayLike, groups: GroupsLike = None, *,
+            eval_set: EvalSets = None, eval_metric: MetricSpec = "ndcg@10",
+            early_stopping_rounds: Optional[int] = None, callbacks: Sequence[Any] = (),
+            pairs: PairSpec = None, sample_weight: Optional[ArrayLike] = None,
+            group_weight: Optional[ArrayLike] = None, init_model: Any = None,
+            resume: Optional[PathLike] = None) -> Ensemble:
         """The ranker contract's ``fit``; ``sample_weight`` ``(n,)`` / ``group_weight``
         ``(Q,)``: a pair weighs ``c_q w_i w_k`` inside the p-norm (module docstring)."""
         return self._fit(X, labels, groups, pairs, eval_set, eval_metric,

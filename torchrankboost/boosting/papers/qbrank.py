@@ -28,7 +28,7 @@ callbacks and the per-round records are the driver's (``booster_``), copied to `
 
 from __future__ import annotations
 
-from typing import Sequence, Union
+from typing import Any, Optional, Sequence, Union
 
 import torch
 from torch import Tensor
@@ -38,6 +38,10 @@ from ..booster import Booster
 from ..evaluation import FitState
 from ..learners import RegressionTree
 from ...params import from_params
+from ...contract import ArrayLike, EvalSets, MetricSpec, PathLike
+from ...groups import GroupsLike
+from ...pairs import PairSpec
+from ..ensemble import Ensemble
 
 __all__ = ["QBRank", "GBT", "QBRankProxyLoss"]
 
@@ -53,7 +57,7 @@ class QBRankProxyLoss(torch.nn.Module):
     ``(bound + (1 - w)) / 2`` where ``bound = 2w·n_d + (1 - w)`` is the loss's global bound.
     """
 
-    def __init__(self, loss: QBRankLoss):
+    def __init__(self, loss: Union[QBRankLoss, "_WithPairs"]):
         super().__init__()
         self.inner = loss
         self.w = float(loss.w)
@@ -170,10 +174,10 @@ class QBRank(_ZhengBase):
     _algorithm = "qbrank"
 
     def __init__(self, *, w: float = 0.5, tau: Union[float, str] = "grade_difference",
-                 learning_rate: float = 0.05, learner=None, n_rounds: int = 100,
-                 curvature: str = "qbrank", pairs=None, base_score: float = 0.0,
-                 callbacks: Sequence = (), seed: int = 0, verbose=False,
-                 line_search_tol: float = 1e-6):
+                 learning_rate: float = 0.05, learner: Any = None, n_rounds: int = 100,
+                 curvature: str = "qbrank", pairs: PairSpec = None, base_score: float = 0.0,
+                 callbacks: Sequence[Any] = (), seed: int = 0,
+                 verbose: Union[bool, int, str] = False, line_search_tol: float = 1e-6):
         if curvature not in CURVATURES:
             raise ValueError(f"curvature must be one of {CURVATURES}, got {curvature!r}")
         self.loss = QBRankLoss(w=w, tau=tau)
@@ -184,18 +188,22 @@ class QBRank(_ZhengBase):
         self._common(learning_rate, learner, n_rounds, base_score, callbacks, seed,
                      verbose, line_search_tol)
 
-    def objective(self, scores: Tensor, labels, groups=None) -> Tensor:
+    def objective(self, scores: Tensor, labels: ArrayLike, groups: GroupsLike = None) -> Tensor:
         """``R(h)`` at the given scores (Zheng's objective, plain sum)."""
         return self.loss(scores, labels, groups, pairs=self.pairs)
 
-    def fit(self, X, labels, groups=None, *, eval_set=None, eval_metric="ndcg@10",
-            early_stopping_rounds=None, callbacks: Sequence = (), init_score=None,
-            sample_weight=None, group_weight=None, eval_init_score=None, init_model=None,
-            resume=None):
+    def fit(self, X: ArrayLike, labels: ArrayLike, groups: GroupsLike = None, *,
+            eval_set: EvalSets = None, eval_metric: MetricSpec = "ndcg@10",
+            early_stopping_rounds: Optional[int] = None, callbacks: Sequence[Any] = (),
+            init_score: Union[float, ArrayLike, None] = None,
+            sample_weight: Optional[ArrayLike] = None, group_weight: Optional[ArrayLike] = None,
+            eval_init_score: Optional[Sequence[Any]] = None, init_model: Any = None,
+            resume: Optional[PathLike] = None) -> Ensemble:
         """The ranker contract's ``fit``, with the driver's ``init_score``,
         ``sample_weight``, ``group_weight``, ``eval_init_score``, ``init_model``, ``resume``
         (:meth:`Booster.fit <torchrankboost.boosting.Booster.fit>`)."""
         inner = self.loss
+        loss_fn: Union[QBRankLoss, _WithPairs]
         if self.pairs is not None:
             loss_fn = _WithPairs(inner, self.pairs)
         else:
@@ -237,21 +245,25 @@ class GBT(_ZhengBase):
     _line_search_order = 2
     _algorithm = "gbt"
 
-    def __init__(self, *, learning_rate: float = 0.05, learner=None, n_rounds: int = 100,
-                 base_score: Union[str, float] = "auto", callbacks: Sequence = (), seed: int = 0,
-                 verbose=False, line_search_tol: float = 1e-6):
+    def __init__(self, *, learning_rate: float = 0.05, learner: Any = None, n_rounds: int = 100,
+                 base_score: Union[str, float] = "auto", callbacks: Sequence[Any] = (),
+                 seed: int = 0, verbose: Union[bool, int, str] = False,
+                 line_search_tol: float = 1e-6):
         self.loss = QBRankLoss(w=0.0, tau=1.0)
         self._curv = "diag"
         self._common(learning_rate, learner, n_rounds, base_score, callbacks, seed,
                      verbose, line_search_tol)
 
-    def objective(self, scores, labels, groups=None):
+    def objective(self, scores: Tensor, labels: ArrayLike, groups: GroupsLike = None) -> Tensor:
         return self.loss(scores, labels, groups)
 
-    def fit(self, X, labels, groups=None, *, eval_set=None, eval_metric="ndcg@10",
-            early_stopping_rounds=None, callbacks: Sequence = (), init_score=None,
-            sample_weight=None, group_weight=None, eval_init_score=None, init_model=None,
-            resume=None):
+    def fit(self, X: ArrayLike, labels: ArrayLike, groups: GroupsLike = None, *,
+            eval_set: EvalSets = None, eval_metric: MetricSpec = "ndcg@10",
+            early_stopping_rounds: Optional[int] = None, callbacks: Sequence[Any] = (),
+            init_score: Union[float, ArrayLike, None] = None,
+            sample_weight: Optional[ArrayLike] = None, group_weight: Optional[ArrayLike] = None,
+            eval_init_score: Optional[Sequence[Any]] = None, init_model: Any = None,
+            resume: Optional[PathLike] = None) -> Ensemble:
         """The ranker contract's ``fit``, with :class:`QBRank`'s extra options."""
         return self._fit(self.loss, X, labels, groups, eval_set, eval_metric,
                          early_stopping_rounds, callbacks,

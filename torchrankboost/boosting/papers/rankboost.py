@@ -35,7 +35,7 @@ rankers: the closed-form steps need no line search across ranks).
 from __future__ import annotations
 
 import math
-from typing import Optional
+from typing import Any, Dict, Optional, Sequence, Tuple, Union
 
 import torch
 
@@ -43,6 +43,11 @@ from ...parallel import DistContext
 from .coordinate import (CoordinateBoosting, Step, flush_denormals, select_candidate,
                          stats_and_dictionary)
 from ..steps import exact_step
+from ...contract import ArrayLike, EvalSets, MetricSpec, PathLike
+from ...groups import GroupsLike
+from ...pairs import PairSpec
+from ..ensemble import Ensemble
+from .pair_stats import PairWeights
 
 __all__ = ["RankBoost", "RankBoostRule", "SmoothMarginRanking", "smooth_margin_alpha"]
 
@@ -90,10 +95,11 @@ class RankBoost(CoordinateBoosting):
     _algorithm = "rankboost"
     can_continue = True
 
-    def __init__(self, variant: str = "rb-c", *, learner=None, n_rounds: int = 100, pairs=None,
-                 allow_negative_alpha: bool = True, on_unbounded: str = "stop",
-                 alpha_cap: float = 50.0, smoothing: float = 1e-6, callbacks=(),
-                 track_margin: bool = False, tol: float = 1e-12, distributed=None):
+    def __init__(self, variant: str = "rb-c", *, learner: Any = None, n_rounds: int = 100,
+                 pairs: PairSpec = None, allow_negative_alpha: bool = True,
+                 on_unbounded: str = "stop", alpha_cap: float = 50.0, smoothing: float = 1e-6,
+                 callbacks: Sequence[Any] = (), track_margin: bool = False, tol: float = 1e-12,
+                 distributed: Union[None, bool, DistContext] = None):
         if variant not in self.VARIANTS:
             raise ValueError(f"variant must be one of {self.VARIANTS}, got {variant!r}")
         super().__init__(learner=learner, n_rounds=n_rounds, pairs=pairs, callbacks=callbacks,
@@ -109,10 +115,14 @@ class RankBoost(CoordinateBoosting):
         self.tol = float(tol)
 
     @flush_denormals
-    def fit(self, X, labels=None, groups=None, *, eval_set=None, eval_metric="ndcg@10",
-            early_stopping_rounds=None, callbacks=(), pairs=None,
-            init_scores=None, init_score=None, sample_weight=None, group_weight=None,
-            eval_init_score=None, init_model=None, resume=None):
+    def fit(self, X: ArrayLike, labels: Optional[ArrayLike] = None, groups: GroupsLike = None, *,
+            eval_set: EvalSets = None, eval_metric: MetricSpec = "ndcg@10",
+            early_stopping_rounds: Optional[int] = None, callbacks: Sequence[Any] = (),
+            pairs: PairSpec = None, init_scores: Optional[ArrayLike] = None,
+            init_score: Union[float, ArrayLike, None] = None,
+            sample_weight: Optional[ArrayLike] = None, group_weight: Optional[ArrayLike] = None,
+            eval_init_score: Optional[Sequence[Any]] = None, init_model: Any = None,
+            resume: Optional[PathLike] = None) -> Ensemble:
         """The ranker contract's ``fit`` (see the class docstring); ``init_score`` (a float
         or ``(n,)``; ``init_scores`` is its older name) offsets the training scores,
         ``eval_init_score`` the evaluation sets' (one entry per set); the weights and
@@ -162,7 +172,8 @@ class RankBoostRule:
     def __init__(self, algo: CoordinateBoosting, variant: str, *, signed: bool, tol: float):
         self.algo, self.variant, self.signed, self.tol = algo, variant, signed, tol
 
-    def step(self, stats, D, w, s):
+    def step(self, stats: Any, D: Any, w: PairWeights, s: torch.Tensor
+             ) -> Tuple[int, torch.Tensor, float, Dict[str, float]]:
         """``(candidate, column h, α, diagnostics)`` at the pair weights ``w``."""
         c = self._choose(stats, D, w)
         h = D.column(c)
@@ -260,9 +271,10 @@ class SmoothMarginRanking(CoordinateBoosting):
 
     _algorithm = "smooth_margin"
 
-    def __init__(self, *, learner=None, n_rounds: int = 1000, pairs=None, warmup: str = "coordinate",
-                 max_warmup_rounds: Optional[int] = None, complement: bool = True,
-                 on_unbounded: str = "stop", alpha_cap: float = 50.0, callbacks=()):
+    def __init__(self, *, learner: Any = None, n_rounds: int = 1000, pairs: PairSpec = None,
+                 warmup: str = "coordinate", max_warmup_rounds: Optional[int] = None,
+                 complement: bool = True, on_unbounded: str = "stop", alpha_cap: float = 50.0,
+                 callbacks: Sequence[Any] = ()):
         super().__init__(learner=learner, n_rounds=n_rounds, pairs=pairs, callbacks=callbacks,
                          on_unbounded=on_unbounded, alpha_cap=alpha_cap, complement=complement)
         if warmup not in RankBoost.VARIANTS:

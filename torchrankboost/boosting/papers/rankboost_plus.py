@@ -4,7 +4,7 @@ coordinate-boosting loop (:mod:`.coordinate`)."""
 from __future__ import annotations
 
 import math
-from typing import List
+from typing import Any, List, Sequence
 
 import torch
 from torch import Tensor
@@ -12,6 +12,7 @@ from torch import Tensor
 from ..._pair_engine.exponential import log_cosh as _logcosh
 from ..._pair_engine.levels import label_pairs
 from .coordinate import CoordinateBoosting, Step
+from ...pairs import PairSpec
 
 __all__ = ["RankBoostPlus"]
 
@@ -51,9 +52,10 @@ class RankBoostPlus(CoordinateBoosting):
 
     _algorithm = "rankboost_plus"
 
-    def __init__(self, *, learner=None, n_rounds: int = 100, pairs=None, seed: int = 0,
-                 rank_tol: float = 1e-9, on_unbounded: str = "stop", alpha_cap: float = 50.0,
-                 max_pair_entries: int = 400_000_000, callbacks=()):
+    def __init__(self, *, learner: Any = None, n_rounds: int = 100, pairs: PairSpec = None,
+                 seed: int = 0, rank_tol: float = 1e-9, on_unbounded: str = "stop",
+                 alpha_cap: float = 50.0, max_pair_entries: int = 400_000_000,
+                 callbacks: Sequence[Any] = ()):
         super().__init__(learner=learner, n_rounds=n_rounds, pairs=pairs, callbacks=callbacks,
                          on_unbounded=on_unbounded, alpha_cap=alpha_cap)
         self.seed = int(seed)

@@ -30,7 +30,7 @@ iteration, and early stopping keeps the best iteration's ``w``.
 from __future__ import annotations
 
 import math
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
 import torch
 from torch import Tensor
@@ -42,6 +42,9 @@ from ..weights import fit_weights
 from ...contract import FitInfo, NumericalError, RoundRecord
 from ...losses import PairwiseHingeLoss
 from ...params import from_params
+from ...contract import ArrayLike, DeviceLike, EvalSets, MetricSpec, PathLike
+from ...groups import GroupsLike
+from ...pairs import PairSpec
 
 __all__ = ["LinearRanker", "RankSVM"]
 
@@ -77,7 +80,7 @@ class LinearRanker:
             return (self.weight != 0).to(torch.int64)
         raise ValueError(f"kind must be 'gain' or 'count', got {kind!r}")
 
-    def predict(self, X) -> Tensor:
+    def predict(self, X: ArrayLike) -> Tensor:
         """``(n,)`` float64 scores ``X·w + b`` (NaN features count as 0; ``±inf`` features are
         refused with a ``ValueError`` naming the column, as at fit)."""
         X = as_features(X)
@@ -87,7 +90,7 @@ class LinearRanker:
         Xd = torch.nan_to_num(X.to(torch.float64), nan=0.0)
         return Xd @ self.weight.to(Xd.device) + self.bias
 
-    def save(self, path) -> None:
+    def save(self, path: PathLike) -> None:
         """Write a ``.safetensors`` file (``weight``; JSON in the ``"linear"`` metadata, with
         the file's SHA-256), atomically."""
         from ..._modelfile import write_model_file
@@ -97,7 +100,8 @@ class LinearRanker:
         write_model_file(path, {"weight": self.weight}, "linear", meta, what="LinearRanker")
 
     @classmethod
-    def load(cls, path, *, device=None, max_features: Optional[int] = None) -> "LinearRanker":
+    def load(cls, path: PathLike, *, device: DeviceLike = None, max_features: Optional[int] = None
+            ) -> "LinearRanker":
         """Read a file written by :meth:`save`: its SHA-256, the JSON types and dtypes as
         written, at most ``max_features`` weights (default 100,000), finite weights and bias
         whose scores cannot overflow are verified; a corrupt file raises ``ValueError``
@@ -146,9 +150,9 @@ class RankSVM(FitState):
 
     _algorithm = "ranksvm"
 
-    def __init__(self, C: float = 1.0, *, loss: str = "squared_hinge", pairs=None,
+    def __init__(self, C: float = 1.0, *, loss: str = "squared_hinge", pairs: PairSpec = None,
                  standardize: bool = True, max_iter: int = 200, tol: float = 1e-9,
-                 callbacks: Sequence = ()):
+                 callbacks: Sequence[Any] = ()):
         if not (isinstance(C, (int, float)) and C > 0):
             raise ValueError(f"C must be a positive number, got {C!r}")
         if loss not in ("squared_hinge", "hinge"):
@@ -166,13 +170,15 @@ class RankSVM(FitState):
         lf = PairwiseHingeLoss(margin=1.0, squared=self.loss == "squared_hinge")
         return self.C * lf(scores, labels, groups, pairs=self.pairs)
 
-    def objective(self, w: Tensor, Z: Tensor, labels, groups) -> Tensor:
+    def objective(self, w: Tensor, Z: Tensor, labels: ArrayLike, groups: GroupsLike) -> Tensor:
         """The primal ``½‖w‖² + C Σ φ(1 - w·(z_i - z_j))`` on standardised features ``Z``."""
         return 0.5 * (w * w).sum() + self._pair_loss(Z @ w, labels, groups)
 
-    def fit(self, X, labels, groups=None, *, eval_set=None, eval_metric="ndcg@10",
-            early_stopping_rounds: Optional[int] = None, callbacks: Sequence = (),
-            sample_weight=None, group_weight=None) -> LinearRanker:
+    def fit(self, X: ArrayLike, labels: ArrayLike, groups: GroupsLike = None, *,
+            eval_set: EvalSets = None, eval_metric: MetricSpec = "ndcg@10",
+            early_stopping_rounds: Optional[int] = None, callbacks: Sequence[Any] = (),
+            sample_weight: Optional[ArrayLike] = None, group_weight: Optional[ArrayLike] = None
+           ) -> LinearRanker:
         """The ranker contract's ``fit``; ``sample_weight`` ``(n,)`` / ``group_weight``
         ``(Q,)``: a pair of query ``q`` weighs ``c_q w_i w_j`` in the hinge sum."""
         X, labels, groups = fit_inputs(X, labels, groups)
