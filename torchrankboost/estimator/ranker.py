@@ -54,8 +54,9 @@ class BoostedRanker(compat.TheirNames, BaseEstimator):
         learning_rate: shrinkage (``None``: the algorithm's default; the algorithms with
             exact steps, such as RankBoost, have none).
         max_leaves: leaves per tree (tree learner).
-        loss_params, learner_params, params: dicts of extra options for the loss, the
-            learner and the driver/algorithm.
+        loss_params: a dict of extra options for the loss.
+        learner_params: a dict of extra options for the learner.
+        params: a dict of extra options for the driver/algorithm.
         early_stopping_rounds: patience on the first ``eval_set`` (``fit(eval_set=...)``).
         eval_metric: metric name watched on the ``eval_set`` (default ``"ndcg@10"``).
         score_metric: metric of :meth:`score` (default ``"ndcg@10"``, higher is better).
@@ -73,10 +74,11 @@ class BoostedRanker(compat.TheirNames, BaseEstimator):
         verbose: show a progress bar (or lines, off a terminal) while fitting.
         warm_start: a second ``fit`` continues the fitted model up to ``n_rounds`` rounds in
             all (scikit-learn's convention; the algorithms that take ``init_model``).
-        debias, propensity: learning from clicks (labels = clicks, ``fit(..., position=...)``):
+        debias: learning from clicks (labels = clicks, ``fit(..., position=...)``):
             ``"none"`` or a debiasing method of the registry (``torchrankboost list debias``;
-            ``"ipw"`` takes the known ``propensity`` of positions ``1..K``;
             :mod:`torchrankboost.clicks`; the ``"boost"`` driver).
+        propensity: the known examination probabilities of positions ``1..K`` (for
+            ``debias="ipw"``).
 
     Attributes after ``fit``: ``ranker_`` (the fitted algorithm, see
     :mod:`torchrankboost.contract`), ``model_`` (the fitted model, e.g. an ``Ensemble``),
