@@ -18,13 +18,13 @@ pytest.importorskip("tensorboard.backend.event_processing.event_accumulator")
 
 def _hparams(ea, folder):
     """(experiment, session start info) of a run, read back as the hparams plugin's protos:
-    the experiment from the log folder ``folder`` above the run, the session from the run."""
+    both from the run (the log folder ``folder`` above it holds no event file: no phantom
+    run ``.``)."""
     from tensorboard.plugins.hparams import plugin_data_pb2
 
     hp = ea.PluginTagToContent("hparams")
-    assert "_hparams_/experiment" not in hp  # one definition per log folder, not per run
-    root = read_events(folder).PluginTagToContent("hparams")
-    exp = plugin_data_pb2.HParamsPluginData.FromString(root["_hparams_/experiment"]).experiment
+    assert not [p for p in folder.iterdir() if "tfevents" in p.name]
+    exp = plugin_data_pb2.HParamsPluginData.FromString(hp["_hparams_/experiment"]).experiment
     start = plugin_data_pb2.HParamsPluginData.FromString(
         hp["_hparams_/session_start_info"]).session_start_info
     return exp, start
