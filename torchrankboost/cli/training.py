@@ -20,7 +20,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .._errors import first_line
 from ..contract import NumericalError
@@ -81,6 +81,7 @@ class RunPlan:
     early_stopping: int  # patience, 0 = off
     weights: Any = None  # (n,) document weights of the training data (--weights, .weight)
     position: Any = None  # (n,) displayed positions of click labels (--position, --debias)
+    start: str = ""  # what the run continues (--resume, --init-model), said at the start
 
 
 @dataclass
@@ -291,7 +292,11 @@ def _callbacks(opts: TrainOptions, ctx, run: RunPlan):
 
     if not ctx.is_main:
         return [], None
-    callbacks: List[Any] = [ProgressCallback(quiet=opts.quiet)]
+    run.start, done = _start_text(opts) if not opts.quiet else ("", None)
+    total = None  # the fit's own (n_rounds); a continued model's rounds come first
+    if opts.init_model and done is not None and opts.rounds is not None:
+        total = done + opts.rounds
+    callbacks: List[Any] = [ProgressCallback(quiet=opts.quiet, total=total)]
     logger = None
     if opts.tensorboard:
         logger = TensorBoardLogger(run.logdir, hparams={
@@ -324,6 +329,30 @@ def _announce(opts: TrainOptions, ctx, run: RunPlan, tr, dev) -> None:
         print(f"{PROG}: training {run.label} on {run.data_name} ({int(counts[1])} train "
               f"queries, {int(counts[0])} documents, {tr.num_features} features) on "
               f"{where_text(ctx, dev)}", file=sys.stderr)
+        if run.start:
+            print(f"{PROG}: {run.start}", file=sys.stderr)
+
+
+def _start_text(opts: TrainOptions) -> Tuple[str, Optional[int]]:
+    """What a run continues, said before its first round, and the rounds the model already
+    has: ``resuming CHECKPOINT after round k`` (``--resume``; the rounds count on from
+    ``k + 1`` up to ``--rounds``) or ``continuing MODEL (k rounds)`` (``--init-model``;
+    ``--rounds`` more); ``("", None)`` for a fresh run."""
+    try:
+        if opts.resume:
+            from ..boosting.checkpoint import load_checkpoint
+
+            k = load_checkpoint(opts.resume).round
+            return f"resuming {opts.resume} after round {k}", k
+        if opts.init_model:
+            from ..factory import load_model
+
+            k = getattr(load_model(opts.init_model), "n_rounds", None)
+            return (f"continuing {opts.init_model}" + (f" ({k} rounds)" if k is not None
+                                                       else ""), k)
+    except (OSError, ValueError):  # the fit reports an unreadable file in its own words
+        pass
+    return "", None
 
 
 def _fit(ranker, splits: Dict[str, Any], run: RunPlan, callbacks: List[Any], **start):
