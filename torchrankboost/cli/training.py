@@ -27,11 +27,11 @@ from ..contract import NumericalError
 from ..data import load_data
 from ..data.sources import resolve_data_path
 from ..data.svmlight import document_weights
-from ..factory import make_ranker, rounds_kept
+from ..factory import rounds_kept
 from ..parallel.launch import (check_distributed_algorithm, context, empty_split_message,
                                run_facts, where_text)
 from .clicks import click_positions
-from .inputs import (DEFAULT_REPORT_BINARY, DEFAULT_REPORT_GRADED, PROG, CLIError,
+from .inputs import (DEFAULT_REPORT_BINARY, DEFAULT_REPORT_GRADED, PROG, CLIError, build_ranker,
                      check_model_output, check_output, device, is_binary, normalized)
 from .options import TrainOptions
 
@@ -272,7 +272,7 @@ def _prepare(opts: TrainOptions, ctx, kwargs: Dict[str, Any], splits, name: str)
         if opts.tensorboard:  # what the log shows beyond the defaults
             for key, value in _LOGGED_OPTIONS.get(run.algorithm, {}).items():
                 kwargs["params"].setdefault(key, value)
-        ranker = make_ranker(**kwargs)  # bad parameters fail here, before a run folder
+        ranker = build_ranker(**kwargs)  # bad parameters fail here, before a run folder
         if (opts.init_model or opts.resume) and not getattr(ranker, "can_continue", False):
             raise CLIError(f"--init-model/--resume: algorithm {run.algorithm!r} cannot "
                            f"continue a model (boost, qbrank, gbt, rankboost, pnorm_push can)")
