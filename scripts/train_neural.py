@@ -319,7 +319,10 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--top-k", type=int, default=10, help="--clicks: positions shown")
     ap.add_argument("--logdir", default=None, help="default runs/neural-<loss>-<timestamp>")
     ap.add_argument("--no-tensorboard", action="store_true")
-    ap.add_argument("--quiet", action="store_true")
+    ap.add_argument("--threads", type=int, default=1, metavar="N",
+                    help="CPU threads of torch (default 1: small tensor operations stall with "
+                         "more on a busy machine)")
+    ap.add_argument("--quiet", "-q", action="store_true")
     return ap
 
 
@@ -519,6 +522,9 @@ def main(argv=None):
     if argv[:1] == ["score"]:
         return score_main(argv[1:])
     args = build_parser().parse_args(argv)
+    if args.threads < 1:
+        sys.exit(f"train_neural.py: error: --threads must be >= 1, got {args.threads}")
+    torch.set_num_threads(args.threads)
     if args.output:  # before any work: a folder, read-only, an input...
         from torchrankboost.cli import CLIError
         from torchrankboost.cli.inputs import check_output
@@ -610,6 +616,7 @@ def run(args, entry, loss_params, loss_fn, device, ctx) -> dict:
     if args.output and main_rank:
         save_network(args.output, model, network_meta(args, train.num_features, entry,
                                                       loss_params, loss_fn, zero_based))
+        print(f"network saved to {args.output}")
     if main_rank:
         where = f"{device}" if ctx is None else f"{device}, {ctx.world_size} processes"
         print(f"loss {entry.name}: test NDCG@10 before {before['ndcg@10']:.4f}  after "

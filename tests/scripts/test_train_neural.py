@@ -151,3 +151,22 @@ def test_network_file_has_features_beyond_the_model_refused(script, saved_networ
     with pytest.raises(SystemExit) as exc:
         script.main(["score", str(tmp / "net.safetensors"), str(tmp_path / "wide.txt")])
     assert "expects 30" in str(exc.value.code)
+
+
+def test_threads_quiet_flag_and_where_the_network_went(script, tmp_path, capsys):
+    """``--threads N`` sets torch's threads (one by default: the script's few small
+    operations stall with more on a busy machine), ``-q`` is ``--quiet``, and ``-o`` says
+    where the network was saved."""
+    before = torch.get_num_threads()
+    try:
+        out = tmp_path / "net.safetensors"
+        script.main(["--data", "synthetic", "--synthetic-queries", "20", "--epochs", "1",
+                     "--hidden", "4", "--no-tensorboard", "-q", "--threads", "1",
+                     "-o", str(out)])
+        assert torch.get_num_threads() == 1
+        assert f"network saved to {out}" in capsys.readouterr().out
+        assert script.build_parser().parse_args([]).threads == 1
+        with pytest.raises(SystemExit, match="--threads must be >= 1"):
+            script.main(["--threads", "0"])
+    finally:
+        torch.set_num_threads(before)
