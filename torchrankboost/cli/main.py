@@ -19,6 +19,7 @@ from ..parallel.launch import end_process_group, reports_failures, start_process
     under_launcher
 from ..parallel.parent import report_to_parent
 from . import bin as bin_command, export, scoring, train
+from .config import apply_config
 from .inputs import PROG, CLIError
 from .train import launch_train
 
@@ -135,6 +136,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 0
     owned = False
     try:
+        if args.command == "train" and args.config:  # the file's options under the flags
+            apply_config(args, raw, build_parser)
         if args.command == "train" and args.nproc is not None and not under_launcher():
             return launch_train(args, raw)  # input errors here, before any rank starts
         _set_threads(getattr(args, "threads", None))

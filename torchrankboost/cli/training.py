@@ -82,6 +82,7 @@ class RunPlan:
     weights: Any = None  # (n,) document weights of the training data (--weights, .weight)
     position: Any = None  # (n,) displayed positions of click labels (--position, --debias)
     start: str = ""  # what the run continues (--resume, --init-model), said at the start
+    config_path: Optional[str] = None  # the run's options, saved beside the model
 
 
 @dataclass
@@ -186,6 +187,19 @@ def _save_model(model, out_path: str, opts: TrainOptions, run: RunPlan) -> str:
     print(f"{PROG}: warning: cannot save the model to {out_path} ({reason}); saved it to "
           f"{fallback} instead", file=sys.stderr)
     return fallback
+
+
+def _save_config(out_path: str, opts: TrainOptions) -> Optional[str]:
+    """The run's options beside its model (``<model stem>.config.toml``); a file that cannot
+    be written is one warning line, not a failed run."""
+    from .config import write_config
+
+    try:
+        return write_config(out_path, opts)
+    except OSError as exc:
+        print(f"{PROG}: warning: cannot save the run's options beside {out_path} "
+              f"({_write_error(exc)})", file=sys.stderr)
+        return None
 
 
 def _save_partial(ranker, out_path: Optional[str], opts: TrainOptions, run: RunPlan):
@@ -446,6 +460,7 @@ def _finish(opts: TrainOptions, ctx, ranker, model, splits, run: RunPlan, logger
     with ctx.guard():
         if ctx.is_main:
             out_path = _save_model(model, out_path, opts, run)
+            run.config_path = _save_config(out_path, opts)
             if logger is not None:
                 final = {f"{split}/{k}": v for split, r in rows.items() for k, v in r.items()}
                 final.update(seconds=seconds, rounds_used=used, best_round=ranker.best_round_)
