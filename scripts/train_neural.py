@@ -11,10 +11,10 @@ Examples::
     python scripts/train_neural.py --epochs 2                 # built-in synthetic data
     python scripts/train_neural.py --loss pnorm_push --loss-param p=4 --epochs 30
     python scripts/train_neural.py --data "$TORCHRANKBOOST_DATA/mq2008/Fold1" --loss hinge
-    python scripts/train_neural.py --data data/mq2008/Fold1 --device cuda
-    python scripts/train_neural.py --data data/mq2008/Fold1 --normalize -o mlp.safetensors
+    python scripts/train_neural.py --data mq2008/Fold1 --device cuda
+    python scripts/train_neural.py --data mq2008/Fold1 --normalize -o mlp.safetensors
     python scripts/train_neural.py score mlp.safetensors data/mq2008/Fold1/test.txt -o scores.txt
-    python scripts/train_neural.py --clicks --debias dla --eta 1 --data data/mq2008/Fold1
+    python scripts/train_neural.py --clicks --debias dla --eta 1 --data mq2008/Fold1
 
 ``--data`` takes a built-in name (``synthetic``, the default, or ``wdbc``) or a LETOR fold
 folder (``train.txt``/``vali.txt``/``test.txt``); see :func:`torchrankboost.data.data_root`
@@ -45,7 +45,7 @@ one-line ``ValueError`` naming the file.
 script trains data-parallel, one process per device::
 
     python -m torch.distributed.run --standalone --nproc-per-node 2 scripts/train_neural.py --epochs 2
-    torchrun --standalone --nproc-per-node 4 scripts/train_neural.py --data data/mq2008/Fold1 --device cuda
+    torchrun --standalone --nproc-per-node 4 scripts/train_neural.py --data mq2008/Fold1 --device cuda
 
 It initialises the process group (gloo on CPU, NCCL with ``--device cuda``, each process
 on the GPU of its ``LOCAL_RANK``), wraps the network in ``DistributedDataParallel``, deals
