@@ -86,7 +86,7 @@ MAX_FILE_LINES = 800
 MAX_FUNCTION_LINES = 60
 MAX_BOOSTER_LINES = 650
 MAX_ROOT_MODULES = 15
-MAX_TEST_ROOT_FILES = 6
+MAX_TEST_ROOT_FILES = 7  # conftest, three shared helpers, the readme, docs and structure checks
 NEW_ROOMS = ["boosting", "kernels", "cli", "estimator", "tensorboard", "clicks", "parallel",
              "data"]
 # room -> the rooms it must not import (it sits below them)
