@@ -6,11 +6,11 @@ run as a reader would, page by page.
 A page's blocks run in order in one fresh folder (so a block may use the files an earlier one
 wrote): ```` ```python ```` with this Python, ```` ```bash ```` with ``bash -e`` where
 ``torchrankboost`` and ``python`` are this Python's (a block of ``torchrankboost`` lines
-only: each line as ``torchrankboost.cli.main(argv)`` in one process). A block right after ``<!-- norun: why
--->`` is not run (what it needs: a new virtual environment, several processes, your own
-files; the reason says which test runs the same instead); after ``<!-- needs-data -->`` it
-runs only with the real data sets (``TORCHRANKBOOST_DATA``). A block importing an optional
-package that is missing skips its page."""
+only: each line as ``torchrankboost.cli.main(argv)`` in one process). A block right after
+``<!-- norun: why -->`` is not run (what it needs: a new virtual environment, several
+processes, your own files; the reason says which test runs the same instead); after
+``<!-- needs-data -->`` it runs only with the real data sets (``TORCHRANKBOOST_DATA``). A
+block importing an optional package that is missing skips its page."""
 
 import importlib
 import importlib.util
@@ -180,7 +180,7 @@ def test_the_code_blocks_of_a_page_run(page, tmp_path):
         missing = _missing_optional(code) if lang == "python" else None
         if missing:
             pytest.skip(f"{_name(page)} block {i} needs {missing}")
-        r = subprocess.run(_command(lang, code), cwd=tmp_path, env=env, capture_output=True, text=True,
-                           timeout=300)
+        r = subprocess.run(_command(lang, code), cwd=tmp_path, env=env, capture_output=True,
+                           text=True, timeout=300)
         assert r.returncode == 0, f"{_name(page)} block {i} ({lang}) failed:\n{code}\n" \
                                   f"{r.stdout[-1500:]}\n{r.stderr[-3000:]}"

@@ -41,7 +41,8 @@ def test_bad_input_is_one_line(run_folder, tmp_path, capsys, args, message):
     assert main(["plot", *args, "-o", str(tmp_path / "out")]) == 2
     cap = capsys.readouterr()
     err = cap.err.strip()
-    assert not cap.out and len(err.splitlines()) == 1 and err.startswith("torchrankboost: error: "), err
+    assert not cap.out and len(err.splitlines()) == 1, err
+    assert err.startswith("torchrankboost: error: "), err
     assert message in err
 
 

@@ -112,7 +112,8 @@ def _add_train_output_options(tr) -> None:
     g.add_argument("--device", default="cpu", help="torch device: cpu, cuda, cuda:1, mps ...")
     g.add_argument("--threads", type=int, default=None, metavar="N",
                    help="CPU threads of torch (default 1: small tensor operations stall with "
-                        "more on a busy machine; see the README's section on threads)")
+                        "more on a busy machine; see the docs' command-line guide, 'Threads on a "
+                        "shared machine')")
     g.add_argument("--nproc", type=int, default=None, metavar="N",
                    help="train data-parallel on N local processes (as torchrun --standalone "
                         "--nproc-per-node N would), each process holding a shard of the "

@@ -68,8 +68,8 @@ class BoostedRanker(compat.TheirNames, BaseEstimator):
         seed: random seed of the algorithm (``None``: its default; not every algorithm has
             one).
         n_jobs: CPU threads of torch while fitting and predicting (``None``: 1, the
-            default that does not stall on a busy machine, see the README; ``-1``: every
-            core).
+            default that does not stall on a busy machine, see the command-line guide of the
+            docs, threads; ``-1``: every core).
         importance_type: ``feature_importances_`` as ``"gain"`` (total split gain per
             feature, LightGBM's ``importance_type="gain"``) or ``"split"`` (number of splits
             using the feature). A linear model (RankSVM) reports ``|weight|``.
