@@ -11,10 +11,10 @@ Examples::
     python scripts/train_neural.py --epochs 2                 # built-in synthetic data
     python scripts/train_neural.py --loss pnorm_push --loss-param p=4 --epochs 30
     python scripts/train_neural.py --data "$TORCHRANKBOOST_DATA/mq2008/Fold1" --loss hinge
-    python scripts/train_neural.py --data data/mq2008/Fold1 --device cuda
-    python scripts/train_neural.py --data data/mq2008/Fold1 --normalize -o mlp.safetensors
+    python scripts/train_neural.py --data mq2008/Fold1 --device cuda
+    python scripts/train_neural.py --data mq2008/Fold1 --normalize -o mlp.safetensors
     python scripts/train_neural.py score mlp.safetensors data/mq2008/Fold1/test.txt -o scores.txt
-    python scripts/train_neural.py --clicks --debias dla --eta 1 --data data/mq2008/Fold1
+    python scripts/train_neural.py --clicks --debias dla --eta 1 --data mq2008/Fold1
 
 ``--data`` takes a built-in name (``synthetic``, the default, or ``wdbc``) or a LETOR fold
 folder (``train.txt``/``vali.txt``/``test.txt``); see :func:`torchrankboost.data.data_root`
@@ -45,7 +45,7 @@ one-line ``ValueError`` naming the file.
 script trains data-parallel, one process per device::
 
     python -m torch.distributed.run --standalone --nproc-per-node 2 scripts/train_neural.py --epochs 2
-    torchrun --standalone --nproc-per-node 4 scripts/train_neural.py --data data/mq2008/Fold1 --device cuda
+    torchrun --standalone --nproc-per-node 4 scripts/train_neural.py --data mq2008/Fold1 --device cuda
 
 It initialises the process group (gloo on CPU, NCCL with ``--device cuda``, each process
 on the GPU of its ``LOCAL_RANK``), wraps the network in ``DistributedDataParallel``, deals
@@ -319,7 +319,10 @@ def build_parser() -> argparse.ArgumentParser:
     ap.add_argument("--top-k", type=int, default=10, help="--clicks: positions shown")
     ap.add_argument("--logdir", default=None, help="default runs/neural-<loss>-<timestamp>")
     ap.add_argument("--no-tensorboard", action="store_true")
-    ap.add_argument("--quiet", action="store_true")
+    ap.add_argument("--threads", type=int, default=1, metavar="N",
+                    help="CPU threads of torch (default 1: small tensor operations stall with "
+                         "more on a busy machine)")
+    ap.add_argument("--quiet", "-q", action="store_true")
     return ap
 
 
@@ -519,6 +522,9 @@ def main(argv=None):
     if argv[:1] == ["score"]:
         return score_main(argv[1:])
     args = build_parser().parse_args(argv)
+    if args.threads < 1:
+        sys.exit(f"train_neural.py: error: --threads must be >= 1, got {args.threads}")
+    torch.set_num_threads(args.threads)
     if args.output:  # before any work: a folder, read-only, an input...
         from torchrankboost.cli import CLIError
         from torchrankboost.cli.inputs import check_output
@@ -610,6 +616,7 @@ def run(args, entry, loss_params, loss_fn, device, ctx) -> dict:
     if args.output and main_rank:
         save_network(args.output, model, network_meta(args, train.num_features, entry,
                                                       loss_params, loss_fn, zero_based))
+        print(f"network saved to {args.output}")
     if main_rank:
         where = f"{device}" if ctx is None else f"{device}, {ctx.world_size} processes"
         print(f"loss {entry.name}: test NDCG@10 before {before['ndcg@10']:.4f}  after "

@@ -95,7 +95,7 @@ MAX_FILE_LINES = 800
 MAX_FUNCTION_LINES = 60
 MAX_BOOSTER_LINES = 650
 MAX_ROOT_MODULES = 15
-MAX_TEST_ROOT_FILES = 6
+MAX_TEST_ROOT_FILES = 7  # conftest, three shared helpers, the readme, docs and structure checks
 NEW_ROOMS = ["boosting", "kernels", "cli", "estimator", "tensorboard", "clicks", "parallel",
              "data"]
 # room -> the rooms it must not import (it sits below them)
@@ -112,7 +112,7 @@ NOT_HOOKS = {"loss"}
 # bound form, and the per-query declaration (read through curvature.is_per_query)
 EXTRA_HOOKS = {"value_grad_hess", "per_query"}
 # test files at tests/ root: cross-cutting checks of the whole repository
-TEST_ROOT_ALLOWED = {"test_readme.py", "test_structure.py"}
+TEST_ROOT_ALLOWED = {"test_docs.py", "test_readme.py", "test_structure.py"}
 
 _DIST_RECEIVER = re.compile(r"ctx|comm|context|dist", re.IGNORECASE)
 _DIST_STRING = re.compile(r"^torch\.distributed(\.\w+)*$")

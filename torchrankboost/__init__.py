@@ -1,6 +1,7 @@
 """torchrankboost: learning to rank with boosting-family losses in PyTorch.
 
-The public API is re-exported here; see README.md for a tour. Each area owns one block.
+The public API is re-exported here; see the docs site (``docs/``, MkDocs) for a tour. Each
+area owns one block.
 """
 
 from importlib.metadata import PackageNotFoundError, version

@@ -122,3 +122,24 @@ def test_booster_shows_a_progress_bar_on_a_terminal_only(data, monkeypatch):
     assert plain.getvalue() == ""
     with pytest.raises(ValueError, match="verbose"):
         Booster(ExponentialPairwiseLoss(), RegressionTree(), verbose="yes")
+
+
+def test_lines_count_on_from_the_round_a_fit_starts_after():
+    """A resumed fit's first record is round k + 1: the lines say ``round 8/10``; a warm
+    start's total (n more rounds) becomes k + n."""
+    buf = io.StringIO()
+    p = ProgressCallback(every=1, stream=buf, use_tqdm=False)
+    p.on_fit_start(None, _info(10))
+    for r in (8, 9, 10):
+        p.on_round_end(None, RoundRecord(round=r, loss=1.0, step=0.2, weight=0.02,
+                                         metrics={"train": {"loss": 1.0}}))
+    p.on_fit_end(None, None)
+    lines = buf.getvalue().splitlines()
+    assert [l.split()[1] for l in lines] == ["8/10", "9/10", "10/10"], lines
+    buf = io.StringIO()
+    p = ProgressCallback(every=1, stream=buf, use_tqdm=False)
+    p.on_fit_start(None, _info(2))
+    for r in (6, 7):
+        p.on_round_end(None, RoundRecord(round=r, loss=1.0, step=0.2, weight=0.02,
+                                         metrics={"train": {"loss": 1.0}}))
+    assert [l.split()[1] for l in buf.getvalue().splitlines()] == ["6/7", "7/7"]

@@ -91,3 +91,20 @@ def test_train_refuses_model_outputs_named_like_another_format(tmp_path, letor_f
     assert rc == 2 and len(err.splitlines()) == 1
     assert "model files are safetensors" in err and ".safetensors (or none)" in err
     assert not (tmp_path / name).exists()
+
+
+@pytest.mark.parametrize("flags, hint", [
+    (["-p", "num_leaves=15"], "num_leaves: use --max-leaves N"),
+    (["--learner-param", "num_leaves=15"], "num_leaves: use --max-leaves N"),
+    (["-p", "n_estimators=15"], "n_estimators: use --rounds N"),
+    (["-p", "max_depth=3"], "max_depth: use --learner-param max_depth=D"),
+])
+def test_their_parameter_names_point_to_our_flags(flags, hint, capsys):
+    """An unknown ``-p`` / ``--learner-param`` key that LightGBM or XGBoost would take (or
+    one of ours given to the wrong flag) is one line naming the flag that takes it."""
+    from torchrankboost.cli import main
+
+    rc = main(["train", "--data", "synthetic", "--rounds", "2", "--no-tensorboard", "-q",
+               *flags])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert rc == 2 and len(err) == 1 and hint in err[0], err

@@ -24,11 +24,11 @@ def test_readme_first_command_trains_prints_metrics_and_writes_events(tmp_path):
     assert "auc" in out and "tensorboard --logdir runs" in out
     runs = [p for p in (tmp_path / "runs").iterdir() if p.is_dir()]
     assert len(runs) == 1 and runs[0].name.startswith("wdbc-exponential-")
-    # the HParams columns: one definition for the log folder, beside the run folders
-    assert "_hparams_/experiment" in read_events(tmp_path / "runs").PluginTagToContent(
-        "hparams")
+    # the HParams columns: the log folder's definition in the run, no run "." of its own
+    assert not [p for p in (tmp_path / "runs").iterdir() if "tfevents" in p.name]
     assert (runs[0] / "model.safetensors").is_file()
     ea = read_events(runs[0])
+    assert "_hparams_/experiment" in ea.PluginTagToContent("hparams")
     tags = ea.Tags()
     # the curves that matter under metrics/ (normalised loss, no duplicate of it elsewhere)
     assert {"metrics/loss_per_query", "train/auc", "metrics/valid/auc",

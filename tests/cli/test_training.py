@@ -260,3 +260,26 @@ def test_second_ctrl_c_during_the_partial_save_does_not_lose_it(tmp_path, data):
     assert str(partial) in r.stderr and load_model(partial).n_rounds == 2
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.partial.safetensors", "train.txt"]
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_a_resumed_run_says_so_and_numbers_its_rounds_on(tmp_path, capsys):
+    """``--resume`` names the checkpoint and the round it resumes after, and the progress
+    lines count on from there (``round 8/10``, not ``round 2/10``); ``--init-model`` says
+    what it continues and counts to the rounds in all."""
+    out = str(tmp_path / "m.safetensors")
+    common = ["train", "--data", "synthetic", "--no-tensorboard", "--learner-param",
+              "max_leaves=4"]
+    assert main([*common, "--rounds", "6", "--checkpoint-every", "3", "-o", out, "-q"]) == 0
+    capsys.readouterr()
+    ckpt = str(tmp_path / "m.checkpoint.safetensors")
+    assert main([*common, "--rounds", "10", "--resume", ckpt, "-o",
+                 str(tmp_path / "r.safetensors")]) == 0
+    err = capsys.readouterr().err
+    assert f"resuming {ckpt} after round 6" in err
+    rounds = re.findall(r"^round\s+(\d+)/(\d+)", err, re.M)
+    assert rounds and rounds[-1] == ("10", "10") and int(rounds[0][0]) > 6, err
+    assert main([*common, "--rounds", "3", "--init-model", out, "-o",
+                 str(tmp_path / "w.safetensors")]) == 0
+    err = capsys.readouterr().err
+    assert f"continuing {out} (6 rounds)" in err
+    assert re.findall(r"^round\s+(\d+)/(\d+)", err, re.M)[-1] == ("9", "9"), err

@@ -271,3 +271,26 @@ def test_device_without_cuda_is_one_line_and_n_jobs(letor, monkeypatch):
     assert seen[0] == 2 and seen[-1] == 1 and torch.get_num_threads() == before
     with pytest.raises(ValueError, match="n_jobs"):
         BoostedRanker(n_jobs=0, **SMALL).fit(X, y, qid=qid)
+
+
+def test_qid_column_by_name_in_a_data_frame():
+    """``qid_column="qid"`` names a data frame's column (ids of any kind, strings too): the
+    same model as the ids passed apart; a name without a frame, or a missing column, is one
+    ``ValueError`` (not "invalid literal for int()")."""
+    pd = pytest.importorskip("pandas")
+    from torchrankboost import BoostedRanker
+    from torchrankboost.data import make_letor
+
+    d = make_letor(30, 10, 5, seed=0)
+    X, y, qid = d.X.numpy(), d.labels.numpy(), d.qid.numpy()
+    df = pd.DataFrame(X, columns=[f"f{i}" for i in range(5)])
+    df.insert(2, "qid", [f"q{q}" for q in qid])
+    named = BoostedRanker(n_rounds=5, qid_column="qid").fit(df, y)
+    apart = BoostedRanker(n_rounds=5).fit(X, y, qid=qid)
+    assert np.array_equal(named.predict(df), apart.predict(X))
+    assert named.n_features_in_ == 6 and named.feature_importances_[2] == 0.0
+    assert named.score(df, y) == pytest.approx(apart.score(X, y, qid=qid))
+    with pytest.raises(ValueError, match="must be a data frame"):
+        BoostedRanker(qid_column="qid").fit(X, y)
+    with pytest.raises(ValueError, match="has no column 'q'"):
+        BoostedRanker(qid_column="q").fit(df, y)

@@ -9,7 +9,7 @@ import torch
 
 from torchrankboost import registry
 
-from conftest import read_events, require_data
+from conftest import require_data
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -50,8 +50,9 @@ def test_events_written_and_readable(script, tmp_path):
     from tensorboard.plugins.hparams import plugin_data_pb2
 
     hp = ea.PluginTagToContent("hparams")
-    root = read_events(tmp_path).PluginTagToContent("hparams")  # the log folder's columns
-    exp = plugin_data_pb2.HParamsPluginData.FromString(root["_hparams_/experiment"]).experiment
+    # the log folder's columns, in the run (no event file of the log folder's own)
+    assert not [p for p in tmp_path.iterdir() if "tfevents" in p.name]
+    exp = plugin_data_pb2.HParamsPluginData.FromString(hp["_hparams_/experiment"]).experiment
     assert {"summary/test/ndcg@10", "summary/test/map",
             "summary/test/untrained_ndcg@10"} <= {m.name.tag for m in exp.metric_infos}
     assert {"learner.hidden", "weight_decay", "data"} <= {h.name for h in exp.hparam_infos}
@@ -150,3 +151,22 @@ def test_network_file_has_features_beyond_the_model_refused(script, saved_networ
     with pytest.raises(SystemExit) as exc:
         script.main(["score", str(tmp / "net.safetensors"), str(tmp_path / "wide.txt")])
     assert "expects 30" in str(exc.value.code)
+
+
+def test_threads_quiet_flag_and_where_the_network_went(script, tmp_path, capsys):
+    """``--threads N`` sets torch's threads (one by default: the script's few small
+    operations stall with more on a busy machine), ``-q`` is ``--quiet``, and ``-o`` says
+    where the network was saved."""
+    before = torch.get_num_threads()
+    try:
+        out = tmp_path / "net.safetensors"
+        script.main(["--data", "synthetic", "--synthetic-queries", "20", "--epochs", "1",
+                     "--hidden", "4", "--no-tensorboard", "-q", "--threads", "1",
+                     "-o", str(out)])
+        assert torch.get_num_threads() == 1
+        assert f"network saved to {out}" in capsys.readouterr().out
+        assert script.build_parser().parse_args([]).threads == 1
+        with pytest.raises(SystemExit, match="--threads must be >= 1"):
+            script.main(["--threads", "0"])
+    finally:
+        torch.set_num_threads(before)

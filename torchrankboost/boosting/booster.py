@@ -180,7 +180,7 @@ class Booster(FitState):
         n_threads: torch intra-op threads while ``fit`` runs (default 1, restored
             afterwards; ``None`` keeps torch's setting). Boosting runs many small tensor
             operations, which stall badly with more threads on a busy machine (see
-            :mod:`torchrankboost._threads` and the README).
+            :mod:`torchrankboost._threads` and the command-line guide of the docs).
         hess_floor: curvatures are clamped below at ``hess_floor × mean(|h|)`` (relative;
             so documents with zero curvature — e.g. inactive pairs under the exact diagonal —
             get a target ``−g/floor`` with a negligible weight instead of ``0/0``; negative

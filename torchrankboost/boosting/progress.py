@@ -79,6 +79,7 @@ class ProgressCallback:
         self._last_line_step: Optional[int] = None
         self._last: dict = {}
         self._last_step: Optional[int] = None
+        self._offset = 0  # rounds done before this fit (a resumed or continued model)
 
     # ------------------------------------------------------------------ helpers
     def _out(self) -> TextIO:
@@ -123,6 +124,7 @@ class ProgressCallback:
             self.total = int(total)
         self._t0 = time.perf_counter()
         self._count = 0
+        self._offset = 0
         if self.quiet:
             return
         if self.is_tty():
@@ -143,19 +145,21 @@ class ProgressCallback:
         if self._t0 is None:
             self.start()
         self._count += 1
+        done = self._offset + self._count  # rounds so far (drivers count from 0 or from 1)
         shown = self._select(flatten(metrics or {}))
         self._last = shown
-        self._last_step = self._count
+        self._last_step = done
         if self.quiet:
             return
         if self._bar is not None:
             self._bar.set_postfix_str(self._postfix(shown), refresh=False)
+            if self._count == 1 and self._offset:
+                self._bar.n = self._bar.last_print_n = self._offset
             self._bar.update(1)
             return
         every = self.every
         if every is None:
             every = max(1, (self.total or 100) // 10)
-        done = self._count  # rounds reported so far (drivers count from 0 or from 1)
         if done % every == 0 or (self.total is not None and done >= self.total):
             self._line(done, shown)
 
@@ -204,7 +208,13 @@ class ProgressCallback:
         self.start(info.n_rounds if self.total is None else self.total)
 
     def on_round_end(self, ranker: Any, record: RoundRecord) -> None:
-        """Show the record's metrics (``train/loss``, ``valid/ndcg@10``, ...); never stops."""
+        """Show the record's metrics (``train/loss``, ``valid/ndcg@10``, ...); never stops.
+        The rounds are numbered as the fit numbers them (1-based ``record.round``): a
+        resumed or continued fit counts on from the rounds it starts after."""
+        if self._count == 0 and self._t0 is not None:
+            self._offset = max(int(record.round) - 1, 0)
+            if self._offset and self.total is not None and self._offset >= self.total:
+                self.total += self._offset  # a warm start: n_rounds more rounds
         self.update(record.round, {"metrics": record.metrics})
         return None
 

@@ -212,10 +212,12 @@ def line_search(phi: Optional[Callable[[Tensor], Tensor]] = None, *, alpha0: flo
         select: which evaluated point is returned: ``"value"`` (default, the lowest ``φ``)
             or ``"derivative"`` (the smallest ``|φ'|``: the root of ``φ'`` of a convex
             ``φ`` to the tolerance, where ``φ`` itself is flat to rounding).
-        value0, deriv0: ``φ(0)`` and ``φ'(0)`` when the caller already knows them (the
-            booster does: the current loss and ``⟨∇L, f⟩``); the evaluation at 0 is then
-            skipped and the first trial is ``alpha0`` (pass a curvature-scaled guess, e.g.
-            the surrogate's ``−⟨g, f⟩ / Σ h f²``).
+        value0: ``φ(0)`` when the caller already knows it, with ``deriv0`` (the booster
+            does: the current loss); the evaluation at 0 is then skipped and the first
+            trial is ``alpha0`` (pass a curvature-scaled guess, e.g. the surrogate's
+            ``−⟨g, f⟩ / Σ h f²``).
+        deriv0: ``φ'(0)`` when the caller already knows it, with ``value0`` (the booster's
+            ``⟨∇L, f⟩``).
 
     Returns:
         :class:`LineSearchResult`.

@@ -9,6 +9,7 @@ Sub-commands::
     torchrankboost list      [losses|algorithms|learners|metrics|debias]
     torchrankboost export    MODEL --format {lightgbm,xgboost,onnx,treelite} -o PATH
     torchrankboost bin       DATA -o data.trbin   (then: train --data DATA --cache data.trbin)
+    torchrankboost plot      MODEL_OR_RUN_FOLDER [-o DIR]   (PNG files; needs matplotlib)
 
 ``torchrankboost train`` with no arguments trains the main job on built-in data (wdbc,
 bipartite) in seconds, logs to ``runs/<name>-<timestamp>`` and prints how to open
@@ -44,7 +45,9 @@ The package: :mod:`.main` (the parser, the exit statuses, ``list``), :mod:`.trai
 ``train`` command: its flags, the options built from them, the ``--nproc`` parent),
 :mod:`.options` (:class:`TrainOptions`), :mod:`.training` (the run), :mod:`.launch_checks`
 (what the ``--nproc`` parent checks), :mod:`.scoring` (``evaluate``, ``predict``),
-:mod:`.export` (``export``), :mod:`.bin` (``bin``), :mod:`.cached` (``train --cache``),
+:mod:`.export` (``export``), :mod:`.bin` (``bin``), :mod:`.plot` (``plot``),
+:mod:`.config` (``train --config``, the options saved beside the model), :mod:`.cached`
+(``train --cache``),
 :mod:`.clicks` (``--position``, ``--debias``, ``--propensity``), :mod:`.inputs` (what the
 commands share).
 """

@@ -30,9 +30,9 @@ __all__ = ["cached_splits", "ensure_cache", "prepare_before_launch", "spec_for"]
 def spec_for(options: TrainOptions, ranker_options: Dict[str, Any]) -> BinSpec:
     """The bins the run's learner (built from ``ranker_options``) and reading options
     make."""
-    from ..factory import make_ranker
+    from .inputs import build_ranker
 
-    ranker = make_ranker(**ranker_options)
+    ranker = build_ranker(**ranker_options)
     return bin_spec_of(getattr(ranker, "learner", None), zero_based=options.zero_based,
                        max_features=options.max_features, normalize=options.normalize)
 

@@ -30,7 +30,7 @@ def add_commands(sub) -> None:
     """The ``export`` sub-command's parser on ``sub`` (argparse sub-parsers)."""
     p = sub.add_parser("export", help="write a saved model as LightGBM, XGBoost, ONNX or "
                        "Treelite", description="Write a saved model in a format that "
-                       "serving systems read (see the README's 'Export and serve').")
+                       "serving systems read (see the docs' guide 'Export and serve').")
     p.set_defaults(handler=cmd_export)
     p.add_argument("model", help="a model saved by `torchrankboost train`")
     p.add_argument("--format", "-f", required=True, metavar="FORMAT",

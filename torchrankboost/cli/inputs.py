@@ -11,13 +11,13 @@ from pathlib import Path
 from typing import Any, Dict, Optional, Sequence
 
 from .._errors import first_line
-from ..factory import load_model, resolve_device
+from ..factory import load_model, make_ranker, resolve_device
 from ..registry import parse_value
 
 __all__ = ["PROG", "DEFAULT_REPORT_GRADED", "DEFAULT_REPORT_BINARY", "ZERO_BASED",
            "NUMBERING_HELP", "MAX_FEATURES_HELP", "CLIError",
            "parse_params", "is_binary", "device", "load_saved_model", "normalized",
-           "check_output", "check_model_output"]
+           "check_output", "check_model_output", "THEIR_FLAGS", "build_ranker"]
 
 PROG = "torchrankboost"
 DEFAULT_REPORT_GRADED = ("ndcg@1", "ndcg@5", "ndcg@10", "map", "auc", "pair_error")
@@ -125,3 +125,56 @@ def check_model_output(path: str) -> None:
     except ValueError as exc:
         raise CLIError(str(exc).replace("--output.save: ", "--output ")) from None
 
+
+
+#: LightGBM / XGBoost parameter names (and ours given to the wrong flag) -> what ``train``
+#: takes instead, named in the error of an unknown ``-p`` / ``--learner-param`` /
+#: ``--loss-param`` key
+THEIR_FLAGS = {
+    "num_leaves": "--max-leaves N", "max_leaves": "--max-leaves N",
+    "n_estimators": "--rounds N", "num_boost_round": "--rounds N",
+    "num_iterations": "--rounds N", "num_round": "--rounds N", "n_rounds": "--rounds N",
+    "eta": "--learning-rate LR", "learning_rate": "--learning-rate LR",
+    "max_depth": "--learner-param max_depth=D",
+    "min_data_in_leaf": "--learner-param min_samples_leaf=K",
+    "min_child_samples": "--learner-param min_samples_leaf=K",
+    "min_samples_leaf": "--learner-param min_samples_leaf=K",
+    "min_sum_hessian_in_leaf": "--learner-param min_child_weight=W",
+    "min_child_weight": "--learner-param min_child_weight=W",
+    "lambda_l2": "--learner-param l2=L", "reg_lambda": "--learner-param l2=L",
+    "l2": "--learner-param l2=L",
+    "min_split_gain": "--learner-param min_split_gain=G",
+    "min_gain_to_split": "--learner-param min_split_gain=G",
+    "gamma": "--learner-param min_split_gain=G",
+    "max_bin": "--learner-param n_bins=B", "n_bins": "--learner-param n_bins=B",
+    "feature_fraction": "--learner-param feature_fraction=F",
+    "colsample_bytree": "--learner-param feature_fraction=F",
+    "bagging_fraction": "-p subsample=F", "subsample": "-p subsample=F",
+    "random_state": "--seed N (data split) or -p seed=N",
+    "objective": "--loss NAME or --algorithm NAME",
+    "metric": "--metric NAME", "eval_at": "--metric ndcg@K",
+    "early_stopping_rounds": "--early-stopping N", "early_stopping_round": "--early-stopping N",
+    "num_threads": "--threads N", "nthread": "--threads N", "n_jobs": "--threads N",
+}
+
+
+def build_ranker(**kwargs):
+    """:func:`~torchrankboost.factory.make_ranker` for the command line: an unknown
+    parameter's error names the flag that takes it (``-p num_leaves=15``: ``--max-leaves
+    N``), when there is one."""
+    try:
+        return make_ranker(**kwargs)
+    except ValueError as exc:
+        text = first_line(exc, default="")
+        if not text.startswith("unknown parameter"):
+            raise
+        given = [(k, flag) for key, flag in (("params", "-p"), ("learner_params",
+                                                               "--learner-param"),
+                                             ("loss_params", "--loss-param"))
+                 for k in (kwargs.get(key) or {})]
+        hints = [f"{k}: use {THEIR_FLAGS[k]}" for k, flag in dict.fromkeys(given)
+                 if k in THEIR_FLAGS and repr(k) in text
+                 and not THEIR_FLAGS[k].startswith(flag + " ")]  # not the flag it came by
+        if not hints:
+            raise
+        raise CLIError(f"{text} ({'; '.join(hints)})") from None

@@ -19,7 +19,8 @@ from ..parallel import DistributedError
 from ..parallel.launch import end_process_group, reports_failures, start_process_group, \
     under_launcher
 from ..parallel.parent import report_to_parent
-from . import bin as bin_command, export, scoring, train
+from . import bin as bin_command, export, plot, scoring, train
+from .config import apply_config
 from .inputs import PROG, CLIError
 from .train import launch_train
 
@@ -28,7 +29,7 @@ __all__ = ["main", "build_parser", "COMMAND_MODULES"]
 #: the modules of the sub-commands: each has ``add_commands(sub)``, which adds its parsers
 #: with ``set_defaults(handler=cmd_<name>)``; a new sub-command is a module here (``list`` is
 #: this module's own)
-COMMAND_MODULES = (train, scoring, export, bin_command)
+COMMAND_MODULES = (train, scoring, export, bin_command, plot)
 
 
 # ============================================================================ parser
@@ -138,6 +139,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         return 0
     owned = False
     try:
+        if args.command == "train" and args.config:  # the file's options under the flags
+            apply_config(args, raw, build_parser)
         if args.command == "train" and args.nproc is not None and not under_launcher():
             return launch_train(args, raw)  # input errors here, before any rank starts
         _set_threads(getattr(args, "threads", None))

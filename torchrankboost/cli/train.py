@@ -34,6 +34,11 @@ def add_commands(sub) -> None:
     tr = sub.add_parser("train", help="train a ranker, log to TensorBoard, save the model",
                         description="Train a boosted ranker and print train/valid/test metrics.")
     tr.set_defaults(handler=cmd_train)
+    tr.add_argument("--config", metavar="FILE",
+                    help="read the options from a TOML file (keys: these flags without "
+                         "dashes; tables params, loss_params, learner_params); flags given "
+                         "here override it. Every run saves its options beside the model "
+                         "as <model stem>.config.toml")
     _add_train_data_options(tr)
     _add_train_model_options(tr)
     _add_train_output_options(tr)
@@ -107,7 +112,8 @@ def _add_train_output_options(tr) -> None:
     g.add_argument("--device", default="cpu", help="torch device: cpu, cuda, cuda:1, mps ...")
     g.add_argument("--threads", type=int, default=None, metavar="N",
                    help="CPU threads of torch (default 1: small tensor operations stall with "
-                        "more on a busy machine; see the README's section on threads)")
+                        "more on a busy machine; see the docs' command-line guide, 'Threads on a "
+                        "shared machine')")
     g.add_argument("--nproc", type=int, default=None, metavar="N",
                    help="train data-parallel on N local processes (as torchrun --standalone "
                         "--nproc-per-node N would), each process holding a shard of the "
@@ -139,6 +145,13 @@ def flag(name: str, metavar: Optional[str] = None) -> str:
     return text if metavar is None else f"{text} {metavar}"
 
 
+def _table(args, dest: str, what: str) -> dict:
+    """A parameter dict: the ``--config`` file's table, then the command line's
+    ``KEY=VALUE`` items over it."""
+    from_file = dict(getattr(args, "config_tables", {}).get(dest, {}))
+    return {**from_file, **parse_params(getattr(args, dest), what)}
+
+
 def train_options(args) -> TrainOptions:
     """The :class:`TrainOptions` of the parsed ``train`` flags ``args``; a bad option is a
     :class:`~torchrankboost.cli.inputs.CLIError` naming its flag."""
@@ -151,9 +164,9 @@ def train_options(args) -> TrainOptions:
             propensity=propensities(args.propensity) if clicks else None, cache=args.cache,
             algorithm=args.algorithm, loss=args.loss, learner=args.learner, rounds=args.rounds,
             learning_rate=args.learning_rate, max_leaves=args.max_leaves,
-            params=parse_params(args.param, "--param"),
-            loss_params=parse_params(args.loss_param, "--loss-param"),
-            learner_params=parse_params(args.learner_param, "--learner-param"),
+            params=_table(args, "param", "--param"),
+            loss_params=_table(args, "loss_param", "--loss-param"),
+            learner_params=_table(args, "learner_param", "--learner-param"),
             early_stopping=args.early_stopping, metric=args.metric, report=args.report,
             seed=args.seed, device=args.device, threads=args.threads, logdir=args.logdir,
             name=args.name, output=args.output, tensorboard=not args.no_tensorboard,
@@ -175,6 +188,9 @@ def print_summary(result: TrainResult) -> None:
     print(f"\n{run.label} on {run.data_name}: {what}, {result.seconds:.1f} s")
     print(format_table(result.rows))
     print(f"\nmodel saved to {result.out_path}")
+    if run.config_path:
+        print(f"its options in {run.config_path} (train --config {run.config_path} runs it "
+              f"again)")
     if result.logged:
         root = str(Path(run.logdir).parent)
         print(f"TensorBoard logs in {run.logdir}; view them with: tensorboard --logdir {root}")

@@ -20,18 +20,18 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .._errors import first_line
 from ..contract import NumericalError
 from ..data import load_data
 from ..data.sources import resolve_data_path
 from ..data.svmlight import document_weights
-from ..factory import make_ranker, rounds_kept
+from ..factory import rounds_kept
 from ..parallel.launch import (check_distributed_algorithm, context, empty_split_message,
                                run_facts, where_text)
 from .clicks import click_positions
-from .inputs import (DEFAULT_REPORT_BINARY, DEFAULT_REPORT_GRADED, PROG, CLIError,
+from .inputs import (DEFAULT_REPORT_BINARY, DEFAULT_REPORT_GRADED, PROG, CLIError, build_ranker,
                      check_model_output, check_output, device, is_binary, normalized)
 from .options import TrainOptions
 
@@ -81,6 +81,8 @@ class RunPlan:
     early_stopping: int  # patience, 0 = off
     weights: Any = None  # (n,) document weights of the training data (--weights, .weight)
     position: Any = None  # (n,) displayed positions of click labels (--position, --debias)
+    start: str = ""  # what the run continues (--resume, --init-model), said at the start
+    config_path: Optional[str] = None  # the run's options, saved beside the model
 
 
 @dataclass
@@ -187,6 +189,19 @@ def _save_model(model, out_path: str, opts: TrainOptions, run: RunPlan) -> str:
     return fallback
 
 
+def _save_config(out_path: str, opts: TrainOptions) -> Optional[str]:
+    """The run's options beside its model (``<model stem>.config.toml``); a file that cannot
+    be written is one warning line, not a failed run."""
+    from .config import write_config
+
+    try:
+        return write_config(out_path, opts)
+    except OSError as exc:
+        print(f"{PROG}: warning: cannot save the run's options beside {out_path} "
+              f"({_write_error(exc)})", file=sys.stderr)
+        return None
+
+
 def _save_partial(ranker, out_path: Optional[str], opts: TrainOptions, run: RunPlan):
     """After an interrupted or failed fit: the model of the last good round (``model_``) to
     ``<output stem>.partial.safetensors``. Returns ``(path, None)`` when saved, ``(None,
@@ -271,7 +286,7 @@ def _prepare(opts: TrainOptions, ctx, kwargs: Dict[str, Any], splits, name: str)
         if opts.tensorboard:  # what the log shows beyond the defaults
             for key, value in _LOGGED_OPTIONS.get(run.algorithm, {}).items():
                 kwargs["params"].setdefault(key, value)
-        ranker = make_ranker(**kwargs)  # bad parameters fail here, before a run folder
+        ranker = build_ranker(**kwargs)  # bad parameters fail here, before a run folder
         if (opts.init_model or opts.resume) and not getattr(ranker, "can_continue", False):
             raise CLIError(f"--init-model/--resume: algorithm {run.algorithm!r} cannot "
                            f"continue a model (boost, qbrank, gbt, rankboost, pnorm_push can)")
@@ -291,7 +306,11 @@ def _callbacks(opts: TrainOptions, ctx, run: RunPlan):
 
     if not ctx.is_main:
         return [], None
-    callbacks: List[Any] = [ProgressCallback(quiet=opts.quiet)]
+    run.start, done = _start_text(opts) if not opts.quiet else ("", None)
+    total = None  # the fit's own (n_rounds); a continued model's rounds come first
+    if opts.init_model and done is not None and opts.rounds is not None:
+        total = done + opts.rounds
+    callbacks: List[Any] = [ProgressCallback(quiet=opts.quiet, total=total)]
     logger = None
     if opts.tensorboard:
         logger = TensorBoardLogger(run.logdir, hparams={
@@ -324,6 +343,30 @@ def _announce(opts: TrainOptions, ctx, run: RunPlan, tr, dev) -> None:
         print(f"{PROG}: training {run.label} on {run.data_name} ({int(counts[1])} train "
               f"queries, {int(counts[0])} documents, {tr.num_features} features) on "
               f"{where_text(ctx, dev)}", file=sys.stderr)
+        if run.start:
+            print(f"{PROG}: {run.start}", file=sys.stderr)
+
+
+def _start_text(opts: TrainOptions) -> Tuple[str, Optional[int]]:
+    """What a run continues, said before its first round, and the rounds the model already
+    has: ``resuming CHECKPOINT after round k`` (``--resume``; the rounds count on from
+    ``k + 1`` up to ``--rounds``) or ``continuing MODEL (k rounds)`` (``--init-model``;
+    ``--rounds`` more); ``("", None)`` for a fresh run."""
+    try:
+        if opts.resume:
+            from ..boosting.checkpoint import load_checkpoint
+
+            k = load_checkpoint(opts.resume).round
+            return f"resuming {opts.resume} after round {k}", k
+        if opts.init_model:
+            from ..factory import load_model
+
+            k = getattr(load_model(opts.init_model), "n_rounds", None)
+            return (f"continuing {opts.init_model}" + (f" ({k} rounds)" if k is not None
+                                                       else ""), k)
+    except (OSError, ValueError):  # the fit reports an unreadable file in its own words
+        pass
+    return "", None
 
 
 def _fit(ranker, splits: Dict[str, Any], run: RunPlan, callbacks: List[Any], **start):
@@ -417,6 +460,7 @@ def _finish(opts: TrainOptions, ctx, ranker, model, splits, run: RunPlan, logger
     with ctx.guard():
         if ctx.is_main:
             out_path = _save_model(model, out_path, opts, run)
+            run.config_path = _save_config(out_path, opts)
             if logger is not None:
                 final = {f"{split}/{k}": v for split, r in rows.items() for k, v in r.items()}
                 final.update(seconds=seconds, rounds_used=used, best_round=ranker.best_round_)

@@ -140,10 +140,12 @@ def simulate_clicks(labels: ArrayLike, groups: Optional[Groups], logging_scores:
         n_sessions: sessions in all, each on a query drawn uniformly.
         model: ``"pbm"``, ``"cascade"`` or ``"dcm"`` (see the module docstring).
         eta: PBM examination exponent: :math:`\theta_p = (1/p)^\eta`.
-        eps_minus, eps_plus: click probability of a non-relevant / most relevant document.
+        eps_minus: click probability of a non-relevant document.
+        eps_plus: click probability of a most relevant document.
         top_k: documents shown per session (the cut-off).
         continue_prob: DCM's :math:`\lambda_p`, a float or ``top_k`` values.
-        generator, seed: the random source (``generator`` wins; else seeded by ``seed``).
+        generator: the random source (it wins over ``seed``).
+        seed: seeds the random source when no ``generator`` is given.
         chunk: sessions simulated at once (memory: about ``chunk × top_k × 24`` bytes).
 
     Returns:

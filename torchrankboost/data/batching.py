@@ -296,8 +296,9 @@ class DistributedQueryBatchSampler(torch.utils.data.Sampler):
     Args:
         groups: the :class:`Groups` of the whole data set (the same on every rank).
         max_docs: document budget of a batch on one rank.
-        num_replicas, rank: the number of ranks and this one; default: the process
-            group's (:func:`get_context`), 1 and 0 without one.
+        num_replicas: the number of ranks; default: the process group's
+            (:func:`get_context`), 1 without one.
+        rank: this rank; default: the process group's, 0 without one.
         shuffle: reshuffle the queries each epoch (else query order, same dealing each
             epoch).
         seed: the shuffle's base seed (the same on every rank).

@@ -349,8 +349,10 @@ def bin_row_chunks(chunk, sizes, *, n_bins: int = 255, sample_count: int = 200_0
             tensor (called twice per chunk, in order: once for the sample, once to code it;
             it must return the same values both times).
         sizes: rows of each chunk.
-        n_bins, sample_count, seed: as :func:`~torchrankboost.kernels.binning.bin_features`
-            (``n_bins`` in [2, 32766]: int16 codes above 255).
+        n_bins: as :func:`~torchrankboost.kernels.binning.bin_features` (in [2, 32766]:
+            int16 codes above 255).
+        sample_count: as :func:`~torchrankboost.kernels.binning.bin_features`.
+        seed: as :func:`~torchrankboost.kernels.binning.bin_features`.
 
     Returns:
         :class:`BinnedFeatures` equal to ``bin_features(cat(chunks), ...)``'s (the same

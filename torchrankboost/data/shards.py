@@ -55,10 +55,14 @@ def load_svmlight_shard(path: PathLike, *, rank: Optional[int] = None,
 
     Args:
         path: a file, or a list of files.
-        rank, world_size: this shard and the number of shards; default: the process
-            group's (rank 0 of 1 without one). Pass both or neither.
-        n_features, dtype, normalize, zero_based, max_features: as
-            :func:`torchrankboost.data.load_svmlight`.
+        rank: this shard; default: the process group's (rank 0 of 1 without one). Pass
+            both ``rank`` and ``world_size`` or neither.
+        world_size: the number of shards (default: the process group's).
+        n_features: as :func:`torchrankboost.data.load_svmlight`.
+        dtype: as :func:`torchrankboost.data.load_svmlight`.
+        normalize: as :func:`torchrankboost.data.load_svmlight`.
+        zero_based: as :func:`torchrankboost.data.load_svmlight`.
+        max_features: as :func:`torchrankboost.data.load_svmlight`.
         query_file: a group-size file; only with ``world_size=1`` (a byte range finds its
             queries by qid).
         context: the process group to agree through (:func:`get_context`'s argument).

@@ -7,7 +7,7 @@ conventions it follows: :mod:`torchrankboost.estimator`.
 
 from __future__ import annotations
 
-from typing import Any, Iterator, Optional, Sequence
+from typing import Any, Iterator, Optional, Sequence, Union
 
 import numpy as np
 import torch
@@ -55,29 +55,33 @@ class BoostedRanker(compat.TheirNames, BaseEstimator):
         learning_rate: shrinkage (``None``: the algorithm's default; the algorithms with
             exact steps, such as RankBoost, have none).
         max_leaves: leaves per tree (tree learner).
-        loss_params, learner_params, params: dicts of extra options for the loss, the
-            learner and the driver/algorithm.
+        loss_params: a dict of extra options for the loss.
+        learner_params: a dict of extra options for the learner.
+        params: a dict of extra options for the driver/algorithm.
         early_stopping_rounds: patience on the first ``eval_set`` (``fit(eval_set=...)``).
         eval_metric: metric name watched on the ``eval_set`` (default ``"ndcg@10"``).
         score_metric: metric of :meth:`score` (default ``"ndcg@10"``, higher is better).
-        qid_column: if an int, that column of ``X`` holds the query ids and is removed from
-            the features (the way to cross-validate with plain ``cross_val_score``).
+        qid_column: the column of ``X`` that holds the query ids, removed from the
+            features (the way to cross-validate with plain ``cross_val_score``): its index,
+            or its name when ``X`` is a data frame (``qid_column="qid"``; its ids may then
+            be strings).
         device: torch device for training and prediction (default CPU).
         seed: random seed of the algorithm (``None``: its default; not every algorithm has
             one).
         n_jobs: CPU threads of torch while fitting and predicting (``None``: 1, the
-            default that does not stall on a busy machine, see the README; ``-1``: every
-            core).
+            default that does not stall on a busy machine, see the command-line guide of the
+            docs, threads; ``-1``: every core).
         importance_type: ``feature_importances_`` as ``"gain"`` (total split gain per
             feature, LightGBM's ``importance_type="gain"``) or ``"split"`` (number of splits
             using the feature). A linear model (RankSVM) reports ``|weight|``.
         verbose: show a progress bar (or lines, off a terminal) while fitting.
         warm_start: a second ``fit`` continues the fitted model up to ``n_rounds`` rounds in
             all (scikit-learn's convention; the algorithms that take ``init_model``).
-        debias, propensity: learning from clicks (labels = clicks, ``fit(..., position=...)``):
+        debias: learning from clicks (labels = clicks, ``fit(..., position=...)``):
             ``"none"`` or a debiasing method of the registry (``torchrankboost list debias``;
-            ``"ipw"`` takes the known ``propensity`` of positions ``1..K``;
             :mod:`torchrankboost.clicks`; the ``"boost"`` driver).
+        propensity: the known examination probabilities of positions ``1..K`` (for
+            ``debias="ipw"``).
 
     Attributes after ``fit``: ``ranker_`` (the fitted algorithm, see
     :mod:`torchrankboost.contract`), ``model_`` (the fitted model, e.g. an ``Ensemble``),
@@ -93,7 +97,8 @@ class BoostedRanker(compat.TheirNames, BaseEstimator):
                  max_leaves: Optional[int] = None, loss_params: Optional[dict] = None,
                  learner_params: Optional[dict] = None, params: Optional[dict] = None,
                  early_stopping_rounds: Optional[int] = None, eval_metric: str = "ndcg@10",
-                 score_metric: str = "ndcg@10", qid_column: Optional[int] = None,
+                 score_metric: str = "ndcg@10",
+                 qid_column: Optional[Union[int, str]] = None,
                  device: Optional[str] = None, seed: Optional[int] = None,
                  n_jobs: Optional[int] = None, importance_type: str = "gain",
                  verbose: bool = False, warm_start: bool = False, debias: str = "none",
@@ -126,6 +131,8 @@ class BoostedRanker(compat.TheirNames, BaseEstimator):
 
     def _split_X(self, X, qid):
         """(features tensor on device, qid or None) — the qid column removed if configured."""
+        if isinstance(self.qid_column, str):
+            X, qid = self._named_qid(X, qid)
         if isinstance(X, Tensor):
             Xt = X.detach()
             if not Xt.dtype.is_floating_point:
@@ -137,7 +144,7 @@ class BoostedRanker(compat.TheirNames, BaseEstimator):
         if Xt.dim() != 2:
             raise ValueError(f"X must be 2-D (n_samples, n_features), got shape "
                              f"{tuple(Xt.shape)}")
-        if self.qid_column is not None:
+        if self.qid_column is not None and not isinstance(self.qid_column, str):
             c = int(self.qid_column)
             if not -Xt.shape[1] <= c < Xt.shape[1]:
                 raise ValueError(f"qid_column={c} but X has {Xt.shape[1]} columns")
@@ -149,6 +156,33 @@ class BoostedRanker(compat.TheirNames, BaseEstimator):
                 raise ValueError(compat.qid_column_message(c, qid))
             Xt = torch.cat([Xt[:, :c], Xt[:, c + 1:]], 1)
         return Xt.to(self._device()), qid
+
+    def _named_qid(self, X, qid):
+        """``(X without the column, its values)`` for a ``qid_column`` given by name: ``X``
+        must be a data frame holding that column (its ids may be any values: strings,
+        integers)."""
+        name = self.qid_column
+        columns = getattr(X, "columns", None)
+        if columns is None or not hasattr(X, "drop"):
+            raise ValueError(f"qid_column={name!r} names a column, so X must be a data frame "
+                             f"with that column (got {type(X).__name__}); for an array, give "
+                             f"the column's index")
+        if name not in list(columns):
+            raise ValueError(f"qid_column={name!r}: X has no column {name!r} (columns: "
+                             f"{', '.join(map(str, list(columns)[:10]))}"
+                             f"{', ...' if len(columns) > 10 else ''})")
+        if qid is not None:
+            raise ValueError("qid given both as qid_column and as the qid argument")
+        return X.drop(columns=[name]), np.asarray(X[name])
+
+    def _qid_position(self) -> Optional[int]:
+        """The index of the ``qid_column`` among the ``n_features_in_`` input columns."""
+        if self.qid_column is None:
+            return None
+        if isinstance(self.qid_column, str):
+            names = list(getattr(self, "feature_names_in_", []))
+            return names.index(self.qid_column) if self.qid_column in names else None
+        return int(self.qid_column) % self.n_features_in_
 
     def _labels(self, y, n):
         yt = torch.as_tensor(to_numpy(y, "y").astype(np.float64)).reshape(-1)
@@ -257,8 +291,8 @@ class BoostedRanker(compat.TheirNames, BaseEstimator):
         weak models; ``|weight|`` for a linear model. The ``qid_column`` gets 0."""
         self._check_fitted()
         imp = _importances(self.model_, self.importance_type)
-        if self.qid_column is not None:
-            c = int(self.qid_column) % self.n_features_in_
+        c = self._qid_position()
+        if c is not None:
             imp = np.insert(imp, c, 0.0)
         return imp
 

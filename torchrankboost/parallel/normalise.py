@@ -193,7 +193,9 @@ def global_metric(metric: Any, scores: Tensor, labels: Tensor, groups: Optional[
     Args:
         metric: a metric name (``"ndcg@10"``, ``"map"``, ...) or a registry
             :class:`~torchrankboost.registry.Metric`.
-        scores, labels, groups: this rank's shard.
+        scores: this rank's shard's scores.
+        labels: this rank's shard's labels.
+        groups: this rank's shard's queries.
         context: :func:`get_context`'s argument.
 
     Returns:

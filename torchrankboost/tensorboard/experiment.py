@@ -1,29 +1,29 @@
-"""One HParams experiment definition per log folder.
+"""One HParams experiment definition per log folder, the same in every run of it.
 
 TensorBoard's HParams tab reads its columns (the *experiment*: hyper-parameter and metric
-columns) from one ``_hparams_/experiment`` summary; when several runs each carry one it
-takes whichever it meets first, so columns such as ``loss.p`` appear and vanish between
-restarts. The library therefore writes the experiment **once, in the folder above the
-runs** (``runs/`` for the default ``runs/<name>-<timestamp>`` run folders, TensorBoard's
-run ``.``), and each run writes only its session (its values and its end status).
+columns) from one ``_hparams_/experiment`` summary; when several runs carry different ones it
+takes whichever it meets first, so columns such as ``loss.p`` would appear and vanish
+between restarts. Each run therefore holds the definition in its own folder (the file
+:data:`EXPERIMENT_FILE`, read by TensorBoard as part of that run: no run of its own in the
+run lists), and every run of the log folder (``runs/`` for the default
+``runs/<name>-<timestamp>`` run folders) holds **the same** one: the union of
 
-The columns are the union the library knows, :func:`known_hparams`:
+* the standard columns (:data:`~torchrankboost.tensorboard.hparams.STANDARD_HPARAMS`:
+  ``algorithm``, ``loss``, ``learner``, ``learning_rate``, ``n_rounds``, ``seed``,
+  ``data``...) and those the command line records (``metric``, ``early_stopping``,
+  ``world_size``, ``kernel``);
+* the columns of the runs in the folder: each run's hyper-parameters (``loss.p`` only when
+  some run of the folder has a p-norm loss; a training script's own settings).
 
-* the standard ones (:data:`~torchrankboost.tensorboard.hparams.STANDARD_HPARAMS`: ``algorithm``,
-  ``loss``, ``learner``, ``learning_rate``, ``n_rounds``, ``seed``, ``data``...) and those
-  the command line records (``metric``, ``early_stopping``, ``world_size``);
-* every algorithm's parameters, ``<loss>.<setting>`` for every loss's and
-  ``learner.<setting>`` for every weak learner's (the names ``get_params()`` reports, read
-  from the registry), less the machinery's settings;
-
-plus the columns the folder's definition already has and those of the run being written
-(a training script's own hyper-parameters). The definition is rewritten only when that
-union changes (a new column, a type learnt), atomically and under a lock, so two runs
-starting together keep both runs' columns. Metric columns are the standard ones
-(:func:`~torchrankboost.tensorboard.tags.declared_metrics`) plus every run's others, the same
-way. Each column has a type: from the parameter's default (a bool, a number, a string) or,
-for a parameter whose default is ``None``, from the first value a run gives it; values of
-different types make it a string column.
+When a run adds columns, the definition is rewritten in every run folder that holds one,
+atomically and under a lock on the log folder, so two runs starting together keep both
+runs' columns; otherwise nothing is written. A definition that older versions wrote in the
+log folder itself (TensorBoard's phantom run ``.``) is merged and removed. Metric columns
+are the standard ones (:func:`~torchrankboost.tensorboard.tags.declared_metrics`: test
+NDCG@10 first) plus every run's others, the same way. Each column has a type: from the
+first value a run gives it (a bool, a number, a string); values of different types make it
+a string column. :func:`known_hparams` lists every column the library's components could
+add (the registry's parameters), for reference.
 """
 
 from __future__ import annotations
@@ -43,11 +43,11 @@ from .hparams import INTERNAL_PARAMS, SHOWN_HPARAMS, STANDARD_HPARAMS, clean_hpa
     hparams_plugin_summary
 from .tags import declared_metrics, describe_tag
 
-__all__ = ["EXPERIMENT_FILE", "known_hparams", "value_type", "read_experiment",
+__all__ = ["EXPERIMENT_FILE", "standard_hparams", "known_hparams", "value_type", "read_experiment",
            "update_experiment", "experiment_summary"]
 
-#: the file holding a folder's experiment definition (an event file TensorBoard reads as
-#: the run ``.`` of that folder)
+#: the file holding a run's copy of the log folder's experiment definition (an event file
+#: TensorBoard reads as part of that run)
 EXPERIMENT_FILE = "events.out.tfevents.0.torchrankboost-hparams"
 #: hyper-parameters the command line and the fit records add to the standard ones
 RUN_HPARAMS = ("metric", "early_stopping", "world_size", "kernel")
@@ -82,12 +82,18 @@ def _defaults(entry) -> Dict[str, object]:
     return out
 
 
-@functools.lru_cache(maxsize=1)
-def _known() -> Tuple[Tuple[str, int], ...]:
+def standard_hparams() -> Dict[str, int]:
+    """``{column: type}`` of the columns every log folder's definition starts with."""
     cols: Dict[str, int] = {k: UNSET for k in STANDARD_HPARAMS + RUN_HPARAMS}
     cols.update(algorithm=STRING, loss=STRING, learner=STRING, data=STRING,
                 metric=STRING, early_stopping=FLOAT64, world_size=FLOAT64, kernel=STRING,
                 learning_rate=FLOAT64, n_rounds=FLOAT64, seed=FLOAT64)
+    return cols
+
+
+@functools.lru_cache(maxsize=1)
+def _known() -> Tuple[Tuple[str, int], ...]:
+    cols = standard_hparams()
 
     def add(name, default):
         t = value_type(default)
@@ -106,8 +112,9 @@ def _known() -> Tuple[Tuple[str, int], ...]:
 
 
 def known_hparams() -> Dict[str, int]:
-    """``{column: type}`` of every hyper-parameter the library records (see the module
-    docstring); standard columns first."""
+    """``{column: type}`` of every hyper-parameter the library's registered components can
+    record (the standard columns first, then every algorithm's, loss's and learner's
+    ``get_params()`` names); a folder's definition holds only the columns of its runs."""
     return dict(_known())
 
 
@@ -198,20 +205,44 @@ def _locked(folder: Path):
         os.close(fd)
 
 
+def _definitions(folder: Path, run: Path) -> List[Path]:
+    """The run folders of ``folder`` holding a definition, and ``run``."""
+    found = [p.parent for p in folder.glob(f"*/{EXPERIMENT_FILE}")]
+    return sorted(set(found) | {run})
+
+
 def update_experiment(folder, hparams: Mapping[str, object],
-                      metric_tags: Iterable[str] = ()) -> bool:
-    """Make ``folder``'s definition hold the known columns, its own and this run's
-    (``hparams``: the run's values, their types learnt; ``metric_tags``: its metric
-    columns); written only when that changes. ``True`` when the file was (re)written."""
+                      metric_tags: Iterable[str] = (), *, run=None) -> bool:
+    """Bring the definition of the log folder ``folder`` to the union of the standard
+    columns, those of its runs' definitions and this run's (``hparams``: the run's values,
+    their types learnt; ``metric_tags``: its metric columns), in the run folder ``run``
+    (default: ``folder`` itself, for a single run) and in every run folder of ``folder``
+    that holds one; each file is written only when it changes. ``True`` when some file was
+    (re)written."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
+    run = Path(run) if run is not None else folder
+    run.mkdir(parents=True, exist_ok=True)
     run_cols = {k: value_type(v) for k, v in clean_hparams(hparams).items()}
     with _locked(folder):
-        current = read_experiment(folder)
-        old_cols, old_metrics = current if current is not None else ({}, [])
-        cols = merge_columns(known_hparams(), old_cols, run_cols)
-        metrics = declared_metrics([*old_metrics, *metric_tags])
-        if current is not None and cols == old_cols and metrics == old_metrics:
-            return False
-        _write(folder, cols, metrics)
-        return True
+        holders = _definitions(folder, run)
+        legacy = folder / EXPERIMENT_FILE if run != folder else None
+        sources = {p: read_experiment(p) for p in holders}
+        if legacy is not None and legacy.is_file():  # older versions: the phantom run "."
+            sources[folder] = read_experiment(folder)
+        cols, metrics = standard_hparams(), declared_metrics()
+        for current in sources.values():
+            if current is not None:
+                cols = merge_columns(cols, current[0])
+                metrics = declared_metrics([*metrics, *current[1]])
+        cols = merge_columns(cols, run_cols)
+        metrics = declared_metrics([*metrics, *metric_tags])
+        wrote = False
+        for p in holders:
+            if sources[p] != (cols, metrics):
+                _write(p, cols, metrics)
+                wrote = True
+        if legacy is not None and legacy.is_file():
+            legacy.unlink()
+            wrote = True
+        return wrote

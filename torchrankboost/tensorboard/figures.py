@@ -15,7 +15,10 @@ import torch
 from torch import Tensor
 from ..contract import ArrayLike
 
-__all__ = ["to_numpy", "roc_curve_points", "pr_curve_points", "render_curves_figure",
+#: the figure's width in pixels: TensorBoard's image cards are about this wide
+FIGURE_WIDTH = 420
+
+__all__ = ["FIGURE_WIDTH", "to_numpy", "roc_curve_points", "pr_curve_points", "render_curves_figure",
            "render_roc_image"]
 
 
@@ -99,22 +102,23 @@ def _panel(draw, box, xs, ys, *, title: str, xlabel: str, ylabel: str, diagonal:
     pts = [px(float(a), float(b)) for a, b in zip(xs, ys)]
     if len(pts) >= 2:
         draw.line(pts, fill=curve, width=3)
-    draw.text(((x0 + x1) / 2, y1 + 24), xlabel, fill=axis, font=small, anchor="mt")
+    draw.text(((x0 + x1) / 2, y1 + 26), xlabel, fill=axis, font=small, anchor="mt")
     draw.text(((x0 + x1) / 2, y0 - 10), title, fill=(0, 0, 0), font=big, anchor="md")
     # the y label, written vertically
     from PIL import Image, ImageDraw
 
     w = int(draw.textlength(ylabel, font=small)) + 4
-    lab = Image.new("RGB", (w, 18), "white")
+    lab = Image.new("RGB", (w, 22), "white")
     ImageDraw.Draw(lab).text((2, 1), ylabel, fill=axis, font=small)
     lab = lab.rotate(90, expand=True)
     return lab, (int(x0 - 58), int((y0 + y1) / 2 - lab.size[1] / 2))
 
 
 def render_curves_figure(y, s, *, title: str = "") -> Optional[np.ndarray]:
-    """An ``(H, W, 3)`` uint8 figure: the ROC curve with its AUC and the precision-recall
-    curve with its average precision, axes, ticks and labels (pooled over all documents;
-    ``y`` boolean relevance). ``None`` when a class is empty."""
+    """An ``(H, W, 3)`` uint8 figure, :data:`FIGURE_WIDTH` pixels wide: the ROC curve with
+    its AUC above the precision-recall curve with its average precision, axes, ticks and
+    labels (pooled over all documents; ``y`` boolean relevance). ``None`` when a class is
+    empty."""
     from PIL import Image, ImageDraw
 
     y = np.asarray(y, bool).ravel()
@@ -125,26 +129,31 @@ def render_curves_figure(y, s, *, title: str = "") -> Optional[np.ndarray]:
         return None
     fpr, tpr = roc
     auc = float(np.trapz(tpr, fpr)) if hasattr(np, "trapz") else float(np.trapezoid(tpr, fpr))
-    W, H, side = 900, 470, 340
+    # one column, about TensorBoard's image card width (a wider figure is shrunk to the
+    # card and its text becomes unreadable until "show actual image size" is ticked)
+    W, side, gap = FIGURE_WIDTH, 300, 120
+    top = 104
+    H = top + 2 * side + gap + 60
     img = Image.new("RGB", (W, H), "white")
     draw = ImageDraw.Draw(img)
-    fonts = (_font(14), _font(17))
-    top = 70
-    boxes = [(90, top, 90 + side, top + side), (540, top, 540 + side, top + side)]
+    fonts = (_font(17), _font(19))
+    x0 = 92
+    boxes = [(x0, top, x0 + side, top + side),
+             (x0, top + side + gap, x0 + side, top + 2 * side + gap)]
     labels = []
     labels.append(_panel(draw, boxes[0], fpr, tpr, title=f"ROC  (AUC {auc:.4f})",
                          xlabel="false positive rate", ylabel="true positive rate",
                          diagonal=True, fonts=fonts))
     rec, prec, ap = pr
-    labels.append(_panel(draw, boxes[1], rec, prec,
-                         title=f"precision-recall  (AP {ap:.4f})", xlabel="recall",
-                         ylabel="precision", diagonal=False, fonts=fonts))
+    labels.append(_panel(draw, boxes[1], rec, prec, title=f"precision-recall  (AP {ap:.4f})",
+                         xlabel="recall", ylabel="precision", diagonal=False, fonts=fonts))
     for lab, at in labels:
         img.paste(lab, at)
     npos = int(y.sum())
-    head = title + (":  " if title else "") + (f"{y.size} documents, {npos} relevant "
-                                                 f"(pooled over queries)")
-    draw.text((W / 2, 14), head, fill=(0, 0, 0), font=fonts[0], anchor="mt")
+    if title:
+        draw.text((W / 2, 10), title, fill=(0, 0, 0), font=fonts[1], anchor="mt")
+    draw.text((W / 2, 36), f"{y.size} documents, {npos} relevant", fill=(0, 0, 0),
+              font=fonts[0], anchor="mt")
     return np.asarray(img, dtype=np.uint8)
 
 

@@ -86,9 +86,10 @@ class TensorBoardLogger:
             ends (the metrics of the kept model: the best round's under early stopping); set
             ``False`` to call :meth:`log_hparams` yourself later, e.g. with test metrics (a
             run should hold one hparams record).
-        experiment_dir: the folder that holds the HParams experiment definition shared by
-            the runs in it (default: the folder above ``logdir``, e.g. ``runs``; give the
-            folder you point ``tensorboard --logdir`` at when runs are nested deeper).
+        experiment_dir: the log folder whose runs share one HParams experiment definition
+            (each run holds a copy; default: the folder above ``logdir``, e.g. ``runs``;
+            give the folder you point ``tensorboard --logdir`` at when runs are nested
+            deeper).
 
     Callback: ``on_fit_start(ranker, info)``, ``on_round_end(ranker, record) -> None`` (never
     asks to stop), ``on_fit_end(ranker, model)``.
@@ -202,9 +203,10 @@ class TensorBoardLogger:
         ``metrics/<split>/<metric>`` scalar written so far. Each is written once as
         ``summary/<key>`` (at ``step``, default the last round) — the HParams metric
         values — and all of them as a table in the text summary ``summary/final_metrics``.
-        The run's folder gets its session (the hyper-parameter values); the log folder's
-        one experiment definition (``experiment_dir``) is brought up to the union of the
-        known columns, its own and this run's hyper-parameters and metrics
+        The run's folder gets its session (the hyper-parameter values) and the log folder's
+        experiment definition (``experiment_dir``), brought up to the union of the
+        standard columns, those of the folder's runs and this run's hyper-parameters and
+        metrics in every run that holds it
         (:func:`~.experiment.update_experiment`).
         """
         hp = dict(self.hparams)
@@ -246,7 +248,7 @@ class TensorBoardLogger:
                                                           for k, v in shown.items())
         if text.strip():
             self.writer.add_text(f"{SUMMARY}/final_metrics", text, at)
-        update_experiment(self.experiment_dir, hp, list(final))
+        update_experiment(self.experiment_dir, hp, list(final), run=self.logdir)
         fw = self.writer._get_file_writer()
         for summ in session_summaries(hp):
             fw.add_summary(summ)

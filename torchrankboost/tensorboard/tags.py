@@ -83,10 +83,15 @@ def metric_tag(split: str, name: str) -> str:
 
 
 def declared_metrics(extra: Sequence[str] = ()) -> List[str]:
-    """The metric tags every run declares, then ``extra`` (this run's others)."""
-    out = [metric_tag(s, m) for s in SPLITS for m in STANDARD_METRICS]
+    """The metric tags every run declares, then ``extra`` (this run's others): split by
+    split (test, valid, train), NDCG@10 first in each, so that TensorBoard's HParams table
+    shows test NDCG@10 right after the hyper-parameters."""
+    first = ("ndcg@10",) + tuple(m for m in STANDARD_METRICS if m != "ndcg@10")
+    out = [metric_tag(s, m) for s in SPLITS for m in first]
     out += [f"{SUMMARY}/{m}" for m in RUN_METRICS]
-    out += [t for t in extra if t not in out]
+    for t in extra:
+        if t not in out:
+            out.append(t)
     return out
 
 

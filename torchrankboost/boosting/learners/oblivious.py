@@ -59,9 +59,11 @@ class ObliviousTree(RegressionTree):
         min_samples_leaf: minimum number of rows of every non-empty leaf (>= 1).
         l2: λ, L2 penalty on leaf values (``value = G / (H + λ)``); CatBoost's ``l2_leaf_reg``.
         min_split_gain: a level is added only if its gain exceeds this.
-        n_bins, feature_fraction, bin_sample_count, seed: as for
-            :class:`~.tree.RegressionTree` (the binning is the same), ``n_bins`` in [2, 255]
-            (uint8 codes only).
+        n_bins: bins per feature, as for :class:`~.tree.RegressionTree` (the binning is
+            the same), in [2, 255] (uint8 codes only).
+        feature_fraction: as for :class:`~.tree.RegressionTree`.
+        bin_sample_count: as for :class:`~.tree.RegressionTree`.
+        seed: as for :class:`~.tree.RegressionTree`.
         kernel: ``"auto"``, ``"native"`` or ``"torch"``: the backend of the level histograms
             and the level search (the same trees bit for bit); ``kernel_`` says which one the
             last fit used.

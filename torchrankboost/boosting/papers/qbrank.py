@@ -157,7 +157,10 @@ class QBRank(_ZhengBase):
             ``"diag"`` (Algorithm 1 Newton-type, the exact Hessian diagonal).
         pairs: which pairs (default graded labels; ``"bipartite"`` or ``ExplicitPairs``).
         base_score: ``h_0`` (default 0, Algorithm 1).
-        callbacks, seed, verbose, line_search_tol: passed to the driver.
+        callbacks: passed to the driver.
+        seed: passed to the driver.
+        verbose: passed to the driver.
+        line_search_tol: passed to the driver.
 
     ``fit(X, labels, groups=None, *, eval_set=None, eval_metric="ndcg@10",
     early_stopping_rounds=None, callbacks=(), init_model=None, resume=None)`` returns the

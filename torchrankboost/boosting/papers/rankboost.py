@@ -71,7 +71,9 @@ class RankBoost(CoordinateBoosting):
             (Connamacher et al. Lemma 3). Default True (signed α, like the reference code).
         tol: an edge ``|r| <= tol`` counts as zero (training stops: converged / no
             improving ranker), so rounding noise never drives a step.
-        on_unbounded, alpha_cap, smoothing: the halting policy (module docstring).
+        on_unbounded: the halting policy (module docstring).
+        alpha_cap: the halting policy's step cap (module docstring).
+        smoothing: the halting policy's smoothing (module docstring).
         callbacks: see the module docstring.
         distributed: data-parallel training over a ``torch.distributed`` process group (see
             the module docstring): ``None`` (default: when a process group of more than one
