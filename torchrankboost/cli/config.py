@@ -54,7 +54,7 @@ def read_toml(path) -> Dict[str, Any]:
         import tomllib as toml  # Python >= 3.11
     except ImportError:  # pragma: no cover - Python 3.10
         try:
-            import tomli as toml
+            import tomli as toml  # type: ignore[no-redef]
         except ImportError:
             raise CLIError(f"--config {path}: reading TOML needs Python 3.11 or the tomli "
                            f"package (pip install tomli)") from None
