@@ -27,7 +27,7 @@ MISSING = ("plotting needs matplotlib: pip install 'torchrankboost[plots]' "
            "(or pip install matplotlib)")
 
 
-def require_matplotlib():
+def require_matplotlib() -> Any:
     """The ``matplotlib`` module, or an ``ImportError`` saying what to install."""
     try:
         import matplotlib
@@ -57,7 +57,7 @@ def fitted_model(model):
 
 
 # ---------------------------------------------------------------------------- importance
-def importances(model, importance_type: str = "gain") -> np.ndarray:
+def importances(model: Any, importance_type: str = "gain") -> np.ndarray:
     """``(F,)`` float64: the total split gain of each feature (``"gain"``) or its number of
     splits (``"split"``) over the model's rounds; ``|weight|`` for a linear model."""
     kinds = {"gain": "gain", "split": "count"}
@@ -70,8 +70,8 @@ def importances(model, importance_type: str = "gain") -> np.ndarray:
     return np.asarray(m.feature_importance(kinds[importance_type]).cpu(), dtype=np.float64)
 
 
-def plot_importance(model, *, importance_type: str = "gain", max_features: Optional[int] = 20,
-                    feature_names: Optional[Sequence[str]] = None, ax=None):
+def plot_importance(model: Any, *, importance_type: str = "gain", max_features: Optional[int] = 20,
+                    feature_names: Optional[Sequence[str]] = None, ax: Any = None) -> Any:
     """Horizontal bars of the features' importance, largest at the top.
 
     Args:
@@ -148,7 +148,7 @@ def _from_history(history: Sequence[Any]) -> Curves:
     return out
 
 
-def metric_curves(source) -> Curves:
+def metric_curves(source: Any) -> Curves:
     """``{set: {metric: (rounds, values)}}`` of a fit (see the module docstring for what
     ``source`` may be). ``ValueError`` when it holds no curves."""
     if isinstance(source, dict) and all(
@@ -178,8 +178,8 @@ def metric_curves(source) -> Curves:
     return curves
 
 
-def plot_metric(source, metric: Optional[str] = None, *, sets: Optional[Sequence[str]] = None,
-                ax=None):
+def plot_metric(source: Any, metric: Optional[str] = None, *, sets: Optional[Sequence[str]] = None,
+                ax: Any = None) -> Any:
     """One metric per round, a line per data set.
 
     Args:
@@ -210,7 +210,7 @@ def plot_metric(source, metric: Optional[str] = None, *, sets: Optional[Sequence
     return ax
 
 
-def plot_metrics(source, *, figure=None):
+def plot_metrics(source: Any, *, figure: Any = None) -> Any:
     """Every metric of a fit, one panel each (a line per data set); returns the figure
     (a new pyplot figure when ``figure`` is ``None``)."""
     curves = metric_curves(source)

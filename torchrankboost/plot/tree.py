@@ -5,7 +5,7 @@ rows of each node when the model recorded them."""
 
 from __future__ import annotations
 
-from typing import Dict, List, Optional, Sequence, Tuple
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 __all__ = ["tree_layout", "plot_tree"]
 
@@ -20,7 +20,7 @@ def _tree(model, index: int):
     return index % len(trees), trees[index]
 
 
-def tree_layout(tree) -> Tuple[Dict[int, Tuple[float, float]], List[Tuple[int, int, bool]]]:
+def tree_layout(tree: Any) -> Tuple[Dict[int, Tuple[float, float]], List[Tuple[int, int, bool]]]:
     """``(positions, edges)`` of a :class:`~torchrankboost.export._trees.PlainTree`: the
     ``(x, depth)`` of every node — internal node ``k >= 0``, leaf ``~j`` (a negative id) —
     leaves one unit apart left to right, a split above the middle of its children; and the
@@ -60,8 +60,8 @@ def _label(tree, node: int, names: Optional[Sequence[str]], precision: int) -> s
     return text if rows is None else f"{text}\n{rows:g} rows"
 
 
-def plot_tree(model, index: int = 0, *, feature_names: Optional[Sequence[str]] = None,
-              precision: int = 3, ax=None):
+def plot_tree(model: Any, index: int = 0, *, feature_names: Optional[Sequence[str]] = None,
+              precision: int = 3, ax: Any = None) -> Any:
     """Draw round ``index`` of a fitted tree or stump ensemble.
 
     Args:
