@@ -9,10 +9,11 @@ Any part of the package with a few hundred lines of C beside its Python (the tre
 The library is built once per machine, source and compiler into a cache folder
 (``$TORCHRANKBOOST_CACHE``, else ``$XDG_CACHE_HOME/torchrankboost``, else
 ``~/.cache/torchrankboost``, else a folder in the temporary directory), named by a hash of
-the source, the compiler (``$CC``, default ``cc``), the flags (``-O2 -fopenmp
--ffp-contract=off``, no ``-ffast-math``: kernels may promise results bit for bit equal to a
-torch reference), the machine and the platform, and written atomically so that concurrent
-processes (several ranks of one job) never load a half-written library.
+the source (with the files it includes from its folder), the compiler (``$CC``, default
+``cc``), the flags (``-O2 -fopenmp -ffp-contract=off``, no ``-ffast-math``: kernels may
+promise results bit for bit equal to a torch reference), the machine and the platform, and
+written atomically so that concurrent processes (several ranks of one job) never load a
+half-written library.
 
 **The cache is trusted only when it is private.** A library in the cache is code that runs
 in this process, so the loader never opens one that another local user could have placed or
@@ -45,6 +46,7 @@ import hashlib
 import logging
 import os
 import platform
+import re
 import stat
 import shutil
 import subprocess
@@ -126,8 +128,22 @@ def _cache_dir() -> Path:
     return _private_dir()
 
 
+_LOCAL_INCLUDE = re.compile(rb'^[ \t]*#[ \t]*include[ \t]+"([^"]+)"', re.MULTILINE)
+
+
+def _source_bytes(source: Path) -> bytes:
+    """The bytes of ``source`` and of the files it includes by ``#include "name"`` from its
+    own folder (one level: a change to such a file rebuilds the library)."""
+    data = source.read_bytes()
+    for name in _LOCAL_INCLUDE.findall(data):
+        inc = source.parent / name.decode("utf-8", "replace")
+        if inc.is_file():
+            data += b"\0" + inc.read_bytes()
+    return data
+
+
 def _library_key(source: Path, cc: str) -> str:
-    return hashlib.sha256(source.read_bytes() + " ".join([cc] + _FLAGS).encode()
+    return hashlib.sha256(_source_bytes(source) + " ".join([cc] + _FLAGS).encode()
                           + platform.machine().encode() + sys.platform.encode()).hexdigest()[:16]
 
 
