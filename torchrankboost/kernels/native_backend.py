@@ -73,6 +73,7 @@ def _declare(lib: ctypes.CDLL) -> None:
         "trb_tree_leaves16": ([p, i64, i64, p, p, p, p, p, i64, i32, p, i32], None),
         "trb_histogram16": ([p, i64, i64, p, i64, p, p, i64, i32], None),
         "trb_histogram_quantized": ([p, i64, i64, i64, p, i64, p, p, i64, i32, i64], None),
+        "trb_set_fast_passes": ([i32], None),
         "trb_tree_leaves_raw": ([p, i32, i64, i64, p, p, p, p, p, i64, p, i32], None),
         "trb_leaf_struct_size": ([], i64),
         "trb_grow_args_size": ([], i64),

@@ -274,12 +274,17 @@ typedef struct {
     int64_t *work;
 } hist_req;
 
+/* 0: every histogram takes the plain pass (the tests compare the passes; the same sums). */
+static int fast_passes = 1;
+
+void trb_set_fast_passes(int on) { fast_passes = on != 0; }
+
 static void node_histogram(const hist_req *h)
 {
     const int64_t F = h->F, S = h->S, m = h->rows ? h->m : h->n;
     const int is16 = h->code_bytes == 2;
-    const int packed = h->work != NULL && h->bits >= 2 && h->bits <= 16;
-    const int avx2 = h->work != NULL && !packed && have_avx2();
+    const int packed = fast_passes && h->work != NULL && h->bits >= 2 && h->bits <= 16;
+    const int avx2 = fast_passes && h->work != NULL && !packed && have_avx2();
     int nt = h->nthreads;
     if (nt < 1 || (double)m * (double)F < PAR_MIN_WORK) nt = 1;
     if (nt > F) nt = (int)F;
