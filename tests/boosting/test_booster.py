@@ -584,6 +584,22 @@ def test_queries_in_another_order_give_the_same_predictions(case, lr):
     assert torch.equal(a, b), float((a - b).abs().max())
 
 
+def test_quantized_trees_follow_the_queries_and_the_seed():
+    """The quantized speed mode: queries in another order, the same predictions (each row's
+    rounding depends on its values and the round's seed, not its position); another seed,
+    another rounding and other trees."""
+    tr, va, te = C.synthetic()
+
+    def fit(d, seed=0):
+        b = Booster(ExponentialPairwiseLoss(), RegressionTree(max_leaves=15, quantized_bits=8),
+                    n_rounds=6, seed=seed, verbose=False)
+        return b.fit(d.X, d.labels, d.groups).predict(te.X)
+
+    a = fit(tr)
+    assert torch.equal(a, fit(C.permuted(tr, 1)))
+    assert not torch.equal(a, fit(tr, seed=1))
+
+
 def _moved(d, seed):
     """``(d permuted by query, the permutation of the queries)``."""
     G = d.num_queries

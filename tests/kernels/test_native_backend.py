@@ -341,3 +341,85 @@ def test_level_steps_equal_the_reference(seed):
     if a is not None:
         assert a[:3] == b[:3]
         assert torch.equal(a.node_gain, b.node_gain) and torch.equal(a.left_count, b.left_count)
+
+
+# ------------------------------------------------------------------------------------------
+# The histogram passes of trees_hist.h: the plain pass, the wide (AVX2) pass of the exact
+# fixed point and the packed / paired passes of quantized channels give the same int64 sums
+# (the reference's), uint8 and int16 codes, one or two threads, past a packed lane's flush.
+
+
+def _quantized_q(n, bits, seed):
+    """Channels within the quantized bounds, their extremes included."""
+    g = torch.Generator().manual_seed(seed)
+    L = (1 << (bits - 1)) - 1
+    q = torch.stack([torch.randint(-L, L + 1, (n,), generator=g),
+                     torch.randint(0, 1 << bits, (n,), generator=g)], 1)
+    q[: n // 4, 0], q[: n // 4, 1] = L, (1 << bits) - 1  # every field at its largest
+    q[n // 4: n // 2, 0] = -L
+    return q.contiguous()
+
+
+@pytest.mark.parametrize("bits,n,F,n_bins,threads", [
+    (8, 40000, 3, 255, 2),  # 8 bits flush every 2^15 rows: more than one block
+    (2, 3000, 5, 255, 1), (9, 3000, 4, 255, 2), (16, 5000, 3, 255, 1),
+    (8, 3000, 4, 600, 1), (16, 3000, 3, 900, 2)])  # int16 codes
+def test_quantized_histograms_equal_reference(bits, n, F, n_bins, threads):
+    X, _, _, _ = _problem(bits, n=n)
+    X = X[:, :F].contiguous()
+    p = RegressionTree(n_bins=n_bins).prepare(X)
+    S = p.missing_code + 1
+    q = _quantized_q(n, bits, seed=bits)
+    lib = native_backend.library()
+    for r in (None, torch.arange(0, n, 3)):
+        ref = histogram(p.codes, r, q, slots=S)
+        out = torch.empty((F, S, 3), dtype=torch.int64)
+        r32 = None if r is None else r.to(torch.int32)
+        lib.trb_histogram_quantized(p.codes.data_ptr(), p.codes.element_size(), n, F,
+                                    None if r32 is None else r32.data_ptr(),
+                                    n if r is None else r.numel(), q.data_ptr(),
+                                    out.data_ptr(), S, threads, bits)
+        assert torch.equal(out.permute(2, 0, 1), ref)
+
+
+@pytest.mark.parametrize("bits", [None, 8, 16])
+def test_plain_pass_gives_the_fast_passes_trees(bits):
+    d = make_letor(40, 40, 6, seed=3)
+    t = torch.randn(d.X.shape[0], dtype=torch.float64)
+    tree = RegressionTree(max_leaves=16, kernel="native", quantized_bits=bits)
+    p = tree.prepare(d.X)
+    lib = native_backend.library()
+    gen = lambda: torch.Generator().manual_seed(11)  # noqa: E731
+    a = tree.fit(p, t, generator=gen())
+    lib.trb_set_fast_passes(0)
+    try:
+        b = tree.fit(p, t, generator=gen())
+    finally:
+        lib.trb_set_fast_passes(1)
+    _assert_same_tree(a, b)
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_quantized_native_tree_equals_torch_tree(seed):
+    X, t, w, rows, kw = _random_problem(seed)
+    bits = (2, 8, 16)[seed % 3]
+    trees = []
+    for kernel in ("torch", "native"):
+        lr = RegressionTree(kernel=kernel, quantized_bits=bits, **kw)
+        p = lr.prepare(X)
+        trees.append(lr.fit(p, t, w, rows=rows, generator=torch.Generator().manual_seed(seed)))
+    _assert_same_tree(*trees)
+
+
+def test_partition_from_the_row_major_codes_gives_the_same_trees(monkeypatch):
+    """Without the column-major copy (above its share of the memory) the partition reads the
+    row-major codes: the same rows, the same trees."""
+    X, t, w, rows, kw = _random_problem(5)
+    p = RegressionTree(**kw).prepare(X)
+    a = RegressionTree(kernel="native", **kw).fit(p, t, w, rows=rows)
+    assert p.cache["codes_cm"] is not None
+    monkeypatch.setattr(native_backend, "COLUMN_COPY_SHARE", 0.0)
+    p2 = RegressionTree(**kw).prepare(X)
+    b = RegressionTree(kernel="native", **kw).fit(p2, t, w, rows=rows)
+    assert p2.cache["codes_cm"] is None
+    _assert_same_tree(a, b)

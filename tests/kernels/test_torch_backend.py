@@ -2,13 +2,14 @@
 are ``searchsorted``'s, an ensemble's scores are the per-tree loop's, the level histograms are
 the histograms of each built node's rows (summed over the ranks)."""
 
+import pytest
 import torch
 
 from torchrankboost.boosting.learners import RegressionTree
 from torchrankboost.kernels.binning import bin_features
 from torchrankboost.kernels.fixed_point import quantize
 from torchrankboost.kernels.histogram import histogram
-from torchrankboost.kernels.torch_backend import TorchBackend
+from torchrankboost.kernels.torch_backend import TorchBackend, scatter_int64, scatter_packed
 
 
 def _features(n=900, F=5, seed=0, dtype=torch.float64):
@@ -61,3 +62,35 @@ def test_level_histograms_are_the_built_nodes_histograms(device):
     parts = (rows[:100], rows[:0], rows[100:])
     for j, r in enumerate(parts):
         assert torch.equal(out[j], histogram(p.codes, r, values, slots=256)), j
+
+
+def test_packed_quantized_histograms_equal_the_int64_scatter(device):
+    """Quantized channels (bits 2, 8, 16, every field at its extremes) packed two to an int64
+    lane give the int64 scatter's sums; the batch pass with ``bits`` the one without; more
+    rows than a packed group are refused with one line."""
+    X = _features(n=700, seed=3).to(device)
+    p = RegressionTree(n_bins=16).prepare(X)
+    n, F = p.codes.shape
+    S = p.missing_code + 1
+    g = torch.Generator().manual_seed(4)
+    slot = torch.randint(-1, 3, (n,), generator=g, dtype=torch.int32).to(device)
+    for bits in (2, 8, 16):
+        L = (1 << (bits - 1)) - 1
+        q = torch.stack([torch.randint(-L, L + 1, (n,), generator=g),
+                         torch.randint(0, 1 << bits, (n,), generator=g)], 1)
+        q[:50, 0], q[:50, 1], q[50:100, 0] = L, (1 << bits) - 1, -L
+        q = q.to(device)
+        off = (torch.arange(n, device=device) % 4) * S
+        a = torch.zeros(3, F, 4 * S, dtype=torch.int64, device=device)
+        b = torch.zeros_like(a)
+        scatter_int64(a, p.codes, q, off)
+        scatter_packed(b, p.codes, q, off, bits)
+        assert torch.equal(a, b), bits
+        be = TorchBackend()
+        assert torch.equal(be.batch_histograms(p, q, slot, 3, bits=bits),
+                           be.batch_histograms(p, q, slot, 3))
+    with pytest.raises(ValueError, match="at most 2"):
+        big = torch.zeros(1 << 16, 2, dtype=torch.int64)
+        scatter_packed(torch.zeros(3, 1, 4, dtype=torch.int64),
+                       torch.zeros(1 << 16, 1, dtype=torch.uint8), big,
+                       torch.zeros(1 << 16, dtype=torch.int64), 16)

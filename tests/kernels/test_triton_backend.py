@@ -249,6 +249,20 @@ def test_a_fit_by_name_equals_the_reference(dev):
         assert torch.equal(a, b)
 
 
+def test_a_quantized_fit_equals_the_reference(dev):
+    """The quantized speed mode (8-bit channels, the same int64 sums) on 60 rows."""
+    d = make_letor(6, 10, 4, seed=5, dtype=torch.float64)
+    X = d.X.to(dev)
+    t = torch.randn(X.shape[0], generator=torch.Generator().manual_seed(2), dtype=torch.float64)
+    trees = []
+    for kernel in ("triton", "torch"):
+        tree = RegressionTree(max_leaves=5, min_samples_leaf=3, kernel=kernel, quantized_bits=8)
+        trees.append(tree.fit(tree.prepare(X), t.to(dev),
+                              generator=torch.Generator().manual_seed(3)))
+        assert tree.kernel_ == kernel
+    _same_tree(*trees)
+
+
 def _same_tree(a, b):
     for k in a._tensor_names:
         x, y = getattr(a, k), getattr(b, k).to(getattr(a, k).device)

@@ -53,6 +53,9 @@ def make_booster(name: str):
     if name == "exp-torch":  # the pure-torch grower's reduce hook
         return Booster(ExponentialPairwiseLoss(), RegressionTree(kernel="torch", **tree),
                        **common)
+    if name == "exp-q8":  # the quantized speed mode: maxima over the ranks, seeded rounding
+        return Booster(ExponentialPairwiseLoss(), RegressionTree(quantized_bits=8, **tree),
+                       **common)
     if name == "qbrank":
         return Booster(QBRankLoss(), RegressionTree(**tree), curvature="bound", **common)
     if name == "plain":
@@ -77,7 +80,7 @@ def make_booster(name: str):
     raise ValueError(name)
 
 
-BOOSTER_CONFIGS = ("exp", "exp-torch", "qbrank", "plain", "exp-subsample-ls",
+BOOSTER_CONFIGS = ("exp", "exp-torch", "exp-q8", "qbrank", "plain", "exp-subsample-ls",
                    "squared-newton-auto-base", "stumps", "features", "oblivious")
 
 

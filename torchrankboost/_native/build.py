@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -65,10 +66,25 @@ def library_path(source: Path) -> Path:
     return source.with_name(library_name(source.stem))
 
 
+_LOCAL_INCLUDE = re.compile(rb'^[ \t]*#[ \t]*include[ \t]+"([^"]+)"', re.MULTILINE)
+
+
+def source_bytes(source: Path) -> bytes:
+    """The bytes of ``source`` and of the files it includes by ``#include "name"`` from its
+    own folder (one level), so that editing such a header changes the stamp."""
+    data = source.read_bytes()
+    for name in _LOCAL_INCLUDE.findall(data):
+        inc = source.parent / name.decode("utf-8", "replace")
+        if inc.is_file():
+            data += b"\0" + inc.read_bytes()
+    return data
+
+
 def stamp(source: Path) -> str:
-    """The 16 hex digits that name one build of ``source``: its bytes and the flags."""
+    """The 16 hex digits that name one build of ``source``: its bytes (with its local
+    includes, :func:`source_bytes`) and the flags."""
     flags = " ".join(CFLAGS + LDFLAGS + LIBS).encode()
-    return hashlib.sha256(source.read_bytes() + b"\0" + flags).hexdigest()[:16]
+    return hashlib.sha256(source_bytes(source) + b"\0" + flags).hexdigest()[:16]
 
 
 def compile_library(source: Path, output: Path, *, cc: Optional[str] = None) -> None:

@@ -199,14 +199,17 @@ class BatchPrimitives(Protocol):
     them, with a bounded number of host synchronisations per tree."""
 
     def batch_histograms(self, prepared: Any, q: Tensor, slot: Tensor, num_slots: int, *,
-                         max_rows: Optional[int] = None) -> Tensor:
+                         max_rows: Optional[int] = None, bits: Optional[int] = None) -> Tensor:
         """``(num_slots, 3, F, S)`` int64, contiguous: ``out[b, :, f, c] = Σ_{r : slot[r] = b,
         codes[r, f] = c} (q[r, 0], q[r, 1], 1)`` over the rows of ``prepared`` (``codes``
         (n, F) uint8 / int16, ``S = missing_code + 1``); ``q`` (n, 2) int64 (the fixed point,
         ``|q| < 2^62``), ``slot`` (n,) int32 in ``[0, num_slots)`` or −1 (no node). Exact
         integer sums (any order, any device); zeros for a node without rows; not summed over
         the ranks. ``max_rows``: ``None`` or an upper bound of the rows with ``slot >= 0`` (a
-        kernel may use it to size a compaction, or ignore it). No host synchronisation."""
+        kernel may use it to size a compaction, or ignore it). ``bits``: ``None``, or the
+        width of quantized channels (``|q[:, 0]| < 2^(bits-1)``, ``0 <= q[:, 1] < 2^bits``,
+        :mod:`.quantized`) that a kernel may pack into narrower bins (the same sums). No
+        host synchronisation."""
         ...
 
     def route_rows(self, prepared: Any, leaf: Tensor, feature: Tensor, bin: Tensor,

@@ -42,6 +42,7 @@ import torch
 from torch import Tensor
 
 __all__ = ["FixedPoint", "quantize", "quantize_fit", "fraction_bits", "agreed_rows",
+           "channel_maxima", "channel_columns",
            "SUM_BITS", "MAX_ROWS"]
 
 #: magnitude bits of any integer sum: every sum of a fit stays below ``2^SUM_BITS``
@@ -72,13 +73,17 @@ class FixedPoint:
     Attributes:
         q: (n, k) int64, contiguous: ``round_half_even(x · 2^shift)`` per channel.
         shift: (k,) int64: the value of an integer sum ``Q`` of channel ``c`` is
-            ``Q · 2^-shift[c]``.
-        scale: (k,) float64: ``2^-shift`` exactly.
+            ``Q · 2^-shift[c]``; ``None`` for quantized channels.
+        scale: (k,) float64: ``2^-shift`` exactly (quantized channels: their step).
+        bits: ``None`` here; the low-bit quantized channels of :mod:`.quantized` (summed
+            and converted by ``scale`` the same way) carry their bit width, which lets a
+            kernel pack them into narrower histogram bins.
     """
 
     q: Tensor
-    shift: Tensor
+    shift: Optional[Tensor]
     scale: Tensor
+    bits: Optional[int] = None
 
     def to_float(self, sums: Tensor, channel: Optional[int] = None) -> Tensor:
         """float64 values of integer ``sums``: ``float64(Q) · 2^-shift`` (one rounding).
@@ -102,18 +107,10 @@ def quantize(x: Union[Tensor, Sequence[Tensor]], *, num_rows: int,
     (``None``: one process). Rows outside ``rows`` get values too (clamped to ``±2^62``:
     never summed). Finite inputs only (the learners check them). No host synchronisation;
     per column one pass for the extremes and one for the values."""
-    cols = _columns(x)
+    cols = channel_columns(x)
     K = fraction_bits(num_rows)
     n, dev = cols[0].shape[0], cols[0].device
-    M = torch.zeros(len(cols), dtype=torch.float64, device=dev)
-    for c, col in enumerate(cols):
-        fit = col if rows is None else col.index_select(0, rows)
-        if fit.numel():
-            lo, hi = torch.aminmax(fit)  # no |x| temporary
-            M[c] = torch.maximum(hi, -lo)
-    if max_reduce is not None:
-        out = max_reduce(M)
-        M = M if out is None else out
+    M = channel_maxima(cols, rows, max_reduce)
     E = torch.frexp(M).exponent.to(torch.int64).clamp_(min=K + _MIN_NORMAL_EXP)
     shift = K - E  # in [K - 1024, 1022]
     mult = _pow2(shift)
@@ -127,7 +124,24 @@ def quantize(x: Union[Tensor, Sequence[Tensor]], *, num_rows: int,
     return FixedPoint(q=q, shift=shift, scale=_pow2(-shift))
 
 
-def _columns(x) -> List[Tensor]:
+def channel_maxima(cols: Sequence[Tensor], rows: Optional[Tensor] = None,
+                   max_reduce: Optional[Callable[[Tensor], Tensor]] = None) -> Tensor:
+    """(k,) float64 ``max |x_c|`` of each (n,) float64 column over ``rows`` (``None``: all;
+    0 without rows), max-reduced over the ranks by ``max_reduce`` (``None``: one process).
+    No host synchronisation."""
+    M = torch.zeros(len(cols), dtype=torch.float64, device=cols[0].device)
+    for c, col in enumerate(cols):
+        fit = col if rows is None else col.index_select(0, rows)
+        if fit.numel():
+            lo, hi = torch.aminmax(fit)  # no |x| temporary
+            M[c] = torch.maximum(hi, -lo)
+    if max_reduce is not None:
+        out = max_reduce(M)
+        M = M if out is None else out
+    return M
+
+
+def channel_columns(x) -> List[Tensor]:
     """The (n,) float64 columns of ``x`` ((n, k) or a sequence of (n,)); one-line errors."""
     if isinstance(x, Tensor):
         if x.dim() != 2 or not x.dtype.is_floating_point or x.shape[1] == 0:

@@ -226,9 +226,10 @@ class _Frontier:
     leaf ids are a table lookup of the node ids."""
 
     def __init__(self, backend, prepared, q: Tensor, scale: Tensor, rows: Optional[Tensor],
-                 feat_ok: Tensor, params: TreeParams, reduce: Optional[Reduce]):
+                 feat_ok: Tensor, params: TreeParams, reduce: Optional[Reduce],
+                 bits: Optional[int] = None):
         self.backend, self.prepared, self.params, self.reduce = backend, prepared, params, reduce
-        self.q, self.scale, self.feat_ok = q, scale, feat_ok
+        self.q, self.scale, self.feat_ok, self.bits = q, scale, feat_ok, bits
         codes = prepared.codes
         n = codes.shape[0]
         self.dev = codes.device
@@ -352,7 +353,7 @@ class _Frontier:
     def _histograms(self, slot: Tensor, num_slots: int, bound: int) -> Tensor:
         """The batch's (num_slots, 3, F, S) int64 histograms, summed over the ranks."""
         h = self.backend.batch_histograms(self.prepared, self.q, slot, num_slots,
-                                          max_rows=min(bound, self.local_rows))
+                                          max_rows=min(bound, self.local_rows), bits=self.bits)
         if self.reduce is not None:
             h = h.contiguous()
             self.reduce(h)
@@ -458,17 +459,20 @@ def _route_table(table: dict, size: int) -> List[int]:
 
 
 def grow_tree(backend, prepared, q: Tensor, scale: Tensor, rows: Optional[Tensor],
-              feat_ok: Tensor, *, params: TreeParams, reduce: Optional[Reduce]) -> GrownTree:
+              feat_ok: Tensor, *, params: TreeParams, reduce: Optional[Reduce],
+              bits: Optional[int] = None) -> GrownTree:
     """Grow one best-first tree in speculative batches (see the module docstring) on
     ``prepared`` (``BinnedFeatures``) from the fixed-point channels ``q`` (n, 2) int64 and their
     ``scale`` (2,) float64, on ``rows`` (int64, ``None``: all rows) and the features
     ``feat_ok`` (F,) bool, with ``backend``'s :meth:`batch_histograms` and :meth:`route_rows`.
-    ``reduce``: the in-place int64 sum over the ranks (``None`` in one process).
+    ``reduce``: the in-place int64 sum over the ranks (``None`` in one process); ``bits``:
+    the width of quantized channels (``None``: the exact fixed point), handed to
+    :meth:`batch_histograms`.
 
     Returns the :class:`~.base.GrownTree` with ``leaf_sums`` (L, 3) int64 ``(Σ q_wt, Σ q_w,
     rows)`` over the ranks, ``leaf_count`` (L,) float64 this rank's rows per leaf and
     ``output(leaf_value) = leaf_value[leaf of every row]`` (every row of ``prepared``, those
     outside ``rows`` included)."""
-    grower = _Frontier(backend, prepared, q, scale, rows, feat_ok, params, reduce)
+    grower = _Frontier(backend, prepared, q, scale, rows, feat_ok, params, reduce, bits)
     grower.grow()
     return grower.finish()

@@ -18,6 +18,7 @@ data-parallel ``reduce`` hook is passed to C as a callback on int64 buffers
 from __future__ import annotations
 
 import ctypes
+import os
 from pathlib import Path
 from typing import Any, List, Optional, Sequence
 
@@ -32,10 +33,10 @@ from .fixed_point import FixedPoint
 from .histogram import compact_reducer
 from .torch_backend import TorchBackend
 
-__all__ = ["NativeBackend", "library", "status", "SOURCE"]
+__all__ = ["NativeBackend", "library", "status", "column_codes", "SOURCE", "COLUMN_COPY_SHARE"]
 
 SOURCE = Path(__file__).with_name("trees.c")
-_ABI = 8
+_ABI = 9
 #: the C type of the data-parallel reduction callback ``reduce(int64_t *buf, int64_t len)``
 REDUCE_FN = ctypes.CFUNCTYPE(None, ctypes.POINTER(ctypes.c_int64), ctypes.c_int64)
 
@@ -57,6 +58,7 @@ class GrowArgs(ctypes.Structure):
         ("split_feature", _p), ("threshold_bin", _p), ("default_left", _p), ("left_child", _p),
         ("right_child", _p), ("split_gain", _p), ("depth_out", _p), ("leaf_sums", _p),
         ("leaf_begin", _p), ("leaf_count", _p), ("code_bytes", _i64), ("cum", _p),
+        ("bits", _i64), ("work", _p), ("codes_cm", _p),
     ]
 
 
@@ -70,6 +72,8 @@ def _declare(lib: ctypes.CDLL) -> None:
         "trb_tree_leaves": ([p, i64, i64, p, p, p, p, p, i64, i32, p, i32], None),
         "trb_tree_leaves16": ([p, i64, i64, p, p, p, p, p, i64, i32, p, i32], None),
         "trb_histogram16": ([p, i64, i64, p, i64, p, p, i64, i32], None),
+        "trb_histogram_quantized": ([p, i64, i64, i64, p, i64, p, p, i64, i32, i64], None),
+        "trb_set_fast_passes": ([i32], None),
         "trb_tree_leaves_raw": ([p, i32, i64, i64, p, p, p, p, p, i64, p, i32], None),
         "trb_leaf_struct_size": ([], i64),
         "trb_grow_args_size": ([], i64),
@@ -122,11 +126,43 @@ def _buffers(lib, prepared, F: int, S: int, L: int) -> dict:
                 "leaves": torch.empty(lib.trb_leaf_struct_size() * (L + 1), dtype=torch.uint8),
                 "order": torch.empty(L + 1, dtype=torch.int64),
                 "cum": torch.empty(3 * max(S - 1, 1), dtype=torch.int64),
+                "work": _aligned_int64(4 * F * S),
                 "num_bins": prepared.num_bins.to("cpu", torch.int64).contiguous()}
         nb = bufs["num_bins"]
         bufs["Vm"] = min(max(1, int(nb.max())) if F else 1, prepared.missing_code)
         prepared.cache[key] = bufs
     return bufs
+
+
+def _aligned_int64(size: int, align: int = 64) -> Tensor:
+    """An int64 buffer of ``size`` entries starting on an ``align``-byte boundary (the wide
+    histogram pass loads 32-byte bins)."""
+    raw = torch.empty(size + align // 8, dtype=torch.int64)
+    skip = (-raw.data_ptr() % align) // 8
+    return raw[skip:skip + size]
+
+
+#: the largest share of the physical memory a column-major copy of the codes may take
+COLUMN_COPY_SHARE = 1 / 16
+
+
+def column_codes(prepared) -> Optional[Tensor]:
+    """A column-major copy ``(F, n)`` of the bin codes of ``prepared``, which makes the row
+    partition of a split read one column sequentially instead of one cache line per row
+    (measured 11 -> 3 ns per row at 800k x 136); made once and kept on ``prepared``, or
+    ``None`` when it would take more than :data:`COLUMN_COPY_SHARE` of the physical memory
+    (the partition then reads the row-major codes: the same rows)."""
+    cache = prepared.cache
+    if "codes_cm" not in cache:
+        codes = prepared.codes
+        size = codes.numel() * codes.element_size()
+        try:
+            phys = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        except (AttributeError, OSError, ValueError):
+            phys = 0
+        fits = codes.device.type == "cpu" and 0 < size <= phys * COLUMN_COPY_SHARE
+        cache["codes_cm"] = codes.t().contiguous() if fits else None
+    return cache["codes_cm"]
 
 
 def _outputs(F: int, L: int) -> dict:
@@ -185,6 +221,7 @@ class NativeBackend:
                  feat_ok=feat_ok.to("cpu", torch.uint8).contiguous(),
                  **_outputs(F, L))
         hook = _reduce_callback(compact_reducer(prepared, "FS3", reduce))
+        cm = column_codes(prepared)
         args = GrowArgs(
             codes=codes.data_ptr(), n=n, F=F, m=m, all_rows=int(rows is None), S=S,
             Vm=bufs["Vm"],
@@ -196,6 +233,8 @@ class NativeBackend:
             pool=bufs["pool"].data_ptr(), pool_size=L + 1, free_list=bufs["free"].data_ptr(),
             leaves=bufs["leaves"].data_ptr(), order=bufs["order"].data_ptr(),
             code_bytes=codes.element_size(), cum=bufs["cum"].data_ptr(),
+            bits=fixed.bits or 0, work=bufs["work"].data_ptr(),
+            codes_cm=0 if cm is None else cm.data_ptr(),
             **{k: v.data_ptr() for k, v in t.items()})
         if hook is None:
             nleaves = lib.trb_grow(ctypes.byref(args))

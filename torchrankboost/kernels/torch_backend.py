@@ -21,7 +21,7 @@ from .base import GrownTree, Level, Reduce, TreeParams, Unavailable
 from .fixed_point import FixedPoint
 from .histogram import compact_reducer, histogram
 
-__all__ = ["TorchBackend"]
+__all__ = ["TorchBackend", "scatter_int64", "scatter_packed"]
 
 _CODE_CHUNK = 1 << 16  # rows coded at once by apply_bins (bounds its (F, chunk) temporaries)
 _CPU_CHUNK = 1 << 11  # rows per histogram scatter on CPU (the (F, chunk) index in cache)
@@ -45,14 +45,16 @@ class TorchBackend:
         :meth:`route_rows`; ``leaf_sums`` (L, 3) int64 ``(Σ q_wt, Σ q_w, rows)`` over the
         ranks."""
         return frontier.grow_tree(self, prepared, fixed.q, fixed.scale, rows, feat_ok,
-                                  params=params, reduce=compact_reducer(prepared, "3FS", reduce))
+                                  params=params, reduce=compact_reducer(prepared, "3FS", reduce),
+                                  bits=fixed.bits)
 
     def batch_histograms(self, prepared: Any, q: Tensor, slot: Tensor, num_slots: int, *,
-                         max_rows: Optional[int] = None) -> Tensor:
+                         max_rows: Optional[int] = None, bits: Optional[int] = None) -> Tensor:
         """:meth:`.base.BatchPrimitives.batch_histograms` in torch ops: the rows with a slot
         compacted (``torch.nonzero_static`` to ``max_rows``; on the CPU sorted by slot, one
         node's bins at a time), their codes offset by ``slot·S`` and scattered per feature
-        (:func:`scatter_int64`), in groups of ``2^22`` rows."""
+        (:func:`scatter_int64`; quantized channels of ``bits`` bits packed two to a lane), in
+        groups of ``2^22`` rows (``2^(31 - bits)`` when packed)."""
         codes = prepared.codes
         n, F = codes.shape
         S = prepared.missing_code + 1
@@ -66,16 +68,20 @@ class TorchBackend:
                 key = torch.where(rows >= 0, slot.index_select(0, rows.clamp(min=0)), -1)
                 rows = rows.index_select(0, torch.argsort(key, stable=True))
         m = n if rows is None else rows.numel()
-        for g in range(0, m, _GROUP):
+        group = _GROUP if bits is None else min(_GROUP, 1 << (31 - bits))
+        for g in range(0, m, group):
             if rows is None:
-                c, v, sl = codes[g:g + _GROUP], q[g:g + _GROUP], slot[g:g + _GROUP]
+                c, v, sl = codes[g:g + group], q[g:g + group], slot[g:g + group]
             else:
-                r = rows[g:g + _GROUP]
+                r = rows[g:g + group]
                 rc = r.clamp(min=0)
                 c, v = codes.index_select(0, rc), q.index_select(0, rc)
                 sl = torch.where(r >= 0, slot.index_select(0, rc), -1)
             offset = torch.where(sl >= 0, sl, num_slots).long() * S  # slot −1: a spare slot
-            scatter_int64(acc, c, v, offset)
+            if bits is None:
+                scatter_int64(acc, c, v, offset)
+            else:
+                scatter_packed(acc, c, v, offset, bits)
         out = acc.view(3, F, num_slots + 1, S)[:, :, :num_slots]
         return out.permute(2, 0, 1, 3).contiguous()
 
@@ -178,3 +184,25 @@ def scatter_int64(acc: Tensor, codes: Tensor, v: Tensor, offset: Tensor) -> None
         for j in range(2):
             acc[j].scatter_add_(1, idx, v[s:e, j].unsqueeze(0).expand(F, e - s))
         acc[2].scatter_add_(1, idx, ones[s:e].unsqueeze(0).expand(F, e - s))
+
+
+def scatter_packed(acc: Tensor, codes: Tensor, v: Tensor, offset: Tensor, bits: int) -> None:
+    """:func:`scatter_int64` of quantized channels (``|v[:, 0]| < 2^(bits-1)``, ``0 <=
+    v[:, 1] < 2^bits``, at most ``2^(31 - bits)`` rows): both in one int64 lane,
+    ``v[:, 0] + bias`` in the low and ``v[:, 1]`` in the high 32 bits (``bias = 2^(bits-1)
+    − 1``; no field can overflow), one ``scatter_add_`` for the pair and one for the counts,
+    then the fields added to ``acc`` (the same sums)."""
+    if v.shape[0] << bits >= 1 << 31:
+        raise ValueError(f"scatter_packed: at most 2^{31 - bits} rows, got {v.shape[0]}")
+    F = acc.shape[1]
+    bias = (1 << (bits - 1)) - 1
+    lane = torch.add(v[:, 0], bias).bitwise_or_(v[:, 1] << 32)
+    packed = torch.zeros_like(acc[0])
+    count = torch.zeros_like(acc[2])
+    ones = torch.ones(v.shape[0], dtype=torch.int64, device=acc.device)
+    for s, e, idx in _indices(codes, offset):
+        packed.scatter_add_(1, idx, lane[s:e].unsqueeze(0).expand(F, e - s))
+        count.scatter_add_(1, idx, ones[s:e].unsqueeze(0).expand(F, e - s))
+    acc[0] += (packed & 0xFFFFFFFF) - bias * count
+    acc[1] += packed >> 32
+    acc[2] += count

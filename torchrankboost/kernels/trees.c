@@ -29,154 +29,9 @@
 
 #define CH 3
 
-int trb_abi_version(void) { return 8; }
+int trb_abi_version(void) { return 9; }
 
-/* Work below this many (row, feature) updates runs on one thread: a parallel region costs
- * more than it saves on small nodes. */
-#define PAR_MIN_WORK 262144
-/* rows ahead whose codes are prefetched (measured: 1.1 -> 0.7 ns per update on 30% of 400k rows) */
-#define PREFETCH_AHEAD 8
-
-/* hist := Σ over rows (or all n rows when rows == NULL) of (q[r,0], q[r,1], 1) at
- * (f, codes[r, f]) for every feature f. */
-static void histogram_impl(const uint8_t *codes, int64_t n, int64_t F, const int32_t *rows,
-                           int64_t m, const int64_t *q, int64_t *hist, int64_t S, int nthreads,
-                           const int64_t *num_bins);
-
-void trb_histogram(const uint8_t *codes, int64_t n, int64_t F, const int32_t *rows, int64_t m,
-                   const int64_t *q, int64_t *hist, int64_t S, int nthreads)
-{
-    histogram_impl(codes, n, F, rows, m, q, hist, S, nthreads, NULL);
-}
-
-/* This thread's share [lo, hi) of n items inside an OpenMP parallel region (all of them
- * outside one or without OpenMP). */
-static inline void thread_slice(int64_t n, int64_t *lo, int64_t *hi)
-{
-    int64_t tid = 0, T = 1;
-#ifdef _OPENMP
-    tid = omp_get_thread_num();
-    T = omp_get_num_threads();
-#endif
-    *lo = n * tid / T;
-    *hi = n * (tid + 1) / T;
-}
-
-/* Zero the slots of a (F, S, 3) histogram that can hold rows: each feature's value bins
- * [0, num_bins[f]) and its missing slot S - 1 (all slots when num_bins is NULL). The other
- * slots are never written nor read by trb_grow: sparse features with few bins cost nothing. */
-static void zero_used(int64_t *hist, int64_t F, int64_t S, const int64_t *num_bins)
-{
-    if (num_bins == NULL) {
-        memset(hist, 0, sizeof(int64_t) * (size_t)(F * S * CH));
-        return;
-    }
-    for (int64_t f = 0; f < F; f++) {
-        int64_t nb = num_bins[f] < S - 1 ? num_bins[f] : S - 1;
-        int64_t *hf = hist + f * S * CH;
-        memset(hf, 0, sizeof(int64_t) * (size_t)(nb * CH));
-        memset(hf + (S - 1) * CH, 0, sizeof(int64_t) * CH);
-    }
-}
-
-/* The histogram pass, instantiated for uint8 codes (histogram_impl) and int16 codes
- * (histogram_impl16, more than 255 bins; codes in [0, S)): the same integer sums for both
- * widths. */
-#define TRB_HISTOGRAM(NAME, T)                                                                 \
-static void NAME(const T *codes, int64_t n, int64_t F, const int32_t *rows, int64_t m,         \
-                 const int64_t *q, int64_t *hist, int64_t S, int nthreads,                     \
-                 const int64_t *num_bins)                                                      \
-{                                                                                              \
-    zero_used(hist, F, S, num_bins);                                                           \
-    if (rows == NULL) m = n;                                                                   \
-    int nt = nthreads;                                                                         \
-    if (nt < 1 || (double)m * (double)F < PAR_MIN_WORK) nt = 1;                                \
-    if (nt > F) nt = (int)F;                                                                   \
-    _Pragma("omp parallel num_threads(nt) if (nt > 1)")                                        \
-    {                                                                                          \
-        int64_t f0, f1;                                                                        \
-        thread_slice(F, &f0, &f1);                                                             \
-        int64_t i = 0;                                                                         \
-        /* two rows at a time (more independent updates in flight) */                         \
-        for (; i + 1 < m; i += 2) {                                                            \
-            int64_t r = rows ? (int64_t)rows[i] : i, r2 = rows ? (int64_t)rows[i + 1] : i + 1; \
-            if (rows && i + PREFETCH_AHEAD + 1 < m) { /* a node's rows are scattered */        \
-                const T *p8 = codes + (int64_t)rows[i + PREFETCH_AHEAD] * F + f0;              \
-                const T *p9 = codes + (int64_t)rows[i + PREFETCH_AHEAD + 1] * F + f0;          \
-                for (int64_t o = 0; o < f1 - f0; o += 64 / (int64_t)sizeof(T)) {               \
-                    __builtin_prefetch(p8 + o);                                                \
-                    __builtin_prefetch(p9 + o);                                                \
-                }                                                                              \
-                /* and their (q_wt, q_w): at 10M rows q is 160 MB, far past the L3 cache       \
-                 * (measured: 0.89-0.95x the time per 10M-row tree, 0.98x at 1M) */            \
-                __builtin_prefetch(q + 2 * (int64_t)rows[i + PREFETCH_AHEAD]);                 \
-                __builtin_prefetch(q + 2 * (int64_t)rows[i + PREFETCH_AHEAD + 1]);             \
-            }                                                                                  \
-            const T *c = codes + r * F, *c2 = codes + r2 * F;                                  \
-            int64_t g = q[2 * r], h = q[2 * r + 1], g2 = q[2 * r2], h2 = q[2 * r2 + 1];        \
-            for (int64_t f = f0; f < f1; f++) {                                                \
-                int64_t *p = hist + (f * S + c[f]) * CH;                                       \
-                p[0] += g;                                                                     \
-                p[1] += h;                                                                     \
-                p[2] += 1;                                                                     \
-                int64_t *p2 = hist + (f * S + c2[f]) * CH;                                     \
-                p2[0] += g2;                                                                   \
-                p2[1] += h2;                                                                   \
-                p2[2] += 1;                                                                    \
-            }                                                                                  \
-        }                                                                                      \
-        for (; i < m; i++) {                                                                   \
-            int64_t r = rows ? (int64_t)rows[i] : i;                                           \
-            const T *c = codes + r * F;                                                        \
-            int64_t g = q[2 * r], h = q[2 * r + 1];                                            \
-            for (int64_t f = f0; f < f1; f++) {                                                \
-                int64_t *p = hist + (f * S + c[f]) * CH;                                       \
-                p[0] += g;                                                                     \
-                p[1] += h;                                                                     \
-                p[2] += 1;                                                                     \
-            }                                                                                  \
-        }                                                                                      \
-    }                                                                                          \
-}
-TRB_HISTOGRAM(histogram_impl, uint8_t)
-TRB_HISTOGRAM(histogram_impl16, int16_t)
-
-/* out := a - b, elementwise over len int64 (the larger child's histogram; exact). */
-void trb_subtract(const int64_t *a, const int64_t *b, int64_t *out, int64_t len)
-{
-    for (int64_t i = 0; i < len; i++) out[i] = a[i] - b[i];
-}
-
-/* The node histogram on codes of either width (wide: int16, else uint8). */
-static void node_histogram(const void *codes, int wide, int64_t n, int64_t F, const int32_t *rows,
-                           int64_t m, const int64_t *q, int64_t *hist, int64_t S, int nthreads,
-                           const int64_t *num_bins)
-{
-    if (wide)
-        histogram_impl16((const int16_t *)codes, n, F, rows, m, q, hist, S, nthreads, num_bins);
-    else
-        histogram_impl((const uint8_t *)codes, n, F, rows, m, q, hist, S, nthreads, num_bins);
-}
-
-void trb_histogram16(const int16_t *codes, int64_t n, int64_t F, const int32_t *rows, int64_t m,
-                     const int64_t *q, int64_t *hist, int64_t S, int nthreads)
-{
-    histogram_impl16(codes, n, F, rows, m, q, hist, S, nthreads, NULL);
-}
-
-/* a - b over the used slots of (F, S, 3) histograms (see zero_used). */
-static void subtract_used(const int64_t *a, const int64_t *b, int64_t *out, int64_t F, int64_t S,
-                          const int64_t *num_bins, int nthreads)
-{
-    int nt = (nthreads > 1 && F * S * CH >= PAR_MIN_WORK) ? nthreads : 1;
-#pragma omp parallel for num_threads(nt) if (nt > 1) schedule(static)
-    for (int64_t f = 0; f < F; f++) {
-        int64_t nb = num_bins[f] < S - 1 ? num_bins[f] : S - 1;
-        int64_t o = f * S * CH;
-        for (int64_t i = o; i < o + nb * CH; i++) out[i] = a[i] - b[i];
-        for (int64_t i = o + (S - 1) * CH; i < o + S * CH; i++) out[i] = a[i] - b[i];
-    }
-}
+#include "trees_hist.h"
 
 /* The best split of one node (best_split_impl's result). */
 typedef struct {
@@ -404,24 +259,36 @@ void trb_tree_leaves_raw(const void *X, int is_f32, int64_t n, int64_t F,
     }
 }
 
-/* One block rows[i0..i1) of a partition by the split (f, t, default_left): its left rows
+/* The codes of the split feature: row r's code is col[r * stride] (row-major codes: col =
+ * codes + f, stride = F; a column-major copy: col = its column f, stride = 1), of either
+ * width (is16: int16, else uint8). */
+typedef struct {
+    const void *col;
+    int64_t stride;
+    int is16;
+} column_t;
+
+/* One block rows[i0..i1) of a partition by the split (column, t, default_left): its left rows
  * to left[0..), its right rows to right[0..), each in their original order (left may be
  * rows + i0 itself: it is written behind the reads). Returns the number of left rows and
- * sets *n_right. Instantiated for uint8 and int16 codes. */
+ * sets *n_right. Branchless (both outputs are written, one count moves); instantiated for
+ * uint8 and int16 codes. */
 #define TRB_PART_BLOCK(NAME, T)                                                           \
-    static inline int64_t NAME(const T *codes, int64_t F, const int32_t *rows, int64_t i0,  \
-                               int64_t i1, int64_t f, int64_t t, int dleft, int miss,       \
-                               int32_t *left, int32_t *right, int64_t *n_right)             \
+    static inline int64_t NAME(const T *col, int64_t stride, const int32_t *rows,          \
+                               int64_t i0, int64_t i1, int64_t t, int dleft, int miss,     \
+                               int32_t *left, int32_t *right, int64_t *n_right)            \
     {                                                                                       \
         int64_t nl = 0, nr = 0;                                                             \
         for (int64_t i = i0; i < i1; i++) {                                                 \
             int32_t r = rows[i];                                                            \
-            if (i + 2 * PREFETCH_AHEAD < i1)                                                \
-                __builtin_prefetch(codes + (int64_t)rows[i + 2 * PREFETCH_AHEAD] * F + f);  \
-            int c = codes[(int64_t)r * F + f];                                              \
+            if (i + 4 * PREFETCH_AHEAD < i1)                                                \
+                __builtin_prefetch(col + (int64_t)rows[i + 4 * PREFETCH_AHEAD] * stride);   \
+            int c = col[(int64_t)r * stride];                                               \
             int go = (c == miss) ? dleft : (c <= t);                                        \
-            if (go) left[nl++] = r;                                                         \
-            else right[nr++] = r;                                                           \
+            left[nl] = r;                                                                   \
+            right[nr] = r;                                                                  \
+            nl += go;                                                                       \
+            nr += 1 - go;                                                                   \
         }                                                                                   \
         *n_right = nr;                                                                      \
         return nl;                                                                          \
@@ -429,24 +296,23 @@ void trb_tree_leaves_raw(const void *X, int is_f32, int64_t n, int64_t F,
 TRB_PART_BLOCK(part_block8, uint8_t)
 TRB_PART_BLOCK(part_block16, int16_t)
 
-static inline int64_t part_block(const void *codes, int wide, int64_t F, const int32_t *rows,
-                                 int64_t i0, int64_t i1, int64_t f, int64_t t, int dleft,
-                                 int miss, int32_t *left, int32_t *right, int64_t *n_right)
+static inline int64_t part_block(column_t c, const int32_t *rows, int64_t i0, int64_t i1,
+                                 int64_t t, int dleft, int miss, int32_t *left, int32_t *right,
+                                 int64_t *n_right)
 {
-    return wide ? part_block16((const int16_t *)codes, F, rows, i0, i1, f, t, dleft, miss, left,
-                               right, n_right)
-                : part_block8((const uint8_t *)codes, F, rows, i0, i1, f, t, dleft, miss, left,
-                              right, n_right);
+    return c.is16 ? part_block16((const int16_t *)c.col, c.stride, rows, i0, i1, t, dleft, miss,
+                                 left, right, n_right)
+                  : part_block8((const uint8_t *)c.col, c.stride, rows, i0, i1, t, dleft, miss,
+                                left, right, n_right);
 }
 
-/* Stable partition of rows[0..m) by the split (f, t, default_left): left rows first, then
- * right rows, each in their original order. Returns the number of left rows. codes: uint8,
- * or int16 when wide. */
-static int64_t partition_serial(const void *codes, int wide, int64_t F, int32_t *rows, int64_t m,
-                                int64_t f, int64_t t, int dleft, int miss, int32_t *scratch)
+/* Stable partition of rows[0..m) by the split (column, t, default_left): left rows first,
+ * then right rows, each in their original order. Returns the number of left rows. */
+static int64_t partition_serial(column_t c, int32_t *rows, int64_t m, int64_t t, int dleft,
+                                int miss, int32_t *scratch)
 {
     int64_t nr;
-    int64_t nl = part_block(codes, wide, F, rows, 0, m, f, t, dleft, miss, rows, scratch, &nr);
+    int64_t nl = part_block(c, rows, 0, m, t, dleft, miss, rows, scratch, &nr);
     memcpy(rows + nl, scratch, sizeof(int32_t) * (size_t)nr);
     return nl;
 }
@@ -457,16 +323,14 @@ static int64_t partition_serial(const void *codes, int wide, int64_t F, int32_t 
  * block's rows into its left rows (in scratch) and right rows (in a temporary buffer), pass 2
  * copies them to their offsets (prefix sums of the blocks' counts). The result is the serial
  * one. */
-static int64_t partition_mt(const void *codes, int wide, int64_t F, int32_t *rows, int64_t m,
-                            int64_t f, int64_t t, int dleft, int miss, int32_t *scratch,
-                            int nthreads)
+static int64_t partition_mt(column_t c, int32_t *rows, int64_t m, int64_t t, int dleft, int miss,
+                            int32_t *scratch, int nthreads)
 {
     int nt = nthreads;
     if (nt > MAX_THREADS) nt = MAX_THREADS;
-    if (nt <= 1 || m < 65536)
-        return partition_serial(codes, wide, F, rows, m, f, t, dleft, miss, scratch);
+    if (nt <= 1 || m < 65536) return partition_serial(c, rows, m, t, dleft, miss, scratch);
     int32_t *tmp = (int32_t *)malloc(sizeof(int32_t) * (size_t)m);
-    if (tmp == NULL) return partition_serial(codes, wide, F, rows, m, f, t, dleft, miss, scratch);
+    if (tmp == NULL) return partition_serial(c, rows, m, t, dleft, miss, scratch);
     int64_t nls[MAX_THREADS + 1];
     int64_t total_left = 0;
 #pragma omp parallel num_threads(nt)
@@ -477,8 +341,7 @@ static int64_t partition_mt(const void *codes, int wide, int64_t F, int32_t *row
         T = omp_get_num_threads();
 #endif
         int64_t i0 = m * tid / T, i1 = m * (tid + 1) / T, nr;
-        int64_t nl = part_block(codes, wide, F, rows, i0, i1, f, t, dleft, miss, scratch + i0,
-                                tmp + i0, &nr);
+        int64_t nl = part_block(c, rows, i0, i1, t, dleft, miss, scratch + i0, tmp + i0, &nr);
         nls[tid] = nl;
 #pragma omp barrier
 #pragma omp single
@@ -498,13 +361,15 @@ static int64_t partition_mt(const void *codes, int wide, int64_t F, int32_t *row
 int64_t trb_partition_mt(const uint8_t *codes, int64_t F, int32_t *rows, int64_t m, int64_t f,
                          int64_t t, int dleft, int miss, int32_t *scratch, int nthreads)
 {
-    return partition_mt(codes, 0, F, rows, m, f, t, dleft, miss, scratch, nthreads);
+    column_t c = {codes + f, F, 0};
+    return partition_mt(c, rows, m, t, dleft, miss, scratch, nthreads);
 }
 
 int64_t trb_partition(const uint8_t *codes, int64_t F, int32_t *rows, int64_t m, int64_t f,
                       int64_t t, int dleft, int miss, int32_t *scratch)
 {
-    return partition_serial(codes, 0, F, rows, m, f, t, dleft, miss, scratch);
+    column_t c = {codes + f, F, 0};
+    return partition_serial(c, rows, m, t, dleft, miss, scratch);
 }
 
 /* Leaf index of every row of codes (n, F) in a tree (internal nodes 0..K-1, children >= 0
@@ -623,6 +488,12 @@ typedef struct {
      * int64 */
     int64_t code_bytes;
     int64_t *cum;
+    /* the channels' kind (0: exact fixed point; 2..16: quantized to that many bits), the
+     * histogram passes' scratch (F * S * 4 int64, 32-byte aligned; NULL: the plain pass),
+     * and a column-major copy of the codes (F, n) for the partition (NULL: none) */
+    int64_t bits;
+    int64_t *work;
+    const void *codes_cm;
 } trb_grow_args;
 
 int64_t trb_grow_args_size(void) { return (int64_t)sizeof(trb_grow_args); }
@@ -680,7 +551,9 @@ int64_t trb_grow(const trb_grow_args *a)
     int64_t L = 1, K = 0, depth = 0;
     int64_t root_hist = free_list[--n_free];
     int64_t *rh = pool + root_hist * HS;
-    node_histogram(codes, wide, n, F, all_rows ? NULL : rows, m, q, rh, S, nthreads, num_bins);
+    hist_req hr = {codes, wide ? 2 : 1, n, F, all_rows ? NULL : rows, m, q, rh, S, nthreads,
+                   num_bins, (int)a->bits, a->work};
+    node_histogram(&hr);
     if (reduce) reduce(rh, HS);
     for (int64_t f = 0; f < F; f++) miss_feat[f] = rh[(f * S + S - 1) * CH + 2] > 0;
     int64_t root_sum[CH] = {0, 0, 0};
@@ -698,8 +571,11 @@ int64_t trb_grow(const trb_grow_args *a)
         }
         if (pos < 0) break;
         leaf_t sp = leaves[order[pos]]; /* a copy: its record becomes the left child's */
-        int64_t nl = partition_mt(codes, wide, F, rows + sp.begin, sp.count, sp.f, sp.t,
-                                  (int)sp.dl, miss_code, scratch, nthreads);
+        column_t col = {(const char *)codes + sp.f * (int64_t)a->code_bytes, F, wide};
+        if (a->codes_cm != NULL)
+            col = (column_t){(const char *)a->codes_cm + sp.f * n * (int64_t)a->code_bytes, 1, wide};
+        int64_t nl = partition_mt(col, rows + sp.begin, sp.count, sp.t, (int)sp.dl, miss_code,
+                                  scratch, nthreads);
         int64_t nr = sp.count - nl;
         int64_t k = K++;
         split_feature[k] = sp.f; threshold_bin[k] = sp.t; default_left[k] = (uint8_t)sp.dl;
@@ -723,12 +599,10 @@ int64_t trb_grow(const trb_grow_args *a)
         if (!final) {
             hs_idx = free_list[--n_free];
             int64_t *hs = pool + hs_idx * HS, *hp = pool + sp.hist * HS;
-            if (small_left)
-                node_histogram(codes, wide, n, F, rows + sp.begin, nl, q, hs, S, nthreads,
-                               num_bins);
-            else
-                node_histogram(codes, wide, n, F, rows + sp.begin + nl, nr, q, hs, S, nthreads,
-                               num_bins);
+            hr.rows = rows + sp.begin + (small_left ? 0 : nl);
+            hr.m = small_left ? nl : nr;
+            hr.hist = hs;
+            node_histogram(&hr);
             if (reduce) reduce(hs, HS);
             subtract_used(hp, hs, hp, F, S, num_bins, nthreads);
         }

@@ -89,13 +89,14 @@ class TritonBackend(TorchBackend):
         return None
 
     def batch_histograms(self, prepared: Any, q: Tensor, slot: Tensor, num_slots: int, *,
-                         max_rows: Optional[int] = None) -> Tensor:
+                         max_rows: Optional[int] = None, bits: Optional[int] = None) -> Tensor:
         """``(num_slots, 3, F, S)`` int64 histograms, ``S = missing_code + 1``: for node slot
         ``s``, feature ``f`` and code ``c``, ``(Σ q[i, 0], Σ q[i, 1], #i)`` over the rows ``i``
         with ``slot[i] = s`` and ``codes[i, f] = c`` (``slot`` (n,) int32, ``-1``: no node;
         ``q`` (n, 2) int64 fixed-point channels). Exact integer sums (int64 wrap-around
         arithmetic: any order of the additions gives the same bits). ``max_rows`` (an upper
-        bound of the rows with a slot) is not needed here: the grid covers every row."""
+        bound of the rows with a slot) is not needed here: the grid covers every row;
+        quantized channels (``bits``) take the same int64 atomics."""
         codes = prepared.codes
         n, F = codes.shape
         S = prepared.missing_code + 1

@@ -33,6 +33,7 @@ from ...kernels.binning import (MAX_INT16_BINS, BinnedFeatures, bin_features, ch
                                code_slots)
 from ...kernels import GrownTree, TreeParams, check_kernel, choose_backend, newton_values
 from ...kernels.fixed_point import FixedPoint, quantize_fit
+from ...kernels.quantized import check_bits, quantize_fit_stochastic
 from ...params import Params
 from .base import check_fit_inputs, check_float, check_int, fit_context, out_dtype
 from .memory import check_histogram_memory
@@ -207,6 +208,13 @@ class RegressionTree(Params):
             other devices), ``"native"`` (the compiled kernels or an error saying why not) or
             ``"torch"`` (the pure-torch reference). Both give the same trees bit for bit;
             ``kernel_`` says which one the last fit used.
+        quantized_bits: ``None`` (default): the exact mode, ``w·t`` and ``w`` in 64-bit fixed
+            point (:mod:`~torchrankboost.kernels.fixed_point`); an int in [2, 16]: the
+            speed mode, both quantized to that many bits with seeded stochastic rounding
+            (:mod:`~torchrankboost.kernels.quantized`, LightGBM's ``use_quantized_grad``;
+            the rounding of a row depends on the fit's seed and the row's own values), so
+            that the compiled kernel packs a row into one 64-bit histogram lane. The same
+            trees on every backend, rank count and row order in both modes.
 
     Missing values: every candidate split is tried with NaNs going left and going right; the
     better side is stored as ``default_left``. Ties prefer the smaller feature index, then the
@@ -218,8 +226,10 @@ class RegressionTree(Params):
     def __init__(self, *, max_leaves: int = 31, max_depth: Optional[int] = None,
                  min_child_weight: float = 1e-3, min_samples_leaf: int = 20, l2: float = 0.0,
                  min_split_gain: float = 0.0, n_bins: int = 255, feature_fraction: float = 1.0,
-                 bin_sample_count: int = 200_000, seed: int = 0, kernel: str = "auto"):
+                 bin_sample_count: int = 200_000, seed: int = 0, kernel: str = "auto",
+                 quantized_bits: Optional[int] = None):
         self.kernel = check_kernel(kernel)
+        self.quantized_bits = check_bits(quantized_bits)
         self.kernel_: Optional[str] = None
         self.max_leaves = check_int(max_leaves, "max_leaves", 2)
         if max_depth is None or max_depth == -1:
@@ -241,7 +251,8 @@ class RegressionTree(Params):
                 f"min_child_weight={self.min_child_weight}, min_samples_leaf={self.min_samples_leaf}, "
                 f"l2={self.l2}, min_split_gain={self.min_split_gain}, n_bins={self.n_bins}, "
                 f"feature_fraction={self.feature_fraction}"
-                + (f", kernel={self.kernel!r})" if self.kernel != "auto" else ")"))
+                + (f", kernel={self.kernel!r}" if self.kernel != "auto" else "")
+                + (f", quantized_bits={self.quantized_bits})" if self.quantized_bits else ")"))
 
     def prepare(self, X: Tensor, *, context: Optional[DistContext] = None,
                 rows: Optional[Tensor] = None) -> BinnedFeatures:
@@ -308,7 +319,14 @@ class RegressionTree(Params):
         dev = prepared.codes.device
         target, weight, rows = check_fit_inputs(n, dev, target, weight, rows)
         w = weight.double()
-        fixed = quantize_fit(prepared, (w * target.double(), w), rows)
+        x = (w * target.double(), w)
+        if self.quantized_bits is None:
+            fixed = quantize_fit(prepared, x, rows)
+        else:  # the seed: the round's generator's (the booster seeds one per round)
+            seed = (generator.initial_seed() if generator is not None
+                    else self.seed * 1_000_003 + self._num_fits)
+            fixed = quantize_fit_stochastic(prepared, x, rows, bits=self.quantized_bits,
+                                            seed=seed)
         return target, fixed, rows, self._feature_mask(F, dev, generator)
 
     def _grow(self, prepared, target, weight, rows, generator):
