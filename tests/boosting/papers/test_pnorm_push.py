@@ -148,3 +148,30 @@ def test_closed_form_step_is_unbounded_when_the_ranker_tops_every_positive():
         m.fit(*args, **kw)
         fits.append(m)
     assert all(len(m.history_) == 0 and "unbounded step (a=1," in m.stop_reason_ for m in fits)
+
+
+@pytest.mark.parametrize("graded", [False, True])
+def test_zero_weight_queries_leave_no_trace_in_the_steps_or_the_halting(graded):
+    """Queries of weight 0 vanish from every sum of the fit, the line search's and the
+    halting tests' included (not even in the rounding): the fit is, bit for bit, the fit on
+    the other queries alone — the same rounds, stop reason and scores — on the closed-form
+    path (one query left) and the line search (two left), seeds whose steps are nearly
+    unbounded (a flat ``ln F_p``, where rounding moves the step) among them."""
+    for seed in (0, 1, 5, 6, 13, 27):
+        gen = torch.Generator().manual_seed(seed)
+        X = torch.randn(80, 4, generator=gen, dtype=F64)
+        y = (torch.randint(0, 3, (80,), generator=gen) if graded
+             else (torch.rand(80, generator=gen) < 0.4)).to(F64)
+        q = torch.arange(80) // 20
+        w = torch.linspace(0.5, 2.0, 80, dtype=F64)
+        for cw in ([0.0, 2.0, 0.0, 1.0], [0.0, 2.0, 0.0, 0.0]):
+            keep = torch.tensor(cw)[q] > 0
+            fits = []
+            for args, kw in (((X, y, q), dict(sample_weight=w, group_weight=cw)),
+                             ((X[keep], y[keep], q[keep]),
+                              dict(sample_weight=w[keep], group_weight=[c for c in cw if c]))):
+                m = PNormPush(p=2.0, n_rounds=5, learner=Stumps(max_thresholds=5))
+                m.fit(*args, **kw)
+                fits.append((len(m.history_), m.stop_reason_, m.model_.predict(X[keep])))
+            assert fits[0][:2] == fits[1][:2], (seed, cw)
+            assert torch.equal(fits[0][2], fits[1][2]), (seed, cw)
