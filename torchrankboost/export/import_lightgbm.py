@@ -9,7 +9,10 @@ per tree from ``Tree=t`` (``num_leaves``, ``split_feature``, ``threshold``,
 to ``end of trees``, then the parameters. A tree has ``K = num_leaves - 1`` splits and
 ``num_leaves`` leaves; a child ``c >= 0`` is split ``c``, ``c < 0`` leaf ``~c``. The block
 sizes must equal ``tree_sizes`` (LightGBM's own loader seeks by them), every number is
-written as LightGBM writes numbers (no ``"1_0"``, no hex), and keys appear once.
+written as LightGBM writes numbers (no ``"1_0"``, no hex), and keys appear once. What
+LightGBM's loader requires is required here too (``num_class``, ``label_index``,
+``max_feature_idx``, one feature name and info per feature, a ``parameters:`` section closed
+by ``end of parameters``), so that no file is imported that LightGBM itself would refuse.
 
 ``decision_type`` is a bit field: 1 categorical (refused), 2 default left, bits 2-3 the
 missing type (0 None, 1 Zero — refused —, 2 NaN). Missing type NaN sends NaN to the
@@ -237,7 +240,53 @@ def _tree_blocks(lines, who: str):
     starts = [i for i in starts if i < end]
     first = starts[0] if starts else end
     blocks = [lines[a:b] for a, b in zip(starts, starts[1:] + [end])]
+    _check_trailer(lines[end + 1:], who)
     return lines[1:first], blocks, lines[end][0]
+
+
+_PARAM_LINE = re.compile(rb"\[[A-Za-z0-9_]+: [^\n]*\]")
+
+
+def _check_trailer(lines, who: str) -> None:
+    """The parameters after the trees, as LightGBM's loader reads them: a ``parameters:``
+    line is closed by ``end of parameters`` (LightGBM reads on to the end of the file
+    otherwise, and its Python package crashes on what it read), each line between is
+    ``[key: value]``, and ``[linear_tree: 1]`` (linear trees) is refused."""
+    text = [line for _, line in lines]
+    if b"parameters:" not in text:
+        return
+    start = text.index(b"parameters:")
+    if b"end of parameters" not in text[start:]:
+        raise ValueError(f"{who}: the parameters are not closed by 'end of parameters' (a "
+                         f"truncated or damaged model)")
+    for line in text[start + 1:text.index(b"end of parameters", start)]:
+        if line and not _PARAM_LINE.fullmatch(line):
+            raise ValueError(f"{who}: the parameter line "
+                             f"{line[:40].decode('utf-8', 'replace')!r} is not '[key: value]'")
+        if line.startswith(b"[linear_tree: ") and line[14:15] not in (b"0", b"f"):
+            raise ValueError(f"{who}: linear trees (linear_tree) are not supported")
+
+
+def _check_header(head: Dict[bytes, bytes], F: int, who: str) -> None:
+    """The fields LightGBM's loader requires (it refuses a model without them): the label
+    index, and ``F`` feature names and infos (and monotone constraints, when given)."""
+    if b"label_index" not in head:
+        raise ValueError(f"{who}: label_index is missing")
+    _text_int(head, b"label_index", who)
+    for key, required in ((b"feature_names", True), (b"feature_infos", True),
+                          (b"monotone_constraints", False)):
+        if key not in head:
+            if required:
+                raise ValueError(f"{who}: {key.decode()} is missing")
+            continue
+        n = len(head[key].split(b" ")) if head[key] else 0
+        if n != F:
+            raise ValueError(f"{who}: {key.decode()} has {n} entries for {F} features")
+    bad = [k for k, v in head.items() if b"=" in v and k not in (b"feature_names",
+                                                                 b"monotone_constraints")]
+    if bad:
+        raise ValueError(f"{who}: the header line {bad[0][:40].decode('utf-8', 'replace')!r} "
+                         f"holds more than one '='")
 
 
 def read_lightgbm_text(data: bytes, who: str, *, max_features: Optional[int]) -> LightGBMModel:
@@ -251,6 +300,9 @@ def read_lightgbm_text(data: bytes, who: str, *, max_features: Optional[int]) ->
         raise ValueError(f"{who}: random forests (average_output) are not supported")
     F = check_num_features(_header_counts(lambda k: _text_int(head, k.encode(), who), who),
                            who, max_features)
+    if b"num_class" not in head:
+        raise ValueError(f"{who}: num_class is missing")
+    _check_header(head, F, who)
     obj = head.get(b"objective")
     objective = _objective(None if obj is None else obj.decode("utf-8", "replace"), who)
     sizes = head.get(b"tree_sizes")
