@@ -10,7 +10,8 @@ file into a :class:`SourceTree`: ``n`` nodes in the source's own numbering, each
   ``[0, n)``, no node is reached twice (a cycle or a shared child), every node is reached,
   and the depth is at most :data:`MAX_DEPTH`;
 * every split feature is an integer in ``[0, F)``;
-* thresholds, gains and leaf values are finite.
+* thresholds, gains and leaf values are finite (LightGBM's thresholds may be ``±inf``,
+  which it writes itself: never NaN).
 
 Each failure is one ``ValueError`` ``"<who>: tree t, <node>: <problem>"`` (the node named
 as the source numbers it). The split rule of the source becomes ours (``x <= θ`` goes left)
@@ -269,11 +270,14 @@ def _walk(src: SourceTree, where: str):
 
 
 def build_tree(src: SourceTree, *, num_features: int, who: str,
-               rule: Callable[[np.ndarray], np.ndarray], float32: bool):
+               rule: Callable[[np.ndarray], np.ndarray], float32: bool,
+               infinite_thresholds: bool = False):
     """The validated :class:`TreeModel` of ``src`` (module docstring): splits numbered in
     level order (root 0), leaves in level order. ``rule(thresholds)`` gives our ``θ``
     (``x <= θ`` goes left) from the source's finite thresholds; ``float32``: the tree
-    compares float32 inputs (float32 thresholds), else float64."""
+    compares float32 inputs (float32 thresholds), else float64. ``infinite_thresholds``:
+    ``±inf`` thresholds are kept (LightGBM writes ``+inf``: every value but NaN goes left;
+    ``x <= θ`` does the same), else refused like NaN."""
     from ..boosting.learners import TreeModel
 
     where = f"{who}: tree {src.index}"
@@ -283,7 +287,8 @@ def build_tree(src: SourceTree, *, num_features: int, who: str,
     splits, leaves, depth = _walk(src, where)
     checks = ((src.feature[splits], lambda v: (v >= 0) & (v < num_features),
                lambda v: f"split feature {v} outside [0, {num_features})", splits),
-              (src.threshold[splits], np.isfinite, lambda v: f"threshold {v!r}", splits),
+              (src.threshold[splits], (lambda v: ~np.isnan(v)) if infinite_thresholds
+               else np.isfinite, lambda v: f"threshold {v!r}", splits),
               (src.gain[splits], np.isfinite, lambda v: f"split gain {v!r}", splits),
               (src.value[leaves], np.isfinite, lambda v: f"leaf value {v!r}", leaves))
     for vals, ok, say, ids in checks:

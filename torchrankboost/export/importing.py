@@ -9,8 +9,9 @@ The files are read by this library's own code — LightGBM's text model and the 
 (:mod:`.import_xgboost`, :mod:`.ubjson`) —, never by the peers' loaders, so a hostile file
 cannot take the process down. Everything is validated before a tree is built
 (:mod:`.import_trees`): feature indices (integers in range), child links forming a tree
-of bounded depth (no cycles, no shared children, every node reached), finite thresholds,
-gains and leaf values, the objective and its base-score link, the best iteration; what
+of bounded depth (no cycles, no shared children, every node reached), thresholds (never
+NaN; ``±inf`` only from LightGBM, which writes ``+inf`` itself), finite gains and leaf
+values, the objective and its base-score link, the best iteration; what
 cannot be imported exactly (categorical splits, linear trees, several classes, XGBoost's
 DART, ...) is refused by name. Every failure is one ``ValueError``, naming the tree and the
 node where there is one.
@@ -96,8 +97,8 @@ def from_lightgbm(model, *, all_trees: bool = False, max_features: Optional[int]
     else:
         parsed = read_lightgbm_text(src, who, max_features=max_features)
     F = parsed.num_features
-    trees = [build_tree(t, num_features=F, who=who, rule=lightgbm_rule, float32=False)
-             for t in parsed.trees]
+    trees = [build_tree(t, num_features=F, who=who, rule=lightgbm_rule, float32=False,
+                        infinite_thresholds=True) for t in parsed.trees]
     keep = len(trees) if all_trees or best is None else min(best, len(trees))
     info = {"imported_from": "lightgbm", "objective": parsed.objective,
             "source_trees": len(trees), "best_iteration": best}
