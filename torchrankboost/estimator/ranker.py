@@ -198,11 +198,7 @@ class BoostedRanker(compat.TheirNames, BaseEstimator):
             raise ValueError(compat.FIT_IN_CV)
         compat.check_feature_names(self, X, reset=True)
         Xt, yt, groups = self._prepare(X, y, qid, group)
-        if self._no_query_ids(qid, group) and Xt.shape[0] > ONE_QUERY_DOCS:
-            warnings.warn(f"BoostedRanker.fit got {Xt.shape[0]:,} documents and no query ids "
-                          f"(qid=, group= or qid_column): they are fitted as ONE query "
-                          f"(bipartite ranking); pass qid= (or group=) for per-query "
-                          f"ranking", UserWarning, stacklevel=2)
+        self._warn_one_query(qid, group, Xt.shape[0])
         weights = fit_weights(sample_weight, group_weight, qid, group, Xt.shape[0])
         if Xt.shape[0] == 0:
             raise ValueError("X has no rows")
@@ -356,6 +352,13 @@ class BoostedRanker(compat.TheirNames, BaseEstimator):
 
     def _no_query_ids(self, qid, group) -> bool:
         return qid is None and group is None and self.qid_column is None
+
+    def _warn_one_query(self, qid, group, n: int) -> None:
+        if self._no_query_ids(qid, group) and n > ONE_QUERY_DOCS:
+            warnings.warn(f"BoostedRanker.fit got {n:,} documents and no query ids (qid=, "
+                          f"group= or qid_column): they are fitted as ONE query (bipartite "
+                          f"ranking); pass qid= (or group=) for per-query ranking",
+                          UserWarning, stacklevel=3)
 
     def score(self, X, y, sample_weight=None, *, qid=None, group=None) -> float:
         """``score_metric`` (default NDCG@10, mean over queries) of the predictions.

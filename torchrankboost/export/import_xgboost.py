@@ -21,6 +21,10 @@ sums the float32 leaves in float32, the import in float64: the same leaves, marg
 to XGBoost's float32 rounding (a float32 sum of the imported leaves in round order
 repeats XGBoost's margin bit for bit).
 
+What XGBoost's loader and predictor require is required here too (``parents``,
+``sum_hessian``, ``base_weights``, the ``categories*`` arrays; a split's right child is its
+left child + 1), so that no file is imported that XGBoost would read otherwise.
+
 Refused, by name: several classes or targets (``multi:*`` objectives, ``num_class`` or
 ``num_target`` above 1, vector leaves, trees of another output group), DART
 (``gradient_booster`` ``dart``: its trees are weighted at prediction), linear boosters
@@ -157,8 +161,8 @@ def _tree(t: int, tree, who: str) -> SourceTree:
     feat = int_values(*arr("split_indices", n), node=node)
     cond = float32_values(*arr("split_conditions", n), node=node)
     dleft = bool_values(*arr("default_left", n), node=node)
-    gain = float_values(tree["loss_changes"], f"{where}: loss_changes", n, node) \
-        if "loss_changes" in tree else np.zeros(n)
+    gain = float_values(*arr("loss_changes", n), node=node)
+    _peer_fields(tree, left, right, n, where, node)
     leaf = left == -1
     odd = np.flatnonzero(leaf & (right != -1))
     if odd.size:
@@ -169,10 +173,44 @@ def _tree(t: int, tree, who: str) -> SourceTree:
                              * ~leaf)
         if cat.size:
             raise ValueError(f"{node(int(cat[0]))}: categorical splits are not supported")
-    if len(tree.get("categories_nodes", [])):
+    cats = tree.get("categories_nodes")
+    if cats is not None and len(cats):
         raise ValueError(f"{where}: categorical splits are not supported")
     return SourceTree(index=t, is_leaf=leaf, feature=feat, threshold=cond, default_left=dleft,
                       left=left, right=right, gain=gain, value=cond, name=name)
+
+
+def _peer_fields(tree: dict, left, right, n: int, where: str, node) -> None:
+    """What XGBoost requires of a tree (its loader refuses, or crashes on, a tree without
+    it; its predictor steps to ``left + (x >= c)``), so that nothing is imported that
+    XGBoost would not load or would predict otherwise: ``sum_hessian`` and
+    ``base_weights`` (numbers) and ``parents`` over the ``n`` nodes, each split's right
+    child its left child + 1, parents consistent with the links (the root's 2147483647),
+    and with ``split_type`` (XGBoost >= 1.6) the four ``categories*`` arrays."""
+    for key in ("sum_hessian", "base_weights"):
+        if key not in tree:
+            raise ValueError(f"{where}: {key} is missing")
+        float_values(tree[key], f"{where}: {key}", n, node)
+    if "parents" not in tree:
+        raise ValueError(f"{where}: parents is missing")
+    par = int_values(tree["parents"], f"{where}: parents", n, node)
+    inner = np.flatnonzero(left != -1)
+    kids = np.concatenate([left[inner], right[inner]])
+    if n and not bool(((kids < 0) | (kids >= n)).any()):  # else build_tree names the link
+        apart = inner[right[inner] != left[inner] + 1]
+        if apart.size:  # XGBoost's predictor goes to left + (x >= c): right is left + 1
+            raise ValueError(f"{node(int(apart[0]))}: right child {right[apart[0]]} is not "
+                             f"left child {left[apart[0]]} + 1 (XGBoost's layout, which its "
+                             f"predictor assumes)")
+        wrong = np.flatnonzero(par[kids] != np.concatenate([inner, inner]))
+        if wrong.size or par[0] not in (2147483647, -1):
+            who = int(np.concatenate([inner, inner])[wrong[0]]) if wrong.size else 0
+            raise ValueError(f"{node(who)}: parents do not match the child links")
+    if "split_type" in tree:
+        for key in ("categories", "categories_nodes", "categories_segments",
+                    "categories_sizes"):
+            if not isinstance(tree.get(key), (list, np.ndarray)):
+                raise ValueError(f"{where}: {key} is missing or not an array")
 
 
 def _iterations(model: dict, trees: list, where: str) -> List[int]:
