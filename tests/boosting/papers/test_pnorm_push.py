@@ -175,3 +175,34 @@ def test_zero_weight_queries_leave_no_trace_in_the_steps_or_the_halting(graded):
                 fits.append((len(m.history_), m.stop_reason_, m.model_.predict(X[keep])))
             assert fits[0][:2] == fits[1][:2], (seed, cw)
             assert torch.equal(fits[0][2], fits[1][2]), (seed, cw)
+
+
+def test_cli_zero_weight_queries_train_as_the_other_queries_alone(tmp_path):
+    """``train -a pnorm_push`` with a weights file that zeroes some queries: every round
+    is run (no 0-round model) and the model is the one trained without those queries."""
+    from torchrankboost import load_model
+    from torchrankboost.cli import main
+
+    gen = torch.Generator().manual_seed(6)
+    X = torch.randn(80, 4, generator=gen, dtype=F64)
+    y = (torch.rand(80, generator=gen) < 0.4).to(F64)
+    q = torch.arange(80) // 20
+    keep = (q == 1) | (q == 3)
+
+    def write(path, rows):
+        path.write_text("".join(
+            f"{int(y[i])} qid:{int(q[i]) + 1} "
+            + " ".join(f"{j + 1}:{float(X[i, j])!r}" for j in range(4)) + "\n" for i in rows))
+
+    write(tmp_path / "all.txt", range(80))
+    write(tmp_path / "kept.txt", torch.nonzero(keep).reshape(-1).tolist())
+    (tmp_path / "w.txt").write_text("".join(f"{float(k)}\n" for k in keep))
+    common = ["-a", "pnorm_push", "--learner", "stump", "--rounds", "5", "--quiet",
+              "--no-tensorboard"]
+    assert main(["train", "--data", str(tmp_path / "all.txt"), "--weights",
+                 str(tmp_path / "w.txt"), *common, "-o", str(tmp_path / "w.safetensors")]) == 0
+    assert main(["train", "--data", str(tmp_path / "kept.txt"), *common, "-o",
+                 str(tmp_path / "k.safetensors")]) == 0
+    weighted, alone = (load_model(tmp_path / f"{n}.safetensors") for n in ("w", "k"))
+    assert weighted.n_rounds == alone.n_rounds == 5
+    assert torch.equal(weighted.predict(X), alone.predict(X))
