@@ -97,17 +97,20 @@ def atomic_write(path: PathLike, write: Callable, *, mode: str = "w") -> None:
 
 
 def check_writable(path: PathLike) -> Path:
-    """Check *before* long work that ``path`` can be written: its folder exists (or can be
-    created) and accepts a new file, and ``path`` is not a directory or a special file.
-    Raises ``ValueError`` with the reason; returns the path."""
+    """Check *before* long work that ``path`` can be written: its folder exists (a missing
+    folder is never created: a mistyped path must not become a new folder) and accepts a
+    new file, and ``path`` is not a directory or a special file. Raises ``ValueError`` with
+    the reason; returns the path."""
     target = Path(path)
     try:
         _refuse_special(target)
     except (IsADirectoryError, ValueError) as exc:
         raise ValueError(f"cannot write {target}: {exc}") from None
     folder = target.parent if str(target.parent) else Path(".")
+    if not folder.is_dir():
+        raise ValueError(f"cannot write {target}: the folder {folder} does not exist "
+                         f"(create it first)")
     try:
-        folder.mkdir(parents=True, exist_ok=True)
         fd, probe = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".probe", dir=folder)
         os.close(fd)
         os.unlink(probe)

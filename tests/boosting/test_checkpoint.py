@@ -213,3 +213,53 @@ def test_cli_run_killed_after_a_checkpoint_resumes_to_the_same_model_on_2_proces
     _same_model(a, b)
     X = torch.randn(50, 5, generator=torch.Generator().manual_seed(2))
     assert torch.equal(a.predict(X), b.predict(X))
+
+
+def load_damaged_checkpoint(case, mark):
+    """Fuzz child: a damaged checkpoint is one-line ValueError, or loads exactly the clean
+    checkpoint (its round, state and predictions)."""
+    from torchrankboost.boosting.checkpoint import load_checkpoint as load
+
+    mark("load")
+    try:
+        got = load(case["path"])
+    except ValueError as exc:
+        return {"outcome": "refused" if "\n" not in str(exc).strip() else "multi-line"}
+    ref = load(case["clean"])
+    X = torch.linspace(-3, 3, 50).reshape(10, 5)
+    same = (got.meta == ref.meta and got.tensors.keys() == ref.tensors.keys()
+            and all(torch.equal(got.tensors[k], ref.tensors[k]) for k in ref.tensors)
+            and torch.equal(got.ensemble.predict(X), ref.ensemble.predict(X)))
+    return {"outcome": "same" if same else "different"}
+
+
+def test_fuzzed_checkpoints_are_refused_or_load_the_same(tmp_path):
+    """Seeded byte damage of a checkpoint (flipped bits, truncation, inserted and deleted
+    bytes), each load in a child process: one-line ValueError or the clean checkpoint,
+    never a crash or a different state."""
+    from fuzz_runner import run_cases
+
+    X, y, q = _data()
+    path = tmp_path / "ck.safetensors"
+    _booster(4).fit(X, y, q, callbacks=[Checkpoint(path, every=2)])
+    clean = path.read_bytes()
+    rng = np.random.default_rng(37)
+    cases = []
+    for i in range(120):
+        b = bytearray(clean)
+        pos = int(rng.integers(len(b)))
+        kind = i % 4
+        if kind == 0:
+            b[pos] ^= 1 << int(rng.integers(8))
+        elif kind == 1:
+            b = b[:pos]
+        elif kind == 2:
+            b[pos:pos] = bytes([int(rng.integers(256))])
+        else:
+            del b[pos]
+        (tmp_path / f"d{i}.safetensors").write_bytes(bytes(b))
+        cases.append({"path": str(tmp_path / f"d{i}.safetensors"), "clean": str(path)})
+    results = run_cases(f"{__file__}:load_damaged_checkpoint", cases)
+    bad = [(i, r) for i, r in enumerate(results) if r.get("outcome") not in ("refused", "same")]
+    assert not bad, bad[:10]
+    assert sum(r["outcome"] == "refused" for r in results) >= 100

@@ -56,6 +56,8 @@ def test_cli_export_errors_are_one_line(tmp_path, capsys, ranksvm):
              ("lin", "lightgbm", "o", "a linear model (LinearRanker) exports to onnx only"),
              ("feat", "xgboost", "o", "round 0: weak model FeatureModel is not a tree"),
              ("m", "onnx", "afile/m.onnx", "is a file, not a folder"),
+             ("m", "onnx", "missing/dir/m.onnx", "the folder " + str(tmp_path / "missing" / "dir")
+              + " does not exist"),
              ("nothere", "onnx", "o", "model not found")]
     for model, fmt, out, message in cases:
         status, text, err = _export(capsys, tmp_path / f"{model}.safetensors", "--format", fmt,
@@ -63,7 +65,7 @@ def test_cli_export_errors_are_one_line(tmp_path, capsys, ranksvm):
         assert status == 2 and text == ""
         assert err.startswith("torchrankboost: error: ") and err.count("\n") == 1
         assert message in err
-    assert not (tmp_path / "o").exists()
+    assert not (tmp_path / "o").exists() and not (tmp_path / "missing").exists()
     status, text, _ = _export(capsys, tmp_path / "lin.safetensors", "-f", "onnx", "-o",
                               tmp_path / "lin.onnx")
     assert status == 0 and "(linear, 6 features)" in text

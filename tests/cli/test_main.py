@@ -175,3 +175,18 @@ def test_threads_option_sets_torch_threads(svm_files, tmp_path, capsys):
         assert "--threads must be a positive integer" in capsys.readouterr().err
     finally:
         torch.set_num_threads(before)
+
+
+def test_labels_beyond_the_exponential_gain_are_one_line(tmp_path, capsys):
+    """A label of 1e9 under a metric-weighted loss: exit 2 and one line saying the limit,
+    no model (it trained on NaN gradients before)."""
+    data = tmp_path / "big.txt"
+    data.write_text("1000000000 qid:1 1:0.5 2:0.1\n0 qid:1 1:0.2 2:0.3\n"
+                    "2 qid:2 1:0.1 2:0.9\n0 qid:2 1:0.7 2:0.4\n")
+    out = tmp_path / "m.safetensors"
+    for loss in ("lambdaloss", "lambdarank_exp"):
+        rc = main(["train", "--data", str(data), "--loss", loss, "--rounds", "2", "--quiet",
+                   "--no-tensorboard", "--output", str(out)])
+        line = one_error_line(capsys.readouterr().err)
+        assert rc == 2 and "labels must be at most 64" in line, line
+        assert not out.exists()

@@ -113,14 +113,18 @@ def test_row_chunks_bin_like_the_whole_matrix(sample_count):
         assert torch.equal(getattr(got, name), getattr(ref, name)), name
 
 
-def test_a_rank_checks_only_its_own_codes(tmp_path):
+def test_a_rank_checks_only_its_own_codes(tmp_path, monkeypatch):
+    """A damaged code in the last rank's rows (caught by the checksum of its chunk, small
+    chunks here): the first rank, which checks only the chunks of its own rows, loads."""
     from types import SimpleNamespace
 
     from safetensors import safe_open
     from safetensors.torch import save_file
 
+    from torchrankboost.data import cache as cache_mod
     from torchrankboost.data.cache import CacheError
 
+    monkeypatch.setattr(cache_mod, "_CRC_CHUNK", 64)
     p = _write(tmp_path / "train.txt")
     c = build_cache(tmp_path / "c.trbin", p)
     with safe_open(str(c), "pt") as fh:
@@ -131,7 +135,7 @@ def test_a_rank_checks_only_its_own_codes(tmp_path):
     ranks = [SimpleNamespace(rank=r, world_size=2) for r in range(2)]
     assert len(load_cache(c, context=ranks[0], values=False).data) > 0
     for ctx in (ranks[1], None):
-        with pytest.raises(CacheError, match="a bin code out of range"):
+        with pytest.raises(CacheError, match="checksum mismatch in the bin codes"):
             load_cache(c, context=ctx, values=False)
 
 

@@ -211,11 +211,141 @@ def test_cache_keeps_two_byte_codes(tmp_path):
     cache_mod._save(tensors, tmp_path / "old.trbin",
                     {"torchrankboost": text, "sha256": cache_mod._digest(text, tensors)})
     assert torch.equal(load_cache(tmp_path / "old.trbin").binned.codes, c.binned.codes)
-    # a negative 2-byte code is damage (it would index before a histogram)
+    # a negative 2-byte code is damage (it would index before a histogram): refused by the
+    # checksum, and by the range check under checksums made to match
     tensors["codes"][3, 1] = -7
+    cache_mod._save(tensors, tmp_path / "bad.trbin",
+                    {"torchrankboost": text, "sha256": cache_mod._digest(text, tensors)})
+    with pytest.raises(CacheError, match="checksum mismatch in the bin codes of rows 0 to"):
+        load_cache(tmp_path / "bad.trbin")
+    crc = info["codes_crc32"]
+    crc["chunks"] = cache_mod.code_checksums(tensors["codes"], crc["rows"],
+                                             (0, len(crc["chunks"])))
+    text = json.dumps(info, sort_keys=True)
     cache_mod._save(tensors, tmp_path / "bad.trbin",
                     {"torchrankboost": text, "sha256": cache_mod._digest(text, tensors)})
     with pytest.raises(CacheError, match="out of range"):
         load_cache(tmp_path / "bad.trbin")
 
 
+
+
+# ----------------------------------------------------------------------------- checksums
+def _codes_at(path):
+    """``(offset, size)`` of the codes' bytes in the cache file."""
+    raw = path.read_bytes()
+    hlen = int.from_bytes(raw[:8], "little")
+    b0, b1 = json.loads(raw[8:8 + hlen])["codes"]["data_offsets"]
+    return 8 + hlen + b0, b1 - b0
+
+
+def test_every_changed_byte_of_the_codes_is_refused(tmp_path, monkeypatch):
+    """Each byte of the codes changed in turn (+1: often still a valid bin), pairs of rows
+    swapped, and a whole row zeroed: every one refused on load, naming the rows of its
+    chunk — the codes carry a CRC-32 per chunk (small chunks here: several per file)."""
+    monkeypatch.setattr(cache_mod, "_CRC_CHUNK", 64)
+    f = _write_letor(tmp_path / "t.txt", n_queries=25)
+    c = build_cache(tmp_path / "c.trbin", f)
+    clean = c.read_bytes()
+    at, size = _codes_at(c)
+    n, F = load_cache(c).binned.codes.shape
+    assert len(load_cache(c).info["codes_crc32"]["chunks"]) > 10
+    rng = np.random.default_rng(0)
+    edits = [(at + i, bytes([(clean[at + i] + 1) % 256])) for i in range(size)]
+    for _ in range(20):
+        a, b = sorted(rng.choice(n, 2, replace=False))
+        ra, rb = (clean[at + r * F:at + (r + 1) * F] for r in (a, b))
+        if ra != rb:
+            edits.append((at + a * F, rb + clean[at + (a + 1) * F:at + b * F] + ra))
+    edits.append((at + 5 * F, bytes(F)))
+    for pos, new in edits:
+        if clean[pos:pos + len(new)] == new:
+            continue
+        c.write_bytes(clean[:pos] + new + clean[pos + len(new):])
+        with pytest.raises(CacheError, match="checksum mismatch in the bin codes of rows"):
+            load_cache(c, values=False)
+    assert len(edits) > size + 15
+
+
+def test_each_rank_checks_the_chunks_it_trains_on(tmp_path, monkeypatch):
+    """A changed code in the last rows: the rank that trains on them refuses the cache, the
+    first rank (whose rows are intact and checked) loads its part."""
+    monkeypatch.setattr(cache_mod, "_CRC_CHUNK", 64)
+    f = _write_letor(tmp_path / "t.txt", n_queries=23)
+    c = build_cache(tmp_path / "c.trbin", f)
+    raw = bytearray(c.read_bytes())
+    at, size = _codes_at(c)
+    raw[at + size - 1] ^= 1
+    c.write_bytes(bytes(raw))
+    first = load_cache(c, context=SimpleNamespace(rank=0, world_size=3))
+    assert len(first.data) > 0
+    with pytest.raises(CacheError, match="checksum mismatch"):
+        load_cache(c, context=SimpleNamespace(rank=2, world_size=3))
+
+
+def test_a_cache_without_code_checksums_is_stale(tmp_path):
+    """A cache written before the codes had checksums is never trained on: stale, so
+    ``train --cache`` rebuilds it."""
+    f = _write_letor(tmp_path / "t.txt")
+    c = build_cache(tmp_path / "c.trbin", f)
+    info, t = cache_mod._map(c)
+    del info["codes_crc32"]
+    text = json.dumps(info, sort_keys=True)
+    tensors = {k: v.clone() for k, v in t.items()}
+    cache_mod._save(tensors, tmp_path / "old.trbin",
+                    {"torchrankboost": text, "sha256": cache_mod._digest(text, tensors)})
+    assert "before the bin codes had checksums" in cache_status(tmp_path / "old.trbin")
+    with pytest.raises(StaleCacheError, match="before the bin codes had checksums"):
+        load_cache(tmp_path / "old.trbin")
+
+
+def load_damaged(case, mark):
+    """Fuzz child: load a damaged cache; ``refused`` (one-line CacheError) or whether it
+    loads exactly the clean cache's tensors."""
+    from torchrankboost.data.cache import CacheError as Err
+    from torchrankboost.data.cache import load_cache as load
+
+    mark("load")
+    try:
+        got = load(case["path"], values=False)
+    except Err as exc:
+        return {"outcome": "refused" if "\n" not in str(exc) else "multi-line"}
+    ref = load(case["clean"], values=False)
+    same = (torch.equal(got.binned.codes, ref.binned.codes)
+            and torch.equal(got.data.labels, ref.data.labels)
+            and torch.equal(got.data.groups.offsets, ref.data.groups.offsets)
+            and torch.equal(got.binned.edges, ref.binned.edges)
+            and got.info == ref.info)
+    return {"outcome": "same" if same else "different"}
+
+
+def test_fuzzed_cache_files_are_refused_or_load_the_same(tmp_path):
+    """Seeded byte damage anywhere in the file (flipped bits, truncation, inserted and
+    deleted bytes), each load in a child process: every case is one-line CacheError or
+    loads exactly the clean cache's data; never a crash or different data."""
+    from fuzz_runner import run_cases
+
+    f = _write_letor(tmp_path / "t.txt", n_queries=20, weights=True)
+    c = build_cache(tmp_path / "c.trbin", f)
+    clean = c.read_bytes()
+    rng = np.random.default_rng(37)
+    cases = []
+    for i in range(160):
+        b = bytearray(clean)
+        kind = i % 4
+        pos = int(rng.integers(len(b)))
+        if kind == 0:
+            b[pos] ^= 1 << int(rng.integers(8))
+        elif kind == 1:
+            b = b[:pos]
+        elif kind == 2:
+            b[pos:pos] = bytes([int(rng.integers(256))])
+        else:
+            del b[pos]
+        (tmp_path / f"d{i}.trbin").write_bytes(bytes(b))
+        cases.append({"path": str(tmp_path / f"d{i}.trbin"), "clean": str(c)})
+    here = os.path.abspath(__file__)
+    results = run_cases(f"{here}:load_damaged", cases)
+    bad = [(i, r) for i, r in enumerate(results) if r.get("outcome") not in ("refused", "same")]
+    assert not bad, bad[:10]
+    assert sum(r["outcome"] == "refused" for r in results) >= 140

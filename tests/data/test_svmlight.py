@@ -252,3 +252,67 @@ def test_loader_refuses_labels_and_features_beyond_float32(tmp_path):
     p.write_text("1 qid:1 1:1\n0 qid:1 1:1e300\n")
     with pytest.raises(ValueError, match="big.txt:2: a feature value is infinite"):
         load_svmlight(p)
+
+
+def load_with_side_files(case, mark):
+    """Fuzz child: a data file with damaged ``.query`` / ``.weight`` side files: one-line
+    ValueError, or data whose queries add up to its rows and whose weights are finite and
+    non-negative, one per row."""
+    from torchrankboost.data import load_file as load
+    from torchrankboost.data.svmlight import document_weights
+
+    mark("load")
+    try:
+        d = load(case["path"])
+        w = document_weights(case["path"], None, d)
+    except ValueError as exc:
+        return {"outcome": "refused" if "\n" not in str(exc).strip() else "multi-line"}
+    sizes = d.groups.sizes
+    ok = int(sizes.sum()) == len(d.labels) and bool((sizes > 0).all())
+    ok = ok and (w is None or (w.shape == (len(d.labels),) and bool(torch.isfinite(w).all())
+                               and bool((w >= 0).all())))
+    return {"outcome": "accepted" if ok else "inconsistent"}
+
+
+def test_fuzzed_side_files_are_refused_or_consistent(tmp_path):
+    """Seeded damage of the ``.query`` and ``.weight`` side files (flipped bits, truncation,
+    inserted and deleted bytes, NaN / inf / negative / huge values, extra lines), each read
+    in a child process: one-line ValueError, or consistent data — never a crash, another
+    exception, or sizes and weights that do not fit the rows."""
+    from fuzz_runner import run_cases
+
+    rng = np.random.default_rng(37)
+    rows = [f"{int(rng.integers(0, 3))} {' '.join(f'{j}:{rng.normal():.3f}' for j in range(1, 5))}"
+            for _ in range(40)]
+    sizes = "\n".join(["7", "13", "9", "11"]) + "\n"
+    weights = "\n".join(f"{v:.4f}" for v in rng.random(40)) + "\n"
+    values = ["nan", "inf", "-1", "1e400", "0x10", "1_0", "-0", "3.5", "", "99999999999999999999"]
+    cases = []
+    for i in range(120):
+        side = ".query" if i % 2 == 0 else ".weight"
+        clean = (sizes if side == ".query" else weights).encode()
+        b = bytearray(clean)
+        pos = int(rng.integers(len(b)))
+        kind = i // 2 % 5
+        if kind == 0:
+            b[pos] ^= 1 << int(rng.integers(8))
+        elif kind == 1:
+            b = b[:pos]
+        elif kind == 2:
+            b[pos:pos] = bytes([int(rng.integers(256))])
+        elif kind == 3:
+            lines = clean.decode().splitlines()
+            lines[int(rng.integers(len(lines)))] = values[int(rng.integers(len(values)))]
+            b = bytearray(("\n".join(lines) + "\n").encode())
+        else:
+            b += b"1\n"
+        folder = tmp_path / f"c{i}"
+        folder.mkdir()
+        (folder / "t.txt").write_text("\n".join(rows) + "\n")
+        (folder / ("t.txt" + side)).write_bytes(bytes(b))
+        cases.append({"path": str(folder / "t.txt")})
+    results = run_cases(f"{__file__}:load_with_side_files", cases)
+    bad = [(i, r) for i, r in enumerate(results) if r.get("outcome") not in ("refused",
+                                                                                "accepted")]
+    assert not bad, bad[:10]
+    assert sum(r["outcome"] == "refused" for r in results) >= 40

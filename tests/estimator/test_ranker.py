@@ -294,3 +294,29 @@ def test_qid_column_by_name_in_a_data_frame():
         BoostedRanker(qid_column="qid").fit(X, y)
     with pytest.raises(ValueError, match="has no column 'q'"):
         BoostedRanker(qid_column="q").fit(df, y)
+
+
+def test_no_query_ids_on_many_documents_warns_and_score_refuses():
+    """fit on more than ONE_QUERY_DOCS documents with no query ids warns once, naming
+    qid/group (it fits one query); score refuses to report that one query's NDCG silently
+    (it was 0.54 where the per-query NDCG@10 is 0.81), and scores it when asked to
+    (group=[n]); query ids silence both."""
+    import warnings
+
+    from torchrankboost.estimator.ranker import ONE_QUERY_DOCS
+
+    d = make_letor(60, 20, 5, 3, seed=1)
+    X, y, qid = d.X.numpy().astype(np.float64), d.labels.numpy(), d.qid.numpy()
+    assert X.shape[0] > ONE_QUERY_DOCS
+    with pytest.warns(UserWarning, match=r"no query ids \(qid=, group= or qid_column\)") as rec:
+        est = BoostedRanker(**SMALL).fit(X, y)
+    assert len([w for w in rec if issubclass(w.category, UserWarning)]) == 1
+    with pytest.raises(ValueError, match="no query ids: the whole X would be scored as one"):
+        est.score(X, y)
+    assert 0.0 < est.score(X, y, group=[X.shape[0]]) <= 1.0
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fitted = BoostedRanker(**SMALL).fit(X, y, qid=qid)
+        assert fitted.score(X, y, qid=qid) > 0.0
+        small = BoostedRanker(**SMALL).fit(X[:200], y[:200])  # a small bipartite fit: quiet
+        assert 0.0 <= small.score(X[:200], y[:200]) <= 1.0

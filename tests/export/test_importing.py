@@ -99,7 +99,7 @@ def _split(tree: dict) -> dict:
 
 def test_from_lightgbm_refuses_what_it_cannot_represent(lgb_ranker):
     for key, value, message in (("decision_type", "==", "categorical"),
-                                ("missing_type", "Zero", "missing_type 'Zero'")):
+                                ("missing_type", "Zero", "missing type 'Zero'")):
         dump = lgb_ranker.dump_model()
         _split(dump["tree_info"][0]["tree_structure"])[key] = value
         with pytest.raises(ValueError, match=message) as err:

@@ -29,3 +29,23 @@ def test_lightgbm_predicts_as_the_exported_ensemble(which, request, tmp_path):
     theirs64 = lightgbm_scores(ens, X.double(), tmp_path / "model64.txt")
     np.testing.assert_allclose(theirs64, ens.predict(X.double()).numpy(), rtol=0,
                                atol=tolerance(ours))
+
+
+def test_a_missing_output_folder_is_refused_not_created(tree_model, tmp_path):
+    """Every writer refuses a path in a folder that does not exist (never creates it)."""
+    from torchrankboost.export import to_lightgbm, to_onnx, to_xgboost
+
+    ens, _ = tree_model
+    writers = [lambda p: to_lightgbm(ens, p), lambda p: to_xgboost(ens, p), ens.save]
+    if _has("onnx"):
+        writers.append(lambda p: to_onnx(ens, p))
+    for write in writers:
+        with pytest.raises(OSError):
+            write(tmp_path / "missing" / "dir" / "m.out")
+        assert not (tmp_path / "missing").exists()
+
+
+def _has(name: str) -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec(name) is not None

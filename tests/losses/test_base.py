@@ -734,3 +734,26 @@ def test_queries_in_another_order_or_apart_give_the_same_bits(name):
             theirs = per_query_docs(groups, want)
             for q, m in zip(queries, mine):
                 assert same(m, theirs[q]), (key, q)
+
+
+@pytest.mark.parametrize("make", [lambda: trb.LambdaLoss(), lambda: trb.LambdaRankExpLoss(),
+                                  lambda: trb.ApproxNDCGLoss(), lambda: trb.NeuralNDCGLoss(n_iter=5)])
+def test_exponential_gain_labels_are_bounded(make):
+    """Labels whose gain ``2^l − 1`` overflows (1e9 gave NaN values and gradients, silently)
+    are one ValueError saying the limit; labels at the limit give finite values and
+    gradients, float32 scores included."""
+    from torchrankboost.losses.base import MAX_GAIN_LABEL
+
+    loss = make()
+    g = Groups.from_sizes([4, 3])
+    for top in (1e9, MAX_GAIN_LABEL + 1.0, 2.0 ** 80):
+        y = torch.tensor([0.0, 1.0, top, 2.0, 0.0, 3.0, 1.0])
+        with pytest.raises(ValueError, match=f"at most {MAX_GAIN_LABEL}") as err:
+            loss(torch.zeros(7), y, g)
+        assert "\n" not in str(err.value)
+    y = torch.tensor([0.0, 1.0, float(MAX_GAIN_LABEL), 2.0, 0.0, MAX_GAIN_LABEL - 1.0, 1.0])
+    for dt in (torch.float32, torch.float64):
+        s = torch.linspace(-1, 1, 7, dtype=dt).requires_grad_()
+        value = loss(s, y, g)
+        value.backward()
+        assert torch.isfinite(value) and torch.isfinite(s.grad).all()

@@ -52,7 +52,10 @@ def test_directories_and_unwritable_targets_are_refused(tmp_path):
     f.write_text("x")
     with pytest.raises(ValueError, match="cannot write"):
         check_writable(f / "model.safetensors")  # a path under a file
-    assert check_writable(tmp_path / "new" / "model.safetensors").parent.is_dir()
+    with pytest.raises(ValueError, match="the folder .*new does not exist"):
+        check_writable(tmp_path / "new" / "model.safetensors")  # never created
+    assert not (tmp_path / "new").exists()
+    assert check_writable(tmp_path / "model.safetensors") == tmp_path / "model.safetensors"
 
 
 def _tiny_booster_model():

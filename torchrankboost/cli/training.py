@@ -293,7 +293,8 @@ def _prepare(opts: TrainOptions, ctx, kwargs: Dict[str, Any], splits, name: str)
         if ctx.is_main:
             if opts.tensorboard or not opts.output:
                 _run_folder(opts, run)
-            if not opts.output:
+            if not opts.output:  # the model goes into the run folder, which the run makes
+                os.makedirs(run.logdir, exist_ok=True)
                 check_output(os.path.join(run.logdir, "model.safetensors"), [])
     return run, ranker
 

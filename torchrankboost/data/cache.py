@@ -25,13 +25,19 @@ The metadata holds the format and version, the binning parameters (``n_bins``,
 written before it was recorded hold uint8 codes or say so by the tensor's dtype) and
 ``missing_code``, the reading options (``zero_based``, ``max_features``,
 ``normalize``), and for every source file (the data file, its ``.query`` and ``.weight``
-side files) its size, modification time and SHA-256, plus a SHA-256 over the metadata and
-every tensor but ``codes`` (whose values are range-checked on load instead).
+side files) its size, modification time and SHA-256, the CRC-32 of each chunk of the
+codes (``codes_crc32``: ``rows`` rows a chunk, about 4 MiB, and one checksum per chunk), and
+a SHA-256 over the metadata (the chunks' checksums included) and every tensor but
+``codes``.
 
 :func:`load_cache` maps the file (``mmap``, copy-on-write: nothing is read until used) and
 views the tensors in place (``torch.frombuffer``); it refuses, with one line naming the
-file, a file that is not such a cache, a corrupt one, one whose source files changed
-(size/mtime differ and the SHA-256 differs) or whose parameters differ from the learner's.
+file, a file that is not such a cache, a corrupt one (any changed byte of the codes
+included: every chunk of the rows it returns is checked against its CRC-32, on
+``torch.get_num_threads()`` threads, before anything is built on them, and every code is
+range-checked), one whose source files changed (size/mtime differ and the SHA-256 differs)
+or whose parameters differ from the learner's; a cache written before the codes had
+checksums is stale (``train --cache`` rebuilds it).
 The result carries the :class:`~torchrankboost.kernels.binning.BinnedFeatures` attached
 to a stand-in feature matrix (every value replaced by a representative of its bin: the
 bin's upper edge, just above the last finite edge for the top bin, NaN for missing — trees
@@ -50,9 +56,11 @@ import json
 import mmap
 import os
 import struct
+import zlib
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Dict, List, Optional
+from typing import Dict, List, Optional, Tuple
 
 import torch
 from torch import Tensor
@@ -78,6 +86,7 @@ _DTYPES = {"U8": torch.uint8, "I16": torch.int16, "I64": torch.int64, "F32": tor
 #: the stored codes' dtype, named in the metadata (``code_dtype``; absent in older caches)
 _CODE_NAMES = {torch.uint8: "uint8", torch.int16: "int16"}
 _HASH_CHUNK = 1 << 22
+_CRC_CHUNK = 1 << 22  # bytes of codes per checksum chunk (whole rows)
 _CHUNK = 1 << 16
 _REP_CHUNK = 1 << 20  # values per chunk of the stand-in features
 
@@ -181,6 +190,30 @@ def _digest(meta_text: str, tensors: Dict[str, Tensor]) -> str:
     return h.hexdigest()
 
 
+def _crc_rows(codes: Tensor) -> int:
+    """Rows per checksum chunk of an ``(n, F)`` code matrix: about ``_CRC_CHUNK`` bytes."""
+    row = max(1, codes.shape[1] * codes.element_size())
+    return max(1, _CRC_CHUNK // row)
+
+
+def code_checksums(codes: Tensor, rows: int, chunks: Tuple[int, int]) -> List[int]:
+    """The CRC-32 of the chunks ``[k0, k1)`` of ``codes`` (chunk ``k``: rows
+    ``[k·rows, (k+1)·rows)``, row-major bytes), on ``torch.get_num_threads()`` threads
+    (``zlib.crc32`` releases the GIL)."""
+    flat = codes.contiguous()
+
+    def crc(k: int) -> int:
+        part = flat[k * rows:(k + 1) * rows].reshape(-1).view(torch.uint8)
+        return zlib.crc32(memoryview(part.numpy())) if part.numel() else 0
+
+    ks = range(*chunks)
+    workers = max(1, min(torch.get_num_threads(), len(ks)))
+    if workers == 1:
+        return [crc(k) for k in ks]
+    with ThreadPoolExecutor(workers) as pool:
+        return list(pool.map(crc, ks))
+
+
 def build_cache(out, data, *, spec: BinSpec = BinSpec(), weights=None) -> Path:
     """Read ``data`` (a file or a fold folder's ``train.txt``), bin it as ``spec`` says and
     write the cache to ``out`` atomically; returns the path. ``weights``: a weights file
@@ -234,7 +267,11 @@ def write_cache(out, binned: BinnedFeatures, data: RankingData, weights: Optiona
                "qid": data.qid[g.offsets[:-1]].contiguous()}
     if weights is not None:
         tensors["weights"] = weights.to(torch.float64).contiguous()
+    codes = tensors["codes"]
+    rows = _crc_rows(codes)
     info = {"format": FORMAT, "version": VERSION, "spec": spec.as_dict(),
+            "codes_crc32": {"rows": rows, "chunks": code_checksums(
+                codes, rows, (0, -(-codes.shape[0] // rows)))},
             "missing_code": b.missing_code, "code_dtype": _CODE_NAMES[b.codes.dtype],
             "zero_based": data.zero_based,
             "sources": [_fingerprint(Path(p)) for p in sources]}
@@ -358,10 +395,10 @@ def _check_tensors(path, info: dict, t: Dict[str, Tensor], rows_of=None) -> None
     if (codes.dtype not in _CODE_NAMES or info.get("code_dtype", _CODE_NAMES.get(codes.dtype))
             != _CODE_NAMES.get(codes.dtype) or not 0 <= miss <= torch.iinfo(codes.dtype).max):
         raise _bad(path, f"bin codes of dtype {codes.dtype} (missing code {miss})")
-    if rows_of is not None:
-        r0, r1 = rows_of(off)
-        codes = codes[r0:r1]
-        n = codes.shape[0]
+    r0, r1 = rows_of(off) if rows_of is not None else (0, n)
+    _check_crc(path, info, codes, r0, r1)
+    codes = codes[r0:r1]
+    n = codes.shape[0]
     if n == 0:
         return
     if codes.dtype.is_signed:  # int16: the low end too (a negative code is damage)
@@ -376,6 +413,27 @@ def _check_tensors(path, info: dict, t: Dict[str, Tensor], rows_of=None) -> None
         bad[cols] |= ((c >= nb[cols]) & (c != miss)).any(0)
     if bool(bad.any()):
         raise _bad(path, "a bin code out of range")
+
+
+def _check_crc(path, info: dict, codes: Tensor, r0: int, r1: int) -> None:
+    """The chunks of ``codes`` that hold the rows ``[r0, r1)`` against their CRC-32."""
+    crc = info.get("codes_crc32")
+    n = codes.shape[0]
+    try:
+        rows, chunks = int(crc["rows"]), [int(c) for c in crc["chunks"]]
+        ok = rows >= 1 and len(chunks) == -(-n // rows)
+    except (TypeError, KeyError, ValueError):
+        ok = False
+    if not ok:
+        raise _bad(path, "malformed checksums of the bin codes")
+    if r1 <= r0:
+        return
+    k0, k1 = r0 // rows, -(-r1 // rows)
+    got = code_checksums(codes, rows, (k0, k1))
+    bad = next((k for k, c in zip(range(k0, k1), got) if c != chunks[k]), None)
+    if bad is not None:
+        raise _bad(path, f"checksum mismatch in the bin codes of rows {bad * rows:,} to "
+                         f"{min(n, (bad + 1) * rows) - 1:,}")
 
 
 def run_sources(data, weights=None) -> List[str]:
@@ -398,6 +456,8 @@ def cache_status(path, spec: Optional[BinSpec] = None, sources=None) -> Optional
 
 
 def _stale_reason(info: dict, spec: Optional[BinSpec], sources=None) -> Optional[str]:
+    if "codes_crc32" not in info:
+        return "it was written before the bin codes had checksums"
     recorded = [s["path"] for s in info["sources"]]
     if sources is not None and list(sources) != recorded:
         return f"it was built from {', '.join(recorded)}"

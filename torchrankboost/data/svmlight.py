@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 from pathlib import Path
 from typing import List, Optional, Sequence, Tuple, Union
 
@@ -87,12 +88,14 @@ def read_per_line(path: PathLike, parse, what: str) -> list:
 
 
 def _query_size(s: str) -> int:
-    try:
-        v = int(s)
-    except ValueError:
-        raise ValueError(f"expected one query size (an integer) per line, got {s!r}") from None
+    text = s.strip()
+    if not re.fullmatch(r"[+-]?[0-9]+", text):
+        raise ValueError(f"expected one query size (an integer) per line, got {s!r}")
+    v = int(text)
     if v < 0:
         raise ValueError(f"query size must be non-negative, got {v}")
+    if v >= 2 ** 62:
+        raise ValueError(f"query size {text[:30]} is too large")
     return v
 
 

@@ -7,6 +7,7 @@ conventions it follows: :mod:`torchrankboost.estimator`.
 
 from __future__ import annotations
 
+import warnings
 from typing import Any, Iterator, Optional, Sequence, Union
 
 import numpy as np
@@ -21,6 +22,10 @@ from . import compat
 from .arrays import features, fit_weights, groups_from, to_numpy
 from .debiasing import debias_fit_args
 from ..contract import ArrayLike, EvalSets, PathLike
+
+#: more documents than this with no query ids (no ``qid``, ``group`` or ``qid_column``):
+#: ``fit`` warns that they are one query, ``score`` refuses to score them as one
+ONE_QUERY_DOCS = 1000
 
 try:  # scikit-learn is a dependency; keep the import local to this module
     from sklearn.base import BaseEstimator
@@ -231,6 +236,7 @@ class BoostedRanker(compat.TheirNames, BaseEstimator):
             raise ValueError(compat.FIT_IN_CV)
         compat.check_feature_names(self, X, reset=True)
         Xt, yt, groups = self._prepare(X, y, qid, group)
+        self._warn_one_query(qid, group, Xt.shape[0])
         weights = fit_weights(sample_weight, group_weight, qid, group, Xt.shape[0])
         if Xt.shape[0] == 0:
             raise ValueError("X has no rows")
@@ -383,13 +389,26 @@ class BoostedRanker(compat.TheirNames, BaseEstimator):
             raise ValueError(f"X has {n} features, but BoostedRanker is expecting "
                              f"{self.n_features_in_} features as input.")
 
+    def _no_query_ids(self, qid: Any, group: Any) -> bool:
+        return qid is None and group is None and self.qid_column is None
+
+    def _warn_one_query(self, qid: Any, group: Any, n: int) -> None:
+        if self._no_query_ids(qid, group) and n > ONE_QUERY_DOCS:
+            warnings.warn(f"BoostedRanker.fit got {n:,} documents and no query ids (qid=, "
+                          f"group= or qid_column): they are fitted as ONE query (bipartite "
+                          f"ranking); pass qid= (or group=) for per-query ranking",
+                          UserWarning, stacklevel=3)
+
     def score(self, X: ArrayLike, y: ArrayLike, sample_weight: Optional[ArrayLike] = None, *,
               qid: Optional[ArrayLike] = None, group: Optional[ArrayLike] = None) -> float:
         """``score_metric`` (default NDCG@10, mean over queries) of the predictions.
 
         ``sample_weight`` ``(n,)``: a query then weighs the mean weight of its documents
         (LightGBM's query weights): ``Σ_q w̄_q m_q / Σ_q w̄_q`` (queries of weight 0 do not
-        count); scikit-learn's ``Pipeline.score`` passes it (``None`` by default)."""
+        count); scikit-learn's ``Pipeline.score`` passes it (``None`` by default).
+
+        Without query ids, more than :data:`ONE_QUERY_DOCS` documents are refused (they
+        would be scored as one query, silently); ``group=[len(X)]`` scores them as one."""
         self._check_fitted()
         if qid is None and group is None and self.qid_column is None and \
                 (getattr(self, "n_queries_", None) or 0) > 1:
@@ -400,6 +419,11 @@ class BoostedRanker(compat.TheirNames, BaseEstimator):
                 + compat.SCORE_WITHOUT_QID[0].upper() + compat.SCORE_WITHOUT_QID[1:] + ".")
         compat.check_feature_names(self, X, reset=False)
         Xt, q = self._split_X(X, qid)
+        if self._no_query_ids(qid, group) and Xt.shape[0] > ONE_QUERY_DOCS:
+            raise ValueError(
+                f"score() got {Xt.shape[0]:,} documents and no query ids: the whole X would be "
+                f"scored as one query. Pass qid=... (or group=...); group=[len(X)] scores "
+                f"one query deliberately")
         self._check_nfeatures(Xt)
         yt = self._labels(y, Xt.shape[0])
         w = None if sample_weight is None else compat.document_weights(sample_weight,

@@ -28,7 +28,7 @@ from .._pair_engine.elementwise import exp2, sigmoid
 from ..groups import Groups
 from ..pairs import Graded
 from ._padded import PadLayout, pad_layout
-from .base import BindState, Prepared, RankingLoss
+from .base import BindState, Prepared, RankingLoss, check_gain_labels
 
 __all__ = ["ApproxNDCGLoss", "NeuralNDCGLoss"]
 
@@ -157,6 +157,7 @@ class ApproxNDCGLoss(RankingLoss):
 
     def _bind_state(self, inp: Prepared) -> BindState:
         y = _labels(self, inp)
+        check_gain_labels(y, type(self).__name__)
         g = inp.groups
         if g.num_docs and g.max_size >= APPROX_WARN_DOCS:
             warnings.warn(f"ApproxNDCGLoss: a query has {g.max_size:,} documents; ApproxNDCG "
@@ -312,6 +313,8 @@ class NeuralNDCGLoss(RankingLoss):
 
     def _bind_state(self, inp: Prepared) -> BindState:
         y = _labels(self, inp)
+        if self.powered_relevancies:
+            check_gain_labels(y, type(self).__name__)
         g = inp.groups
         return BindState(labels=y, layout=_layout(g) if g.num_docs else None)
 

@@ -58,7 +58,8 @@ from ..params import Params
 from ..pairs import Bipartite, ExplicitPairs, PairSpec, resolve_pairs
 
 __all__ = ["RankingLoss", "BoundLoss", "BindState", "Prepared", "prepare_inputs",
-           "prepare_targets", "reduce_per_group", "reduction_terms", "ValueTerms", "REDUCTIONS"]
+           "prepare_targets", "reduce_per_group", "reduction_terms", "ValueTerms", "REDUCTIONS",
+           "MAX_GAIN_LABEL", "check_gain_labels"]
 
 REDUCTIONS = ("sum", "mean", "none")
 HESS = ("diag", "bound")
@@ -108,6 +109,22 @@ def all_finite(x: Tensor) -> bool:
     if x.numel() == 0 or bool(torch.isfinite(x.sum())):
         return True
     return bool(torch.isfinite(x).all())
+
+
+#: the largest label the exponential gain ``2^l − 1`` of the metric-weighted losses takes:
+#: every gain and every query's sum of gains (2^64 · up to 2^63 documents) stays finite in
+#: float32 as in float64, where a label of 1e9 gives ``inf / inf = NaN``
+MAX_GAIN_LABEL = 64
+
+
+def check_gain_labels(labels: Tensor, name: str) -> None:
+    """Refuse labels above :data:`MAX_GAIN_LABEL` (one ``ValueError`` saying the limit)
+    for a loss weighted by the exponential gain ``2^l − 1``. One host sync, at bind."""
+    if labels.numel() and labels.dtype != torch.bool:
+        top = float(labels.max())
+        if top > MAX_GAIN_LABEL:
+            raise ValueError(f"{name}: label {top:g} gives the exponential gain 2^{top:g} - 1, "
+                             f"which overflows: labels must be at most {MAX_GAIN_LABEL}")
 
 
 def _check_finite(x: Tensor, name: str) -> None:

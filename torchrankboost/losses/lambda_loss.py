@@ -62,7 +62,7 @@ from .._pair_engine.lambdarank import current_ranks, ideal_dcg
 from .._pair_engine.levels import dense_levels
 from ..groups import Groups
 from ..pairs import Graded
-from .base import BindState, Prepared, RankingLoss
+from .base import BindState, Prepared, RankingLoss, check_gain_labels
 from .listwise import (PairGrad, doc_blocks, logistic_pair_sums, pairs_in_block,
                        per_query_scale)
 
@@ -248,6 +248,7 @@ class LambdaLoss(RankingLoss):
             raise ValueError(f"{name} takes graded labels, not Bipartite or explicit pairs")
         if inp.labels is None:
             raise ValueError(f"{name} needs labels")
+        check_gain_labels(inp.labels, name)
         g = inp.groups
         y = inp.labels.to(F64)
         lev, _ = dense_levels(inp.labels)

@@ -30,7 +30,7 @@ from torch import Tensor
 
 from .._pair_engine.lambdarank import lambdarank_hvp, lambdarank_setup, lambdarank_terms
 from ..pairs import Graded
-from .base import BindState, Prepared, RankingLoss
+from .base import BindState, Prepared, RankingLoss, check_gain_labels
 from .listwise import PairGrad, per_query_scale
 
 __all__ = ["LambdaRankExpLoss"]
@@ -98,6 +98,7 @@ class LambdaRankExpLoss(RankingLoss):
             raise ValueError(f"{name} takes graded labels, not Bipartite or explicit pairs")
         if inp.labels is None:
             raise ValueError(f"{name} needs labels")
+        check_gain_labels(inp.labels, name)
         st = lambdarank_setup(inp.labels, inp.groups, inp.weights, normalize=self.normalize)
         return BindState(setup=st, has=st.has, scale=per_query_scale(self, st.has))
 

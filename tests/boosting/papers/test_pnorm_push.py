@@ -148,3 +148,61 @@ def test_closed_form_step_is_unbounded_when_the_ranker_tops_every_positive():
         m.fit(*args, **kw)
         fits.append(m)
     assert all(len(m.history_) == 0 and "unbounded step (a=1," in m.stop_reason_ for m in fits)
+
+
+@pytest.mark.parametrize("graded", [False, True])
+def test_zero_weight_queries_leave_no_trace_in_the_steps_or_the_halting(graded):
+    """Queries of weight 0 vanish from every sum of the fit, the line search's and the
+    halting tests' included (not even in the rounding): the fit is, bit for bit, the fit on
+    the other queries alone — the same rounds, stop reason and scores — on the closed-form
+    path (one query left) and the line search (two left), seeds whose steps are nearly
+    unbounded (a flat ``ln F_p``, where rounding moves the step) among them."""
+    for seed in (0, 1, 5, 6, 13, 27):
+        gen = torch.Generator().manual_seed(seed)
+        X = torch.randn(80, 4, generator=gen, dtype=F64)
+        y = (torch.randint(0, 3, (80,), generator=gen) if graded
+             else (torch.rand(80, generator=gen) < 0.4)).to(F64)
+        q = torch.arange(80) // 20
+        w = torch.linspace(0.5, 2.0, 80, dtype=F64)
+        for cw in ([0.0, 2.0, 0.0, 1.0], [0.0, 2.0, 0.0, 0.0]):
+            keep = torch.tensor(cw)[q] > 0
+            fits = []
+            for args, kw in (((X, y, q), dict(sample_weight=w, group_weight=cw)),
+                             ((X[keep], y[keep], q[keep]),
+                              dict(sample_weight=w[keep], group_weight=[c for c in cw if c]))):
+                m = PNormPush(p=2.0, n_rounds=5, learner=Stumps(max_thresholds=5))
+                m.fit(*args, **kw)
+                fits.append((len(m.history_), m.stop_reason_, m.model_.predict(X[keep])))
+            assert fits[0][:2] == fits[1][:2], (seed, cw)
+            assert torch.equal(fits[0][2], fits[1][2]), (seed, cw)
+
+
+def test_cli_zero_weight_queries_train_as_the_other_queries_alone(tmp_path):
+    """``train -a pnorm_push`` with a weights file that zeroes some queries: every round
+    is run (no 0-round model) and the model is the one trained without those queries."""
+    from torchrankboost import load_model
+    from torchrankboost.cli import main
+
+    gen = torch.Generator().manual_seed(6)
+    X = torch.randn(80, 4, generator=gen, dtype=F64)
+    y = (torch.rand(80, generator=gen) < 0.4).to(F64)
+    q = torch.arange(80) // 20
+    keep = (q == 1) | (q == 3)
+
+    def write(path, rows):
+        path.write_text("".join(
+            f"{int(y[i])} qid:{int(q[i]) + 1} "
+            + " ".join(f"{j + 1}:{float(X[i, j])!r}" for j in range(4)) + "\n" for i in rows))
+
+    write(tmp_path / "all.txt", range(80))
+    write(tmp_path / "kept.txt", torch.nonzero(keep).reshape(-1).tolist())
+    (tmp_path / "w.txt").write_text("".join(f"{float(k)}\n" for k in keep))
+    common = ["-a", "pnorm_push", "--learner", "stump", "--rounds", "5", "--quiet",
+              "--no-tensorboard"]
+    assert main(["train", "--data", str(tmp_path / "all.txt"), "--weights",
+                 str(tmp_path / "w.txt"), *common, "-o", str(tmp_path / "w.safetensors")]) == 0
+    assert main(["train", "--data", str(tmp_path / "kept.txt"), *common, "-o",
+                 str(tmp_path / "k.safetensors")]) == 0
+    weighted, alone = (load_model(tmp_path / f"{n}.safetensors") for n in ("w", "k"))
+    assert weighted.n_rounds == alone.n_rounds == 5
+    assert torch.equal(weighted.predict(X), alone.predict(X))

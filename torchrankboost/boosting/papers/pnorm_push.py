@@ -72,6 +72,12 @@ class _PNormObjective:
         return pooled_log_loss(self._sub(s), self.st.levels, self.st.groups, self.p,
                                lw=self._lw)[0]
 
+    def dot(self, g: Tensor, h: Tensor) -> float:
+        """``Σ_i g_i h_i`` over the rows fitted (``(n,)`` tensors): the rows of weight 0
+        leave no trace, not even in the rounding of the sum, so the fit is the fit without
+        them."""
+        return float((self._sub(g) * self._sub(h)).sum())
+
     def grad(self, s):
         """(ln F_p, -∂ ln F_p/∂s)."""
         v, g = pooled_log_loss(self._sub(s.detach()), self.st.levels, self.st.groups, self.p,
@@ -208,7 +214,7 @@ class PNormPush(CoordinateBoosting):
         if not self._single:
             def phi(a_, h=h):
                 lz_a, wn = obj.grad(s + a_ * h)
-                return float(lz_a), float(-(wn * h).sum())
+                return float(lz_a), -obj.dot(wn, h)
             return phi
         pm, nm = self._pm, self._nm
         sp, sn = self._single_scores(s)
