@@ -119,14 +119,20 @@ def rounds_kept(ranker, early_stopping_rounds: Optional[int]) -> int:
 def load_model(path, *, device=None, max_features: Optional[int] = None):
     """Load a model saved by ``torchrankboost train`` / ``model.save(path)``: an
     :class:`~torchrankboost.boosting.Ensemble` or a
-    :class:`~torchrankboost.boosting.papers.LinearRanker` (told apart by the file's metadata).
+    :class:`~torchrankboost.boosting.papers.LinearRanker` or a
+    :class:`~torchrankboost.nn.NeuralModel` (told apart by the file's metadata).
     The file is verified on the way in (its SHA-256, types, structure, at most
     ``max_features`` features, default 100,000): a folder, a pipe, an unreadable, corrupt or
     tampered file raises ``ValueError`` naming it."""
     from ._modelfile import guarded, metadata_keys
 
     with guarded(path):
-        linear = "linear" in metadata_keys(path)
+        keys = metadata_keys(path)
+    linear = "linear" in keys
+    if "neural" in keys:
+        from .nn.model import NeuralModel
+
+        return NeuralModel.load(path, device=device, max_features=max_features)
     if linear:
         from .boosting.papers.ranksvm import LinearRanker
 
