@@ -18,7 +18,7 @@ from typing import Any, Dict, Optional
 
 from . import registry
 from .params import build_from_params
-from ._threads import DEFAULT_THREADS, check_threads
+from ._threads import DEFAULT_THREADS, check_threads, resolve_device
 
 __all__ = ["make_ranker", "ranker_from_params", "rounds_kept", "load_model",
            "resolve_device"]
@@ -140,21 +140,3 @@ def load_model(path, *, device=None, max_features: Optional[int] = None):
     from .boosting.ensemble import Ensemble
 
     return Ensemble.load(path, device=device, max_features=max_features)
-
-
-def resolve_device(name) -> "torch.device":
-    """``torch.device(name)`` that exists on this machine; ``ValueError`` with one line for an
-    unknown name or an unavailable CUDA / MPS device (the CLI and the estimator say the
-    same)."""
-    import torch
-
-    try:
-        dev = torch.device(name)
-    except (RuntimeError, ValueError):
-        raise ValueError(f"unknown device {name!r}; e.g. cpu, cuda, cuda:0, mps") from None
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device {name!r} requested but CUDA is not available")
-    if dev.type == "mps" and not (hasattr(torch.backends, "mps")
-                                  and torch.backends.mps.is_available()):
-        raise ValueError(f"device {name!r} requested but MPS is not available")
-    return dev

@@ -401,26 +401,45 @@ class QueryBatchPlan:
     (:meth:`DistributedQueryBatchSampler.plan` of that epoch); ``"batches"`` (default) —
     the batches of epoch 0, visited each epoch in a new seeded order (the same on every
     rank), so each batch keeps its identity (``key``) and what is bound to it (a loss's
-    labels) is built once per run. Steps are ``(key, per_rank, count)`` with ``per_rank[r]``
-    an int64 array.
+    labels) is built once per run; with ``by_length`` (default) each rank's queries are
+    packed in order of length, so that padded batches waste little. Steps are ``(key,
+    per_rank, count)`` with ``per_rank[r]`` an int64 array.
     """
 
     SHUFFLES = ("batches", "queries")
 
     def __init__(self, groups: Groups, *, max_docs: int, ranks: int = 1, seed: int = 0,
-                 shuffle: str = "batches"):
+                 shuffle: str = "batches", by_length: bool = True):
         if shuffle not in self.SHUFFLES:
             raise ValueError(f"shuffle must be one of {self.SHUFFLES}, got {shuffle!r}")
         self.shuffle = shuffle
         self.seed = int(seed)
+        self.by_length = bool(by_length)
         self.sampler = DistributedQueryBatchSampler(groups, max_docs=max_docs,
                                                     num_replicas=ranks, rank=0,
                                                     shuffle=True, seed=seed)
         self.ranks = self.sampler.num_replicas
 
+    def _rank_batches(self, epoch: int) -> List[List[np.ndarray]]:
+        """Every rank's batches of ``epoch``: the sampler's; with ``by_length`` (fixed
+        batches) each rank's queries sorted by length (stably) before packing, so a batch
+        holds queries of similar lengths (little padding for a model over padded
+        queries)."""
+        per_rank = self.sampler.plan(epoch)
+        if not (self.by_length and self.shuffle == "batches"):
+            return per_rank
+        sizes, budget = self.sampler.sizes, self.sampler.max_docs
+        out = []
+        for mine in per_rank:
+            q = np.concatenate(mine) if mine else np.zeros(0, dtype=np.int64)
+            q = q[np.argsort(sizes[q], kind="stable")]
+            bounds = _batch_bounds(sizes[q], budget)
+            out.append([q[bounds[b]:bounds[b + 1]] for b in range(len(bounds) - 1)])
+        return out
+
     def steps(self, epoch: int) -> List[Tuple[tuple, List[np.ndarray], int]]:
         """The steps of ``epoch`` (0-based), in order."""
-        per_rank = self.sampler.plan(0 if self.shuffle == "batches" else int(epoch))
+        per_rank = self._rank_batches(0 if self.shuffle == "batches" else int(epoch))
         n = max(len(mine) for mine in per_rank)
         if self.shuffle == "batches":
             gen = torch.Generator().manual_seed(self.seed * 1_000_003 + int(epoch) + 1)

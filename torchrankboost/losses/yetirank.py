@@ -242,10 +242,11 @@ class YetiRankLoss(RankingLoss):
     def resample(self, bound: BoundLoss, scores: Tensor, *, round: int) -> None:
         """Draw new pair weights for ``bound`` (bound with this loss) at ``scores`` ``(n,)``
         from a generator seeded by ``(seed, round)``; they hold until the next call (shared
-        with ``bound.with_group_weights(...)`` copies)."""
+        with ``bound.with_group_weights(...)`` copies). No host synchronisation: the scores'
+        values are not checked here (non-finite scores make the loss NaN)."""
         inp = bound._inp
         gen = torch.Generator().manual_seed(_round_seed(self.seed, round))
-        inp.state.drawn = self._draw(inp, bound._check(scores).detach(), gen)
+        inp.state.drawn = self._draw(inp, bound._check(scores, finite=False).detach(), gen)
 
     # ------------------------------------------------------------------ contract
     def _bind_state(self, inp: Prepared) -> BindState:

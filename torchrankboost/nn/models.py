@@ -113,7 +113,8 @@ class MLPScorer(_Network):
         return isinstance(self.norm, QueryNorm)
 
     def forward(self, X: Tensor, mask: Tensor) -> Tensor:
-        return self.body(self._normalise(X, mask)).squeeze(-1)
+        # padding scores 0: the mask stays an input of an exported graph
+        return self.body(self._normalise(X, mask)).squeeze(-1).masked_fill(~mask, 0.0)
 
     def score(self, X: Tensor, groups: Groups) -> Tensor:
         if not self.needs_queries:  # each row alone: no padding at all

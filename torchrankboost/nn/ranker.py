@@ -53,6 +53,7 @@ weights instead of a fresh network (warm start).
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import math
 import os
@@ -65,7 +66,7 @@ import torch
 from torch import Tensor, nn
 
 from .. import registry
-from .._threads import DEFAULT_THREADS
+from .._threads import DEFAULT_THREADS, resolve_device
 from ..boosting.checkpoint import FORMAT as CHECKPOINT_FORMAT, KEY as CHECKPOINT_KEY, \
     restore_monitor
 from ..boosting.evaluation import FitMonitor, FitState
@@ -74,7 +75,6 @@ from ..boosting.objective import LossCapabilities
 from ..boosting.progress import ProgressCallback
 from ..contract import FitInfo, NumericalError, RoundRecord
 from ..data.batching import QueryBatchPlan, query_index
-from ..factory import resolve_device
 from ..parallel import FitComm, get_context
 from ..parallel.ddp import data_parallel
 from ..params import describe
@@ -113,6 +113,7 @@ class _Run:
     best: Optional[Dict[str, Tensor]] = None
     bound: Dict[tuple, tuple] = field(default_factory=dict)
     resample: Any = None
+    rngs: Optional[List[Dict[str, Tensor]]] = None  # each virtual rank's generators
 
 
 def _positive(name: str, v, *, integer: bool = False, zero: bool = False):
@@ -237,6 +238,8 @@ class NeuralRanker(FitState):
                    monitor=monitor, virtual=list(range(first, first + self.batch_ranks)),
                    facts=facts)
         monitor.snapshot = lambda: self._snapshot(run)
+        if self.batch_ranks > 1:  # every rank of a real run starts from the same generators
+            run.rngs = [rng_state(dev) for _ in run.virtual]
         if resume is not None:
             self._resume(run, resume)
         self._announce(run, g)
@@ -278,8 +281,8 @@ class NeuralRanker(FitState):
             return registry.resolve_loss(self.loss, **params)
         if self.loss_params:
             raise ValueError("loss_params go with a loss name")
-        if getattr(self.loss, "reduction", "sum") != "sum" or not callable(
-                getattr(self.loss, "bind", None)):
+        caps = LossCapabilities.of(self.loss)
+        if caps.reduction != "sum" or not caps.binds:
             raise ValueError("a loss object must be a RankingLoss with reduction='sum'")
         return self.loss
 
@@ -322,13 +325,13 @@ class NeuralRanker(FitState):
             run.best = {k: v.detach().clone() for k, v in run.net.state_dict().items()}
         return stop
 
-    def _batch(self, run: _Run, key: tuple, mine: List[np.ndarray]):
-        """``(index, groups, bound loss)`` of the step's batch (cached with fixed
+    def _batch(self, run: _Run, key: tuple, mine: np.ndarray):
+        """``(index, groups, bound loss)`` of one rank's batch of a step (cached with fixed
         batches: the bind, and its host reads, happen once per batch)."""
         hit = run.bound.get(key)
         if hit is not None:
             return hit
-        idx, gb = query_index(run.offsets, np.concatenate(mine), run.dev)
+        idx, gb = query_index(run.offsets, mine, run.dev)
         bound = run.loss.bind(run.y.index_select(0, idx), gb)
         if run.resample is None:
             run.resample = LossCapabilities.of(run.loss).with_bound(bound).resample or False
@@ -338,20 +341,22 @@ class NeuralRanker(FitState):
         return hit
 
     def _step(self, run: _Run, key: tuple, mine: List[np.ndarray], count: int) -> Tensor:
-        idx, gb, bound = self._batch(run, key, mine)
-        with autocast(run.dev, self.precision):
-            s = run.scorer(run.X.index_select(0, idx), gb)
-        s = s.float()
-        if run.resample:  # a loss with random state (YetiRank): new draws every step
-            run.resample(bound, s.detach(), round=run.step)
-        local = bound(s).sum()
-        loss = local * (run.ctx.world_size / max(count, 1))
+        """One optimiser step over this process's batches ``mine`` (one per virtual rank,
+        each with its own backward and, with several, its own random generators: the
+        gradients add up as ``DistributedDataParallel``'s do over real ranks)."""
         run.opt.zero_grad(set_to_none=True)
+        total = torch.zeros((), dtype=F64, device=run.dev)
+        for j, batch in enumerate(mine):
+            if run.rngs is not None:
+                load_rng_state(run.rngs[j], run.dev)
+            last = j == len(mine) - 1  # DDP reduces the gradients summed by then
+            with contextlib.nullcontext() if last or run.ctx.world_size == 1 \
+                    else run.scorer.no_sync():
+                total = total + self._backward(run, (key, j), batch, count)
+            if run.rngs is not None:
+                run.rngs[j] = rng_state(run.dev)
         if run.scaler is not None:
-            run.scaler.scale(loss).backward()
             run.scaler.unscale_(run.opt)
-        else:
-            loss.backward()
         if self.grad_clip is not None:
             torch.nn.utils.clip_grad_norm_(run.net.parameters(), self.grad_clip)
         if run.scaler is not None:
@@ -360,6 +365,19 @@ class NeuralRanker(FitState):
         else:
             run.opt.step()
         run.step += 1
+        return total
+
+    def _backward(self, run: _Run, key: tuple, batch: np.ndarray, count: int) -> Tensor:
+        """Forward and backward of one rank's batch; its summed loss (float64)."""
+        idx, gb, bound = self._batch(run, key, batch)
+        with autocast(run.dev, self.precision):
+            s = run.scorer(run.X.index_select(0, idx), gb)
+        s = s.float()
+        if run.resample:  # a loss with random state (YetiRank): new draws every step
+            run.resample(bound, s.detach(), round=run.step)
+        local = bound(s).sum()
+        loss = local * (run.ctx.world_size / max(count, 1))
+        (run.scaler.scale(loss) if run.scaler is not None else loss).backward()
         return local.detach().to(F64)
 
     # ------------------------------------------------------------------ models
@@ -376,6 +394,8 @@ class NeuralRanker(FitState):
         """``(model, tensors, meta)`` of the running fit (a checkpoint's content)."""
         tensors, opt_meta = optimizer_state(run.opt)
         tensors.update(rng_state(run.dev))
+        for j, states in enumerate(run.rngs or ()):
+            tensors.update({f"{k}.v{j}": v for k, v in states.items()})
         if run.best is not None:
             tensors.update({f"best.{k}": v.cpu() for k, v in run.best.items()})
         meta = {"round": run.epoch, "step": run.step, "facts": run.facts,
@@ -409,3 +429,6 @@ class NeuralRanker(FitState):
         run.first += 1
         run.step = int(meta["step"])
         load_rng_state(tensors, run.dev)
+        if run.rngs is not None:
+            run.rngs = [{k: tensors[f"{k}.v{j}"] for k in run.rngs[j]}
+                        for j in range(len(run.rngs))]
