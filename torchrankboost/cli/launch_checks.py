@@ -12,12 +12,11 @@ with status 2 as well.
 
 from __future__ import annotations
 
-from ..factory import make_ranker
 from ..parallel import supports_data_parallel
 from ..parallel.timeouts import set_wait_timeout
 from .inputs import CLIError, check_output, device
 from .options import TrainOptions
-from .training import DISTRIBUTED_ALGORITHMS, input_paths, ranker_options
+from .training import DISTRIBUTED_ALGORITHMS, build_ranker, input_paths, ranker_options
 
 __all__ = ["check_before_launch"]
 
@@ -67,7 +66,7 @@ def check_before_launch(options: TrainOptions, *, nproc: int, timeout: float) ->
         raise CLIError(f"--nproc {nproc}: algorithm {algorithm!r} has no data-parallel fit; "
                        f"use one of {', '.join(DISTRIBUTED_ALGORITHMS)}")
     _check_weights(options, nproc, algorithm)
-    ranker = make_ranker(**kwargs)
+    ranker = build_ranker(kwargs)
     learner = getattr(ranker, "learner", None)
     if nproc > 1 and learner is not None and not supports_data_parallel(learner):
         raise CLIError(f"--nproc {nproc}: learner {options.learner!r} has no "
