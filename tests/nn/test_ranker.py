@@ -159,3 +159,32 @@ def test_bad_fit_arguments(data):
     with pytest.raises(ValueError, match="reduction"):
         NeuralRanker(loss="listnet", loss_params={"reduction": "mean"}, epochs=1).fit(
             tr.X, tr.labels, tr.groups)
+
+
+@pytest.mark.cuda
+@pytest.mark.parametrize("precision", ["fp32", "bf16"])
+def test_cuda_fit_never_synchronises_in_a_step(data, monkeypatch, precision):
+    """On a GPU: data moved once, every step after the first epoch free of synchronisation
+    (torch's sync debug mode turns one into an error), scores as the CPU's of the same
+    weights."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs CUDA")
+    real = ranker_module.NeuralRanker._step
+
+    def strict(self, run, *args):
+        if run.epoch == 0:
+            return real(self, run, *args)
+        torch.cuda.set_sync_debug_mode("error")
+        try:
+            return real(self, run, *args)
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+
+    monkeypatch.setattr(ranker_module.NeuralRanker, "_step", strict)
+    tr, va = data
+    ranker, model = _fit(data, model="transformer", epochs=3, device="cuda",
+                         precision=precision)
+    assert model.device.type == "cuda"
+    on_gpu = model.predict(va.X, va.groups).cpu()
+    on_cpu = model.to("cpu").predict(va.X, va.groups)
+    assert (on_gpu - on_cpu).abs().max() < 1e-4
