@@ -67,6 +67,10 @@ def test_transformer_ignores_document_order_within_a_query():
     assert torch.allclose(net.score(X[perm], g), net.score(X, g)[perm], atol=1e-5)
 
 
+def test_one_width_is_one_layer():
+    assert MLPScorer(5, hidden=32).config()["hidden"] == [32]
+
+
 def test_config_rebuilds_the_network():
     net = ListwiseTransformer(5, d_model=16, n_heads=4, n_layers=1, input_layers=[8])
     twin = build_network(net.architecture, **net.config())
@@ -77,6 +81,7 @@ def test_config_rebuilds_the_network():
 
 @pytest.mark.parametrize("arch, params, match", [
     ("mlp", {"hidden": [0]}, "hidden"),
+    ("mlp", {"hidden": "64"}, "hidden"),
     ("mlp", {"dropout": 1.0}, "dropout"),
     ("transformer", {"attention": "dense"}, "attention"),
     ("transformer", {"n_layers": -1}, "n_layers"),

@@ -80,6 +80,6 @@ def to_torch_export(model, path: Optional[str] = None):
     finally:
         net.train(was)
     if path is not None:
-        with atomic_path(os.fspath(path)) as tmp:
-            torch.export.save(prog, tmp)
+        with atomic_path(os.fspath(path)) as tmp, open(tmp, "wb") as fh:
+            torch.export.save(prog, fh)  # (a file object: the temporary name is no *.pt2)
     return prog

@@ -46,6 +46,15 @@ def _check_int(name: str, v, low: int) -> int:
     return int(v)
 
 
+def _widths(name: str, v) -> list:
+    """Layer widths: a sequence of integers >= 1, or one integer (one layer)."""
+    if isinstance(v, int) and not isinstance(v, bool):
+        v = [v]
+    if isinstance(v, (str, bytes)) or not hasattr(v, "__iter__"):
+        raise ValueError(f"{name} must be an integer or a list of integers, got {v!r}")
+    return [_check_int(name, h, 1) for h in v]
+
+
 def _check_dropout(p) -> float:
     p = float(p)
     if not 0.0 <= p < 1.0:
@@ -97,7 +106,7 @@ class MLPScorer(_Network):
                  dropout: float = 0.1, norm: str = "global"):
         super().__init__()
         F = _check_int("n_features", n_features, 1)
-        hidden = [_check_int("hidden", h, 1) for h in hidden]
+        hidden = _widths("hidden", hidden)
         dropout = _check_dropout(dropout)
         self._config = dict(n_features=F, hidden=hidden, dropout=dropout, norm=norm)
         self._setup_norm(norm, F)
@@ -152,7 +161,7 @@ class ListwiseTransformer(_Network):
         d_model, n_heads = _check_int("d_model", d_model, 1), _check_int("n_heads", n_heads, 1)
         n_layers, d_ff = _check_int("n_layers", n_layers, 0), _check_int("d_ff", d_ff, 1)
         dropout = _check_dropout(dropout)
-        input_layers = [_check_int("input_layers", h, 1) for h in input_layers]
+        input_layers = _widths("input_layers", input_layers)
         if attention not in ATTENTION:
             raise ValueError(f"attention must be one of {ATTENTION}, got {attention!r}")
         self._config = dict(n_features=F, d_model=d_model, n_heads=n_heads, n_layers=n_layers,
