@@ -1,8 +1,13 @@
 """Neural rankers where models are served: ONNX Runtime and torch.export score padded
 queries as predict does (within 1e-5), for any number of queries and documents."""
 
+import os
+
 import pytest
 import torch
+
+if not torch.cuda.is_available():  # torch.export imports triton: interpreted on the CPU, as
+    os.environ.setdefault("TRITON_INTERPRET", "1")  # the Triton tests and gpu_check expect
 
 from torchrankboost.data import make_letor
 from torchrankboost.nn import NeuralRanker, pad_queries, unpad_scores
