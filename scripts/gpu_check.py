@@ -74,7 +74,7 @@ LOSSES = {"exponential": "ExponentialPairwiseLoss", "pairwise_hinge": "PairwiseH
           "neural_ndcg": "NeuralNDCGLoss", "lambdaloss": "LambdaLoss",
           "lambdarank_exp": "LambdaRankExpLoss", "yetirank": "YetiRankLoss"}
 TINY = {"rows": 2000, "features": 8, "leaves": [7, 15], "trees": 2, "lists": 4, "docs": 50,
-        "repeats": 2, "cap": 30.0}
+        "repeats": 2, "cap": 30.0, "nn_queries": 20, "nn_epochs": 2}
 GPU_KERNELS = ("triton", "torch")
 
 
@@ -383,6 +383,31 @@ def check_losses(args, device) -> dict:
     return out
 
 
+def check_neural(args, device) -> dict:
+    """The neural trainer (a listwise Transformer, ListNet): seconds per epoch on the device
+    (fp32 and bf16) and on the CPU, and how far the device's scores are from the CPU's
+    model of the same weights."""
+    from torchrankboost.data import make_letor
+    from torchrankboost.nn import NeuralRanker
+
+    d = make_letor(args.nn_queries, args.docs / 10, args.features, seed=0)
+    out = {"queries": args.nn_queries, "documents": int(d.X.shape[0]),
+           "features": args.features, "epochs": args.nn_epochs, "seconds_per_epoch": {}}
+    for dev, precision in dict.fromkeys([(device, "fp32"), (device, "bf16"),
+                                         (torch.device("cpu"), "fp32")]):
+        ranker = NeuralRanker(model="transformer", epochs=args.nn_epochs, device=dev,
+                              precision=precision, n_threads=args.threads)
+        model = ranker.fit(d.X, d.labels, d.groups)
+        per = [r.seconds for r in ranker.history_]
+        key = f"{dev.type}_{precision}"
+        out["seconds_per_epoch"][key] = statistics.median(per[1:] or per)
+        if dev.type == "cuda" and precision == "fp32":
+            on_dev = model.predict(d.X.to(dev), d.groups.to(dev)).cpu()
+            out["predict_max_diff_vs_cpu"] = float(
+                (on_dev - model.to("cpu").predict(d.X, d.groups)).abs().max())
+    return out
+
+
 def environment(device, args) -> dict:
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu (dry run)"
     versions = {}
@@ -426,6 +451,9 @@ def parse(argv):
     ap.add_argument("--lists", type=int, default=100)
     ap.add_argument("--docs", type=int, default=1000, help="documents per list")
     ap.add_argument("--repeats", type=int, default=5, help="kernel and loss repeats (median)")
+    ap.add_argument("--nn-queries", type=int, default=2000,
+                    help="queries of the neural section (docs/10 documents each on average)")
+    ap.add_argument("--nn-epochs", type=int, default=3)
     ap.add_argument("--threads", type=int, default=os.cpu_count() or 1,
                     help="CPU threads of LightGBM and of torch on the CPU")
     ap.add_argument("--budget", type=float, default=540.0, help="seconds for the whole run")
@@ -462,6 +490,7 @@ def main(argv=None) -> int:
     if device.type == "cuda":
         torch.cuda.empty_cache()
     section(r, "losses", lambda: check_losses(args, device), clock, args)
+    section(r, "neural", lambda: check_neural(args, device), clock, args)
     skip = "dry run" if args.dry_run_cpu else "--no-tests" if args.no_tests else None
     section(r, "tests", lambda: ({"skipped": skip} if skip else
                                  run_cuda_tests(max(30.0, clock.left() - 10),

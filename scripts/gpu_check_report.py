@@ -72,6 +72,21 @@ def _losses(lo: dict | None) -> list:
     return md + [""]
 
 
+def _neural(nn: dict | None) -> list:
+    md = ["## Neural trainer (listwise Transformer, ListNet)", ""]
+    why = _skipped(nn)
+    if why:
+        return md + [f"Skipped: {why}.", ""]
+    md += [f"{nn['queries']} queries, {nn['documents']} documents, {nn['features']} features, "
+           f"{nn['epochs']} epochs (median epoch after the first).", "",
+           "| device, precision | s / epoch |", "|---|---:|"]
+    md += [f"| {k} | {v:.3f} |" for k, v in nn["seconds_per_epoch"].items()]
+    if "predict_max_diff_vs_cpu" in nn:
+        md += ["", f"predict on the device vs the CPU: max |diff| "
+                   f"{nn['predict_max_diff_vs_cpu']:.2e}."]
+    return md + [""]
+
+
 def _tests(ts: dict | None) -> list:
     md = ["## CUDA tests", ""]
     if ts is None or "command" not in ts:
@@ -93,5 +108,5 @@ def markdown(r: dict) -> str:
           "Written by `python scripts/gpu_check.py`. Seconds per section: "
           + ", ".join(f"{k} {s:.0f}" for k, s in r.get("seconds", {}).items()) + ".", ""]
     md += _trees(r.get("trees")) + _kernels(r.get("kernels")) + _losses(r.get("losses"))
-    md += _tests(r.get("tests"))
+    md += _neural(r.get("neural")) + _tests(r.get("tests"))
     return "\n".join(md)

@@ -14,6 +14,8 @@ second thread on these sizes. Hence the default: **one thread** (``DEFAULT_THREA
 the duration of ``fit`` and restored afterwards; ``n_threads=None`` leaves torch's setting
 alone; a larger number helps on an idle machine with large data (then also consider
 ``OMP_WAIT_POLICY=PASSIVE``).
+
+:func:`resolve_device` checks the device a fit is asked to run on.
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ from typing import Iterator, Optional
 
 import torch
 
-__all__ = ["DEFAULT_THREADS", "check_threads", "limit_threads", "resolve_n_jobs"]
+__all__ = ["DEFAULT_THREADS", "check_threads", "limit_threads", "resolve_n_jobs",
+           "resolve_device"]
 
 #: torch intra-op threads during a fit unless the caller says otherwise
 DEFAULT_THREADS = 1
@@ -74,3 +77,19 @@ def limit_threads(n_threads: Optional[int]) -> Iterator[None]:
         _state.active = False
         if torch.get_num_threads() != before:
             torch.set_num_threads(before)
+
+
+def resolve_device(name) -> "torch.device":
+    """``torch.device(name)`` that exists on this machine; ``ValueError`` with one line for an
+    unknown name or an unavailable CUDA / MPS device (the CLI and the estimator say the
+    same; here, below every room, so that any of them may ask)."""
+    try:
+        dev = torch.device(name)
+    except (RuntimeError, ValueError):
+        raise ValueError(f"unknown device {name!r}; e.g. cpu, cuda, cuda:0, mps") from None
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device {name!r} requested but CUDA is not available")
+    if dev.type == "mps" and not (hasattr(torch.backends, "mps")
+                                  and torch.backends.mps.is_available()):
+        raise ValueError(f"device {name!r} requested but MPS is not available")
+    return dev

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Dict, Optional
 
 from . import registry
 from .params import build_from_params
-from ._threads import DEFAULT_THREADS, check_threads
+from ._threads import DEFAULT_THREADS, check_threads, resolve_device
 from .contract import DeviceLike, PathLike, Ranker, RankingModel
 
 if TYPE_CHECKING:
@@ -124,14 +124,20 @@ def load_model(path: PathLike, *, device: DeviceLike = None, max_features: Optio
                ) -> RankingModel:
     """Load a model saved by ``torchrankboost train`` / ``model.save(path)``: an
     :class:`~torchrankboost.boosting.Ensemble` or a
-    :class:`~torchrankboost.boosting.papers.LinearRanker` (told apart by the file's metadata).
+    :class:`~torchrankboost.boosting.papers.LinearRanker` or a
+    :class:`~torchrankboost.nn.NeuralModel` (told apart by the file's metadata).
     The file is verified on the way in (its SHA-256, types, structure, at most
     ``max_features`` features, default 100,000): a folder, a pipe, an unreadable, corrupt or
     tampered file raises ``ValueError`` naming it."""
     from ._modelfile import guarded, metadata_keys
 
     with guarded(path):
-        linear = "linear" in metadata_keys(path)
+        keys = metadata_keys(path)
+    linear = "linear" in keys
+    if "neural" in keys:
+        from .nn.model import NeuralModel
+
+        return NeuralModel.load(path, device=device, max_features=max_features)
     if linear:
         from .boosting.papers.ranksvm import LinearRanker
 
@@ -139,21 +145,3 @@ def load_model(path: PathLike, *, device: DeviceLike = None, max_features: Optio
     from .boosting.ensemble import Ensemble
 
     return Ensemble.load(path, device=device, max_features=max_features)
-
-
-def resolve_device(name) -> "torch.device":
-    """``torch.device(name)`` that exists on this machine; ``ValueError`` with one line for an
-    unknown name or an unavailable CUDA / MPS device (the CLI and the estimator say the
-    same)."""
-    import torch
-
-    try:
-        dev = torch.device(name)
-    except (RuntimeError, ValueError):
-        raise ValueError(f"unknown device {name!r}; e.g. cpu, cuda, cuda:0, mps") from None
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device {name!r} requested but CUDA is not available")
-    if dev.type == "mps" and not (hasattr(torch.backends, "mps")
-                                  and torch.backends.mps.is_available()):
-        raise ValueError(f"device {name!r} requested but MPS is not available")
-    return dev

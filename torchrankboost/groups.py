@@ -252,10 +252,14 @@ class Groups:
                             lambda: self.offsets.index_select(0, self.group_index + 1))
 
     def to(self, device: DeviceLike) -> "Groups":
-        """The same groups with offsets on ``device``."""
+        """The same groups with offsets on ``device`` (the host-side sizes already read,
+        :meth:`fix_sizes`, come along: no check and no read of the copy)."""
         device = torch.device(device)
         if device == self.device:
             return self
+        known = {k: self._cache[k] for k in ("num_docs", "max_size") if k in self._cache}
+        if len(known) == 2:
+            return self._derived(self.offsets.to(device), known["num_docs"], known["max_size"])
         return Groups(self.offsets.to(device))
 
     def __eq__(self, other) -> bool:
@@ -402,7 +406,10 @@ class Groups:
         values with a 0 before each group). A sum over the documents ``[lo, hi)`` of group
         ``g`` (flat positions) is ``table[hi + g] - table[lo + g]``. 1-D float ``x``."""
         self.check(x, "x")
-        wider = self._cached("with_starts", lambda: Groups.from_sizes(self.sizes + 1))
+        G = self.num_groups
+        wider = self._cached("with_starts", lambda: self._derived(
+            self.offsets + torch.arange(G + 1, device=self.device), self.num_docs + G,
+            self.max_size + 1 if G else 0))
         at = self._cached("table_slots", lambda: torch.arange(
             self.num_docs, device=self.device) + self.group_index + 1).to(x.device)
         xs = torch.index_copy(x.new_zeros(self.num_docs + self.num_groups), 0, at, x)
@@ -424,30 +431,53 @@ class Groups:
         return seg_scan_lse(x, self, reverse=reverse, exclusive=exclusive)
 
     def reversed(self) -> "Groups":
-        """The groups of the flipped document axis (``x.flip(0)``)."""
-        return self._cached("reversed", lambda: Groups.from_sizes(self.sizes.flip(0)))
+        """The groups of the flipped document axis (``x.flip(0)``). Built from this one's
+        offsets without a host read once :meth:`fix_sizes` has run (its sizes known)."""
+        off = self.offsets
+        return self._cached("reversed", lambda: self._derived(
+            off[-1] - off.flip(0), self.num_docs, self.max_size))
+
+    @staticmethod
+    def _derived(offsets: Tensor, num_docs: int, max_size: int) -> "Groups":
+        """Groups of offsets derived from valid ones (no check, no host read), their
+        sizes given."""
+        out = Groups.__new__(Groups)
+        out.offsets = offsets
+        out._cache = {"num_docs": int(num_docs), "max_size": int(max_size)}
+        return out
+
+    def fix_sizes(self) -> "Groups":
+        """Read the host-side sizes now (:attr:`num_docs`, :attr:`max_size`, once): every
+        later use of these groups then reads nothing from the device, so a loss bound to
+        them never synchronises on them (bind time is the place to call this). Returns
+        ``self``."""
+        self.num_docs, self.max_size  # noqa: B018 - cached by the properties
+        return self
 
     # ------------------------------------------------------------------ sorting
-    def argsort(self, key: Tensor, *, descending: bool = False) -> Tensor:
+    def argsort(self, key: Tensor, *, descending: bool = False, check_nan: bool = True
+                ) -> Tensor:
         """Permutation sorting documents by (group, key), stably; groups stay in place.
 
         ``x[perm]`` lists group 0's documents in key order, then group 1's, and so on; equal
         keys keep their original order. For keys of at most 32 bits (float16/bfloat16/
         float32, int8/16/32, bool) this is a single ``argsort`` of an int64 composite key
         ``group << 32 | order-preserving bits(key)``; 64-bit keys use two stable sorts.
-        NaN keys are not allowed.
+        NaN keys are not allowed: ``ValueError``, unless ``check_nan=False`` (no read of the
+        keys on the host, so no synchronisation on an accelerator; NaN keys then sort in an
+        unspecified place, for callers whose result is NaN anyway).
         """
         self.check(key, "key")
         if key.dim() != 1:
             raise ValueError("argsort expects a 1-D key")
         gi = self.group_index.to(key.device)
         if key.dtype in (torch.float64, torch.int64):
-            if key.dtype.is_floating_point and bool(torch.isnan(key).any()):
+            if check_nan and key.dtype.is_floating_point and bool(torch.isnan(key).any()):
                 raise ValueError("argsort: key contains NaN")
             p1 = torch.argsort(key, descending=descending, stable=True)
             p2 = torch.argsort(gi[p1], stable=True)
             return p1[p2]
-        bits = sortable_bits32(key)
+        bits = sortable_bits32(key, check_nan=check_nan)
         if descending:
             bits = ((1 << 32) - 1) - bits  # order-reversing bijection of [0, 2^32)
         composite = (gi << 32) + bits
@@ -505,8 +535,9 @@ class Groups:
         return padded[gi, pos]
 
 
-def sortable_bits32(key: Tensor) -> Tensor:
-    """Map a ≤32-bit key to int64 values in ``[0, 2^32)`` with the same order."""
+def sortable_bits32(key: Tensor, *, check_nan: bool = True) -> Tensor:
+    """Map a ≤32-bit key to int64 values in ``[0, 2^32)`` with the same order (NaN keys: a
+    ``ValueError``, unchecked with ``check_nan=False``)."""
     if key.dtype == torch.bool:
         return key.to(torch.int64)
     if key.dtype in (torch.int8, torch.int16, torch.int32, torch.uint8):
@@ -514,7 +545,7 @@ def sortable_bits32(key: Tensor) -> Tensor:
     if not key.dtype.is_floating_point:
         raise ValueError(f"unsupported key dtype {key.dtype}")
     k = key.to(torch.float32)
-    if bool(torch.isnan(k).any()):
+    if check_nan and bool(torch.isnan(k).any()):
         raise ValueError("argsort: key contains NaN")
     k = k + 0.0  # -0.0 -> +0.0 so that the two zeros tie
     b = k.view(torch.int32).to(torch.int64)

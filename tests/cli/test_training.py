@@ -18,6 +18,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
+import torch
 
 from torchrankboost import registry
 from torchrankboost.cli import main
@@ -283,3 +284,59 @@ def test_a_resumed_run_says_so_and_numbers_its_rounds_on(tmp_path, capsys):
     err = capsys.readouterr().err
     assert f"continuing {out} (6 rounds)" in err
     assert re.findall(r"^round\s+(\d+)/(\d+)", err, re.M)[-1] == ("9", "9"), err
+# ------------------------------------------------------------------ neural rankers (--model)
+def test_train_neural_model_then_evaluate_predict_and_export(small, capsys):
+    """``--model``: a neural ranker trained, saved, read back by evaluate / predict (with the
+    file's queries) and exported to ONNX; TensorBoard's layout is boosting's."""
+    tmp, train, valid = small
+    model = tmp / "nn.safetensors"
+    rc = main(["train", "--data", str(train), "--valid", str(valid), "--model", "transformer",
+               "--model-param", "d_model=16", "--rounds", "3", "--lr", "0.003", "-p",
+               "max_docs=32", "--quiet", "--logdir", str(tmp / "runs"), "--name", "nn",
+               "-o", str(model)])
+    out = capsys.readouterr().out
+    assert rc == 0 and "transformer-listnet on" in out and model.exists()
+    tags = read_events(tmp / "runs").Tags()["scalars"]
+    assert {"metrics/loss_per_query", "metrics/valid/ndcg@10", "summary/valid/ndcg@10",
+            "summary/best_round"} <= set(tags), sorted(tags)
+    assert main(["evaluate", str(model), str(valid)]) == 0
+    assert "valid.txt" in capsys.readouterr().out
+    assert main(["predict", str(model), str(valid), "-o", str(tmp / "p.txt")]) == 0
+    assert len((tmp / "p.txt").read_text().split()) == len(valid.read_text().splitlines())
+    assert main(["export", str(model), "-f", "onnx", "-o", str(tmp / "nn.onnx")]) == 0
+    assert "padded queries" in capsys.readouterr().out
+    assert main(["export", str(model), "-f", "lightgbm", "-o", str(tmp / "nn.txt")]) == 2
+    assert "exports to onnx only" in captured_one_line(capsys)
+
+
+@pytest.mark.parametrize("args, match", [
+    (["--model", "mlp", "--algorithm", "rankboost"], "goes with boosting"),
+    (["--model", "mlp", "--max-leaves", "8"], "goes with boosting"),
+    (["--precision", "bf16"], "go with --model"),
+    (["--model-param", "d_model=8"], "go with --model"),
+    (["--model", "mlp", "--loss", "nonesuch"], "unknown loss"),
+    (["--model", "mlp", "--model-param", "widht=3"], "widht"),
+])
+def test_train_neural_model_bad_options_are_one_line(small, capsys, args, match):
+    tmp, train, _ = small
+    rc = main(["train", "--data", str(train), "--rounds", "1", "--quiet", "--no-tensorboard",
+               "-o", str(tmp / "x.safetensors"), *args])
+    assert rc == 2
+    assert match in captured_one_line(capsys)
+
+
+@pytest.mark.slow
+def test_two_processes_give_the_one_process_model_of_the_same_global_batches(small):
+    """``--nproc 2`` and one process with ``-p batch_ranks=2`` (the same global batches):
+    the same network, bit for bit (dropout on: each rank's generator is replayed)."""
+    from safetensors.torch import load_file
+
+    tmp, train, valid = small
+    common = ["train", "--data", train, "--valid", valid, "--model", "transformer",
+              "--model-param", "d_model=16", "--rounds", "2", "-p", "max_docs=16", "-q",
+              "--no-tensorboard"]
+    r = cli([*common, "--nproc", "2", "-o", tmp / "two.safetensors"], tmp)
+    assert r.returncode == 0, r.stderr
+    assert main_quiet([*common, "-p", "batch_ranks=2", "-o", tmp / "one.safetensors"]) == 0
+    a, b = load_file(tmp / "one.safetensors"), load_file(tmp / "two.safetensors")
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)

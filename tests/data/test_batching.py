@@ -190,3 +190,30 @@ def test_sampler_arguments():
         DistributedQueryBatchSampler(g, max_docs=0, num_replicas=1, rank=0)
     s = DistributedQueryBatchSampler(g, max_docs=8)  # no process group: rank 0 of 1
     assert s.num_replicas == 1 and s.rank == 0 and sorted(q for b in s for q in b) == [0, 1, 2]
+
+
+@pytest.mark.parametrize("ranks", [1, 3])
+def test_plan_packs_each_ranks_queries_by_length(ranks):
+    """``by_length`` (fixed batches): each rank's queries, sorted by length, packed within
+    the budget; every query once per epoch; the same batches every epoch, in a new order."""
+    from torchrankboost.data import QueryBatchPlan
+
+    sizes = torch.tensor([5, 1, 9, 3, 3, 7, 2, 8, 4, 6, 1, 5])
+    g = Groups.from_sizes(sizes)
+    plan = QueryBatchPlan(g, max_docs=12, ranks=ranks, seed=3)
+    flat = QueryBatchPlan(g, max_docs=12, ranks=ranks, seed=3, by_length=False)
+    e0, e1 = plan.steps(0), plan.steps(1)
+    assert sorted(k for k, _, _ in e0) == sorted(k for k, _, _ in e1)
+    assert [k for k, _, _ in e0] != [k for k, _, _ in e1] or len(e0) < 3
+    seen = []
+    for _, per_rank, count in e0:
+        assert len(per_rank) == ranks and count == sum(len(b) for b in per_rank)
+        for b in per_rank:
+            assert int(sizes[b].sum()) <= 12 or len(b) == 1
+            seen.append(b)
+    for r in range(ranks):  # within a rank, the batches follow the order of length
+        mine = [step[1][r] for step in sorted(e0, key=lambda s: s[0])]
+        lengths = [sizes[b].tolist() for b in mine]
+        assert all(x == sorted(x) for x in lengths)
+    assert set(np.concatenate(seen).tolist()) == set(range(12))
+    assert len(flat.steps(0)) >= 1

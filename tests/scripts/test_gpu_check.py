@@ -59,6 +59,9 @@ def test_dry_run_on_cpu_writes_results(gpu_check, tmp_path):
     assert all(row["cpu"] > 0 for row in losses.values() if "note" not in row)
     md = (tmp_path / "README.md").read_text()
     assert "## Tree growth" in md and "### 15 leaves" in md and "ExponentialPairwiseLoss" in md
+    nn = r["neural"]
+    assert nn["queries"] == 20 and nn["seconds_per_epoch"]["cpu_fp32"] > 0
+    assert "## Neural trainer" in md
 
 
 def test_a_short_budget_skips_sections_and_says_so(gpu_check, tmp_path):

@@ -21,7 +21,7 @@ from torch import Tensor
 
 from ..pairs import ExplicitPairs
 from .levels import label_levels
-from .sorted_pairs import hinge_terms, pair_degree
+from .sorted_pairs import hinge_terms, level_cuts, pair_degree
 
 __all__ = ["ACC_DTYPE", "check_real", "explicit_hinge_terms", "PairSetup", "reduction_scale"]
 
@@ -102,6 +102,8 @@ class PairSetup:
             self.has_pairs = torch.bincount(self.pair_group, minlength=G) > 0
         else:
             self.lev, self.K, self.has_pairs = label_levels(inp.labels, self.groups, p)
+            # the level counts, read once here: the kernels then read nothing on the host
+            self.cuts = level_cuts(self.lev, self.K) if self.K >= 2 else None
 
     # -- values -------------------------------------------------------------------
     def ab(self, s64: Tensor) -> Tuple[Tensor, Tensor]:
@@ -134,7 +136,7 @@ class PairSetup:
         else:
             per_group, g, h = hinge_terms(a, b, self.lev, self.K, self.groups, self.w,
                                           squared=self.squared, need_loss=need_loss,
-                                          need_hess=need_hess)
+                                          need_hess=need_hess, cuts=self.cuts)
         sc = self.scale
         if per_group is not None:
             per_group = per_group * sc

@@ -52,7 +52,7 @@ from ..groups import Groups
 from ..pairs import Graded
 from .elementwise import exp2
 from .levels import Levels, label_levels, levels_for
-from .sorted_pairs import active_pair_sums
+from .sorted_pairs import active_pair_sums, level_cuts
 
 __all__ = ["LambdaRankSetup", "lambdarank_setup", "lambdarank_terms", "lambdarank_hvp",
            "ideal_dcg", "current_ranks"]
@@ -82,6 +82,10 @@ class LambdaRankSetup:
     disc: Tensor  # (n,) float64, D at each rank slot: 1 / log2(2 + position)
     start: Tensor  # (n,) int64, the first slot of each slot's query
     end: Tensor  # (n,) int64, one past its last slot
+    # read on the host once, at bind time, so that an evaluation reads nothing there:
+    lev_order: Optional[Tensor] = None  # (n,) the documents by increasing level (stable)
+    cuts: Optional[List[int]] = None  # cumulative level counts (level_cuts)
+    gain_list: Optional[List[float]] = None  # level_gain as floats
 
 
 def ideal_dcg(gain: Tensor, groups: Groups, k: Optional[int] = None) -> Tensor:
@@ -115,7 +119,10 @@ def lambdarank_setup(labels: Tensor, groups: Groups, weights: Optional[Tensor], 
     off = groups.offsets.to(gain.device)
     disc = 1.0 / torch.log2(2.0 + groups.position.to(gain.device).to(F64))
     return LambdaRankSetup(groups, lev, K, levels_for(Graded(), labels, groups), gain, scale,
-                           w, has, level_gain, disc, off[gi], off[gi + 1])
+                           w, has, level_gain, disc, off[gi], off[gi + 1],
+                           lev_order=torch.argsort(lev, stable=True),
+                           cuts=level_cuts(lev, K) if K >= 2 else None,
+                           gain_list=level_gain.tolist())
 
 
 def _sortable(x: Tensor) -> Tensor:
@@ -124,13 +131,22 @@ def _sortable(x: Tensor) -> Tensor:
     return bits ^ ((bits >> 63) & 0x7FFFFFFFFFFFFFFF)
 
 
-def rank_order(s: Tensor, lev: Tensor, groups: Groups) -> Tensor:
+def rank_order(s: Tensor, lev: Tensor, groups: Groups,
+               lev_order: Optional[Tensor] = None) -> Tensor:
     """The documents in (query, current rank) order, ``(n,)`` int64: by decreasing score,
     ties by increasing level (the pessimistic order: a tied pair counts as not yet
     ordered), then input order. One stable integer sort of the score bits (plus one by query
-    for several queries); the level pre-sort is added only when some scores tie."""
+    for several queries); the level pre-sort is added only when some scores tie. With
+    ``lev_order`` (``argsort(lev, stable=True)``, bound once) the sorts start from it: the
+    same order, the same number of sorts, and no test of the ties read on the host."""
     key = -_sortable(s.detach())
     one = groups.num_groups <= 1
+    if lev_order is not None:
+        p = lev_order[torch.sort(key.index_select(0, lev_order), stable=True)[1]]
+        if not one:
+            gi = groups.group_index.to(s.device)
+            p = p[torch.sort(gi.index_select(0, p), stable=True)[1]]
+        return p
     ks, p = torch.sort(key, stable=True)
     if not one:
         gi = groups.group_index.to(s.device)
@@ -148,11 +164,12 @@ def rank_order(s: Tensor, lev: Tensor, groups: Groups) -> Tensor:
     return p
 
 
-def current_ranks(s: Tensor, lev: Tensor, groups: Groups) -> Tensor:
+def current_ranks(s: Tensor, lev: Tensor, groups: Groups,
+                  lev_order: Optional[Tensor] = None) -> Tensor:
     """1-based rank of each document in its query (the order of :func:`rank_order`),
     ``(n,)`` float64."""
     pos = torch.empty(s.shape[0], dtype=F64, device=s.device)
-    pos[rank_order(s, lev, groups)] = groups.position.to(s.device).to(F64) + 1.0
+    pos[rank_order(s, lev, groups, lev_order)] = groups.position.to(s.device).to(F64) + 1.0
     return pos
 
 
@@ -192,7 +209,11 @@ class _RankLayout:
 
     def __init__(self, lev_r: Tensor, K: int, st: "LambdaRankSetup"):
         self.lev = lev_r
-        self.at = [torch.nonzero(lev_r == k).flatten() for k in range(K)]
+        if st.cuts is None:
+            self.at = [torch.nonzero(lev_r == k).flatten() for k in range(K)]
+        else:  # the slots of each level: one stable sort cut at the bound level counts
+            by = torch.argsort(lev_r.to(torch.uint8), stable=True)
+            self.at = [by[st.cuts[k]:st.cuts[k + 1]] for k in range(K)]
         gi = st.groups.group_index.to(lev_r.device)
         self.one = st.groups.num_groups == 1
         self.gi = [None if self.one else gi.index_select(0, at) for at in self.at]
@@ -218,7 +239,7 @@ def _sweep_rows(lay: _RankLayout, st: "LambdaRankSetup", D: Tensor, lower_src: T
     O(n K) time, O(n) memory."""
     K = len(lay.at)
     n = D.shape[0]
-    gain = st.level_gain.tolist()
+    gain = st.gain_list if st.gain_list is not None else st.level_gain.tolist()
     acc = {side: [D.new_zeros(at.numel()) for at in lay.at] for side in ("lo", "up")}
     for m in range(K):
         if lay.at[m].numel() == 0:
@@ -277,7 +298,7 @@ class _Frame:
     def __init__(self, s: Tensor, st: LambdaRankSetup, sigma: float):
         self.st = st
         self.rows = st.K <= ROWS_MAX_K
-        perm = rank_order(s, st.lev, st.groups)
+        perm = rank_order(s, st.lev, st.groups, st.lev_order)
         if self.rows:  # work in rank order (per-query values stay in place)
             self.perm = perm
             self.lay = _RankLayout(st.lev.index_select(0, perm), st.K, st)

@@ -71,7 +71,7 @@ def build_levels(key: Tensor, groups: Groups) -> Levels:
     B = int(bsorted[-1]) + 1
     bgroup = gs[new]
     sizes = torch.bincount(bgroup, minlength=groups.num_groups)
-    return Levels(bucket, Groups.from_sizes(sizes), B)
+    return Levels(bucket, Groups.from_sizes(sizes).fix_sizes(), B)
 
 
 def levels_for(pairs, labels: Tensor, groups: Groups) -> Levels:
@@ -167,7 +167,8 @@ def levels_from_cells(cell: Tensor, G: int, K: int) -> Levels:
     present = torch.bincount(cell, minlength=G * K) > 0
     rank = torch.cumsum(present, 0) - 1
     sizes = present.view(G, K).sum(1)
-    return Levels(rank.index_select(0, cell), Groups.from_sizes(sizes), int(present.sum()))
+    return Levels(rank.index_select(0, cell), Groups.from_sizes(sizes).fix_sizes(),
+                  int(present.sum()))
 
 
 def label_pair_chunks(labels: Tensor, groups: Groups, chunk: int = 1 << 22

@@ -66,7 +66,7 @@ from torch import Tensor
 
 from ..groups import Groups
 
-__all__ = ["active_pair_sums", "hinge_terms", "pair_degree"]
+__all__ = ["active_pair_sums", "hinge_terms", "level_cuts", "pair_degree"]
 
 
 def _value_order(*values: Tensor) -> Tensor:
@@ -193,14 +193,20 @@ def _query_value_order(values: Sequence[Tensor], groups: Groups) -> Tensor:
     return order
 
 
-def _level_slices(levels: Tensor, K: int) -> Tuple[Tensor, List[int]]:
+def level_cuts(levels: Tensor, K: int) -> List[int]:
+    """``[0, c_0, c_0 + c_1, ...]``: the cumulative counts of the levels ``0..K-1`` (host
+    ints; one read, at bind time: they depend on the labels only)."""
+    return [0] + torch.cumsum(torch.bincount(levels, minlength=K), 0).tolist()
+
+
+def _level_slices(levels: Tensor, K: int, cuts: Optional[List[int]] = None
+                  ) -> Tuple[Tensor, List[int]]:
     """Stable grouping of ``levels`` (``(n,)`` ints in ``[0, K)``) by level: ``(perm,
-    cuts)`` with ``levels[perm[cuts[k]:cuts[k+1]]] == k`` (a uint8 radix-style sort)."""
+    cuts)`` with ``levels[perm[cuts[k]:cuts[k+1]]] == k`` (a uint8 radix-style sort).
+    ``cuts`` given (:func:`level_cuts` of the same multiset of levels): no host read."""
     kdt = torch.uint8 if K <= 256 else torch.int16 if K <= 2 ** 15 else torch.int64
     perm = torch.argsort(levels if levels.dtype == kdt else levels.to(kdt), stable=True)
-    counts = torch.bincount(levels, minlength=K)
-    cuts = [0] + torch.cumsum(counts, 0).tolist()
-    return perm, cuts
+    return perm, level_cuts(levels, K) if cuts is None else cuts
 
 
 class _RowPrefix:
@@ -241,19 +247,35 @@ def _list_orders(a: Tensor, b: Tensor, groups: Groups):
         if groups.num_groups > 1:
             qs = _take(groups.group_index.to(dev), doc_a)
             newrun[1:] |= qs[1:] != qs[:-1]
-        run = newrun.cumsum(0).sub_(1)
-        starts = torch.nonzero(newrun).flatten()
-        ends = torch.cat([starts[1:], starts.new_tensor([n])])
-        return doc_a, doc_a, _take(starts, run), _take(ends, run)
+        # each position's run start (a running max) and end (a reverse running min of
+        # the run starts after it): no data-dependent shapes
+        ar = torch.arange(n, device=dev)
+        start = torch.cummax(torch.where(newrun, ar, torch.zeros_like(ar)), 0)[0]
+        nxt = torch.where(newrun, ar, torch.full_like(ar, n))
+        end = torch.cat([torch.cummin(nxt.flip(0), 0)[0].flip(0)[1:], ar.new_tensor([n])])
+        return doc_a, doc_a, start, end
     order = _query_value_order([b, a], groups)
-    pa = torch.nonzero(order >= n).flatten()  # positions of the a-items
+    pa = _positions(order >= n, n)  # positions of the a-items
     doc_a = _take(order, pa).sub_(n)  # a-list (query, value order) -> document
     ar = torch.arange(n, device=dev)
     nb_before = pa.sub_(ar)  # b-items before each a-item (same query ones included)
     # a-items before the j-th b-item = #{a-items with nb_before <= j} (no 2nd nonzero)
-    na_before = torch.bincount(nb_before, minlength=n + 1)[:n].cumsum_(0)
+    # (a scatter-add, not bincount: its output size would be read from the data)
+    na_before = torch.zeros(n + 1, dtype=torch.int64, device=dev).index_add_(
+        0, nb_before, torch.ones_like(nb_before))[:n].cumsum_(0)
     doc_b = _take(order, ar.add_(na_before))  # the j-th b-item sits at j + na_before[j]
     return doc_a, doc_b, na_before, nb_before
+
+
+def _positions(mask: Tensor, count: int) -> Tensor:
+    """``torch.nonzero(mask).flatten()`` when ``mask`` has exactly ``count`` true entries,
+    without a data-dependent shape (no host read): each true entry scatters its position
+    to its rank among the true entries."""
+    m = mask.numel()
+    rank = torch.cumsum(mask, 0).sub_(1)
+    slot = torch.where(mask, rank, torch.full_like(rank, count))
+    out = torch.empty(count + 1, dtype=torch.int64, device=mask.device)
+    return out.scatter_(0, slot, torch.arange(m, device=mask.device))[:count]
 
 
 class _RowReader:
@@ -337,7 +359,8 @@ def _per_document(a, b, w, groups, ra_doc, rb_doc, N, S1, M, T1, *, squared, nee
     return loss, g, h
 
 
-def _hinge_terms_levels(a, b, lev, K, groups, w, *, squared, need_loss, need_hess):
+def _hinge_terms_levels(a, b, lev, K, groups, w, *, squared, need_loss, need_hess,
+                        cuts=None):
     """:func:`hinge_terms` for up to ``_LEVELS_MAX_K`` levels, ``O(n log n + nK)``.
 
     The ``2n`` items are sorted by (query, value) (``b`` before ``a`` at equal values, so
@@ -364,7 +387,7 @@ def _hinge_terms_levels(a, b, lev, K, groups, w, *, squared, need_loss, need_hes
     gi = groups.group_index.to(dev)
     # lower side: the a-items of level r + 1 read row r (b-list channels, lev <= r) over
     # [nb_before, query end). Readers in level order: ra_* (level 0 reads nothing).
-    perm_a, ca = _level_slices(la, K)
+    perm_a, ca = _level_slices(la, K, cuts)
     ra_doc = _take(doc_a, perm_a)
     ra_lo = _take(nb_before, perm_a)
     ra_hi = _take(groups.doc_end.to(dev), ra_doc)
@@ -382,7 +405,7 @@ def _hinge_terms_levels(a, b, lev, K, groups, w, *, squared, need_loss, need_hes
     if same:  # the lists and their levels are the same: reuse the level grouping
         perm, cb, rb_doc = perm_a, ca, ra_doc
     else:
-        perm, cb = _level_slices(lb, K)
+        perm, cb = _level_slices(lb, K, ca)
         rb_doc = _take(doc_b, perm)
     rb_hi = _take(na_before, perm)
     rb_lo = _take(groups.doc_start.to(dev), rb_doc)
@@ -401,7 +424,7 @@ def _hinge_terms_levels(a, b, lev, K, groups, w, *, squared, need_loss, need_hes
 
 def hinge_terms(a: Tensor, b: Tensor, lev: Tensor, K: int, groups: Groups,
                 w: Optional[Tensor], *, squared: bool, need_loss: bool = True,
-                need_hess: bool = False
+                need_hess: bool = False, cuts: Optional[List[int]] = None
                 ) -> Tuple[Optional[Tensor], Tensor, Optional[Tensor]]:
     """Per-query loss, gradient and exact Hessian diagonal of
     ``L = Σ_{lev_i > lev_j, same query} w_i w_j φ(b_j − a_i)``.
@@ -426,7 +449,7 @@ def hinge_terms(a: Tensor, b: Tensor, lev: Tensor, K: int, groups: Groups,
     n = a.numel()
     if n and _LEVELS_MIN_K <= K <= _LEVELS_MAX_K:
         return _hinge_terms_levels(a, b, lev, K, groups, w, squared=squared,
-                                   need_loss=need_loss, need_hess=need_hess)
+                                   need_loss=need_loss, need_hess=need_hess, cuts=cuts)
     return _hinge_terms_bits(a, b, lev, K, groups, w, squared=squared, need_loss=need_loss,
                              need_hess=need_hess)
 

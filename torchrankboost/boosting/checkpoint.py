@@ -48,7 +48,8 @@ from .callbacks import Callback
 from .ensemble import Ensemble
 from .evaluation import running_monitor
 
-__all__ = ["Checkpoint", "save_checkpoint", "load_checkpoint", "Start", "open_start"]
+__all__ = ["Checkpoint", "save_checkpoint", "load_checkpoint", "Start", "open_start",
+           "restore_monitor", "KEY", "FORMAT"]
 
 FORMAT = "torchrankboost.Checkpoint"
 FORMAT_VERSION = 1
@@ -157,7 +158,9 @@ def _monitor_state(monitor) -> dict:
             "evals_result": r.evals_result_, "callbacks": cbs}
 
 
-def _restore_monitor(monitor, state: dict) -> None:
+def restore_monitor(monitor, state: dict) -> None:
+    """Put a checkpoint's monitor state (the history, the evaluation results, the best
+    round and score, the callbacks' states) back into a running fit's ``monitor``."""
     r = monitor.ranker
     monitor.offset = int(state["offset"])
     monitor.best.round, monitor.best.score = state["best_round"], state["best_score"]
@@ -216,7 +219,7 @@ class Start:
         for j, (_, Xv, _, _) in enumerate(evals):
             monitor.scores[j] = self.scores(Xv.to(X.device))
         if self.saved is not None:
-            _restore_monitor(monitor, self.saved.meta["monitor"])
+            restore_monitor(monitor, self.saved.meta["monitor"])
         else:
             monitor.offset = self.k
         info["init_rounds"] = monitor.offset

@@ -81,6 +81,9 @@ def cmd_export(args) -> int:
     fmt = _check_format(args.format)
     check_output(args.output, [Path(args.model)] if Path(args.model).exists() else [])
     model = load_saved_model(args.model, device("cpu"))
+    if getattr(model, "uses_groups", False) and fmt != "onnx":
+        raise CLIError(f"cannot export {args.model} to {fmt}: a neural ranker exports to onnx "
+                       f"only (or torch.export from Python: NeuralModel.export)")
     if isinstance(model, LinearRanker) and fmt != "onnx":
         raise CLIError(f"cannot export {args.model} to {fmt}: a linear model (LinearRanker) "
                        f"exports to onnx only")
@@ -93,7 +96,9 @@ def cmd_export(args) -> int:
     except ValueError as exc:
         msg = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         raise CLIError(f"cannot export {args.model} to {fmt}: {msg}") from None
-    kind = (f"{model.n_rounds} rounds" if hasattr(model, "n_rounds") else "linear")
+    kind = (f"{model.n_rounds} rounds" if hasattr(model, "n_rounds") else
+            f"{model.architecture}, padded queries" if hasattr(model, "architecture") else
+            "linear")
     print(f"wrote {args.output}: {what} ({kind}, {model.num_features} features)")
     for note in _notes(model, args):
         print(f"note: {note}")

@@ -14,9 +14,9 @@ from __future__ import annotations
 
 from ..parallel import supports_data_parallel
 from ..parallel.timeouts import set_wait_timeout
-from .inputs import CLIError, build_ranker, check_output, device
+from .inputs import CLIError, check_output, device
 from .options import TrainOptions
-from .training import DISTRIBUTED_ALGORITHMS, input_paths, ranker_options
+from .training import DISTRIBUTED_ALGORITHMS, input_paths, ranker_options, run_ranker
 
 __all__ = ["check_before_launch"]
 
@@ -66,7 +66,7 @@ def check_before_launch(options: TrainOptions, *, nproc: int, timeout: float) ->
         raise CLIError(f"--nproc {nproc}: algorithm {algorithm!r} has no data-parallel fit; "
                        f"use one of {', '.join(DISTRIBUTED_ALGORITHMS)}")
     _check_weights(options, nproc, algorithm)
-    ranker = build_ranker(**kwargs)
+    ranker = run_ranker(kwargs)
     learner = getattr(ranker, "learner", None)
     if nproc > 1 and learner is not None and not supports_data_parallel(learner):
         raise CLIError(f"--nproc {nproc}: learner {options.learner!r} has no "

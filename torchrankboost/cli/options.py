@@ -88,6 +88,12 @@ class TrainOptions:
         cache: train on this bin cache of ``data`` (built when missing, rebuilt when stale).
     Model:
         algorithm: an algorithm's name (``None``: ``"boost"``, the generic driver).
+        model: a neural ranker instead of boosting: ``"mlp"`` or ``"transformer"``
+            (:class:`~torchrankboost.nn.NeuralRanker`; ``rounds`` are its epochs,
+            ``learning_rate`` its optimiser's, ``loss`` its loss, ``params`` its other
+            options such as ``max_docs``); ``model_params``: the network's options
+            (``d_model``, ``n_layers``, ``hidden``, ``dropout``, ``norm``...).
+        precision: the neural ranker's ``"fp32"``, ``"bf16"`` or ``"fp16"`` autocast.
         loss, learner: the driver's loss and weak learner (``None``: exponential, tree).
         rounds: boosting rounds (``None``: the algorithm's own).
         learning_rate, max_leaves: shrinkage; leaves per tree (``None``: the defaults).
@@ -127,6 +133,9 @@ class TrainOptions:
     propensity: Optional[Tuple[float, ...]] = None
     cache: Optional[str] = None
     algorithm: Optional[str] = None
+    model: Optional[str] = None
+    model_params: Mapping[str, Any] = field(default_factory=dict)
+    precision: str = "fp32"
     loss: Optional[str] = None
     learner: Optional[str] = None
     rounds: Optional[int] = None
@@ -161,12 +170,12 @@ class TrainOptions:
 
 _PATHS = ("data", "valid", "test", "weights", "position", "cache", "logdir", "output",
           "init_model", "resume")
-_OPTIONAL_STRINGS = ("valid", "test", "weights", "position", "cache", "algorithm", "loss",
+_OPTIONAL_STRINGS = ("valid", "test", "weights", "position", "cache", "algorithm", "model", "loss",
                      "learner", "metric", "logdir", "name", "output", "init_model", "resume")
 _OPTIONAL_INTS = ("max_features", "rounds", "max_leaves", "early_stopping", "checkpoint_every",
                   "threads")
 _BOOLS = ("normalize", "tensorboard", "quiet")
-_MAPPINGS = ("params", "loss_params", "learner_params")
+_MAPPINGS = ("params", "loss_params", "learner_params", "model_params")
 
 
 def _is_int(v) -> bool:
@@ -179,7 +188,7 @@ def _wrong(name: str, what: str, value) -> OptionError:
 
 def _check_types(opts: TrainOptions) -> None:
     """Every field of the type it documents; mappings and sequences frozen in place."""
-    for name in ("data", "device", "debias"):
+    for name in ("data", "device", "debias", "precision"):
         if not isinstance(getattr(opts, name), str):
             raise _wrong(name, "a string", getattr(opts, name))
     for name in _OPTIONAL_STRINGS:
@@ -228,6 +237,7 @@ def _check_values(opts: TrainOptions) -> None:
         raise _wrong("zero_based", "'auto', True or False", opts.zero_based)
     if opts.debias not in DEBIAS:
         raise _wrong("debias", f"one of {', '.join(map(repr, DEBIAS))}", opts.debias)
+    _check_model(opts)
     if not _is_int(opts.seed) or not 0 <= opts.seed < 2 ** 63:
         seed = opts.seed
         raise OptionError(lambda o: f"{o('seed')} must be an integer in [0, 2^63), got {seed}")
@@ -240,3 +250,27 @@ def _check_values(opts: TrainOptions) -> None:
     if opts.checkpoint_every is not None and opts.checkpoint_every < 1:
         every = opts.checkpoint_every
         raise OptionError(lambda o: f"{o('checkpoint_every')} must be >= 1, got {every}")
+
+
+MODELS = ("mlp", "transformer")
+PRECISIONS = ("fp32", "bf16", "fp16")
+
+
+def _check_model(opts: TrainOptions) -> None:
+    """A neural model: a known name, its options, nothing that belongs to boosting."""
+    if opts.precision not in PRECISIONS:
+        raise _wrong("precision", f"one of {', '.join(PRECISIONS)}", opts.precision)
+    if opts.model is None:
+        if opts.model_params or opts.precision != "fp32":
+            raise OptionError(lambda o: f"{o('model_params')} and {o('precision')} go with "
+                                        f"{o('model')} (a neural ranker)")
+        return
+    if opts.model not in MODELS:
+        raise _wrong("model", f"one of {', '.join(MODELS)}", opts.model)
+    for name in ("algorithm", "learner", "max_leaves", "cache"):
+        if getattr(opts, name) is not None:
+            raise OptionError(lambda o, n=name: f"{o(n)} goes with boosting, not with "
+                                                f"{o('model')} (a neural ranker)")
+    if opts.learner_params or opts.debias != "none":
+        raise OptionError(lambda o: f"{o('learner_params')} and {o('debias')} go with "
+                                    f"boosting, not with {o('model')} (a neural ranker)")

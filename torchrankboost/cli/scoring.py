@@ -142,6 +142,8 @@ def _score_file(args):
     if _normalize(args, model.info.get("normalize")):
         data = normalized(data)
     with torch.no_grad():
+        if getattr(model, "uses_groups", False):  # a neural ranker reads the queries
+            return data, model.predict(data.X, data.groups)
         return data, model.predict(data.X)
 
 

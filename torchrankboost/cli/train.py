@@ -26,13 +26,15 @@ __all__ = ["add_commands", "flag", "train_options", "cmd_train", "launch_train",
 
 #: the fields of :class:`TrainOptions` whose flag is not ``--<field with dashes>``
 _FLAGS = {"params": "--param", "loss_params": "--loss-param",
-          "learner_params": "--learner-param", "tensorboard": "--no-tensorboard"}
+          "learner_params": "--learner-param", "model_params": "--model-param",
+          "tensorboard": "--no-tensorboard"}
 
 
 def add_commands(sub) -> None:
     """The ``train`` sub-command's parser."""
     tr = sub.add_parser("train", help="train a ranker, log to TensorBoard, save the model",
-                        description="Train a boosted ranker and print train/valid/test metrics.")
+                        description="Train a boosted (or, with --model, a neural) ranker and "
+                                    "print train/valid/test metrics.")
     tr.set_defaults(handler=cmd_train)
     tr.add_argument("--config", metavar="FILE",
                     help="read the options from a TOML file (keys: these flags without "
@@ -76,6 +78,16 @@ def _add_train_model_options(tr) -> None:
     g.add_argument("--algorithm", "-a", default=None, metavar="NAME",
                    help="an algorithm by name (see `torchrankboost list algorithms`); "
                         "default: boost (the generic driver with --loss and --learner)")
+    g.add_argument("--model", default=None, choices=("mlp", "transformer"),
+                   help="train a neural ranker instead of boosting: mlp or transformer (a "
+                        "context-aware listwise Transformer); --rounds are its epochs, "
+                        "--lr its learning rate, --loss its loss, -p its options (e.g. -p "
+                        "max_docs=2048)")
+    g.add_argument("--model-param", action="append", default=[], metavar="KEY=VALUE",
+                   help="the neural network's option (repeatable), e.g. --model-param "
+                        "d_model=128")
+    g.add_argument("--precision", default="fp32", choices=("fp32", "bf16", "fp16"),
+                   help="--model: the network's autocast precision (default fp32)")
     g.add_argument("--loss", "-l", default=None, metavar="NAME",
                    help="loss for the generic driver (default: exponential)")
     g.add_argument("--learner", default=None, metavar="NAME",
@@ -162,7 +174,9 @@ def train_options(args) -> TrainOptions:
             normalize=args.normalize, zero_based=ZERO_BASED[args.zero_based],
             max_features=args.max_features, position=args.position, debias=args.debias,
             propensity=propensities(args.propensity) if clicks else None, cache=args.cache,
-            algorithm=args.algorithm, loss=args.loss, learner=args.learner, rounds=args.rounds,
+            algorithm=args.algorithm, model=args.model,
+            model_params=parse_params(args.model_param, "--model-param"),
+            precision=args.precision, loss=args.loss, learner=args.learner, rounds=args.rounds,
             learning_rate=args.learning_rate, max_leaves=args.max_leaves,
             params=_table(args, "param", "--param"),
             loss_params=_table(args, "loss_param", "--loss-param"),

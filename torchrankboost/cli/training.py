@@ -35,11 +35,15 @@ from .inputs import (DEFAULT_REPORT_BINARY, DEFAULT_REPORT_GRADED, PROG, CLIErro
                      check_model_output, check_output, device, is_binary, normalized)
 from .options import TrainOptions
 
-__all__ = ["RunPlan", "TrainResult", "run_training", "ranker_options", "input_paths",
+__all__ = ["RunPlan", "TrainResult", "run_training", "ranker_options", "run_ranker",
+           "predict", "input_paths",
            "data_name", "checkpoint_path", "DISTRIBUTED_ALGORITHMS"]
 
-#: the algorithms with a data-parallel fit (the Booster and its configurations, RankBoost)
-DISTRIBUTED_ALGORITHMS = ("boost", "qbrank", "gbt", "rankboost")
+#: the algorithms with a data-parallel fit (the Booster and its configurations, RankBoost,
+#: the neural ranker of --model)
+DISTRIBUTED_ALGORITHMS = ("boost", "qbrank", "gbt", "rankboost", "neural")
+#: the neural ranker's loss when --model is given without --loss
+NEURAL_LOSS = "listnet"
 # options turned on when TensorBoard logs the run: the driver's training metrics per round,
 # RankBoost's ranking margin per round
 _LOGGED_OPTIONS = {"boost": {"eval_train": True}, "rankboost": {"track_margin": True}}
@@ -103,6 +107,8 @@ def ranker_options(opts: TrainOptions) -> Dict[str, Any]:
     read."""
     from .. import registry
 
+    if opts.model is not None:
+        return _neural_options(opts)
     algorithm = registry.lookup("algorithm", opts.algorithm or "boost").name
     if algorithm != "boost" and (opts.loss or opts.loss_params):
         raise CLIError(f"--loss/--loss-param go with the generic driver (--algorithm boost); "
@@ -116,6 +122,43 @@ def ranker_options(opts: TrainOptions) -> Dict[str, Any]:
                 max_leaves=opts.max_leaves, loss_params=dict(opts.loss_params),
                 learner_params=dict(opts.learner_params), params=dict(opts.params),
                 n_threads=opts.threads or 1)
+
+
+def _neural_options(opts: TrainOptions) -> Dict[str, Any]:
+    """The run's :class:`~torchrankboost.nn.NeuralRanker` keywords (``algorithm`` is
+    ``"neural"``); unknown names fail here, before any data is read."""
+    from .. import registry
+
+    for m in ([opts.metric] if opts.metric else []) + list(opts.report or ()):
+        registry.metric(m)
+    kwargs = dict(model=opts.model, model_params=dict(opts.model_params),
+                  loss=registry.lookup("loss", opts.loss or NEURAL_LOSS).name,
+                  loss_params=dict(opts.loss_params), precision=opts.precision,
+                  seed=opts.seed, n_threads=opts.threads or 1, **dict(opts.params))
+    if opts.rounds is not None:
+        kwargs["epochs"] = opts.rounds
+    if opts.learning_rate is not None:
+        kwargs["learning_rate"] = opts.learning_rate
+    return dict(algorithm="neural", loss=kwargs["loss"], neural=kwargs)
+
+
+def run_ranker(kwargs: Dict[str, Any]) -> Any:
+    """The unfitted ranker of :func:`ranker_options`' keywords: a neural ranker, or
+    :func:`~.inputs.build_ranker`'s (an unknown parameter's error names the flag that takes
+    it)."""
+    if kwargs["algorithm"] == "neural":
+        from ..nn import NeuralRanker
+
+        return NeuralRanker(**kwargs["neural"])
+    return build_ranker(**kwargs)
+
+
+def predict(model, data):
+    """The scores of ``data`` (a :class:`~torchrankboost.data.RankingData`) by ``model``:
+    with the queries for a model that reads them (a neural ranker)."""
+    if getattr(model, "uses_groups", False):
+        return model.predict(data.X, data.groups)
+    return model.predict(data.X)
 
 
 def _run_folder(opts: TrainOptions, run: RunPlan) -> str:
@@ -143,6 +186,8 @@ def _plan(opts: TrainOptions, kwargs: Dict[str, Any], binary: bool, valid,
           name: str) -> RunPlan:
     algorithm = kwargs["algorithm"]
     label = algorithm if algorithm != "boost" else kwargs["loss"] or "exponential"
+    if algorithm == "neural":
+        label = f"{opts.model}-{kwargs['loss']}"
     patience = opts.early_stopping
     if patience is None:
         patience = 20 if valid is not None else 0
@@ -257,10 +302,19 @@ def _load_splits(opts: TrainOptions, ctx, kwargs: Dict[str, Any]):
 
         tr, va, te, name, weights = cached_splits(opts, ctx, kwargs)
     else:
+        from ..parallel import get_context
+
+        neural = kwargs["algorithm"] == "neural"  # every rank trains on the whole data
+        read = get_context(False) if neural else ctx  # (one process's read: no shards)
         tr, va, te, name = load_data(opts.data, valid=opts.valid, test=opts.test,
                                      seed=opts.seed, zero_based=opts.zero_based,
-                                     max_features=opts.max_features, context=ctx)
-        weights = document_weights(resolve_data_path(opts.data), opts.weights, tr, context=ctx)
+                                     max_features=opts.max_features, context=read)
+        weights = document_weights(resolve_data_path(opts.data), opts.weights, tr,
+                                   context=read)
+        if neural and ctx.world_size > 1:  # the evaluation sets: this rank's shard
+            with ctx.guard():
+                va, te = (None if d is None else d.shard(ctx.rank, ctx.world_size)
+                          for d in (va, te))
     with ctx.guard():
         for what, d, source in (("training", tr, opts.data), ("validation", va, opts.valid),
                                 ("test", te, opts.test)):
@@ -286,7 +340,7 @@ def _prepare(opts: TrainOptions, ctx, kwargs: Dict[str, Any], splits, name: str)
         if opts.tensorboard:  # what the log shows beyond the defaults
             for key, value in _LOGGED_OPTIONS.get(run.algorithm, {}).items():
                 kwargs["params"].setdefault(key, value)
-        ranker = build_ranker(**kwargs)  # bad parameters fail here, before a run folder
+        ranker = run_ranker(kwargs)  # bad parameters fail here, before a run folder
         if (opts.init_model or opts.resume) and not getattr(ranker, "can_continue", False):
             raise CLIError(f"--init-model/--resume: algorithm {run.algorithm!r} cannot "
                            f"continue a model (boost, qbrank, gbt, rankboost, pnorm_push can)")
@@ -315,7 +369,7 @@ def _callbacks(opts: TrainOptions, ctx, run: RunPlan):
     logger = None
     if opts.tensorboard:
         logger = TensorBoardLogger(run.logdir, hparams={
-            "algorithm": opts.algorithm or "boost", "data": run.data_name, "metric": run.metric,
+            "algorithm": run.algorithm, "data": run.data_name, "metric": run.metric,
             "early_stopping": run.early_stopping, **run_facts(ctx)}, hparams_on_fit_end=False)
         callbacks.append(logger)
     if opts.checkpoint_every:
@@ -429,7 +483,7 @@ def _final_metrics(opts: TrainOptions, ctx, model, splits: Dict[str, Any], run: 
     parts, last = [], list(splits)[-1]
     for split, d in splits.items():
         with torch.no_grad():
-            s = model.predict(d.X)
+            s = predict(model, d)
         for n in run.report:
             try:
                 parts.append(metric_parts(n, s, d.labels, d.groups))
@@ -495,6 +549,8 @@ def run_training(options: TrainOptions) -> Optional[TrainResult]:
             from ..data.cache import realized
 
             splits["train"] = realized(splits["train"])
+        if run.algorithm == "neural" and ctx.world_size > 1:  # each rank: its shard
+            splits["train"] = splits["train"].shard(ctx.rank, ctx.world_size)
         rows, out_path = _finish(options, ctx, ranker, model, splits, run, logger, seconds)
     finally:  # a failed run (NumericalError...) still leaves readable event files
         if logger is not None:

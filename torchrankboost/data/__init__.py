@@ -5,10 +5,12 @@ whole queries (:mod:`.batching`)."""
 
 from .batching import (
     DistributedQueryBatchSampler,
+    QueryBatchPlan,
     QueryBatchSampler,
     QueryDataset,
     collate_queries,
     epoch_query_order,
+    gather_queries,
     iterate_query_batches,
     take_queries,
 )
@@ -35,11 +37,13 @@ __all__ = [
     "BUILTIN",
     "DATA_ENV",
     "DistributedQueryBatchSampler",
+    "QueryBatchPlan",
     "QueryBatchSampler",
     "QueryDataset",
     "RankingData",
     "align_features",
     "collate_queries",
+    "gather_queries",
     "data_root",
     "dataset_path",
     "epoch_query_order",

@@ -19,8 +19,9 @@ from ..groups import Groups
 from ..parallel.context import get_context
 from .dataset import RankingData, check_rank, check_world_size, shard_queries
 
-__all__ = ["DistributedQueryBatchSampler", "QueryBatchSampler", "QueryDataset",
-           "collate_queries", "epoch_query_order", "iterate_query_batches", "take_queries"]
+__all__ = ["DistributedQueryBatchSampler", "QueryBatchPlan", "QueryBatchSampler", "QueryDataset",
+           "collate_queries", "epoch_query_order", "gather_queries", "iterate_query_batches",
+           "query_index", "take_queries"]
 
 
 def _batch_bounds(sizes: np.ndarray, max_docs: int) -> np.ndarray:
@@ -362,3 +363,95 @@ class DistributedQueryBatchSampler(torch.utils.data.Sampler):
         """Batches in the coming epoch (the same on every rank)."""
         return int(self._plan(self.epoch)[1])
 
+
+
+def gather_queries(X: Tensor, labels: Tensor, offsets: np.ndarray, queries: np.ndarray
+                   ) -> Tuple[Tensor, Tensor, Groups]:
+    """The flat batch of ``queries`` (query indices, in batch order) of data already on its
+    device, with **no host read of device data**: the document indices are computed on the
+    host from ``offsets`` (the data's ``(G + 1,)`` query offsets as a NumPy array, read
+    once), uploaded, and gathered with one ``index_select``; the batch's :class:`Groups`
+    come from the host sizes with their sizes fixed
+    (:meth:`~torchrankboost.Groups.fix_sizes`). Returns ``(X_b, labels_b, groups_b)``."""
+    idx, g = query_index(offsets, queries, X.device)
+    return X.index_select(0, idx), labels.index_select(0, idx), g
+
+
+def query_index(offsets: np.ndarray, queries: np.ndarray, device) -> Tuple[Tensor, Groups]:
+    """``(index (m,), groups)``: the documents of ``queries`` (computed on the host from
+    the NumPy ``offsets``, then uploaded to ``device``) and their :class:`Groups` (sizes
+    fixed): :func:`gather_queries` without the gather."""
+    q = np.asarray(queries, dtype=np.int64)
+    starts, sizes = offsets[q], offsets[q + 1] - offsets[q]
+    m = int(sizes.sum())
+    first = np.cumsum(sizes) - sizes
+    idx = np.repeat(starts - first, sizes) + np.arange(m, dtype=np.int64)
+    g = Groups.from_sizes(torch.from_numpy(sizes)).fix_sizes().to(device)
+    return torch.from_numpy(idx).to(device), g
+
+
+class QueryBatchPlan:
+    """The steps of a training run over whole queries, for ``ranks`` data-parallel ranks
+    (one process, or the processes of a ``DistributedDataParallel`` run, each holding the
+    whole training data): step ``b`` of an epoch gives every rank its batch of query
+    indices (:class:`DistributedQueryBatchSampler`'s dealing: a seeded shuffle, blocks
+    balanced by documents, at most ``max_docs`` documents per rank's batch, the ranks
+    evened out by repeating batches) and the step's query count over all ranks — what a
+    global mean over the step's queries divides by, known on every rank without any
+    communication.
+
+    ``shuffle``: ``"queries"`` — a new shuffle and packing each epoch
+    (:meth:`DistributedQueryBatchSampler.plan` of that epoch); ``"batches"`` (default) —
+    the batches of epoch 0, visited each epoch in a new seeded order (the same on every
+    rank), so each batch keeps its identity (``key``) and what is bound to it (a loss's
+    labels) is built once per run; with ``by_length`` (default) each rank's queries are
+    packed in order of length, so that padded batches waste little. Steps are ``(key,
+    per_rank, count)`` with ``per_rank[r]`` an int64 array.
+    """
+
+    SHUFFLES = ("batches", "queries")
+
+    def __init__(self, groups: Groups, *, max_docs: int, ranks: int = 1, seed: int = 0,
+                 shuffle: str = "batches", by_length: bool = True):
+        if shuffle not in self.SHUFFLES:
+            raise ValueError(f"shuffle must be one of {self.SHUFFLES}, got {shuffle!r}")
+        self.shuffle = shuffle
+        self.seed = int(seed)
+        self.by_length = bool(by_length)
+        self.sampler = DistributedQueryBatchSampler(groups, max_docs=max_docs,
+                                                    num_replicas=ranks, rank=0,
+                                                    shuffle=True, seed=seed)
+        self.ranks = self.sampler.num_replicas
+
+    def _rank_batches(self, epoch: int) -> List[List[np.ndarray]]:
+        """Every rank's batches of ``epoch``: the sampler's; with ``by_length`` (fixed
+        batches) each rank's queries sorted by length (stably) before packing, so a batch
+        holds queries of similar lengths (little padding for a model over padded
+        queries)."""
+        per_rank = self.sampler.plan(epoch)
+        if not (self.by_length and self.shuffle == "batches"):
+            return per_rank
+        sizes, budget = self.sampler.sizes, self.sampler.max_docs
+        out = []
+        for mine in per_rank:
+            q = np.concatenate(mine) if mine else np.zeros(0, dtype=np.int64)
+            q = q[np.argsort(sizes[q], kind="stable")]
+            bounds = _batch_bounds(sizes[q], budget)
+            out.append([q[bounds[b]:bounds[b + 1]] for b in range(len(bounds) - 1)])
+        return out
+
+    def steps(self, epoch: int) -> List[Tuple[tuple, List[np.ndarray], int]]:
+        """The steps of ``epoch`` (0-based), in order."""
+        per_rank = self._rank_batches(0 if self.shuffle == "batches" else int(epoch))
+        n = max(len(mine) for mine in per_rank)
+        if self.shuffle == "batches":
+            gen = torch.Generator().manual_seed(self.seed * 1_000_003 + int(epoch) + 1)
+            order = torch.randperm(n, generator=gen).tolist()
+        else:
+            order = list(range(n))
+        out = []
+        for b in order:
+            batch = [mine[b % len(mine)] for mine in per_rank]
+            key = (b,) if self.shuffle == "batches" else (int(epoch), b)
+            out.append((key, batch, int(sum(x.shape[0] for x in batch))))
+        return out

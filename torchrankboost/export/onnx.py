@@ -106,11 +106,19 @@ def to_onnx(model: Any, path: PathLike) -> None:
     ``(N, F)``, NaN missing) equals ``model.predict(X)`` up to float32 leaf values and sums:
     thresholds, NaN sides, base score and round weights (folded into the leaves) carry over.
     Per-query normalisation of the features is not part of the file: apply it before
-    predicting. Other weak models raise ``ValueError``.
+    predicting. Other weak models raise ``ValueError``. A neural ranker's
+    :class:`~torchrankboost.nn.NeuralModel` goes to :func:`torchrankboost.export.neural.to_onnx`
+    (padded queries ``(X (B, L, F), mask (B, L)) -> scores (B, L)``).
     """
     from ..boosting.papers.ranksvm import LinearRanker
 
-    linear = getattr(model, "model_", model)
+    fitted = getattr(model, "model_", model)
+    if getattr(fitted, "uses_groups", False):  # a neural ranker's NeuralModel
+        from .neural import to_onnx as neural_onnx
+
+        neural_onnx(fitted, path)
+        return
+    linear = fitted
     if isinstance(linear, LinearRanker):
         from .onnx_linear import linear_graph
 

@@ -14,14 +14,13 @@ differentiable to any order where autograd is used.
 
 from __future__ import annotations
 
-import math
 from typing import Optional, Tuple
 
 import torch
 from torch import Tensor
 
 from .._pair_engine.elementwise import exp2, sigmoid, softplus
-from ..groups import Groups
+from ..groups import Groups, sortable_bits32
 
 
 class PadLayout:
@@ -108,36 +107,37 @@ def listnet_softmax(lay: PadLayout, s: Tensor) -> Tensor:
 
 
 # ============================================================================ ListMLE
-def listmle_levels(lay: PadLayout, y: Tensor):
-    """``(level (G, L), real_sorted (G, L) or None, top)``: each label's index among the
-    distinct labels (``+inf`` in the padding, which sorts last), with padding which columns
-    of a sorted row are real (the first ``size`` ones), and the largest level."""
+def label_ranks(y: Tensor) -> Tuple[Tensor, float]:
+    """``(level (n,) int64, top)``: each label's index among the distinct labels and the
+    largest level (bind time: the distinct labels are read on the host once)."""
     uniq, lev = torch.unique(y, return_inverse=True)
-    lev2d = lay.pad(lev.to(y.dtype), float("inf"))
-    top = float(max(uniq.numel() - 1, 0))
+    return lev, float(max(uniq.numel() - 1, 0))
+
+
+def listmle_levels(lay: PadLayout, lev: Tensor, top: float, dtype):
+    """``(level (G, L), real_sorted (G, L) or None, top)``: the levels of
+    :func:`label_ranks` in the table (``+inf`` in the padding, which sorts last), with
+    padding which columns of a sorted row are real (the first ``size`` ones), and the
+    largest level. No host read."""
+    lev2d = lay.pad(lev.to(dtype), float("inf"))
     if lay.mask is None:
         return lev2d, None, top
-    col = torch.arange(lay.L, device=y.device)
+    col = torch.arange(lay.L, device=lev.device)
     return lev2d, col.unsqueeze(0) < lay.sizes.unsqueeze(1), top
 
 
 def _order(s2d: Tensor, lev2d: Tensor, top: float) -> Tensor:
     """Row permutation by increasing level, ties by increasing score: the label order of
     ListMLE reversed (exactly equal (level, score) pairs may come in any order: they give
-    the same loss). One sort of ``level · C + s`` with ``C > 2 · range(s)`` (monotone
-    rounding keeps the level blocks apart); when rounding merged two different scores of
-    one level (or ``C`` overflows) the adjacent-pair check sees it and two stable sorts
-    are used instead."""
+    the same loss). No value is read on the host (no device synchronisation): for scores
+    of at most 32 bits one integer sort of ``level · 2³² + bits(score)`` (exact: the
+    order-preserving bits of the score below the level, the padding's ``+inf`` level
+    last); for float64 scores a stable sort by score, then a stable sort by level."""
     sd = s2d.detach()
-    lo, hi = torch.aminmax(sd)
-    C = 2.0 * float(hi - lo) + 1.0
-    if math.isfinite(C * top):
-        key = lev2d * C + sd  # the padding: +inf, last
-        idx = torch.sort(key, dim=1, stable=True)[1]
-        ls, ss = lev2d.gather(1, idx), sd.gather(1, idx)
-        bad = (ls[:, 1:] < ls[:, :-1]) | ((ls[:, 1:] == ls[:, :-1]) & (ss[:, 1:] < ss[:, :-1]))
-        if not bool(bad.any()):
-            return idx
+    if sd.dtype != torch.float64:
+        lev = torch.where(torch.isfinite(lev2d), lev2d, torch.full_like(lev2d, top + 1.0))
+        key = (lev.to(torch.int64) << 32) + sortable_bits32(sd, check_nan=False)
+        return torch.sort(key, dim=1)[1]
     by_score = torch.sort(sd, dim=1, stable=True)[1]
     by_level = torch.sort(lev2d.gather(1, by_score), dim=1, stable=True)[1]
     return by_score.gather(1, by_level)

@@ -189,7 +189,8 @@ class ApproxNDCGLoss(RankingLoss):
 def _sinkhorn(P: Tensor, pad: Optional[Tensor], tol: float, n_iter: int) -> Tensor:
     """Alternate column and row normalisation of ``(b, L, L)`` (sums clamped at 1e-10, as
     allRank), each query until its row and column sums are within ``tol`` of 1 or
-    ``n_iter`` rounds; padding rows/columns as allRank (1 on pad × pad, 0 across)."""
+    ``n_iter`` rounds (``n_iter`` rounds run, a converged query unchanged: no host read);
+    padding rows/columns as allRank (1 on pad × pad, 0 across)."""
     if pad is not None:
         one = pad[:, :, None] | pad[:, None, :]
         both = pad[:, :, None] & pad[:, None, :]
@@ -202,8 +203,9 @@ def _sinkhorn(P: Tensor, pad: Optional[Tensor], tol: float, n_iter: int) -> Tens
         with torch.no_grad():
             err = torch.maximum((P.sum(2) - 1).abs().amax(1), (P.sum(1) - 1).abs().amax(1))
             done = done | (err < tol)
-            if bool(done.all()):
-                break
+    # no early exit once every query has converged: that test would read a value on the
+    # host each round (a device synchronisation); the converged queries stay frozen, so
+    # the result is the same
     if pad is not None:
         P = P.masked_fill(one, 0.0)
     return P

@@ -362,7 +362,9 @@ class BoundLoss:
     def _value_grad_hess(self, scores: Tensor, hess: str) -> Tuple[Tensor, Tensor, Tensor]:
         return self.loss._value_grad_hess(self.prepared_at(scores), hess)
 
-    def _check(self, scores) -> Tensor:
+    def _check(self, scores, *, finite: bool = True) -> Tensor:
+        """The scores' type, shape and device (metadata: no host synchronisation); with
+        ``finite`` also their values (one read: a synchronisation on an accelerator)."""
         if not isinstance(scores, Tensor):
             raise ValueError(f"scores must be a torch.Tensor, got {type(scores).__name__}")
         if not scores.dtype.is_floating_point:
@@ -373,14 +375,24 @@ class BoundLoss:
         if scores.device != self.groups.device:
             raise ValueError(f"scores are on {scores.device} but the loss was bound on "
                              f"{self.groups.device}")
-        _check_finite(scores.detach(), "scores")
+        if finite:
+            _check_finite(scores.detach(), "scores")
         return scores
 
     # -- public -------------------------------------------------------------------------
     def value(self, scores: Tensor) -> Tensor:
         """The loss at ``scores`` ``(n,)``: what ``loss(scores, labels, groups, ...)``
-        returns (a scalar, or ``(G,)`` with ``reduction="none"``), differentiable."""
-        return self._value(self._check(scores))
+        returns (a scalar, or ``(G,)`` with ``reduction="none"``), differentiable.
+
+        **No host synchronisation**: the forward and its backward read no value of the
+        scores on the host (no ``item``, ``bool`` of a tensor, data-dependent shape), so a
+        training step on an accelerator never waits for the device. The scores' type, shape
+        and device are checked (metadata); their *values* are not: non-finite scores give a
+        NaN loss (``0 · Σ s`` is added, NaN exactly when some score is not finite: a kernel
+        that would skip such a score cannot hide it; the unbound call, ``grad_hess`` and
+        ``value_grad_hess`` refuse them with a ``ValueError``)."""
+        v = self._value(self._check(scores, finite=False))
+        return v + (scores.detach().sum() * 0.0).to(v.dtype)
 
     def __call__(self, scores: Tensor) -> Tensor:
         return self.value(scores)
@@ -519,7 +531,7 @@ class RankingLoss(Params, nn.Module):
 
     def _bound(self, inp: Prepared, **options) -> BoundLoss:
         """Bind validated inputs (their scores ignored): the state, computed once."""
-        base = Prepared(None, inp.labels, inp.groups, inp.pairs, inp.weights)
+        base = Prepared(None, inp.labels, inp.groups.fix_sizes(), inp.pairs, inp.weights)
         base.state = self._bind_state(base, **options)
         return BoundLoss(self, base)
 

@@ -95,21 +95,62 @@ def scheme_weights(scheme: Optional[str], mu: float, ri: Tensor, rj: Tensor, Gi:
     return n2 if scheme == "ndcgLoss2" else mu * n2 + lam
 
 
+class _PairPlan:
+    """The score-independent layout of LambdaLoss's pairs, built once at bind time (the
+    host reads happen there, so an evaluation reads nothing on the host): the documents
+    by level (:func:`~torchrankboost._pair_engine.lambdarank.rank_order`'s start), and
+    with ``k`` the flat slots of the top ``k`` ranks of each query and the groups of the
+    kept documents; the candidate blocks ``(a, b, pairs)`` over those groups; when every
+    candidate fits in one block, the preferred pairs themselves."""
+
+    def __init__(self, loss: "LambdaLoss", st: BindState):
+        g = st.groups
+        self.lev_order = torch.argsort(st.lev, stable=True)
+        self.top_slots = None
+        sub = g
+        if loss.k is not None:
+            pos = g.position.to(st.lev.device)
+            self.top_slots = torch.nonzero(pos < loss.k).flatten()
+            sub = Groups.from_sizes(torch.clamp(g.sizes, max=loss.k)).fix_sizes()
+        self.sub = sub
+        per_doc = sub.sizes[sub.group_index]
+        cum = torch.cumsum(per_doc, 0).tolist()
+        self.blocks = [(a, b, cum[b - 1] - (cum[a - 1] if a else 0))
+                       for a, b in doc_blocks(per_doc, loss.block_pairs)]
+        self.per_doc = per_doc
+        self.pairs = None
+        if len(self.blocks) == 1 and self.top_slots is None:  # the preferred pairs, once
+            a, b, m = self.blocks[0]
+            i, j = pairs_in_block(sub, a, b, per_doc, m)
+            keep = (i != j) if loss.scheme == "ndcgLoss1" else st.labels[i] > st.labels[j]
+            self.pairs = (i[keep], j[keep])
+
+
+def _plan(loss: "LambdaLoss", st: BindState) -> _PairPlan:
+    plan = getattr(st, "plan", None)
+    if plan is None:
+        plan = st.plan = _PairPlan(loss, st)
+    return plan
+
+
 class _LambdaPairs:
     """The pairs of one evaluation and their weights ``c`` at given scores, in blocks of at
     most ``block_pairs`` candidates; ``diag`` the ``(n,)`` weights of the ``(i, i)`` pairs
-    of NDCG-Loss1 (a constant term of the value), else ``None``."""
+    of NDCG-Loss1 (a constant term of the value), else ``None``. No host read: the layout
+    is the bound :class:`_PairPlan`'s (candidates that are no pair get weight 0 rather
+    than being compacted away)."""
 
     def __init__(self, loss: "LambdaLoss", st: BindState, s: Tensor):
         self.loss, self.st = loss, st
+        self.plan = plan = _plan(loss, st)
         g = st.groups
-        self.rank = current_ranks(s.detach(), st.lev, g)
-        if loss.k is None:
-            self.docs, self.sub = None, g
-        else:
-            keep = self.rank <= loss.k
-            self.docs = torch.nonzero(keep).flatten()
-            self.sub = Groups.from_sizes(g.segment_sum(keep.to(torch.long)))
+        self.rank = current_ranks(s.detach(), st.lev, g, plan.lev_order)
+        self.docs = None
+        if plan.top_slots is not None:  # the top-k documents of each query, in index order
+            ranked = torch.empty_like(plan.lev_order)
+            ranked[(self.rank - 1).to(torch.int64) + g.doc_start.to(ranked.device)] = \
+                torch.arange(g.num_docs, device=ranked.device)
+            self.docs = torch.sort(ranked.index_select(0, plan.top_slots))[0]
         self.diag = None
         if loss.scheme == "ndcgLoss1":
             c = st.gain * _inv_log2p(self.rank) * loss._log_factor
@@ -121,19 +162,26 @@ class _LambdaPairs:
 
     def blocks(self):
         """``(i, j, c)`` triples in document indices, ``c`` float64."""
-        loss, st, sub = self.loss, self.st, self.sub
-        per_doc = sub.sizes[sub.group_index]
-        for a, b in doc_blocks(per_doc, loss.block_pairs):
-            i, j = pairs_in_block(sub, a, b, per_doc)
+        loss, st, plan = self.loss, self.st, self.plan
+        if plan.pairs is not None:
+            yield self._weighted(*plan.pairs, None)
+            return
+        for a, b, m in plan.blocks:
+            i, j = pairs_in_block(plan.sub, a, b, plan.per_doc, m)
             if self.docs is not None:
                 i, j = self.docs[i], self.docs[j]
             keep = (i != j) if loss.scheme == "ndcgLoss1" else st.labels[i] > st.labels[j]
-            i, j = i[keep], j[keep]
-            c = scheme_weights(loss.scheme, loss.mu, self.rank[i], self.rank[j],
-                               st.gain[i], st.gain[j]) * loss._log_factor
-            if st.weights is not None:
-                c = c * st.weights[i] * st.weights[j]
-            yield i, j, c
+            yield self._weighted(i, j, keep)
+
+    def _weighted(self, i: Tensor, j: Tensor, keep: Optional[Tensor]):
+        loss, st = self.loss, self.st
+        c = scheme_weights(loss.scheme, loss.mu, self.rank[i], self.rank[j],
+                           st.gain[i], st.gain[j]) * loss._log_factor
+        if st.weights is not None:
+            c = c * st.weights[i] * st.weights[j]
+        if keep is not None:
+            c = torch.where(keep, c, torch.zeros_like(c))
+        return i, j, c, keep
 
 
 def _terms(s: Tensor, lp: _LambdaPairs, sigma: float, need_hess: bool):
@@ -159,7 +207,7 @@ def _hvp(s: Tensor, lp: _LambdaPairs, sigma: float, u: Tensor) -> Tensor:
     x = s.detach().to(F64)
     u = u.to(F64)
     out = torch.zeros_like(x)
-    for i, j, c in lp.blocks():
+    for i, j, c, _ in lp.blocks():
         z = sigma * (x[j] - x[i])
         d = (sigma * sigma) * c * sigmoid(z) * sigmoid(-z) * (u[i] - u[j])
         out.index_add_(0, i, d)
@@ -260,6 +308,11 @@ class LambdaLoss(RankingLoss):
         return BindState(groups=g, labels=y, lev=lev, gain=gain * g.broadcast(inv),
                          weights=w)
 
+    def _bound(self, inp: Prepared, **options):
+        bound = super()._bound(inp, **options)
+        _plan(self, bound.prepared_at(None).state)  # the pair layout, read once at bind
+        return bound
+
     def per_group(self, inp: Prepared) -> Tuple[Tensor, Optional[Tensor]]:
         st = self._state(inp)
         lp = _LambdaPairs(self, st, inp.scores)
@@ -273,7 +326,7 @@ class LambdaLoss(RankingLoss):
         loss, grad, hdiag, has = _terms(s, lp, self.sigma, need_hess=hess == "diag")
         if hess == "bound":
             hdiag = torch.zeros_like(grad)
-            for i, j, c in lp.blocks():
+            for i, j, c, _ in lp.blocks():
                 q = c * (self.sigma ** 2 / 2.0)
                 hdiag.index_add_(0, i, q)
                 hdiag.index_add_(0, j, q)

@@ -134,9 +134,9 @@ class ListNetLoss(_RepeatBind, RankingLoss):
             raise ValueError("ListNetLoss(targets='gain') needs non-negative labels")
         return BindState(labels=y, groups=inp.groups)
 
-    def _target(self, inp: Prepared) -> Tuple[Tensor, Tensor, Tensor, float]:
-        """``(P, has, active, scale)`` in the scores' dtype: the target probabilities, the
-        queries with a target, their documents (1/0) and the ``"mean"`` factor."""
+    def _target(self, inp: Prepared) -> Tuple[Tensor, Tensor, Tensor]:
+        """``(P, has, active)`` in the scores' dtype: the target probabilities, the queries
+        with a target and their documents (1/0)."""
         st = self._state(inp)
         dt = inp.scores.dtype
         return st.cached(dt, lambda: self._build_target(st.labels.to(dt), st.groups))
@@ -152,7 +152,7 @@ class ListNetLoss(_RepeatBind, RankingLoss):
             tot = g.segment_sum(gain)
             has = tot > 0
             P = gain / g.broadcast(torch.where(has, tot, torch.ones_like(tot)))
-        return P, has, g.broadcast(has).to(y.dtype), per_query_scale(self, has)
+        return P, has, g.broadcast(has).to(y.dtype)
 
     def per_group(self, inp: Prepared) -> Tuple[Tensor, Optional[Tensor]]:
         g = inp.groups
@@ -163,13 +163,14 @@ class ListNetLoss(_RepeatBind, RankingLoss):
             P, Psum, has = st.cached(("padded", dt), lambda: _padded.listnet_targets(
                 lay, st.labels.to(dt), self.targets))
             return _padded.listnet_per_group(lay, inp.scores, P, Psum, has), has
-        P, has, _, _ = self._target(inp)
+        P, has, _ = self._target(inp)
         lse = g.segment_logsumexp(inp.scores)
         loss = g.segment_sum(P * (g.broadcast(lse) - inp.scores))
         return torch.where(has, loss, torch.zeros_like(loss)), has
 
     def _grad_hess(self, inp: Prepared, hess: str) -> Tuple[Tensor, Tensor]:
-        P, has, active, scale = self._target(inp)
+        P, has, active = self._target(inp)
+        scale = per_query_scale(self, has)
         g = inp.groups
         sig = g.segment_softmax(inp.scores)
         grad = (sig - P) * active * scale
@@ -223,7 +224,8 @@ class ListMLELoss(_RepeatBind, RankingLoss):
     def _bind_state(self, inp: Prepared) -> BindState:
         y = _no_pairs_no_weights(self, inp)
         has = inp.groups.sizes > 1
-        return BindState(labels=y, has=has, scale=per_query_scale(self, has))
+        lev, top = _padded.label_ranks(y) if _layout(inp.groups) is not None else (None, 0.0)
+        return BindState(labels=y, has=has, scale=per_query_scale(self, has), lev=lev, top=top)
 
     def _sorted(self, inp: Prepared) -> Tuple[Tensor, Tensor, Tensor]:
         """The label order (ties by decreasing score), the sorted scores and their suffix
@@ -232,8 +234,8 @@ class ListMLELoss(_RepeatBind, RankingLoss):
         dt = inp.scores.dtype
         y = st.cached(dt, lambda: st.labels.to(dt))
         g = inp.groups
-        by_score = g.argsort(inp.scores.detach(), descending=True)
-        perm = by_score[g.argsort(y[by_score], descending=True)]  # label, then score
+        by_score = g.argsort(inp.scores.detach(), descending=True, check_nan=False)
+        perm = by_score[g.argsort(y[by_score], descending=True, check_nan=False)]
         sp = inp.scores[perm]
         return perm, sp, _suffix_logsumexp(sp, g)
 
@@ -243,7 +245,7 @@ class ListMLELoss(_RepeatBind, RankingLoss):
             st = self._state(inp)
             dt = inp.scores.dtype
             lev = st.cached(("levels", dt), lambda: _padded.listmle_levels(
-                lay, st.labels.to(dt)))
+                lay, st.lev, st.top, dt))
             return _padded.listmle_per_group(lay, inp.scores, *lev), st.has
         _, sp, lse = self._sorted(inp)
         return inp.groups.segment_sum(lse - sp), self._state(inp).has
@@ -288,14 +290,18 @@ def doc_blocks(sizes_per_doc: Tensor, block_pairs: int):
         a = b
 
 
-def pairs_in_block(groups: Groups, a: int, b: int, sizes_per_doc: Tensor) -> Tuple[Tensor, Tensor]:
+def pairs_in_block(groups: Groups, a: int, b: int, sizes_per_doc: Tensor,
+                   total: Optional[int] = None) -> Tuple[Tensor, Tensor]:
     """All ``(i, j)`` with ``i`` in ``[a, b)`` and ``j`` in ``i``'s query (``j ≠ i`` is left
-    to the label mask)."""
+    to the label mask). ``total``: the number of pairs, when known (no host read)."""
     cnt = sizes_per_doc[a:b]
     dev = cnt.device
-    i = torch.repeat_interleave(torch.arange(a, b, device=dev), cnt)
+    if total is None:
+        total = int(cnt.sum())
+    i = torch.repeat_interleave(torch.arange(a, b, device=dev), cnt, output_size=total)
     first = torch.cumsum(cnt, 0) - cnt
-    local = torch.arange(i.shape[0], device=dev) - torch.repeat_interleave(first, cnt)
+    local = torch.arange(total, device=dev) - torch.repeat_interleave(first, cnt,
+                                                                      output_size=total)
     return i, groups.doc_start[i] + local
 
 
@@ -414,10 +420,12 @@ def logistic_pair_sums(s: Tensor, gi: Tensor, blocks, sigma: float, loss: Tensor
     losses ``c · softplus(σ (s_j − s_i))`` to ``loss`` (per query ``gi``), their gradient to
     ``grad``, their Hessian diagonal to ``hdiag`` (when not ``None``) and their count to
     ``npairs``, in place (RankNet's and LambdaLoss's pair sums)."""
-    for i, j, c in blocks:
+    for blk in blocks:  # (i, j, c), or (i, j, c, keep): candidates, only `keep` are pairs
+        i, j, c = blk[:3]
+        keep = blk[3] if len(blk) > 3 else None
         z = sigma * (s[j] - s[i])
         loss.index_add_(0, gi[i], c * softplus(z))
-        npairs.index_add_(0, gi[i], torch.ones_like(i))
+        npairs.index_add_(0, gi[i], torch.ones_like(i) if keep is None else keep.to(i.dtype))
         p = sigmoid(z) * c * sigma
         grad.index_add_(0, i, -p)
         grad.index_add_(0, j, p)

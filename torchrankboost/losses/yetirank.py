@@ -60,47 +60,96 @@ CATBOOST_SCALE = 0.15
 F64 = torch.float64
 
 
+def _noise_row(n: int, generator: torch.Generator, noise: str, noise_power: float) -> Tensor:
+    """One permutation's ``(n,)`` float64 CPU noise (the rows of :func:`yetirank_noise`
+    are successive draws of this from one generator)."""
+    if noise == "none":
+        return torch.zeros(n, dtype=F64)
+    if noise == "gauss":
+        return torch.randn(n, generator=generator, dtype=F64).mul_(float(noise_power))
+    return torch.logit(torch.rand(n, generator=generator, dtype=F64), eps=1e-12)
+
+
 def yetirank_noise(num_permutations: int, n: int, generator: torch.Generator, *,
                    noise: str = "logistic", noise_power: float = 1.0) -> Tensor:
     """The ``(P, n)`` float64 CPU noise of ``P`` perturbations of ``n`` scores (see the
-    module docstring); ``"none"`` draws nothing (zeros)."""
-    shape = (int(num_permutations), int(n))
-    if noise == "none":
-        return torch.zeros(shape, dtype=F64)
-    if noise == "gauss":
-        return torch.randn(shape, generator=generator, dtype=F64) * float(noise_power)
-    u = torch.rand(shape, generator=generator, dtype=F64).clamp(1e-12, 1.0 - 1e-12)
-    return torch.log(u) - torch.log1p(-u)
+    module docstring; ``"none"`` draws nothing: zeros): row ``p`` is the ``p``-th draw, the
+    one :class:`YetiRankLoss` takes for permutation ``p``."""
+    rows = [_noise_row(int(n), generator, noise, noise_power)
+            for _ in range(int(num_permutations))]
+    return torch.stack(rows) if rows else torch.zeros((0, int(n)), dtype=F64)
 
 
-def yetirank_pairs(scores: Tensor, labels: Tensor, groups: Groups, noise: Tensor, *,
+def weighted_depth(decay: float) -> Optional[int]:
+    """The first position ``t`` whose weight ``δ^t`` is 0 in float64 (the adjacent pairs
+    from there on weigh nothing), ``None`` for ``δ = 1`` (every position counts)."""
+    if decay >= 1.0:
+        return None
+    t = 0
+    w = torch.tensor(float(decay), dtype=F64)
+    while float(torch.pow(w, float(t))) > 0.0:  # host floats: no tensor of the data
+        t = t * 2 + 1 if t < 64 else t + max(t // 64, 1)
+    lo, hi = 0, t  # δ^lo > 0, δ^hi == 0: bisect to the first zero
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if float(torch.pow(w, float(mid))) > 0.0 else (lo, mid)
+    return hi
+
+
+def _perturbed_order(z: Tensor, groups: Groups, depth: Optional[int]) -> Tuple[Tensor, Tensor]:
+    """``(order, t)``: the documents by (query, decreasing ``z``, index) and each slot's
+    0-based position in its query. One query longer than ``depth + 1``: only its first
+    ``depth + 2`` slots (the later pairs weigh 0), by ``topk`` (O(n)) then a stable sort of
+    those by ``z`` from index order — the full order up to ties of ``z`` across the cut
+    (probability 0 with continuous noise)."""
+    n = z.shape[0]
+    if depth is not None and groups.num_groups == 1 and depth + 2 < n:
+        idx = torch.sort(torch.topk(z, depth + 2, sorted=False)[1])[0]
+        order = idx[torch.sort(z.index_select(0, idx), descending=True, stable=True)[1]]
+        return order, torch.arange(order.shape[0], device=z.device)
+    by_score = torch.argsort(z, descending=True, stable=True)
+    gi = groups.group_index
+    order = by_score[torch.argsort(gi[by_score], stable=True)]
+    return order, torch.arange(n, device=z.device) - groups.offsets[gi[order]]
+
+
+def yetirank_pairs(scores: Tensor, labels: Tensor, groups: Groups, noise, *,
                    decay: float, weights: Optional[Tensor] = None
                    ) -> Tuple[Tensor, Tensor, Tensor]:
     r"""The weighted pairs ``(win (m,), lose (m,), c (m,) float64)`` of the perturbed
-    orderings: ``scores`` ``(n,)``, ``labels`` ``(n,)``, ``noise`` ``(P, n)``. A pair
-    ``(w, l)`` may appear once per permutation (the loss is linear in ``c``, so repeats
-    simply add). ``weights`` ``(n,)``: ``c`` times ``weights[w] · weights[l]``."""
+    orderings: ``scores`` ``(n,)``, ``labels`` ``(n,)``, ``noise`` ``(P, n)`` or a sequence
+    of ``P`` rows ``(n,)`` (drawn lazily: one row in memory at a time). A pair ``(w, l)``
+    may appear once per permutation (the loss is linear in ``c``, so repeats simply add).
+    ``weights`` ``(n,)``: ``c`` times ``weights[w] · weights[l]``.
+
+    Every adjacent slot of each permutation is a candidate of fixed count (``n − 1``, or
+    ``depth + 1`` for one long query: :func:`weighted_depth`); those that are no pair
+    (another query, equal labels) get ``c = 0`` rather than being dropped, so no shape
+    depends on the data and nothing is read on the host. Memory O(n) per permutation."""
     dev = scores.device
-    P, n = noise.shape
+    n = scores.shape[0]
     empty = torch.zeros(0, dtype=torch.long, device=dev)
-    if n < 2 or P == 0:
+    rows = list(noise) if isinstance(noise, Tensor) else noise
+    if n < 2:
         return empty, empty, torch.zeros(0, dtype=F64, device=dev)
+    depth = weighted_depth(decay)
+    s = scores.detach().to(F64)
+    y = labels.to(F64)
     gi = groups.group_index
-    z = scores.detach().to(F64).unsqueeze(0) + noise.to(dev)                 # (P, n)
-    by_score = torch.argsort(z, dim=1, descending=True, stable=True)
-    # queries back in place: one flat stable sort of (permutation, query) keys (faster than
-    # a batched one), each row's documents of a query keeping their perturbed order
-    rows = torch.arange(P, device=dev).unsqueeze(1) * groups.num_groups
-    by_group = torch.argsort((rows + gi[by_score]).reshape(-1), stable=True)
-    order = by_score.reshape(-1)[by_group].reshape(P, n)                     # (P, n)
-    a, b = order[:, :-1], order[:, 1:]
-    ya, yb = labels[a].to(F64), labels[b].to(F64)
-    keep = (gi[a] == gi[b]) & (ya != yb)
-    t = torch.arange(n - 1, device=dev).unsqueeze(0) - groups.offsets[gi[a]]  # 0-based position
-    c = (CATBOOST_SCALE / P) * torch.pow(torch.tensor(float(decay), dtype=F64, device=dev),
-                                         t.to(F64)) * (ya - yb).abs()
-    up = ya > yb
-    win, lose, c = torch.where(up, a, b)[keep], torch.where(up, b, a)[keep], c[keep]
+    out = []
+    for row in rows:
+        order, t = _perturbed_order(s + row.to(dev), groups, depth)
+        a, b = order[:-1], order[1:]
+        ya, yb = y[a], y[b]
+        keep = (gi[a] == gi[b]) & (ya != yb)
+        d = torch.pow(torch.tensor(float(decay), dtype=F64, device=dev), t[:-1].to(F64))
+        e = torch.where(keep, (ya - yb).abs(), torch.zeros_like(ya))
+        up = ya > yb
+        out.append((torch.where(up, a, b), torch.where(up, b, a), d, e))
+    if not out:
+        return empty, empty, torch.zeros(0, dtype=F64, device=dev)
+    win, lose, d, e = (torch.cat(x) for x in zip(*out))
+    c = (CATBOOST_SCALE / len(out)) * d * e  # CatBoost's order of the products
     if weights is not None:
         w = weights.to(F64)
         c = c * w[win] * w[lose]
@@ -177,9 +226,10 @@ class YetiRankLoss(RankingLoss):
 
     # ------------------------------------------------------------------ draws
     def _draw(self, inp: Prepared, scores: Tensor, generator: torch.Generator):
-        eps = yetirank_noise(self.num_permutations, inp.groups.num_docs, generator,
-                             noise=self.noise, noise_power=self.noise_power)
-        return yetirank_pairs(scores, inp.labels, inp.groups, eps, decay=self.decay,
+        n = inp.groups.num_docs
+        rows = (_noise_row(n, generator, self.noise, self.noise_power)
+                for _ in range(self.num_permutations))  # one row at a time
+        return yetirank_pairs(scores, inp.labels, inp.groups, rows, decay=self.decay,
                               weights=inp.weights)
 
     def _current(self, inp: Prepared):
@@ -192,10 +242,11 @@ class YetiRankLoss(RankingLoss):
     def resample(self, bound: BoundLoss, scores: Tensor, *, round: int) -> None:
         """Draw new pair weights for ``bound`` (bound with this loss) at ``scores`` ``(n,)``
         from a generator seeded by ``(seed, round)``; they hold until the next call (shared
-        with ``bound.with_group_weights(...)`` copies)."""
+        with ``bound.with_group_weights(...)`` copies). No host synchronisation: the scores'
+        values are not checked here (non-finite scores make the loss NaN)."""
         inp = bound._inp
         gen = torch.Generator().manual_seed(_round_seed(self.seed, round))
-        inp.state.drawn = self._draw(inp, bound._check(scores).detach(), gen)
+        inp.state.drawn = self._draw(inp, bound._check(scores, finite=False).detach(), gen)
 
     # ------------------------------------------------------------------ contract
     def _bind_state(self, inp: Prepared) -> BindState:
