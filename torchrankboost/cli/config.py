@@ -4,8 +4,9 @@ resolved options of every run saved beside its model.
 The file's keys are the ``train`` flags without their dashes, or the fields of
 :class:`~torchrankboost.cli.options.TrainOptions` (``rounds``, ``max_leaves`` or
 ``max-leaves``, ``learning_rate``, ``data``, ``nproc``...); the parameters of the algorithm,
-the loss and the learner are tables (``[params]``, ``[loss_params]``, ``[learner_params]``;
-``param``, ``loss-param`` and ``learner-param`` name the same). A flag given on the command
+the loss, the learner and a neural network are tables (``[params]``, ``[loss_params]``,
+``[learner_params]``, ``[model_params]``; ``param``, ``loss-param``, ``learner-param`` and
+``model-param`` name the same). A flag given on the command
 line overrides the file's value; a table's keys are merged, the command line's winning::
 
     data = "synthetic"
@@ -42,7 +43,8 @@ __all__ = ["apply_config", "read_toml", "config_path", "write_config", "config_t
 #: the table keys of the file -> the ``train`` flag's destination that takes them
 TABLES = {"params": "param", "param": "param", "loss_params": "loss_param",
           "loss_param": "loss_param", "learner_params": "learner_param",
-          "learner_param": "learner_param"}
+          "learner_param": "learner_param", "model_params": "model_param",
+          "model_param": "model_param"}
 #: destinations of the ``train`` parser that are not run options
 _NOT_KEYS = {"config", "command", "handler", "help"}
 
