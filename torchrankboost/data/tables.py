@@ -214,6 +214,15 @@ def read_source(source: Source, rows: Optional[Tuple[int, int]] = None) -> Ranki
     return build_data(source, X, labels, qid, side, a)
 
 
+def _in_order(X: torch.Tensor, source: Source, first: Source) -> torch.Tensor:
+    """``X``'s columns in the order of ``first``'s feature names (the same set)."""
+    have = list(source.feature_names or ())
+    want = list(first.feature_names or ())
+    if have == want:
+        return X
+    return X[:, [have.index(c) for c in want]].contiguous()
+
+
 def _check_not_empty(source: Source) -> None:
     if source.num_rows == 0:
         raise ValueError(f"{source.path}: the file has no data rows")
@@ -242,7 +251,7 @@ def read_sources(paths: Sequence, *, columns: Columns = Columns(),
                 a, b = rank_rows(s, rank, world)
                 X, labels, qid, side = _fill(s, a, b)
                 runs.append(source_runs(qid, a))
-                out.append((s, X, labels, qid, side, a))
+                out.append((s, _in_order(X, s, srcs[0]), labels, qid, side, a))
         finally:
             for s in srcs:
                 s.close()
@@ -252,7 +261,10 @@ def read_sources(paths: Sequence, *, columns: Columns = Columns(),
     with ctx.guard():
         for i, s in enumerate(srcs):
             check_query_runs(s.path, [g[i] for g in gathered], s.roles.get("qid", "qid"))
-        return [build_data(*item) for item in out]
+        got = [build_data(*item) for item in out]
+    for d in got:  # the first file's column order (checked equal as sets)
+        d.feature_names = srcs[0].feature_names
+    return got
 
 
 # ============================================================================ into bin codes
