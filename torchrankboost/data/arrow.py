@@ -72,7 +72,8 @@ class _Plan:
                 self.roles[role] = name
             elif role in columns.required:
                 raise ValueError(f"{path}: no column {name!r} ({_WHAT[role]}; name another with "
-                                 f"--{role.replace('_', '-')}-column); its columns: "
+                                 f"--{role.replace('_', '-')}-column, or {role}= in Python); "
+                                 f"its columns: "
                                  f"{_list(names)}")
         for role, name in self.roles.items():
             if not _is_numeric(types[name]):
@@ -145,8 +146,8 @@ def _labels(col, start: int, path: str, name: str) -> np.ndarray:
         bad = ~np.isfinite(y) | ~np.isfinite(y.astype(np.float32)) | (y < 0)
     if bad.any():
         r = _first(bad)
-        why = ("missing (NaN or null)" if np.isnan(y[r]) else f"{y[r]!r}, negative"
-               if y[r] < 0 else f"{y[r]!r}, not finite in float32")
+        why = ("missing (NaN or null)" if np.isnan(y[r]) else f"{float(y[r])!r}, negative"
+               if y[r] < 0 else f"{float(y[r])!r}, not finite in float32")
         raise ValueError(f"{path}: row {start + r + 1}: the label (column {name!r}) is {why}; "
                          f"labels must be finite relevance grades >= 0")
     return y
@@ -167,7 +168,7 @@ def _qids(col, start: int, path: str, name: str) -> np.ndarray:
         bad = ~np.isfinite(q) | (q != np.round(q)) | (np.abs(q) >= 2.0 ** 63)
     if bad.any():
         r = _first(bad)
-        why = "missing (NaN or null)" if np.isnan(q[r]) else f"{q[r]!r}, not an integer"
+        why = "missing (NaN or null)" if np.isnan(q[r]) else f"{float(q[r])!r}, not an integer"
         raise ValueError(f"{path}: row {start + r + 1}: the query id (column {name!r}) is "
                          f"{why}; query ids must be integers")
     return q.astype(np.int64)
@@ -183,7 +184,7 @@ def _side(role: str, col, start: int, path: str, name: str) -> np.ndarray:
         r = _first(bad)
         need = "an integer >= 0" if role == "position" else "finite and >= 0"
         raise ValueError(f"{path}: row {start + r + 1}: {_WHAT[role]} (column {name!r}) is "
-                         f"{v[r]!r}; it must be {need}")
+                         f"{float(v[r])!r}; it must be {need}")
     return v.astype(np.int64) if role == "position" else v
 
 
@@ -387,9 +388,10 @@ class CsvSource(_ArrowSource):
             first = None
         except (pa.ArrowException, OSError) as exc:
             raise _unreadable(self.path, "CSV", exc) from None
+        if first is not None:  # before the plan: a mixed column is not "no feature"
+            taken = set(columns.role_names().values())
+            _check_mixed(first, [c for c in schema.names if c not in taken], self.path)
         plan = _Plan(schema, columns, self.path)
-        if first is not None:
-            _check_mixed(first, plan, self.path)
         self._types = {c: (pa.int64() if plan.roles.get("qid") == c and
                            pa.types.is_integer(schema.field(c).type) else pa.float64())
                        for c in plan.read if not pa.types.is_boolean(schema.field(c).type)}
@@ -427,13 +429,14 @@ class CsvSource(_ArrowSource):
                 return
 
 
-def _check_mixed(batch, plan: _Plan, path: str) -> None:
-    """A text column of a CSV whose first block mixes numbers and text is refused (a
-    numeric column with a stray word would otherwise be dropped from the features)."""
+def _check_mixed(batch, names, path: str) -> None:
+    """A text column (of ``names``) of a CSV whose first block mixes numbers and text is
+    refused (a numeric column with a stray word would otherwise be dropped from the
+    features)."""
     pa = require_pyarrow()
     import pyarrow.compute as pc
 
-    for name in plan.ignored:
+    for name in names:
         col = batch.column(name)
         if not pa.types.is_string(col.type) or col.null_count == len(col):
             continue
@@ -531,7 +534,8 @@ def as_arrow_table(obj):
     except (pa.ArrowException, TypeError, ValueError) as exc:
         col = re.search(r"column (.+?) with type", str(exc))
         where = f"column {col.group(1)!r}" if col else "a column"
-        raise ValueError(f"<pandas DataFrame>: {where} mixes types ({first_line(exc)}); a "
+        why = exc.args[0] if exc.args and isinstance(exc.args[0], str) else first_line(exc)
+        raise ValueError(f"<pandas DataFrame>: {where} mixes types ({first_line(why)}); a "
                          f"column holds one type") from None
 
 
