@@ -223,6 +223,8 @@ def main() -> None:
                     help="Parquet files against LightGBM's Arrow table path instead")
     ap.add_argument("--row-group", type=int, default=100_000,
                     help="rows per Parquet row group (with --parquet)")
+    ap.add_argument("--skip", default="", metavar="A,B",
+                    help="with --parquet: measurements left out (codes, cache)")
     ap.add_argument("--child", nargs=3, metavar=("WHICH", "PATH", "THREADS"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -303,7 +305,10 @@ def _bench_parquet(args, folder: Path) -> list:
                   f"{time.perf_counter() - t:.1f} s", flush=True)
         for th in threads:
             res = {}
+            skip = {f"pq_{k.strip().replace('codes', 'ours')}" for k in args.skip.split(",")}
             for which in ("pq_ours", "pq_cache", "pq_mapped", "pq_lightgbm"):
+                if which in skip or (which == "pq_mapped" and "pq_cache" in skip):
+                    continue
                 runs = [_run(which, path, th) for _ in range(args.repeat)]
                 res[which] = (statistics.median(r["s"] for r in runs),
                               max(r["rss_mb"] for r in runs), runs[0])
@@ -312,9 +317,12 @@ def _bench_parquet(args, folder: Path) -> list:
             line = (f"{size:>10,} docs {th} thread(s): LightGBM (read {read:.2f} s + Dataset) "
                     f"{lg:.2f} s, peak {lg_rss:,.0f} MB")
             for k, what in (("pq_ours", "ours -> codes"), ("pq_cache", "ours -> cache")):
+                if k not in res:
+                    continue
                 line += (f"; {what} {res[k][0]:.2f} s ({res[k][0] / lg:.2f}x), peak "
                          f"{res[k][1]:,.0f} MB ({res[k][1] / lg_rss:.2f}x)")
-            line += f"; cache mapped {res['pq_mapped'][0]:.3f} s"
+            if "pq_mapped" in res:
+                line += f"; cache mapped {res['pq_mapped'][0]:.3f} s"
             print(line, flush=True)
             rows.append({"docs": size, "threads": th, **{k: v[0] for k, v in res.items()},
                          **{f"{k}_rss_mb": v[1] for k, v in res.items()}})
