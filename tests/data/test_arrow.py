@@ -65,6 +65,8 @@ def _bad_inputs(tmp_path):
                     r"norows.parquet: the (file|table) has no data rows"),
     }
     (tmp_path / "empty.csv").write_text("")
+    (tmp_path / "empty.feather").write_bytes(b"")
+    cases["empty feather"] = (tmp_path / "empty.feather", r"empty.feather: the file is empty")
     rows = "".join(f"1,{i // 3},0.5,{'x' if i == 7 else 1.5}\n" for i in range(12))
     (tmp_path / "mixed.csv").write_text("label,qid,f0,f1\n" + rows)
     cases["mixed column"] = (tmp_path / "mixed.csv",
@@ -77,7 +79,8 @@ def _bad_inputs(tmp_path):
     return cases
 
 
-CASES = ["missing role", "nan label", "negative label", "nan qid", "empty file", "no rows",
+CASES = ["missing role", "nan label", "negative label", "nan qid", "empty file", "empty feather",
+         "no rows",
          "mixed column", "truncated parquet"]
 
 

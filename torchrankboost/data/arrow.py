@@ -24,6 +24,7 @@ then rounded to float32 (as the SVMlight reader rounds its decimals).
 from __future__ import annotations
 
 import csv
+import os
 import re
 from typing import Dict, Iterator, List, Optional, Tuple
 
@@ -259,7 +260,8 @@ class _ArrowSource(Source):
 
 def _unreadable(path: str, kind: str, exc: BaseException) -> ValueError:
     msg = first_line(exc)
-    if "size is 0 bytes" in msg or "Empty CSV" in msg:
+    if "size is 0 bytes" in msg or "Empty CSV" in msg or (
+            os.path.isfile(path) and os.path.getsize(path) == 0):
         return ValueError(f"{path}: the file is empty")
     return ValueError(f"{path}: not a readable {kind} file, truncated or corrupt ({msg})")
 
