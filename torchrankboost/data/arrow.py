@@ -267,7 +267,9 @@ def _unreadable(path: str, kind: str, exc: BaseException) -> ValueError:
 
 
 class ParquetSource(_ArrowSource):
-    """A Parquet file, read by row groups in batches of at most :data:`CHUNK_ROWS` rows."""
+    """A Parquet file, read by row groups in batches of at most :data:`CHUNK_ROWS` rows
+    (plain reads, not memory-mapped: a mapped file's touched pages would count in the
+    process's resident memory, which stays the codes plus one chunk)."""
 
     format = "parquet"
 
@@ -277,7 +279,7 @@ class ParquetSource(_ArrowSource):
 
         self.path = str(path)
         try:
-            self._file = pq.ParquetFile(self.path, memory_map=True)
+            self._file = pq.ParquetFile(self.path, memory_map=False)
         except (pa.ArrowException, OSError) as exc:
             raise _unreadable(self.path, "Parquet", exc) from None
         md = self._file.metadata
