@@ -24,6 +24,21 @@ of ``--repeat`` runs, ratios to LightGBM at the same thread count, all in one ru
 
 Memory: LightGBM holds the text in memory while it reads (peak ~1.4× the file), ours the
 uint8 codes plus one block (670 MiB at 2M × 136; the float path ~1.8 GB).
+
+**Parquet** (``--parquet``): a Parquet file of ``--features`` float32 columns (half
+integers, half decimals), ``label`` and ``qid`` columns, in row groups of ``--row-group``
+rows (default 100k), against LightGBM's supported Arrow path:
+
+* **ours → codes**: ``load_binned(path)`` — the file streamed by row groups straight into
+  uint8 bin codes (ready to train: what ``train`` does with it);
+* **ours → cache**: ``build_cache(path + ".trbin", path)`` — the same, written as the bin
+  cache (``torchrankboost bin``); ``train --cache`` then maps it;
+* **LightGBM**: ``pyarrow.parquet.read_table(path)`` then ``lightgbm.Dataset(features
+  table, label=, group=, params={"max_bin": 255, "num_threads": T}).construct()`` (its
+  time with the read; the read alone printed beside it)::
+
+    python scripts/bench_load.py --parquet --sizes 2M --threads 1,2 --repeat 1
+    python scripts/bench_load.py --parquet --sizes 10M --threads 1 --repeat 1 --keep DIR
 """
 
 from __future__ import annotations
@@ -79,9 +94,70 @@ def write_letor(path: Path, n: int, F: int, seed: int = 0, block: int = 5000) ->
     np.savetxt(str(path) + ".query", np.bincount(qid), fmt="%d")
 
 
+def write_parquet(path: Path, n: int, F: int, seed: int = 0, rows: int = 100_000) -> None:
+    """A Parquet file of ``n`` documents: ``label`` (0-4), ``qid`` (20-200 rows a query) and
+    ``F`` float32 features ``f1 ..`` (odd: integers < 5000, even: decimals), written by row
+    groups of ``rows`` (never the whole table in memory)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rng = np.random.default_rng(seed)
+    sizes = rng.integers(20, 200, size=n // 20 + 2)
+    qid = np.repeat(np.arange(sizes.size, dtype=np.int64), sizes)[:n]
+    scale = rng.choice([1, 100, 1000], size=F).astype(np.float32)
+    names = ["label", "qid"] + [f"f{j + 1}" for j in range(F)]
+    schema = pa.schema([("label", pa.float32()), ("qid", pa.int64())]
+                       + [(c, pa.float32()) for c in names[2:]])
+    with pq.ParquetWriter(str(path), schema) as w:
+        for s in range(0, n, rows):
+            m = min(n, s + rows) - s
+            X = rng.random((m, F), dtype=np.float32) * scale
+            X[:, ::2] = np.floor(X[:, ::2] * 5)
+            cols = [pa.array(rng.integers(0, 5, size=m).astype(np.float32)),
+                    pa.array(qid[s:s + m])] + [pa.array(X[:, j]) for j in range(F)]
+            w.write_table(pa.Table.from_arrays(cols, schema=schema), row_group_size=rows)
+
+
+def parquet_child(which: str, path: str, threads: int):
+    """``(seconds, shape, extra)`` of one Parquet load (see the module docstring)."""
+    if which == "pq_lightgbm":
+        import lightgbm as lgb
+        import pyarrow.parquet as pq
+        t = time.perf_counter()
+        table = pq.read_table(path)
+        read = time.perf_counter() - t
+        qid = table.column("qid").to_numpy()
+        cut = np.flatnonzero(np.diff(qid)) + 1
+        group = np.diff(np.concatenate(([0], cut, [qid.size])))
+        label = table.column("label").to_numpy()
+        feats = table.drop_columns(["label", "qid"])
+        del table
+        ds = lgb.Dataset(feats, label=label, group=group,
+                         params={"max_bin": 255, "num_threads": threads, "verbose": -1})
+        ds.construct()
+        return time.perf_counter() - t, (ds.num_data(), ds.num_feature()), {"read_s": read}
+    import torch
+    torch.set_num_threads(threads)
+    t = time.perf_counter()
+    if which == "pq_ours":
+        from torchrankboost.data.binned_read import load_binned
+        b = load_binned(path, n_bins=255).binned
+        return time.perf_counter() - t, tuple(b.codes.shape), {}
+    if which == "pq_cache":
+        from torchrankboost.data.cache import build_cache
+        build_cache(path + ".trbin", path)
+        return time.perf_counter() - t, (), {}
+    from torchrankboost.data.cache import load_cache  # pq_mapped: train --cache's read
+    c = load_cache(path + ".trbin", values=False)
+    return time.perf_counter() - t, tuple(c.binned.codes.shape), {}
+
+
 def child(which: str, path: str, threads: int) -> None:
     """One timed load in this process; prints ``{"s": seconds, "rss_mb": peak}``."""
-    if which in ("ours", "float"):
+    extra = {}
+    if which.startswith("pq_"):
+        dt, shape, extra = parquet_child(which, path, threads)
+    elif which in ("ours", "float"):
         import torch
 
         from torchrankboost.kernels.binning import bin_features
@@ -121,7 +197,7 @@ def child(which: str, path: str, threads: int) -> None:
         dt = time.perf_counter() - t
         shape = X.shape
     rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(json.dumps({"s": dt, "rss_mb": rss, "shape": list(shape)}))
+    print(json.dumps({"s": dt, "rss_mb": rss, "shape": list(shape), **extra}))
 
 
 def _run(which: str, path: Path, threads: int) -> dict:
@@ -143,6 +219,12 @@ def main() -> None:
     ap.add_argument("--keep", default=None, help="folder for the generated files (kept)")
     ap.add_argument("--float", action="store_true",
                     help="also time the float path (load_svmlight, then bin_features)")
+    ap.add_argument("--parquet", action="store_true",
+                    help="Parquet files against LightGBM's Arrow table path instead")
+    ap.add_argument("--row-group", type=int, default=100_000,
+                    help="rows per Parquet row group (with --parquet)")
+    ap.add_argument("--skip", default="", metavar="A,B",
+                    help="with --parquet: measurements left out (codes, cache)")
     ap.add_argument("--child", nargs=3, metavar=("WHICH", "PATH", "THREADS"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -150,7 +232,7 @@ def main() -> None:
     folder = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="bench_load_"))
     folder.mkdir(parents=True, exist_ok=True)
     try:
-        rows = _bench(args, folder)
+        rows = (_bench_parquet if args.parquet else _bench)(args, folder)
     finally:
         if not args.keep:
             shutil.rmtree(folder, ignore_errors=True)
@@ -203,6 +285,44 @@ def _bench(args, folder: Path) -> list:
             if "sklearn" in res:
                 line += (f", scikit-learn {res['sklearn'][0]:.2f} s ({res['sklearn'][0] / lg:.2f}x, "
                          f"peak {res['sklearn'][1]:,.0f} MB)")
+            print(line, flush=True)
+            rows.append({"docs": size, "threads": th, **{k: v[0] for k, v in res.items()},
+                         **{f"{k}_rss_mb": v[1] for k, v in res.items()}})
+    return rows
+
+
+def _bench_parquet(args, folder: Path) -> list:
+    threads = [int(t) for t in args.threads.split(",")]
+    print(f"bench_load --parquet: {args.features} features, row groups of {args.row_group:,}, "
+          f"threads {threads}, median of {args.repeat}, files in {folder}")
+    rows = []
+    for size in [_count(s) for s in args.sizes.split(",")]:
+        path = folder / f"letor_{size}x{args.features}.parquet"
+        if not path.is_file():
+            t = time.perf_counter()
+            write_parquet(path, size, args.features, rows=args.row_group)
+            print(f"  wrote {path.name}: {path.stat().st_size / 2**20:,.0f} MiB in "
+                  f"{time.perf_counter() - t:.1f} s", flush=True)
+        for th in threads:
+            res = {}
+            skip = {f"pq_{k.strip().replace('codes', 'ours')}" for k in args.skip.split(",")}
+            for which in ("pq_ours", "pq_cache", "pq_mapped", "pq_lightgbm"):
+                if which in skip or (which == "pq_mapped" and "pq_cache" in skip):
+                    continue
+                runs = [_run(which, path, th) for _ in range(args.repeat)]
+                res[which] = (statistics.median(r["s"] for r in runs),
+                              max(r["rss_mb"] for r in runs), runs[0])
+            lg, lg_rss = res["pq_lightgbm"][:2]
+            read = res["pq_lightgbm"][2]["read_s"]
+            line = (f"{size:>10,} docs {th} thread(s): LightGBM (read {read:.2f} s + Dataset) "
+                    f"{lg:.2f} s, peak {lg_rss:,.0f} MB")
+            for k, what in (("pq_ours", "ours -> codes"), ("pq_cache", "ours -> cache")):
+                if k not in res:
+                    continue
+                line += (f"; {what} {res[k][0]:.2f} s ({res[k][0] / lg:.2f}x), peak "
+                         f"{res[k][1]:,.0f} MB ({res[k][1] / lg_rss:.2f}x)")
+            if "pq_mapped" in res:
+                line += f"; cache mapped {res['pq_mapped'][0]:.3f} s"
             print(line, flush=True)
             rows.append({"docs": size, "threads": th, **{k: v[0] for k, v in res.items()},
                          **{f"{k}_rss_mb": v[1] for k, v in res.items()}})

@@ -222,3 +222,49 @@ def test_disk_full_while_writing_predictions_is_one_line_and_keeps_the_old_file(
     err = capsys.readouterr().err.strip()
     assert len(err.splitlines()) == 1 and "No space left on device" in err
     assert out.read_text() == "old\n"
+
+
+def test_tables_train_bin_predict_and_evaluate_by_column_names(tmp_path, capsys):
+    """Parquet/Feather/CSV through the command line: the model of the Parquet file also from
+    its bin cache; ``predict`` on a CSV of other role names writes the query ids beside the
+    scores (text or a Parquet table), the scores of the feature columns the model records."""
+    pa = pytest.importorskip("pyarrow")
+    import pyarrow.parquet as pq
+    from safetensors import safe_open
+
+    from table_files import ranking_table, write
+
+    train = write(ranking_table(60, 5, seed=7), tmp_path / "train.parquet", rows=50)
+    test = ranking_table(20, 5, seed=9)
+    renamed = test.rename_columns(["rel", "query", "f4", "f1", "f2", "f3", "f0"])
+    csv = write(renamed, tmp_path / "test.csv")
+    common = ["--rounds", "3", "--no-tensorboard", "-q", "--max-leaves", "4"]
+    a, b = tmp_path / "a.safetensors", tmp_path / "b.safetensors"
+    assert main_quiet(["train", "--data", train, "-o", a] + common) == 0
+    assert main_quiet(["bin", train, "-o", tmp_path / "t.trbin"]) == 0
+    assert main_quiet(["train", "--data", train, "--cache", tmp_path / "t.trbin", "-o", b]
+                      + common) == 0
+    with safe_open(str(a), "pt") as fa, safe_open(str(b), "pt") as fb:
+        assert all(torch.equal(fa.get_tensor(k), fb.get_tensor(k)) for k in fa.keys())
+    model = load_model(a)
+    assert model.info["feature_names"] == ["f0", "f1", "f2", "f3", "f4"]
+    X = torch.from_numpy(np.column_stack([renamed.column(f"f{j}").to_numpy() for j in range(5)]))
+    ref = model.predict(X).double().numpy()
+    capsys.readouterr()
+    roles = ["--label-column", "rel", "--qid-column", "query"]
+    assert main(["predict", str(a), str(csv)] + roles) == 0
+    lines = capsys.readouterr().out.splitlines()
+    qid = test.column("qid").to_numpy()
+    assert [int(x.split("\t")[0]) for x in lines] == qid.tolist()
+    np.testing.assert_allclose([float(x.split("\t")[1]) for x in lines], ref, rtol=1e-12)
+    assert main(["predict", str(a), str(csv), "-o", str(tmp_path / "s.parquet")] + roles) == 0
+    out = pq.read_table(tmp_path / "s.parquet")
+    assert out.column_names == ["query", "score"]
+    np.testing.assert_allclose(out.column("score").to_numpy(), ref, rtol=1e-12)
+    assert main(["evaluate", str(a), str(csv)] + roles) == 0
+    assert main(["evaluate", str(a), str(csv)]) == 2
+    assert "test.csv: no column 'label'" in one_error_line(capsys.readouterr().err)
+    write(renamed.drop(["f3"]), tmp_path / "short.csv")
+    assert main(["predict", str(a), str(tmp_path / "short.csv")] + roles) == 2
+    assert "f3" in one_error_line(capsys.readouterr().err)
+    assert pa is not None

@@ -19,8 +19,8 @@ import sys
 from pathlib import Path
 from typing import Any, Dict
 
-from ..data.cache import (BinSpec, bin_spec_of, build_cache, cache_status, load_cache,
-                          run_sources)
+from ..data.cache import (BinSpec, bin_spec_of, build_cache, cache_status, is_table_file,
+                          load_cache, run_sources, training_file)
 from .inputs import PROG
 from .options import TrainOptions
 
@@ -33,8 +33,10 @@ def spec_for(options: TrainOptions, ranker_options: Dict[str, Any]) -> BinSpec:
     from .inputs import build_ranker
 
     ranker = build_ranker(**ranker_options)
+    columns = options.columns() if is_table_file(training_file(options.data)) else None
     return bin_spec_of(getattr(ranker, "learner", None), zero_based=options.zero_based,
-                       max_features=options.max_features, normalize=options.normalize)
+                       max_features=options.max_features, normalize=options.normalize,
+                       columns=columns)
 
 
 def ensure_cache(options: TrainOptions, spec: BinSpec, quiet: bool) -> None:
@@ -57,17 +59,34 @@ def prepare_before_launch(options: TrainOptions, ranker_options: Dict[str, Any])
 
 def _side_files(options: TrainOptions):
     """``{split: path}`` of the validation and test files of a cached run."""
-    from ..data.sources import resolve_data_path
+    from ..data.sources import fold_split, resolve_data_path
 
     files = {}
     p = resolve_data_path(options.data)
     if p.is_dir():
-        files = {"valid": p / "vali.txt", "test": p / "test.txt"}
+        files = {k: fold_split(p, stem) or p / f"{stem}.txt"
+                 for k, stem in (("valid", "vali"), ("test", "test"))}
     if options.valid:
         files["valid"] = options.valid
     if options.test:
         files["test"] = options.test
     return files
+
+
+def _by_name(d, names, path, cache):
+    """A table's split with the cache's feature columns, in the cache's order (other
+    columns: ``ValueError``)."""
+    from dataclasses import replace
+
+    if names is None or d.feature_names is None or tuple(d.feature_names) == tuple(names):
+        return d
+    if set(d.feature_names) != set(names):
+        missing = [c for c in names if c not in d.feature_names]
+        extra = [c for c in d.feature_names if c not in names]
+        raise ValueError(f"{path}: its feature columns differ from the bin cache {cache}'s "
+                         f"(missing {missing[:8]}, extra {extra[:8]})")
+    order = [list(d.feature_names).index(c) for c in names]
+    return replace(d, X=d.X[:, order].contiguous(), feature_names=tuple(names))
 
 
 def cached_splits(options: TrainOptions, ctx, ranker_options: Dict[str, Any]):
@@ -98,12 +117,14 @@ def cached_splits(options: TrainOptions, ctx, ranker_options: Dict[str, Any]):
     if files:
         read = read_run_files(list(files.values()), context=ctx,
                                max_features=options.max_features,
-                               zero_based=tr.zero_based if tr.zero_based is not None else "auto")
+                               zero_based=tr.zero_based if tr.zero_based is not None else "auto",
+                               columns=spec.read_options().columns)
         for key, d in zip(files, read):
             with ctx.guard():
                 if d.num_features > F:
                     raise ValueError(f"{files[key]}: has {d.num_features} features, the bin "
                                      f"cache {options.cache} has {F}")
+                d = _by_name(d, tr.feature_names, files[key], options.cache)
             d = pad_features(d, F)
             d.zero_based = tr.zero_based
             if options.normalize:

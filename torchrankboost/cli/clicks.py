@@ -53,8 +53,8 @@ def click_positions(options: TrainOptions, ctx, tr, ranker):
     if not hasattr(ranker, "loss"):
         raise ValueError(f"--debias {method}: the algorithm has no loss to wrap (use the "
                          f"generic driver, --algorithm boost)")
-    pos = document_positions(resolve_data_path(options.data), options.position, tr,
-                             context=ctx)
+    pos = tr.position if tr.position is not None and not options.position else \
+        document_positions(resolve_data_path(options.data), options.position, tr, context=ctx)
     if pos is None:
         raise ValueError(f"--debias {method}: no positions (give --position FILE or put a "
                          f"FILE.position beside the training file)")

@@ -17,7 +17,8 @@ from ..registry import parse_value
 __all__ = ["PROG", "DEFAULT_REPORT_GRADED", "DEFAULT_REPORT_BINARY", "ZERO_BASED",
            "NUMBERING_HELP", "MAX_FEATURES_HELP", "CLIError",
            "parse_params", "is_binary", "device", "load_saved_model", "normalized",
-           "check_output", "check_model_output", "THEIR_FLAGS", "build_ranker"]
+           "check_output", "check_model_output", "THEIR_FLAGS", "build_ranker",
+           "add_column_options", "column_roles", "COLUMNS_HELP"]
 
 PROG = "torchrankboost"
 DEFAULT_REPORT_GRADED = ("ndcg@1", "ndcg@5", "ndcg@10", "map", "auc", "pair_error")
@@ -178,3 +179,52 @@ def build_ranker(**kwargs):
         if not hints:
             raise
         raise CLIError(f"{text} ({'; '.join(hints)})") from None
+
+
+#: what the column flags say once, in each command's help
+COLUMNS_HELP = ("tables (Parquet, Feather/Arrow, CSV/TSV) name their columns: the label and the "
+                "query ids are the columns 'label' and 'qid', the columns 'weight', "
+                "'position' and 'group_weight' are used when present, the features are "
+                "every other numeric column")
+
+
+def add_column_options(group, *, features: bool = True) -> None:
+    """The column-role flags of the commands that read tables."""
+    for role, what in (("label", "relevance labels"), ("qid", "query ids"),
+                       ("weight", "document weights"),
+                       ("position", "displayed positions (with --debias)"),
+                       ("group-weight", "query weights (one value per query)")):
+        group.add_argument(f"--{role}-column", default=None, metavar="NAME",
+                           help=f"the table column of the {what} (default: "
+                                f"{role.replace('-', '_')!r}"
+                                + ("" if role in ("label", "qid") else ", when present") + ")")
+    if features:
+        group.add_argument("--feature-columns", default=None, metavar="A,B,...",
+                           help="the feature columns of a table, comma-separated (default: "
+                                "every numeric column without a role)")
+
+
+def feature_list(text: Optional[str]):
+    """``--feature-columns A,B`` as a tuple of names (``None`` stays ``None``)."""
+    if text is None:
+        return None
+    names = tuple(c.strip() for c in text.split(","))
+    if not all(names):
+        raise CLIError(f"--feature-columns expects comma-separated column names, got {text!r}")
+    return names
+
+
+def column_roles(args, *, optional: Sequence[str] = (), features=None):
+    """The :class:`~torchrankboost.data.readers.Columns` of a command's column flags
+    (``features``: the feature columns instead of ``--feature-columns``)."""
+    from ..data.readers import Columns
+
+    feats = features if features is not None else feature_list(
+        getattr(args, "feature_columns", None))
+    try:
+        return Columns.of(label=args.label_column, qid=args.qid_column,
+                          weight=args.weight_column, position=args.position_column,
+                          group_weight=args.group_weight_column, features=feats,
+                          optional=optional)
+    except ValueError as exc:
+        raise CLIError(str(exc)) from None

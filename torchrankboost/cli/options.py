@@ -86,6 +86,12 @@ class TrainOptions:
             (``registry.names("debias")``: ``"ipw"``, ``"em"``, ``"dla"``, ``"additive"``).
         propensity: examination probabilities of positions ``1..K`` (``debias="ipw"``).
         cache: train on this bin cache of ``data`` (built when missing, rebuilt when stale).
+        label_column, qid_column, weight_column, position_column, group_weight_column: the
+            columns of those roles in tables (Parquet, Feather/Arrow, CSV/TSV; ``None``: the
+            role's own name — ``"label"``, ``"qid"`` required, the others used when
+            present); a name given must exist.
+        feature_columns: the feature columns of tables (``None``: every other numeric
+            column).
     Model:
         algorithm: an algorithm's name (``None``: ``"boost"``, the generic driver).
         model: a neural ranker instead of boosting: ``"mlp"`` or ``"transformer"``
@@ -132,6 +138,12 @@ class TrainOptions:
     debias: str = "none"
     propensity: Optional[Tuple[float, ...]] = None
     cache: Optional[str] = None
+    label_column: Optional[str] = None
+    qid_column: Optional[str] = None
+    weight_column: Optional[str] = None
+    position_column: Optional[str] = None
+    group_weight_column: Optional[str] = None
+    feature_columns: Optional[Tuple[str, ...]] = None
     algorithm: Optional[str] = None
     model: Optional[str] = None
     model_params: Mapping[str, Any] = field(default_factory=dict)
@@ -167,11 +179,27 @@ class TrainOptions:
         _check_types(self)
         _check_values(self)
 
+    def columns(self) -> Any:
+        """The column roles of the run's tables
+        (:class:`~torchrankboost.data.readers.Columns`)."""
+        from ..data.readers import Columns
+
+        try:
+            return Columns.of(label=self.label_column, qid=self.qid_column,
+                              weight=self.weight_column, position=self.position_column,
+                              group_weight=self.group_weight_column,
+                              features=self.feature_columns)
+        except ValueError as exc:
+            msg = str(exc)
+            raise OptionError(lambda o: msg) from None
+
 
 _PATHS = ("data", "valid", "test", "weights", "position", "cache", "logdir", "output",
           "init_model", "resume")
 _OPTIONAL_STRINGS = ("valid", "test", "weights", "position", "cache", "algorithm", "model", "loss",
-                     "learner", "metric", "logdir", "name", "output", "init_model", "resume")
+                     "learner", "metric", "logdir", "name", "output", "init_model", "resume",
+                     "label_column", "qid_column", "weight_column", "position_column",
+                     "group_weight_column")
 _OPTIONAL_INTS = ("max_features", "rounds", "max_leaves", "early_stopping", "checkpoint_every",
                   "threads")
 _BOOLS = ("normalize", "tensorboard", "quiet")
@@ -210,6 +238,8 @@ def _check_types(opts: TrainOptions) -> None:
     if lr is not None and (isinstance(lr, bool) or not isinstance(lr, numbers.Real)):
         raise _wrong("learning_rate", "a number or None", lr)
     object.__setattr__(opts, "report", _strings("report", opts.report))
+    object.__setattr__(opts, "feature_columns", _strings("feature_columns",
+                                                         opts.feature_columns))
     object.__setattr__(opts, "propensity", _numbers("propensity", opts.propensity))
 
 

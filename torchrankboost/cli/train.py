@@ -15,7 +15,8 @@ from ..factory import rounds_kept
 from ..parallel.launch import context, relaunch
 from .cached import prepare_before_launch
 from .clicks import add_click_options, propensities
-from .inputs import MAX_FEATURES_HELP, NUMBERING_HELP, ZERO_BASED, CLIError, parse_params
+from .inputs import (COLUMNS_HELP, MAX_FEATURES_HELP, NUMBERING_HELP, ZERO_BASED, CLIError,
+                     add_column_options, feature_list, parse_params)
 from .launch_checks import check_before_launch
 from .options import OptionError, TrainOptions
 from .scoring import format_table
@@ -48,13 +49,16 @@ def add_commands(sub) -> None:
 
 def _add_train_data_options(tr) -> None:
     """``train``'s data options."""
-    g = tr.add_argument_group("data")
+    g = tr.add_argument_group("data", description=COLUMNS_HELP)
     g.add_argument("--data", default="wdbc", metavar="DATA",
-                   help="built-in set (wdbc, synthetic), a LETOR fold folder "
-                        "(train.txt/vali.txt/test.txt) or an SVMlight file with qid "
-                        "(default: wdbc)")
-    g.add_argument("--valid", metavar="FILE", help="validation file (SVMlight) for early stopping")
-    g.add_argument("--test", metavar="FILE", help="test file (SVMlight) for the final report")
+                   help="built-in set (wdbc, synthetic), a fold folder (train/vali/test, "
+                        "each .txt or .parquet/.feather/.arrow/.csv/.tsv), an SVMlight file "
+                        "with qid, or a table file (default: wdbc)")
+    g.add_argument("--valid", metavar="FILE",
+                   help="validation file (any format of --data) for early stopping")
+    g.add_argument("--test", metavar="FILE",
+                   help="test file (any format of --data) for the final report")
+    add_column_options(g)
     g.add_argument("--weights", metavar="FILE",
                    help="document weights of the training data, one per data line (default: "
                         "the training file's FILE.weight beside it, as LightGBM reads it)")
@@ -174,6 +178,10 @@ def train_options(args) -> TrainOptions:
             normalize=args.normalize, zero_based=ZERO_BASED[args.zero_based],
             max_features=args.max_features, position=args.position, debias=args.debias,
             propensity=propensities(args.propensity) if clicks else None, cache=args.cache,
+            label_column=args.label_column, qid_column=args.qid_column,
+            weight_column=args.weight_column, position_column=args.position_column,
+            group_weight_column=args.group_weight_column,
+            feature_columns=feature_list(args.feature_columns),
             algorithm=args.algorithm, model=args.model,
             model_params=parse_params(args.model_param, "--model-param"),
             precision=args.precision, loss=args.loss, learner=args.learner, rounds=args.rounds,

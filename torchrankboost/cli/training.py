@@ -87,6 +87,7 @@ class RunPlan:
     position: Any = None  # (n,) displayed positions of click labels (--position, --debias)
     start: str = ""  # what the run continues (--resume, --init-model), said at the start
     config_path: Optional[str] = None  # the run's options, saved beside the model
+    group_weight: Any = None  # (G,) query weights (a table's group weight column)
 
 
 @dataclass
@@ -308,9 +309,14 @@ def _load_splits(opts: TrainOptions, ctx, kwargs: Dict[str, Any]):
         read = get_context(False) if neural else ctx  # (one process's read: no shards)
         tr, va, te, name = load_data(opts.data, valid=opts.valid, test=opts.test,
                                      seed=opts.seed, zero_based=opts.zero_based,
-                                     max_features=opts.max_features, context=read)
-        weights = document_weights(resolve_data_path(opts.data), opts.weights, tr,
-                                   context=read)
+                                     max_features=opts.max_features, context=read,
+                                     columns=opts.columns())
+        with ctx.guard():
+            if tr.weight is not None and opts.weights:
+                raise CLIError(f"--weights {opts.weights}: the training table has a weight "
+                               f"column ({opts.weight_column or 'weight'}); use one")
+        weights = tr.weight if tr.weight is not None else document_weights(
+            resolve_data_path(opts.data), opts.weights, tr, context=read)
         if neural and ctx.world_size > 1:  # the evaluation sets: this rank's shard
             with ctx.guard():
                 va, te = (None if d is None else d.shard(ctx.rank, ctx.world_size)
@@ -442,6 +448,8 @@ def _fit(ranker, splits: Dict[str, Any], run: RunPlan, callbacks: List[Any], **s
         kwargs["sample_weight"] = run.weights
     if run.position is not None:
         kwargs["position"] = run.position
+    if run.group_weight is not None:
+        kwargs["group_weight"] = run.group_weight
     t0 = time.perf_counter()
     model = ranker.fit(tr.X, tr.labels, tr.groups, **kwargs)
     return model, time.perf_counter() - t0
@@ -509,6 +517,8 @@ def _finish(opts: TrainOptions, ctx, ranker, model, splits, run: RunPlan, logger
     rows = _final_metrics(opts, ctx, model, splits, run, logger, used)
     if splits["train"].zero_based is not None:
         model.info["zero_based"] = bool(splits["train"].zero_based)
+    if splits["train"].feature_names is not None:  # a table's: predict selects them by name
+        model.info["feature_names"] = list(splits["train"].feature_names)
     model.info["normalize"] = bool(opts.normalize)  # evaluate/predict apply it
     model.info.update(run_facts(ctx))
     out_path = opts.output or os.path.join(run.logdir, "model.safetensors")
@@ -540,6 +550,7 @@ def run_training(options: TrainOptions) -> Optional[TrainResult]:
     run, ranker = _prepare(options, ctx, kwargs, splits, name)
     run.weights = weights
     run.position = click_positions(options, ctx, tr, ranker)
+    run.group_weight = tr.group_weight
     callbacks, logger = _callbacks(options, ctx, run)
     splits = {k: d.to(dev) for k, d in splits.items() if d is not None}
     _announce(options, ctx, run, tr, dev)

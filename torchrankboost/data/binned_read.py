@@ -38,8 +38,10 @@ from ..kernels.binning import (MAX_INT16_BINS, BinnedFeatures, apply_bins, attac
                                sample_rows)
 from . import fastread
 from .dataset import RankingData
+from .readers import ReadOptions
 
-__all__ = ["load_svmlight_binned", "stream_binned", "bin_row_chunks", "BinnedLoad", "SCAN_BLOCK"]
+__all__ = ["load_svmlight_binned", "load_binned", "stream_binned", "bin_row_chunks", "BinnedLoad",
+           "SCAN_BLOCK"]
 
 #: bytes per step of the line scan
 SCAN_BLOCK = 64 << 20
@@ -91,6 +93,47 @@ def load_svmlight_binned(path, *, n_bins: int = 255, sample_count: int = 200_000
     b = bin_features(d.X, n_bins=n_bins, sample_count=sample_count, seed=seed,
                      max_bins=MAX_INT16_BINS)
     data = RankingData(_stand_in(b, key), d.labels, d.groups, d.qid, d.row, d.zero_based)
+    return BinnedLoad(data, b, False)
+
+
+def load_binned(path, *, n_bins: int = 255, sample_count: int = 200_000, seed: int = 0,
+                options: Optional[ReadOptions] = None, stream_only: bool = False
+                ) -> Optional[BinnedLoad]:
+    """A file of any supported format read into bin codes, through the reader seam
+    (:mod:`.readers`): the reader's own streaming path (SVMlight: :func:`stream_binned`),
+    else the generic one over its row chunks (tables:
+    :func:`~.tables.stream_binned_source`), else — or when streaming saves nothing — the
+    file read whole and binned. The same codes and edges as
+    ``bin_features(<the file's float matrix>, n_bins=, sample_count=, seed=)`` in every
+    case. ``options``: the reading options (:class:`~.readers.ReadOptions`: SVMlight's
+    numbering, the column roles of tables). ``stream_only``: ``None`` instead of a whole
+    read."""
+    from .readers import reader_for
+    from .tables import stream_binned_source
+
+    opts = ReadOptions() if options is None else options
+    reader = reader_for(path)
+    fast = getattr(reader, "read_binned", None)
+    if fast is not None:
+        got = fast(path, n_bins=n_bins, sample_count=sample_count, seed=seed, options=opts)
+    else:
+        with reader.open(path, opts.columns) as src:
+            got = stream_binned_source(src, n_bins=n_bins, sample_count=sample_count,
+                                       seed=seed)
+    if got is not None:
+        return BinnedLoad(got[0], got[1], True)
+    if stream_only:
+        return None
+    from .sources import read_run_files
+    from ..parallel.context import DistContext
+
+    d = read_run_files([path], context=DistContext(), zero_based=opts.zero_based,
+                       max_features=opts.max_features, columns=opts.columns)[0]
+    b = bin_features(d.X, n_bins=n_bins, sample_count=sample_count, seed=seed,
+                     max_bins=MAX_INT16_BINS)
+    data = RankingData(_stand_in(b, (n_bins, sample_count, seed)), d.labels, d.groups, d.qid,
+                       d.row, d.zero_based, d.feature_names, d.weight, d.position,
+                       d.group_weight)
     return BinnedLoad(data, b, False)
 
 

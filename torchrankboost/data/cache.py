@@ -1,7 +1,8 @@
 """The binned-data cache: a training file read, binned and stored once, memory-mapped after.
 
-``torchrankboost bin DATA -o data.trbin`` (:func:`build_cache`) reads an SVMlight/LETOR
-training file with the library's reader, bins its features exactly as the tree learner's
+``torchrankboost bin DATA -o data.trbin`` (:func:`build_cache`) reads a training file in
+any supported format (SVMlight/LETOR, Parquet, Arrow/Feather, CSV: the reader seam,
+:mod:`.readers`), bins its features exactly as the tree learner's
 ``prepare`` would (:func:`~torchrankboost.kernels.binning.bin_features` with the learner's
 ``n_bins``, ``bin_sample_count`` and ``seed``, edges from the rows of positive weight) and
 writes one safetensors file (atomically, :func:`torchrankboost._io.atomic_path`):
@@ -24,11 +25,11 @@ The metadata holds the format and version, the binning parameters (``n_bins``,
 ``sample_count``, ``seed``), the codes' ``code_dtype`` (``"uint8"`` / ``"int16"``; caches
 written before it was recorded hold uint8 codes or say so by the tensor's dtype) and
 ``missing_code``, the reading options (``zero_based``, ``max_features``,
-``normalize``), and for every source file (the data file, its ``.query`` and ``.weight``
-side files) its size, modification time and SHA-256, the CRC-32 of each chunk of the
-codes (``codes_crc32``: ``rows`` rows a chunk, about 4 MiB, and one checksum per chunk), and
-a SHA-256 over the metadata (the chunks' checksums included) and every tensor but
-``codes``.
+``normalize``; for a table also its column roles, ``columns``, and its ``feature_names``),
+and for every source file (the data file, its ``.query`` and ``.weight`` side files) its size,
+modification time and SHA-256, the CRC-32 of each chunk of the codes (``codes_crc32``:
+``rows`` rows a chunk, about 4 MiB, and one checksum per chunk), and a SHA-256 over the
+metadata (the chunks' checksums included) and every tensor but ``codes``.
 
 :func:`load_cache` maps the file (``mmap``, copy-on-write: nothing is read until used) and
 views the tensors in place (``torch.frombuffer``); it refuses, with one line naming the
@@ -69,12 +70,14 @@ from .._errors import first_line
 from .._io import atomic_path
 from ..kernels.binning import MAX_INT16_BINS, BinnedFeatures, attach_bins, bin_features
 from ..groups import Groups
-from .binned_read import stream_binned
+from .binned_read import load_binned
 from .dataset import RankingData, normalize_per_query
-from .sources import load_file, resolve_data_path
+from .readers import Columns, ReadOptions, reader_for
+from .sources import fold_split, read_run_files, resolve_data_path
 from .svmlight import weights_path
 
 __all__ = ["BinSpec", "CacheError", "StaleCacheError", "CachedData", "build_cache",
+           "is_table_file",
            "load_cache", "cache_status", "bin_spec_of", "training_file", "realized", "run_sources",
            "representatives", "write_cache"]
 
@@ -102,7 +105,8 @@ class StaleCacheError(CacheError):
 @dataclass(frozen=True)
 class BinSpec:
     """What the cached bins depend on besides the data: the learner's binning
-    (``n_bins``, ``sample_count``, ``seed``) and the reading options."""
+    (``n_bins``, ``sample_count``, ``seed``) and the reading options (``columns``: a
+    table's column roles, ``None`` for SVMlight)."""
 
     n_bins: int = 255
     sample_count: int = 200_000
@@ -110,11 +114,20 @@ class BinSpec:
     zero_based: object = "auto"
     max_features: Optional[int] = None
     normalize: bool = False
+    columns: Optional[Columns] = None
 
     def as_dict(self) -> dict:
-        return {"n_bins": int(self.n_bins), "sample_count": int(self.sample_count),
-                "seed": int(self.seed), "zero_based": self.zero_based,
-                "max_features": self.max_features, "normalize": bool(self.normalize)}
+        out = {"n_bins": int(self.n_bins), "sample_count": int(self.sample_count),
+               "seed": int(self.seed), "zero_based": self.zero_based,
+               "max_features": self.max_features, "normalize": bool(self.normalize)}
+        if self.columns is not None:  # a table's column roles (SVMlight caches: none)
+            out["columns"] = self.columns.as_dict()
+        return out
+
+    def read_options(self) -> ReadOptions:
+        """The :class:`~.readers.ReadOptions` of the spec."""
+        return ReadOptions(zero_based=self.zero_based, max_features=self.max_features,
+                           columns=self.columns or Columns())
 
 
 def bin_spec_of(learner, **reading) -> BinSpec:
@@ -129,14 +142,14 @@ def bin_spec_of(learner, **reading) -> BinSpec:
 
 
 def training_file(data) -> Path:
-    """The training file of ``data``: the file itself, or a LETOR fold folder's
-    ``train.txt``."""
+    """The training file of ``data``: the file itself, or a fold folder's ``train`` file
+    (``train.txt``, ``train.parquet``, ...)."""
     p = resolve_data_path(data)
     if p.is_dir():
-        p = next((q for q in (p / "train.txt", p / "train") if q.is_file()), p / "train.txt")
+        p = fold_split(p, "train") or p / "train.txt"
     if not p.is_file():
-        raise FileNotFoundError(f"file not found: {data} (the bin cache is built from an "
-                                f"SVMlight/LETOR file or a fold folder's train.txt)")
+        raise FileNotFoundError(f"file not found: {data} (the bin cache is built from a data "
+                                f"file or a fold folder's train file)")
     return p
 
 
@@ -215,22 +228,22 @@ def code_checksums(codes: Tensor, rows: int, chunks: Tuple[int, int]) -> List[in
 
 
 def build_cache(out, data, *, spec: BinSpec = BinSpec(), weights=None) -> Path:
-    """Read ``data`` (a file or a fold folder's ``train.txt``), bin it as ``spec`` says and
-    write the cache to ``out`` atomically; returns the path. ``weights``: a weights file
-    (default: the data file's ``.weight`` side file when there is one).
+    """Read ``data`` (a file or a fold folder's ``train`` file, in any supported format),
+    bin it as ``spec`` says and write the cache to ``out`` atomically; returns the path.
+    ``weights``: a weights file (default: the data file's ``.weight`` side file when there
+    is one; a table's weight column instead).
 
-    Memory: a plain file of more than ``spec.sample_count`` rows is read straight into bin
-    codes (:func:`~.binned_read.stream_binned`: the codes plus one block; no float matrix),
-    unless ``spec.normalize`` or zero weights need the values; then it is read whole."""
-    from .svmlight import document_weights
-
+    Memory: a file of more than ``spec.sample_count`` rows is read straight into bin codes
+    (:func:`~.binned_read.load_binned`: the codes plus one block or chunk; no float
+    matrix), unless ``spec.normalize`` or zero weights need the values; then it is read
+    whole."""
     train = training_file(data)
-    got = None if spec.normalize else stream_binned(
+    got = None if spec.normalize else load_binned(
         train, n_bins=spec.n_bins, sample_count=spec.sample_count, seed=spec.seed,
-        zero_based=spec.zero_based, max_features=spec.max_features)
+        options=spec.read_options(), stream_only=True)
     if got is not None:
         d, b = got.data, got.binned
-        w = document_weights(train, weights, d)
+        w = _weights(train, weights, d)
         if w is not None and not bool((w > 0).all()):
             got = None  # the edges come from the rows of positive weight: read it whole
     if got is None:
@@ -239,19 +252,44 @@ def build_cache(out, data, *, spec: BinSpec = BinSpec(), weights=None) -> Path:
         train, weights)))
 
 
-def _read_and_bin(train: Path, spec: BinSpec, weights):
-    """``(data, binned, weights)`` of the file read whole (float ``X``), then binned."""
+def _weights(train: Path, weights, d: RankingData) -> Optional[Tensor]:
+    """The documents' weights: a table's weight column, or the weights file (``weights``,
+    else the ``.weight`` side file); a table's position and group weight columns are not
+    kept in a cache (``ValueError``)."""
     from .svmlight import document_weights
 
-    d = load_file(train, zero_based=spec.zero_based, max_features=spec.max_features)
+    for role in ("position", "group_weight"):
+        if getattr(d, role) is not None:
+            raise ValueError(f"{train}: the bin cache keeps weights but not a {role} column; "
+                             f"train from the file (without --cache)")
+    if d.weight is not None:
+        if weights:
+            raise ValueError(f"{train}: has a weight column and --weights {weights} was "
+                             f"given; use one")
+        return d.weight
+    return document_weights(train, weights, d)
+
+
+def _read_and_bin(train: Path, spec: BinSpec, weights):
+    """``(data, binned, weights)`` of the file read whole (float ``X``), then binned."""
+    from ..parallel.context import DistContext
+
+    opts = spec.read_options()
+    d = read_run_files([train], context=DistContext(), zero_based=opts.zero_based,
+                       max_features=opts.max_features, columns=opts.columns)[0]
     if d.X.shape[0] == 0:
         raise ValueError(f"{train}: no data rows to cache")
     X = normalize_per_query(d.X, d.groups) if spec.normalize else d.X
-    w = document_weights(train, weights, d)
+    w = _weights(train, weights, d)
     rows = None if w is None or bool((w > 0).all()) else torch.nonzero(w > 0).reshape(-1)
     b = bin_features(X, n_bins=spec.n_bins, sample_count=spec.sample_count, seed=spec.seed,
                      max_bins=MAX_INT16_BINS, rows=rows)
     return d, b, w
+
+
+def is_table_file(path) -> bool:
+    """Whether ``path`` is read as a table (column roles apply) rather than SVMlight."""
+    return reader_for(path).tabular
 
 
 def write_cache(out, binned: BinnedFeatures, data: RankingData, weights: Optional[Tensor], *,
@@ -275,6 +313,8 @@ def write_cache(out, binned: BinnedFeatures, data: RankingData, weights: Optiona
             "missing_code": b.missing_code, "code_dtype": _CODE_NAMES[b.codes.dtype],
             "zero_based": data.zero_based,
             "sources": [_fingerprint(Path(p)) for p in sources]}
+    if data.feature_names is not None:
+        info["feature_names"] = list(data.feature_names)
     text = json.dumps(info, sort_keys=True)
     with atomic_path(out) as tmp:
         _save(tensors, tmp, {"torchrankboost": text, "sha256": _digest(text, tensors)})
@@ -567,6 +607,8 @@ def load_cache(path, *, spec: Optional[BinSpec] = None, sources=None, context=No
                     key=(binned.n_bins, info["spec"]["sample_count"], info["spec"]["seed"]))
     groups = Groups(off[q0:q1 + 1] - r0)
     qid = torch.repeat_interleave(t["qid"][q0:q1], groups.sizes)
-    data = RankingData(X, t["labels"][r0:r1], groups, qid, None, info["zero_based"])
+    names = info.get("feature_names")
+    data = RankingData(X, t["labels"][r0:r1], groups, qid, None, info["zero_based"],
+                       None if names is None else tuple(names))
     w = t["weights"][r0:r1] if "weights" in t else None
     return CachedData(data=data, weights=w, binned=binned, info=info)

@@ -5,7 +5,7 @@ normalisation, and :func:`shard_queries` (whole queries dealt to ranks, what
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional, Sequence, Union
+from typing import Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
@@ -31,6 +31,13 @@ class RankingData:
             for a file read whole: the lines of a query are contiguous), or ``None``.
         zero_based: the feature numbering the file was read with (``True``: index ``i`` is
             column ``i``; ``False``: column ``i - 1``), ``None`` for data not read from a file.
+        feature_names: the ``F`` feature column names of data read from a table (Parquet,
+            Arrow, CSV, a data frame), ``None`` otherwise (SVMlight numbers its features).
+        weight: ``(n,)`` float64 document weights from a table's weight column, or ``None``.
+        position: ``(n,)`` int64 displayed positions from a table's position column, or
+            ``None``.
+        group_weight: ``(G,)`` float64 query weights from a table's group-weight column (one
+            value per query), or ``None``.
 
     Unpacks as a 3-tuple, ``X, labels, groups = data``, so it drops into code written for
     ``(X, y, groups)`` triples; the other fields are attributes.
@@ -42,6 +49,10 @@ class RankingData:
     qid: Tensor
     row: Optional[Tensor] = None
     zero_based: Optional[bool] = None
+    feature_names: Optional[Tuple[str, ...]] = None
+    weight: Optional[Tensor] = None
+    position: Optional[Tensor] = None
+    group_weight: Optional[Tensor] = None
 
     def __iter__(self):
         return iter((self.X, self.labels, self.groups))
@@ -62,9 +73,9 @@ class RankingData:
         """All tensors (and the groups' offsets) on ``device``."""
         return RankingData(
             self.X.to(device), self.labels.to(device), self.groups.to(device),
-            self.qid.to(device), None if self.row is None else self.row.to(device),
-            self.zero_based,
-        )
+            self.qid.to(device), _to(self.row, device), self.zero_based, self.feature_names,
+            _to(self.weight, device), _to(self.position, device),
+            _to(self.group_weight, device))
 
     def queries(self, start: int, stop: int) -> "RankingData":
         """Queries ``start .. stop-1`` as a new :class:`RankingData` (views, no copy)."""
@@ -77,7 +88,9 @@ class RankingData:
         sizes = self.groups.sizes[start:stop]
         return RankingData(self.X[a:b], self.labels[a:b],
                            Groups.from_sizes(sizes, device=sizes.device), self.qid[a:b],
-                           None if self.row is None else self.row[a:b], self.zero_based)
+                           _cut(self.row, a, b), self.zero_based, self.feature_names,
+                           _cut(self.weight, a, b), _cut(self.position, a, b),
+                           _cut(self.group_weight, start, stop))
 
     def shard(self, rank: int, world_size: int) -> "RankingData":
         """The queries of ``rank`` out of ``world_size`` processes.
@@ -98,29 +111,43 @@ class RankingData:
     def concat(parts: Sequence["RankingData"]) -> "RankingData":
         """The parts one after the other (e.g. the shards of every rank, in rank order).
 
-        They must have the same feature count and dtype; ``row`` is concatenated as is (each
-        part's own row indices), ``None`` if a part has none; ``zero_based`` is kept when all
-        parts agree (else ``None``)."""
+        They must have the same feature count and dtype; ``row`` (each part's own row
+        indices), ``weight``, ``position`` and ``group_weight`` are concatenated as they
+        are, ``None`` if a part has none; ``zero_based`` and ``feature_names`` are kept
+        when all parts agree (else ``None``)."""
         parts = list(parts)
         if not parts or not all(isinstance(d, RankingData) for d in parts):
             raise ValueError("parts must be a non-empty sequence of RankingData")
         F = {d.num_features for d in parts}
         if len(F) > 1:
             raise ValueError(f"parts must have the same number of features, got {sorted(F)}")
-        rows = [d.row for d in parts]
         zb = {d.zero_based for d in parts}
+        names = {d.feature_names for d in parts}
         sizes = torch.cat([d.groups.sizes for d in parts])
         return RankingData(
             torch.cat([d.X for d in parts]), torch.cat([d.labels for d in parts]),
             Groups.from_sizes(sizes, device=sizes.device), torch.cat([d.qid for d in parts]),
-            None if any(r is None for r in rows) else torch.cat(rows),
-            zb.pop() if len(zb) == 1 else None)
+            _cat([d.row for d in parts]), zb.pop() if len(zb) == 1 else None,
+            names.pop() if len(names) == 1 else None, _cat([d.weight for d in parts]),
+            _cat([d.position for d in parts]), _cat([d.group_weight for d in parts]))
 
     def __repr__(self) -> str:
         return (
             f"RankingData(num_docs={len(self)}, num_features={self.num_features}, "
             f"num_queries={self.num_queries}, dtype={self.X.dtype}, device={self.X.device})"
         )
+
+
+def _to(t: Optional[Tensor], device) -> Optional[Tensor]:
+    return None if t is None else t.to(device)
+
+
+def _cut(t: Optional[Tensor], a: int, b: int) -> Optional[Tensor]:
+    return None if t is None else t[a:b]
+
+
+def _cat(ts) -> Optional[Tensor]:
+    return None if any(t is None for t in ts) else torch.cat(ts)
 
 
 # ====================================================================== normalisation

@@ -6,16 +6,21 @@
   (``mq2008/Fold1``, ``uci_wdbc``, ...) there.
 * :func:`load_builtin`: small data sets that need no download (scikit-learn's breast-cancer
   data, a synthetic LETOR-like set), split into train / validation / test.
-* :func:`load_data`: a built-in name, a LETOR fold folder or an SVMlight file → the three
-  splits (what ``torchrankboost train --data`` reads), in one process or as this rank's
-  shards on every rank of a process group.
+* :func:`load_data`: a built-in name, a fold folder (``train``/``vali``/``test`` in any
+  supported format) or a data file → the three splits (what ``torchrankboost train --data``
+  reads), in one process or as this rank's shards on every rank of a process group.
+* :func:`read_run_files`: the files of a run through the reader seam (:mod:`.readers`):
+  SVMlight/LETOR files read together by their reader, tables (Parquet, Arrow/Feather,
+  CSV/TSV) by :func:`~.tables.read_sources`.
+* :func:`load_table`: the one function for a table in Python — a ``pyarrow.Table``, a
+  pandas or Polars ``DataFrame``, or a path in any supported format.
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import List, Optional, Sequence, Tuple, Union
+from typing import Any, List, Optional, Sequence, Tuple, Union
 
 import numpy as np
 import torch
@@ -25,12 +30,13 @@ from .._errors import first_line
 from ..groups import Groups
 from ..parallel.context import DistContext, get_context
 from .dataset import RankingData
-from .svmlight import read_svmlight
+from .readers import Columns, ReadOptions, reader_for, supported_suffixes
 from .synthetic import make_letor
 from ..contract import PathLike
 
 __all__ = ["DATA_ENV", "BUILTIN", "data_root", "dataset_path", "load_builtin", "load_data",
-           "load_file", "load_files", "looked_in", "read_run_files", "resolve_data_path",
+           "load_file", "load_files", "load_table", "fold_paths", "fold_split", "looked_in",
+           "read_run_files", "resolve_data_path",
            "pad_features", "align_features", "single_query", "slice_queries"]
 
 DATA_ENV = "TORCHRANKBOOST_DATA"
@@ -170,18 +176,83 @@ def _check_file(path) -> Path:
 
 
 def read_run_files(paths, *, context: DistContext, n_features: Optional[int] = None,
-                   zero_based="auto", max_features: Optional[int] = None):
-    """The files of a run read together (one feature numbering, one feature count), each
-    as this rank's byte range of it (the whole file in one process); errors as
-    :func:`load_file` (on every rank: :class:`~torchrankboost.parallel.DistributedError`)."""
+                   zero_based="auto", max_features: Optional[int] = None,
+                   columns: Columns = Columns()):
+    """The files of a run read together, each as this rank's part of it (the whole file in
+    one process), through the reader of their format: SVMlight/LETOR files with one feature
+    numbering and one feature count (each rank its byte range), tables (any mix of Parquet,
+    Arrow/Feather, CSV/TSV) with the same feature columns, the column roles of ``columns``
+    (each rank its rows, whole queries: :func:`~.tables.rank_rows`). Errors as
+    :func:`load_file` (on every rank: :class:`~torchrankboost.parallel.DistributedError`);
+    SVMlight files and tables in one run are a ``ValueError``."""
     with context.guard():
         ps = [_check_file(p) for p in paths]
+        readers = [reader_for(p) for p in ps]
+        if len({r.tabular for r in readers}) > 1:
+            raise ValueError(f"{', '.join(map(str, ps))}: a run reads SVMlight/LETOR text or "
+                             f"tables (Parquet, Arrow, CSV), not both")
+    options = ReadOptions(zero_based=zero_based, max_features=max_features, columns=columns)
+    part = (context.rank, context.world_size)
+    group = getattr(readers[0], "read_files", None) if len({r.name for r in readers}) == 1 \
+        else None
+    if group is None:
+        from .tables import read_sources
+
+        return read_sources(ps, columns=columns, part=part, context=context)
     try:
-        return read_svmlight(ps, n_features=n_features, zero_based=zero_based,
-                             max_features=max_features, part=(context.rank, context.world_size),
-                             context=context)
+        if n_features is not None:
+            from .svmlight import read_svmlight
+
+            return read_svmlight(ps, n_features=n_features, zero_based=zero_based,
+                                 max_features=max_features, part=part, context=context)
+        return group(ps, options=options, part=part, context=context)
     except (ValueError, OSError, UnicodeDecodeError, EOFError) as exc:
         raise _read_error(exc, ps) from None
+
+
+def load_table(source: Any, *, label: Optional[str] = None, qid: Optional[str] = None,
+               weight: Optional[str] = None, position: Optional[str] = None,
+               group_weight: Optional[str] = None, features: Optional[Sequence[str]] = None,
+               columns: Optional[Columns] = None) -> RankingData:
+    """Ranking data from a table: a ``pyarrow.Table``, a pandas or Polars ``DataFrame``, or
+    a path (Parquet, Arrow IPC/Feather, CSV/TSV — or SVMlight/LETOR text, which has no
+    column names).
+
+    Column roles by name: ``label`` (default ``"label"``) and ``qid`` (default ``"qid"``)
+    must exist; ``weight``, ``position`` and ``group_weight`` are read from the column of
+    that name (default: the role's own name) when it exists, and a name given explicitly
+    must exist; ``features``: the feature columns (default: every other numeric column).
+    ``columns``: a :class:`~.readers.Columns` instead of the names (e.g. no label column:
+    ``Columns(label=None)``).
+
+    Returns:
+        :class:`RankingData` with ``feature_names``, and ``weight`` ``(n,)``, ``position``
+        ``(n,)``, ``group_weight`` ``(G,)`` when those columns exist. Queries are the runs
+        of equal query ids; an id that comes back later is a ``ValueError`` naming its row.
+        Any bad input is one ``ValueError`` line naming the file (or the kind of table),
+        the row and the column; without pyarrow, one line saying what to install.
+    """
+    from .tables import read_source
+
+    cols = columns if columns is not None else Columns.of(
+        label=label, qid=qid, weight=weight, position=position, group_weight=group_weight,
+        features=features)
+    if not isinstance(source, (str, os.PathLike)):
+        from .arrow import is_table, table_source
+
+        if not is_table(source):
+            raise ValueError(f"expected a pyarrow Table, a pandas or Polars DataFrame or a "
+                             f"path, got {type(source).__name__}")
+        src = table_source(source, cols)
+    else:
+        p = _check_file(source)
+        if not reader_for(p).tabular:
+            return load_file(p)
+        src = reader_for(p).open(p, cols)
+    with src:
+        if src.num_rows == 0:
+            raise ValueError(f"{src.path}: the table has no data rows")
+        return read_source(src)
 
 
 def load_file(path: PathLike, *, n_features: Optional[int] = None,
@@ -204,14 +275,30 @@ def load_files(paths: Sequence[PathLike], *, n_features: Optional[int] = None,
                            zero_based=zero_based, max_features=max_features)
 
 
-def _fold_paths(p: Path, source: str):
-    missing = [s for s in ("train", "vali", "test")
-               if not (p / f"{s}.txt").exists() and not (p / s).exists()]
+def fold_split(folder: Path, stem: str) -> Optional[Path]:
+    """The file of split ``stem`` (``train``, ``vali``, ``test``) in a fold folder: ``stem``
+    with any supported suffix (``train.txt``, ``train.parquet``, ...) or bare; ``None`` when
+    there is none, ``ValueError`` when there are several."""
+    found = [folder / f"{stem}{sfx}" for sfx in supported_suffixes()
+             if (folder / f"{stem}{sfx}").is_file()]
+    if (folder / stem).is_file():
+        found.append(folder / stem)
+    if len(found) > 1:
+        raise ValueError(f"{folder}: several {stem} files ({', '.join(p.name for p in found)}); "
+                         f"keep one")
+    return found[0] if found else None
+
+
+def fold_paths(p: Path, source: str):
+    """The ``train``, ``vali`` and ``test`` files of a fold folder (in any supported
+    format each); ``ValueError`` naming what is missing."""
+    files = {s: fold_split(p, s) for s in ("train", "vali", "test")}
+    missing = [s for s, f in files.items() if f is None]
     if missing:
         raise ValueError(f"{source}: not a LETOR fold folder (missing "
-                         f"{', '.join(m + '.txt' for m in missing)})")
-    return [p / f"{s}.txt" if (p / f"{s}.txt").exists() else p / s
-            for s in ("train", "vali", "test")]
+                         f"{', '.join(m + '.txt' for m in missing)}, or the same names as "
+                         f"tables: .parquet, .feather, .arrow, .csv, .tsv)")
+    return list(files.values())
 
 
 # ============================================================================ data by name
@@ -225,7 +312,7 @@ def _sources(source: str, seed: int, ctx: DistContext):
         return splits, {}, source.strip().lower()
     splits = dict.fromkeys(_SPLITS)
     if p.is_dir():
-        return splits, dict(zip(_SPLITS, _fold_paths(p, source))), p.name or "fold"
+        return splits, dict(zip(_SPLITS, fold_paths(p, source))), p.name or "fold"
     if p.exists():
         return splits, {"train": p}, p.stem
     raise FileNotFoundError(f"data not found: {source!r} is neither a built-in data set "
@@ -235,11 +322,15 @@ def _sources(source: str, seed: int, ctx: DistContext):
 
 def load_data(source: str, *, valid: Optional[str] = None, test: Optional[str] = None,
               seed: int = 0, zero_based: Union[bool, str] = "auto",
-              max_features: Optional[int] = None, context: Optional[DistContext] = None) -> Tuple:
+              max_features: Optional[int] = None, context: Optional[DistContext] = None,
+              columns: Columns = Columns()) -> Tuple:
     """``(train, valid or None, test or None, name)`` from a data source and optional files.
 
-    ``source`` is a built-in name (``wdbc``, ``synthetic``), a LETOR fold folder (``train.txt``,
-    ``vali.txt``, ``test.txt``) or an SVMlight/LETOR file with ``qid:``; a relative path
+    ``source`` is a built-in name (``wdbc``, ``synthetic``), a fold folder (``train``,
+    ``vali``, ``test``, each ``.txt`` or any table format: ``.parquet``, ``.feather``,
+    ``.csv``, ...), an SVMlight/LETOR file with ``qid:`` or a table file (column roles:
+    ``columns``, see :class:`~.readers.Columns`; every file of the run with the same
+    feature columns, and its feature names kept in ``train.feature_names``); a relative path
     that does not exist in the working folder is looked up under :func:`data_root`
     (``"mq2008/Fold1"``), also for ``valid``/``test``, and a missing one is reported with
     both places. Files given as
@@ -270,7 +361,7 @@ def load_data(source: str, *, valid: Optional[str] = None, test: Optional[str] =
     if files:
         loaded = dict(zip(files, read_run_files(list(files.values()), context=ctx,
                                                  zero_based=zero_based,
-                                                 max_features=max_features)))
+                                                 max_features=max_features, columns=columns)))
         numbering = next(iter(loaded.values())).zero_based
         splits.update(loaded)
     tr, va, te = align_features(*(splits[k] for k in _SPLITS))

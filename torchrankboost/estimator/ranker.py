@@ -19,7 +19,8 @@ from .._threads import limit_threads, resolve_n_jobs
 from ..boosting.checkpoint import warm_start_init
 from ..factory import load_model, make_ranker, resolve_device, rounds_kept
 from . import compat
-from .arrays import features, fit_weights, groups_from, to_numpy
+from .arrays import (features, fit_weights, groups_from, is_tabular, table_arrays,
+                     table_features, to_numpy, uses_columns)
 from .debiasing import debias_fit_args
 from ..contract import ArrayLike, EvalSets, PathLike
 
@@ -209,7 +210,7 @@ class BoostedRanker(compat.TheirNames, BaseEstimator):
 
     # ------------------------------------------------------------------ API
     @compat.refusing_their_names(compat.THEIR_FIT, "BoostedRanker.fit")
-    def fit(self, X: ArrayLike, y: ArrayLike, *, qid: Optional[ArrayLike] = None,
+    def fit(self, X: ArrayLike, y: Optional[ArrayLike] = None, *, qid: Optional[ArrayLike] = None,
             group: Optional[ArrayLike] = None, eval_set: EvalSets = None,
             eval_qid: Optional[Sequence[Any]] = None, eval_group: Optional[Sequence[Any]] = None,
             callbacks: Optional[Sequence[Any]] = None, sample_weight: Optional[ArrayLike] = None,
@@ -228,30 +229,38 @@ class BoostedRanker(compat.TheirNames, BaseEstimator):
         see :mod:`torchrankboost.boosting.weights`. ``position`` ``(n,)``: displayed ranks of
         click labels ``y``, with ``debias`` (:mod:`torchrankboost.clicks`).
 
+        **Tables.** ``X`` may be a ``pyarrow.Table``, a Polars or pandas ``DataFrame`` or a
+        path (Parquet, Feather/Arrow, CSV/TSV) read by column names: ``y``, ``qid``,
+        ``sample_weight``, ``position`` and ``group_weight`` may each name a column
+        (``fit(table, qid="qid")``; left ``None``, the columns ``label``, ``qid``,
+        ``weight``, ``position`` and ``group_weight`` are used when present, the label
+        required), the features are the other numeric columns, kept in
+        ``feature_names_in_`` (and in a saved model); a table's query ids must be
+        contiguous. ``eval_set`` entries may be such tables too (alone, or ``(X_v, y_v,
+        qid_v)`` with names); ``predict`` and ``score`` then take tables with the same
+        feature columns (in any order; the role columns are left out).
+
         A data frame's column names are kept in ``feature_names_in_``. Inside scikit-learn's
         cross-validation without metadata routing, ``qid``/``group`` are refused at once
         (they would never reach ``score``; the message shows the two ways that work).
         """
         if (qid is not None or group is not None) and compat.cv_scores_without_qid():
             raise ValueError(compat.FIT_IN_CV)
+        table = self._table_inputs(X, y=y, qid=qid, sample_weight=sample_weight,
+                                   group_weight=group_weight, position=position)
+        if table is not None:
+            X, y, qid = table["X"], table["y"], table["qid"]
+            sample_weight, group_weight = table["sample_weight"], table["group_weight"]
+            position = table["position"]
+        if y is None:
+            raise ValueError("fit needs the labels y (or X as a table with a label column)")
         compat.check_feature_names(self, X, reset=True)
         Xt, yt, groups = self._prepare(X, y, qid, group)
         self._warn_one_query(qid, group, Xt.shape[0])
         weights = fit_weights(sample_weight, group_weight, qid, group, Xt.shape[0])
         if Xt.shape[0] == 0:
             raise ValueError("X has no rows")
-        evals = []
-        for j, ev in enumerate(eval_set or ()):
-            if not isinstance(ev, (tuple, list)) or len(ev) not in (2, 3):
-                raise ValueError("eval_set entries must be (X, y) or (X, y, qid) tuples")
-            compat.check_feature_names(self, ev[0], reset=False)
-            q = ev[2] if len(ev) == 3 else (eval_qid[j] if eval_qid is not None else None)
-            gsz = eval_group[j] if eval_group is not None else None
-            Xv, yv, gv = self._prepare(ev[0], ev[1], q, gsz)
-            if Xv.shape[1] != Xt.shape[1]:
-                raise ValueError(f"eval_set[{j}] has {Xv.shape[1]} features, X has "
-                                 f"{Xt.shape[1]}")
-            evals.append((Xv, yv, gv))
+        evals = self._eval_sets(eval_set, eval_qid, eval_group, Xt.shape[1], table)
         registry.metric(self.score_metric)  # validate early
         if self.importance_type not in _IMPORTANCE:
             raise ValueError(f"importance_type must be one of {tuple(_IMPORTANCE)}, got "
@@ -277,6 +286,49 @@ class BoostedRanker(compat.TheirNames, BaseEstimator):
             cbs.append(ProgressCallback())
         model = ranker.fit(Xt, yt, groups, eval_set=evals or None, eval_metric=self.eval_metric,
                            early_stopping_rounds=stopping, callbacks=cbs, **init, **weights)
+        self._fitted(ranker, model, groups, Xt, stopping, table)
+        return self
+
+    def _table_inputs(self, X, **args):
+        """``fit``'s inputs from a table (:func:`~.arrays.table_arrays`), or ``None`` for
+        arrays (and a pandas frame with no role named)."""
+        if not uses_columns(X, **args):
+            return None
+        if self.qid_column is not None:
+            raise ValueError("qid_column indexes a column of an array X; with a table, name "
+                             "the query id column: fit(table, qid='qid')")
+        return table_arrays(X, **args)
+
+    def _eval_sets(self, eval_set, eval_qid, eval_group, F: int, table) -> list:
+        """``fit``'s ``eval_set`` as ``(X, y, groups)`` tensors: arrays, data frames, or
+        tables read with the training table's column roles and feature names."""
+        evals = []
+        for j, ev in enumerate(eval_set or ()):
+            if not isinstance(ev, (tuple, list)):
+                ev = (ev,) if uses_columns(ev, y=None) else ev
+            if not isinstance(ev, (tuple, list)) or len(ev) not in (1, 2, 3) or (
+                    len(ev) == 1 and table is None):
+                raise ValueError("eval_set entries must be (X, y) or (X, y, qid) tuples (or "
+                                 "tables, after a fit on a table)")
+            q = ev[2] if len(ev) == 3 else (eval_qid[j] if eval_qid is not None else None)
+            y = ev[1] if len(ev) > 1 else None
+            if table is not None and uses_columns(ev[0], y=y, qid=q):
+                got = table_arrays(ev[0], y=y, qid=q, roles=table["roles"],
+                                   names=table["names"])
+                Xe, y, q = got["X"], got["y"], got["qid"]
+            else:
+                Xe = ev[0]
+                compat.check_feature_names(self, Xe, reset=False)
+            gsz = eval_group[j] if eval_group is not None else None
+            Xv, yv, gv = self._prepare(Xe, y, q, gsz)
+            if Xv.shape[1] != F:
+                raise ValueError(f"eval_set[{j}] has {Xv.shape[1]} features, X has {F}")
+            evals.append((Xv, yv, gv))
+        return evals
+
+    def _fitted(self, ranker, model, groups, Xt, stopping, table) -> None:
+        """The fitted attributes (``table``: the column roles and feature names of a fit
+        on a table)."""
         self.ranker_ = ranker
         self.n_queries_ = int(groups.num_groups)
         self.model_ = model
@@ -288,7 +340,11 @@ class BoostedRanker(compat.TheirNames, BaseEstimator):
         self.stop_reason_ = ranker.stop_reason_
         self.n_rounds_ = rounds_kept(ranker, stopping)
         self.best_iteration_ = self.best_round_
-        return self
+        if table is not None:
+            self.feature_names_in_ = np.asarray(table["names"], dtype=object)
+            self.table_roles_ = dict(table["roles"])
+        else:
+            self.__dict__.pop("table_roles_", None)
 
     @property
     def feature_importances_(self) -> np.ndarray:
@@ -319,7 +375,13 @@ class BoostedRanker(compat.TheirNames, BaseEstimator):
         self.stop_reason_ = info.get("stop_reason")
         self.n_rounds_ = getattr(model, "n_rounds", None)
         self.n_queries_ = None  # unknown: score() then trusts the caller
-        self.__dict__.pop("feature_names_in_", None)  # not in the file
+        names = info.get("feature_names")  # a model fitted on a table or data frame
+        self.__dict__.pop("table_roles_", None)
+        if names is not None and self.qid_column is None:
+            self.feature_names_in_ = np.asarray(names, dtype=object)
+            self.table_roles_ = {}  # tables (and data frames) are read by column names
+        else:
+            self.__dict__.pop("feature_names_in_", None)
         return self
 
     def _check_fitted(self):
@@ -373,10 +435,21 @@ class BoostedRanker(compat.TheirNames, BaseEstimator):
 
     def _predict_input(self, X):
         self._check_fitted()
-        compat.check_feature_names(self, X, reset=False)
+        if self._reads_table(X):
+            X = table_features(X, getattr(self, "feature_names_in_", None),
+                               getattr(self, "table_roles_", None))
+        else:
+            compat.check_feature_names(self, X, reset=False)
         Xt, _ = self._split_X(X, None)
         self._check_nfeatures(Xt)
         return Xt
+
+    def _reads_table(self, X) -> bool:
+        """``X`` is read by column names: a path or an Arrow/Polars table, or any data
+        frame after a fit on a table."""
+        from ..data.arrow import is_table
+
+        return is_tabular(X) or (is_table(X) and hasattr(self, "table_roles_"))
 
     def _check_ensemble(self, what: str) -> None:
         if not callable(getattr(self.model_, "staged_predict", None)):
@@ -399,17 +472,28 @@ class BoostedRanker(compat.TheirNames, BaseEstimator):
                           f"ranking); pass qid= (or group=) for per-query ranking",
                           UserWarning, stacklevel=3)
 
-    def score(self, X: ArrayLike, y: ArrayLike, sample_weight: Optional[ArrayLike] = None, *,
-              qid: Optional[ArrayLike] = None, group: Optional[ArrayLike] = None) -> float:
+    def score(self, X: ArrayLike, y: Optional[ArrayLike] = None,
+              sample_weight: Optional[ArrayLike] = None, *, qid: Optional[ArrayLike] = None,
+              group: Optional[ArrayLike] = None) -> float:
         """``score_metric`` (default NDCG@10, mean over queries) of the predictions.
 
         ``sample_weight`` ``(n,)``: a query then weighs the mean weight of its documents
         (LightGBM's query weights): ``Σ_q w̄_q m_q / Σ_q w̄_q`` (queries of weight 0 do not
-        count); scikit-learn's ``Pipeline.score`` passes it (``None`` by default).
+        count); scikit-learn's ``Pipeline.score`` passes it (``None`` by default). ``X`` may
+        be a table, as in :meth:`fit` (``y``, ``qid``, ``sample_weight`` then name columns
+        or are read from the columns of the fit's roles).
 
         Without query ids, more than :data:`ONE_QUERY_DOCS` documents are refused (they
         would be scored as one query, silently); ``group=[len(X)]`` scores them as one."""
         self._check_fitted()
+        if self._reads_table(X) or uses_columns(X, y=y, qid=qid, sample_weight=sample_weight):
+            got = table_arrays(X, y=y, qid=qid, sample_weight=sample_weight,
+                               roles=getattr(self, "table_roles_", None),
+                               names=getattr(self, "feature_names_in_", None))
+            return self._score_arrays(got["X"], got["y"], got["sample_weight"], got["qid"],
+                                      group)
+        if y is None:
+            raise ValueError("score needs the labels y (or X as a table with a label column)")
         if qid is None and group is None and self.qid_column is None and \
                 (getattr(self, "n_queries_", None) or 0) > 1:
             raise ValueError(
@@ -418,6 +502,10 @@ class BoostedRanker(compat.TheirNames, BaseEstimator):
                 f"{self.score_metric}). Pass qid=... (or group=...). "
                 + compat.SCORE_WITHOUT_QID[0].upper() + compat.SCORE_WITHOUT_QID[1:] + ".")
         compat.check_feature_names(self, X, reset=False)
+        return self._score_arrays(X, y, sample_weight, qid, group)
+
+    def _score_arrays(self, X, y, sample_weight, qid, group) -> float:
+        """:meth:`score` of arrays (the feature names checked)."""
         Xt, q = self._split_X(X, qid)
         if self._no_query_ids(qid, group) and Xt.shape[0] > ONE_QUERY_DOCS:
             raise ValueError(
@@ -441,8 +529,12 @@ class BoostedRanker(compat.TheirNames, BaseEstimator):
         return compat.weighted_score(metric, s, yt, groups, w)
 
     def save_model(self, path: PathLike) -> None:
-        """Save the fitted model (safetensors + JSON; load with ``load_model``)."""
+        """Save the fitted model (safetensors + JSON; load with ``load_model``), with the
+        feature names of a fit on a data frame or table."""
         self._check_fitted()
+        names = getattr(self, "feature_names_in_", None)
+        if names is not None and self.qid_column is None:
+            self.model_.info["feature_names"] = [str(c) for c in names]
         self.model_.save(path)
 
     def __sklearn_tags__(self):  # scikit-learn >= 1.6
