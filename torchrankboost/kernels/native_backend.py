@@ -1,5 +1,5 @@
 """The compiled CPU tree backend: ``trees.c`` beside this file (C99 + OpenMP through ctypes,
-built on first use by :func:`torchrankboost._native.load_library`), on uint8 bin codes
+built at install, loaded by :func:`torchrankboost._native.load_library`), on uint8 bin codes
 (int16 above 255 bins: the same kernels instantiated for 2-byte codes). The only module that
 loads or calls that library: tree growth, oblivious levels, traversal, prediction and bin
 coding; where a kernel does not apply (see each method) the torch reference runs instead.

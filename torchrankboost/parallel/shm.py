@@ -24,7 +24,7 @@ from .transport import dist as _dist, record_peers
 
 __all__ = ["SharedMemorySum", "candidate", "host_transport"]
 
-#: the C source of the sum, compiled on first use by :func:`torchrankboost._native.load_library`
+#: the C source of the sum, compiled at install, loaded by :func:`torchrankboost._native.load_library`
 SOURCE = Path(__file__).with_name("shm.c")
 
 
@@ -43,7 +43,7 @@ class SharedMemorySum:
     ~1 MB; a boosted tree makes one per split. When every rank of the process group runs on
     this host, rank 0 creates a shared mapping (a file in ``/dev/shm``, unlinked once every
     rank has mapped it) and each sum goes through ``trb_shm_allreduce`` (``shm.c``
-    beside this module, compiled on first use): every rank copies its tensor into its slot, waits for the
+    beside this module, compiled at install): every rank copies its tensor into its slot, waits for the
     others (a short spin, then asleep on a futex: a stopped peer costs the others no CPU),
     and sums the W slots **in rank order** — the same result on every rank, deterministic
     (int64, the fixed-point histograms of the tree learners: exact, wrapping as torch's).
