@@ -143,7 +143,8 @@ def _cli_lines(code: str):
     ``None``."""
     import shlex
 
-    lines = [shlex.split(l, comments=True) for l in code.splitlines()]
+    joined = code.replace("\\\n", " ")  # a line continued by a backslash
+    lines = [shlex.split(l, comments=True) for l in joined.splitlines()]
     lines = [l for l in lines if l]
     return lines if lines and all(l[0] == "torchrankboost" for l in lines) else None
 
