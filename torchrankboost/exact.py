@@ -40,7 +40,7 @@ from typing import Optional
 import torch
 from torch import Tensor
 
-__all__ = ["LIMBS", "WIDTH", "accumulate", "normalise", "round_sum", "exact_sum",
+__all__ = ["LIMBS", "WIDTH", "accumulate", "normalise", "round_sum", "round_host", "exact_sum",
            "exact_mean", "query_sums", "query_accumulate", "to_wire", "from_wire",
            "ExactSum"]
 
@@ -190,11 +190,47 @@ def _round_magnitude(D: Tensor) -> Tensor:
     return torch.where(d0 != 0, value, torch.zeros_like(value))
 
 
+#: up to this many accumulators on the CPU are rounded by :func:`round_host` (Python's exact
+#: integers: a few microseconds each, where the vectorised path costs ~0.5 ms of small ops)
+HOST_ROWS = 64
+
+
+def round_host(acc: Tensor) -> Tensor:
+    """:func:`round_sum` of CPU accumulators through Python integers, the same float64 bits:
+    the limbs make the exact sum ``S·2^-1074`` with ``S = Σ_i limb_i·2^(32 i)`` an integer,
+    and ``S / 2^1074`` is one correctly rounded (ties to even) integer division; beyond the
+    float64 range it is ``±inf``, an exact zero ``+0.0``; NaN/±inf by the counts."""
+    rows = acc.reshape(-1, WIDTH).tolist()
+    out = []
+    for row in rows:
+        nan, pinf, ninf = row[_NAN] > 0, row[_PINF] > 0, row[_NINF] > 0
+        if nan or (pinf and ninf):
+            out.append(float("nan"))
+            continue
+        if pinf or ninf:
+            out.append(float("inf") if pinf else float("-inf"))
+            continue
+        total = 0
+        for i in range(LIMBS - 1, -1, -1):
+            total = (total << 32) + row[i]
+        try:
+            out.append(total / _DENOMINATOR if total else 0.0)
+        except OverflowError:
+            out.append(float("inf") if total > 0 else float("-inf"))
+    return torch.tensor(out, dtype=_F64).reshape(acc.shape[:-1])
+
+
+_DENOMINATOR = 1 << 1074
+
+
 def round_sum(acc: Tensor) -> Tensor:
     """The correctly rounded float64 value of accumulators ``(…, WIDTH)`` (any form: raw,
-    normalised, or summed over ranks): ``(…)`` float64, NaN/±inf by the counts."""
+    normalised, or summed over ranks): ``(…)`` float64, NaN/±inf by the counts. A few
+    accumulators on the CPU take :func:`round_host` (the same bits)."""
     shape = acc.shape[:-1]
     a = acc.reshape(-1, WIDTH)
+    if a.device.type == "cpu" and a.shape[0] <= HOST_ROWS:
+        return round_host(a).reshape(shape)
     m = a.shape[0]
     both = normalise(torch.cat([a, -a], 0))  # the sum and its negation, carried
     neg = both[:m, LIMBS - 1] < 0

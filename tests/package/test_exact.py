@@ -12,8 +12,9 @@ import torch
 from hypothesis import given
 from hypothesis import strategies as st
 
+from torchrankboost import exact as exact_module
 from torchrankboost.exact import (WIDTH, ExactSum, accumulate, exact_sum, from_wire,
-                                  query_accumulate, query_sums, round_sum, to_wire)
+                                  query_accumulate, query_sums, round_host, round_sum, to_wire)
 
 F64 = torch.float64
 TINY, HUGE = 5e-324, 1.7976931348623157e308
@@ -69,6 +70,25 @@ def test_equals_fsum_on_adversarial_values():
         want = fsum(xs)
         if want is not None:
             assert same(ours(xs), want), xs
+
+
+def test_rounding_through_python_integers_gives_the_vectorised_bits(monkeypatch):
+    """:func:`round_host` (a few CPU accumulators) and the vectorised rounding give the same
+    bits on adversarial sums, infinities and NaN, and on accumulators summed over ranks
+    (raw limbs, not normalised)."""
+    rng = random.Random(5)
+    accs = [accumulate(torch.tensor(adversarial(rng, rng.randint(1, 30)), dtype=F64))
+            for _ in range(400)]
+    accs += [accumulate(torch.tensor([HUGE, HUGE], dtype=F64)),
+             accumulate(torch.tensor([float("inf"), 1.0], dtype=F64)),
+             accumulate(torch.tensor([float("inf"), float("-inf")], dtype=F64)),
+             accumulate(torch.tensor([-0.0, -0.0], dtype=F64))]
+    accs += [sum(accs[i:i + 3]) for i in range(0, 60, 3)]  # ranks' raw sums
+    a = torch.stack(accs)
+    host = round_host(a)
+    monkeypatch.setattr(exact_module, "HOST_ROWS", -1)
+    vec = round_sum(a)
+    assert all(same(x, y) for x, y in zip(host.tolist(), vec.tolist()))
 
 
 @pytest.mark.parametrize("xs", [
