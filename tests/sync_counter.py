@@ -128,6 +128,21 @@ class SyncCounter(TorchFunctionMode):
         self.by_kind: Counter = Counter()
         self.by_site: Counter = Counter()
 
+    def __enter__(self):
+        # the counter stands in for a device: the CPU-only shortcut of the exact sums'
+        # rounding (a few accumulators through Python integers) is off while it counts
+        from torchrankboost import exact
+
+        self._host_rows = exact.HOST_ROWS
+        exact.HOST_ROWS = -1
+        return super().__enter__()
+
+    def __exit__(self, *exc):
+        from torchrankboost import exact
+
+        exact.HOST_ROWS = self._host_rows
+        return super().__exit__(*exc)
+
     def reset(self) -> None:
         self.syncs = self.ops = self.uploads = self.views = 0
         self.by_kind.clear()
