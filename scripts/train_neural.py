@@ -192,38 +192,20 @@ def _check_network_meta(meta: dict) -> None:
         raise ValueError(f"unknown preprocessing {pre!r}")
 
 
-def _check_weights(model: nn.Module, tensors: dict) -> None:
-    """``ValueError(problem)`` unless ``tensors`` are exactly ``model``'s parameters: the
-    same names and shapes, floating point, finite."""
-    expected = model.state_dict()
-    missing = [k for k in expected if k not in tensors]
-    extra = [k for k in tensors if k not in expected]
-    if missing or extra:
-        raise ValueError(f"the tensors do not match the stored architecture (missing "
-                         f"{missing or 'none'}, unexpected {extra or 'none'})")
-    for k, t in tensors.items():
-        if tuple(t.shape) != tuple(expected[k].shape):
-            raise ValueError(f"tensor {k!r} has shape {tuple(t.shape)}, the architecture "
-                             f"needs {tuple(expected[k].shape)}")
-        if not t.dtype.is_floating_point:
-            raise ValueError(f"tensor {k!r} has dtype {t.dtype}, not floating point")
-        if not bool(torch.isfinite(t).all()):
-            raise ValueError(f"tensor {k!r} holds non-finite values")
-
-
 def load_network(path, *, device=None):
     """``(model, meta)``: the network saved by ``-o`` rebuilt from its metadata, in eval
     mode. The file is validated (format, architecture, preprocessing; the tensors' names
     and shapes against the architecture; finite weights): a bad file raises a one-line
     ``ValueError`` naming it."""
     from torchrankboost._modelfile import ModelFileError, read_model_file
+    from torchrankboost.nn.model import check_state
 
     meta, tensors = read_model_file(path, NETWORK_KEY, "neural ranker", device="cpu")
     try:
         _check_network_meta(meta)
         model = build_mlp(meta["n_features"], meta["hidden"], meta["layers"],
                           float(meta["dropout"]))
-        _check_weights(model, tensors)
+        check_state(model, tensors)
     except ValueError as exc:
         raise ModelFileError(f"{path}: invalid model file: {exc}") from None
     model.load_state_dict(tensors)

@@ -27,7 +27,7 @@ from ..contract import ArrayLike, DeviceLike, PathLike
 from ..groups import Groups, as_groups
 from .models import build_network
 
-__all__ = ["NeuralModel", "KEY", "FORMAT"]
+__all__ = ["NeuralModel", "KEY", "FORMAT", "check_state"]
 
 KEY = "neural"
 FORMAT = "torchrankboost.NeuralModel"
@@ -193,6 +193,25 @@ def _jsonable(obj):
                                  else repr(o)))
 
 
+def check_state(net: torch.nn.Module, tensors: Dict[str, Tensor]) -> None:
+    """One-line ``ValueError`` unless ``tensors`` are exactly ``net``'s state: the same names
+    and shapes, floating point, finite (the check of every network file read back)."""
+    expected = net.state_dict()
+    missing = sorted(set(expected) - set(tensors))
+    extra = sorted(set(tensors) - set(expected))
+    if missing or extra:
+        raise ValueError(f"the tensors do not match the architecture (missing "
+                         f"{missing or 'none'}, unexpected {extra or 'none'})")
+    for k, t in tensors.items():
+        if tuple(t.shape) != tuple(expected[k].shape):
+            raise ValueError(f"tensor {k!r} has shape {tuple(t.shape)}, the architecture "
+                             f"needs {tuple(expected[k].shape)}")
+        if not t.dtype.is_floating_point:
+            raise ValueError(f"tensor {k!r} has dtype {t.dtype}, not floating point")
+        if not bool(torch.isfinite(t).all()):
+            raise ValueError(f"tensor {k!r} holds non-finite values")
+
+
 def _build_checked(tensors: Dict[str, Tensor], meta: dict, max_features: int) -> NeuralModel:
     if meta.get("format") != FORMAT or not isinstance(meta.get("version"), int) \
             or meta["version"] > VERSION:
@@ -205,18 +224,8 @@ def _build_checked(tensors: Dict[str, Tensor], meta: dict, max_features: int) ->
     if isinstance(F, bool) or not isinstance(F, int) or not 1 <= F <= max_features:
         raise ValueError(f"n_features must be an integer in [1, {max_features}], got {F!r}")
     net = build_network(meta["architecture"], **config)
+    check_state(net, tensors)
     expected = net.state_dict()
-    missing = sorted(set(expected) - set(tensors))
-    extra = sorted(set(tensors) - set(expected))
-    if missing or extra:
-        raise ValueError(f"the tensors do not match the architecture (missing "
-                         f"{missing or 'none'}, unexpected {extra or 'none'})")
-    for k, t in tensors.items():
-        if tuple(t.shape) != tuple(expected[k].shape):
-            raise ValueError(f"tensor {k!r} has shape {tuple(t.shape)}, the architecture "
-                             f"needs {tuple(expected[k].shape)}")
-        if not t.dtype.is_floating_point or not bool(torch.isfinite(t).all()):
-            raise ValueError(f"tensor {k!r} must be finite floating point")
     net.load_state_dict({k: t.to(expected[k].dtype) for k, t in tensors.items()})
     info = meta.get("info")
     return NeuralModel(net.eval(), info=info if isinstance(info, dict) else {})
