@@ -237,7 +237,7 @@ def test_fuzzed_checkpoints_are_refused_or_load_the_same(tmp_path):
     """Seeded byte damage of a checkpoint (flipped bits, truncation, inserted and deleted
     bytes), each load in a child process: one-line ValueError or the clean checkpoint,
     never a crash or a different state."""
-    from fuzz_runner import run_cases
+    from fuzz_runner import damaged, run_cases
 
     X, y, q = _data()
     path = tmp_path / "ck.safetensors"
@@ -246,18 +246,7 @@ def test_fuzzed_checkpoints_are_refused_or_load_the_same(tmp_path):
     rng = np.random.default_rng(37)
     cases = []
     for i in range(120):
-        b = bytearray(clean)
-        pos = int(rng.integers(len(b)))
-        kind = i % 4
-        if kind == 0:
-            b[pos] ^= 1 << int(rng.integers(8))
-        elif kind == 1:
-            b = b[:pos]
-        elif kind == 2:
-            b[pos:pos] = bytes([int(rng.integers(256))])
-        else:
-            del b[pos]
-        (tmp_path / f"d{i}.safetensors").write_bytes(bytes(b))
+        (tmp_path / f"d{i}.safetensors").write_bytes(damaged(clean, i, rng))
         cases.append({"path": str(tmp_path / f"d{i}.safetensors"), "clean": str(path)})
     results = run_cases(f"{__file__}:load_damaged_checkpoint", cases)
     bad = [(i, r) for i, r in enumerate(results) if r.get("outcome") not in ("refused", "same")]

@@ -97,3 +97,20 @@ def run_cases(worker: str, cases: List[dict], *, timeout: float = 600.0) -> List
                           "stage": stage, "stderr": err_alone[-300:]}
             start = begun + 1
     return out
+
+
+def damaged(clean: bytes, kind: int, rng) -> bytes:
+    """``clean`` with one damage at a random position (``rng``: a numpy ``Generator``):
+    ``kind % 4`` 0 flips a bit, 1 truncates, 2 inserts a random byte, 3 deletes a byte."""
+    b = bytearray(clean)
+    pos = int(rng.integers(len(b)))
+    kind %= 4
+    if kind == 0:
+        b[pos] ^= 1 << int(rng.integers(8))
+    elif kind == 1:
+        b = b[:pos]
+    elif kind == 2:
+        b[pos:pos] = bytes([int(rng.integers(256))])
+    else:
+        del b[pos]
+    return bytes(b)

@@ -323,7 +323,7 @@ def test_fuzzed_cache_files_are_refused_or_load_the_same(tmp_path):
     """Seeded byte damage anywhere in the file (flipped bits, truncation, inserted and
     deleted bytes), each load in a child process: every case is one-line CacheError or
     loads exactly the clean cache's data; never a crash or different data."""
-    from fuzz_runner import run_cases
+    from fuzz_runner import damaged, run_cases
 
     f = _write_letor(tmp_path / "t.txt", n_queries=20, weights=True)
     c = build_cache(tmp_path / "c.trbin", f)
@@ -331,18 +331,7 @@ def test_fuzzed_cache_files_are_refused_or_load_the_same(tmp_path):
     rng = np.random.default_rng(37)
     cases = []
     for i in range(160):
-        b = bytearray(clean)
-        kind = i % 4
-        pos = int(rng.integers(len(b)))
-        if kind == 0:
-            b[pos] ^= 1 << int(rng.integers(8))
-        elif kind == 1:
-            b = b[:pos]
-        elif kind == 2:
-            b[pos:pos] = bytes([int(rng.integers(256))])
-        else:
-            del b[pos]
-        (tmp_path / f"d{i}.trbin").write_bytes(bytes(b))
+        (tmp_path / f"d{i}.trbin").write_bytes(damaged(clean, i, rng))
         cases.append({"path": str(tmp_path / f"d{i}.trbin"), "clean": str(c)})
     here = os.path.abspath(__file__)
     results = run_cases(f"{here}:load_damaged", cases)

@@ -39,9 +39,9 @@ def add_commands(sub) -> None:
     tr.set_defaults(handler=cmd_train)
     tr.add_argument("--config", metavar="FILE",
                     help="read the options from a TOML file (keys: these flags without "
-                         "dashes; tables params, loss_params, learner_params); flags given "
-                         "here override it. Every run saves its options beside the model "
-                         "as <model stem>.config.toml")
+                         "dashes; tables params, loss_params, learner_params, model_params); "
+                         "flags given here override it. Every run saves its options beside "
+                         "the model as <model stem>.config.toml")
     _add_train_data_options(tr)
     _add_train_model_options(tr)
     _add_train_output_options(tr)
