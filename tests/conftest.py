@@ -84,3 +84,19 @@ class Recorder:
     def on_fit_end(self, ranker, model):
         self.events.append(("end", model))
         self.rankers.add(id(ranker))
+
+
+def fit_info(n_rounds=12):
+    """A :class:`~torchrankboost.contract.FitInfo` shaped like the driver's (see
+    ``boosting/booster.py``), for callback tests."""
+    from torchrankboost import PNormPushLoss, RegressionTree
+    from torchrankboost.contract import FitInfo
+    from torchrankboost.params import describe
+
+    return FitInfo(algorithm="boost", n_docs=50, n_queries=5, n_features=4, n_rounds=n_rounds,
+                   eval_names=["valid_0"], metric_names=["auc", "ndcg@10"],
+                   params={"learning_rate": 0.1, "callbacks": [1, 2],
+                           "loss": describe(PNormPushLoss(2.0)),
+                           "learner": describe(RegressionTree(max_leaves=15, l2=1.0)),
+                           "step": "line_search", "curvature": "diag", "base_score": 0.0,
+                           "seed": 0, "subsample": 1.0, "device": "cpu"})

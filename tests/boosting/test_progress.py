@@ -2,36 +2,24 @@
 tqdm bar that keeps its width and whole metric names."""
 
 import io
+import sys
 
+import pytest
 import torch
 
-from torchrankboost import PNormPushLoss, RegressionTree
-from torchrankboost.contract import FitInfo, RoundRecord
-from torchrankboost.params import describe
+from torchrankboost import Booster, RegressionTree
 from torchrankboost.boosting.progress import ProgressCallback
-import sys
-import pytest
-from torchrankboost import Booster
-from torchrankboost.boosting import RegressionTree
+from torchrankboost.contract import RoundRecord
 from torchrankboost.data import make_letor
 from torchrankboost.losses import ExponentialPairwiseLoss
 
-
-def _info(n_rounds=12):
-    """A FitInfo shaped like the driver's (see boosting/booster.py)."""
-    return FitInfo(algorithm="boost", n_docs=50, n_queries=5, n_features=4, n_rounds=n_rounds,
-                   eval_names=["valid_0"], metric_names=["auc", "ndcg@10"],
-                   params={"learning_rate": 0.1, "callbacks": [1, 2],
-                           "loss": describe(PNormPushLoss(2.0)),
-                           "learner": describe(RegressionTree(max_leaves=15, l2=1.0)),
-                           "step": "line_search", "curvature": "diag", "base_score": 0.0,
-                           "seed": 0, "subsample": 1.0, "device": "cpu"})
+from conftest import fit_info
 
 
 def test_progress_plain_lines_when_not_a_terminal():
     out = io.StringIO()
     p = ProgressCallback(stream=out, every=2)
-    p.on_fit_start(None, _info(5))
+    p.on_fit_start(None, fit_info(5))
     for r in range(1, 6):
         p.on_round_end(None, RoundRecord(round=r, loss=1.0 / r, step=0.2,
                                          metrics={"train": {"loss": 1.0 / r},
@@ -129,7 +117,7 @@ def test_lines_count_on_from_the_round_a_fit_starts_after():
     start's total (n more rounds) becomes k + n."""
     buf = io.StringIO()
     p = ProgressCallback(every=1, stream=buf, use_tqdm=False)
-    p.on_fit_start(None, _info(10))
+    p.on_fit_start(None, fit_info(10))
     for r in (8, 9, 10):
         p.on_round_end(None, RoundRecord(round=r, loss=1.0, step=0.2, weight=0.02,
                                          metrics={"train": {"loss": 1.0}}))
@@ -138,7 +126,7 @@ def test_lines_count_on_from_the_round_a_fit_starts_after():
     assert [l.split()[1] for l in lines] == ["8/10", "9/10", "10/10"], lines
     buf = io.StringIO()
     p = ProgressCallback(every=1, stream=buf, use_tqdm=False)
-    p.on_fit_start(None, _info(2))
+    p.on_fit_start(None, fit_info(2))
     for r in (6, 7):
         p.on_round_end(None, RoundRecord(round=r, loss=1.0, step=0.2, weight=0.02,
                                          metrics={"train": {"loss": 1.0}}))

@@ -6,12 +6,10 @@ import os
 import pytest
 import torch
 
-from torchrankboost import PNormPushLoss, RegressionTree
-from torchrankboost.contract import FitInfo, RoundRecord
-from torchrankboost.params import describe
+from torchrankboost.contract import RoundRecord
 from torchrankboost.tensorboard import TensorBoardLogger, default_logdir
 
-from conftest import read_events
+from conftest import fit_info, read_events
 
 pytest.importorskip("tensorboard.backend.event_processing.event_accumulator")
 
@@ -79,16 +77,6 @@ def test_explicit_api_writes_scalars_histograms_hparams_curves(tmp_path):
                                                       "n_rounds", "seed", "data"]
 
 
-def _info(n_rounds=12):
-    """A FitInfo shaped like the driver's (see boosting/booster.py)."""
-    return FitInfo(algorithm="boost", n_docs=50, n_queries=5, n_features=4, n_rounds=n_rounds,
-                   eval_names=["valid_0"], metric_names=["auc", "ndcg@10"],
-                   params={"learning_rate": 0.1, "callbacks": [1, 2],
-                           "loss": describe(PNormPushLoss(2.0)),
-                           "learner": describe(RegressionTree(max_leaves=15, l2=1.0)),
-                           "step": "line_search", "curvature": "diag", "base_score": 0.0,
-                           "seed": 0, "subsample": 1.0, "device": "cpu"})
-
 
 def _record(r, scores=None):
     """A RoundRecord shaped like the driver's (see boosting/booster.py)."""
@@ -108,7 +96,7 @@ def _record(r, scores=None):
 def test_callback_protocol(tmp_path):
     lg = TensorBoardLogger(tmp_path / "cb", histogram_every=5)
     ranker = object()  # the logger reads only what the hooks give it
-    lg.on_fit_start(ranker, _info(12))
+    lg.on_fit_start(ranker, fit_info(12))
     for r in range(1, 13):
         assert lg.on_round_end(ranker, _record(r, scores=torch.randn(50))) is None
     lg.on_fit_end(ranker, None)
